@@ -1,0 +1,49 @@
+# make demo: set up .venv and run the demo; make test: set up .venv and run lint, types and every test suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+WHEELHOUSE := .wheelhouse
+PYPROJECTS := $(shell find . -name pyproject.toml -not -path './.venv/*' -not -path './.wheelhouse/*' -not -path '*/build/*' -not -path './certifications/*')
+# Every package of ours that the type checker reads: the kernel and each plugin distribution's package.
+TYPED_PACKAGES := certlab_core $(shell find task_families adapters graders plugins -mindepth 2 -maxdepth 2 -type d -name 'certlab_*' 2>/dev/null | sort)
+
+.PHONY: demo test lint typecheck unit setup wheelhouse clean certifications
+
+setup: $(STAMP)
+
+$(STAMP): requirements-dev.txt $(PYPROJECTS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	@touch $(STAMP)
+
+# A local wheelhouse, so the tests can install a third party's family into a fresh environment without network.
+$(WHEELHOUSE)/.built: $(STAMP)
+	@rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
+	$(BIN)/python -m pip wheel -q --no-build-isolation -w $(WHEELHOUSE) . $$(sed -n 's/^-e \(.*\)/\1/p' requirements-dev.txt | grep -v '^\.$$')
+	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) setuptools wheel
+	@touch $(WHEELHOUSE)/.built
+
+wheelhouse: $(WHEELHOUSE)/.built
+
+demo: $(STAMP)
+	$(BIN)/certlab demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy $(TYPED_PACKAGES)
+
+unit: $(STAMP) $(WHEELHOUSE)/.built
+	CERTLAB_WHEELHOUSE=$(CURDIR)/$(WHEELHOUSE) $(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+test: lint typecheck unit
+
+certifications: $(STAMP)
+	$(BIN)/python tools/publish_certifications.py
+
+clean:
+	rm -rf $(VENV) $(WHEELHOUSE)

@@ -1,0 +1,11 @@
+"""certlab's kernel: hook specs, records, seals, discovery, the trial engine and the CLI."""
+
+from __future__ import annotations
+
+import pluggy
+
+__all__ = ["hookimpl", "__version__"]
+
+__version__ = "0.1.0"
+
+hookimpl = pluggy.HookimplMarker("certlab")

@@ -1,0 +1,297 @@
+"""Certification: prove, calibrate, run the agent, and write the sealed evidence bundle and its contract."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from certlab_core import __version__
+from certlab_core.canonical import pretty_json, sealed, unstructure
+from certlab_core.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.lab import (
+    InstrumentProof,
+    Progress,
+    Task,
+    TrialRecord,
+    TrialSpec,
+    calibrate,
+    constructed_agents,
+    grader_chain,
+    prove,
+    run_trials,
+)
+from certlab_core.records import AgentAdapter, TaskFamily
+from certlab_core.registry import Registry
+from certlab_core.workcopy import sha256_file, taskset_sha256
+
+BUNDLE_SCHEMA = "certlab.certification/1"
+BUNDLE_FILE = "bundle.json"
+CONTRACT_FILE = "CONTRACT.md"
+
+
+@frozen
+class CertifyOptions:
+    families: tuple[str, ...]
+    agent: str
+    agent_args: tuple[str, ...] = ()
+    agent_name: str | None = None
+    agent_version: str = "unknown"
+    agent_timeout_s: float = 600.0
+    trials: int = 1
+    workers: int = 2
+    origin_note: str = ""
+
+
+@frozen
+class CertifyResult:
+    bundle: dict[str, Any]
+    exit_code: int
+    problems: tuple[str, ...]
+
+
+def harness_commit() -> str:
+    """The git commit of the certlab checkout that ran, or ``unknown`` outside a checkout."""
+    source = Path(__file__).resolve().parent.parent
+    if not (source / ".git").exists():
+        return "unknown"
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def environment_facts() -> dict[str, Any]:
+    """Python, platform and installed distributions; never environment variables."""
+    dists = sorted(
+        {(d.metadata["Name"] or "?").lower(): d.version for d in importlib.metadata.distributions()}.items()
+    )
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "distributions": dict(dists),
+    }
+
+
+def resolve_families(registry: Registry, names: Sequence[str]) -> list[TaskFamily]:
+    if not names:
+        raise UsageError("name a family with --family NAME (or --family all)")
+    if "all" in names:
+        families = list(registry.all("task_families").values())
+        if not families:
+            raise UsageError("no task family is installed; install one, e.g. pip install certlab-intervals")
+        return families
+    return [registry.get("task_families", name) for name in dict.fromkeys(names)]
+
+
+def family_facts(registry: Registry, family: TaskFamily) -> dict[str, Any]:
+    plugin = registry.plugin_of("task_families", family.name)
+    return {
+        "name": family.name,
+        "version": family.version,
+        "distribution": plugin.distribution,
+        "distribution_version": plugin.version,
+        "taskset_sha256": taskset_sha256(family),
+        "prompt_sha256": sha256_file(Path(family.prompt_file)),
+        "tasks": [d.id for d in family.defects],
+    }
+
+
+def grader_facts(registry: Registry) -> list[dict[str, Any]]:
+    facts = []
+    for grader in grader_chain(registry):
+        plugin = registry.plugin_of("graders", grader.name)
+        facts.append(
+            {"name": grader.name, "order": grader.order, "distribution": plugin.distribution, "version": plugin.version}
+        )
+    return facts
+
+
+def trial_document(record: TrialRecord) -> dict[str, Any]:
+    return unstructure(record)  # type: ignore[no-any-return]
+
+
+def summary_of(trials: Sequence[dict[str, Any]]) -> dict[str, int]:
+    return {
+        "scheduled": len(trials),
+        "fixed": sum(1 for t in trials if t["verdict"] == "fixed"),
+        "graded": sum(1 for t in trials if t["grades"]),
+        "unavailable": sum(1 for t in trials if t["verdict"] == "unavailable"),
+    }
+
+
+def proof_document(proof: InstrumentProof) -> dict[str, Any]:
+    return {
+        "family": proof.family,
+        "holds": proof.holds,
+        "clean_passed": proof.clean_passed,
+        "expected_tests": list(proof.expected_tests),
+        "seeded": [dict(s) for s in proof.seeded],
+        "problems": list(proof.problems),
+    }
+
+
+def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> CertifyResult:
+    """Prove every family, calibrate, run the agent on every task ``trials`` times, and build the bundle."""
+    if options.trials < 1:
+        raise UsageError(f"--trials must be at least 1 (got {options.trials})")
+    if options.agent_timeout_s <= 0:
+        raise UsageError(f"--agent-timeout must be positive (got {options.agent_timeout_s:g})")
+    families = resolve_families(registry, options.families)
+    agent: AgentAdapter = registry.get("agents", options.agent)
+    if agent.check_args is not None:
+        agent.check_args(tuple(options.agent_args))
+    graders = grader_chain(registry)
+    calibrators = constructed_agents(registry)
+    if not calibrators:
+        raise UsageError("no constructed agents are installed to calibrate with; pip install certlab-calibration")
+    started = time.monotonic()
+
+    problems: list[str] = []
+    proofs: list[InstrumentProof] = []
+    for family in families:
+        proof = prove(family, graders, workers=options.workers)
+        proofs.append(proof)
+        if proof.holds:
+            progress(
+                f"prove {family.name}: the clean tree passes {len(proof.expected_tests)} tests; "
+                f"all {len(proof.seeded)} seeded defects are caught"
+            )
+        for problem in proof.problems:
+            progress(f"prove {family.name}: REFUSED: {problem}")
+        problems.extend(proof.problems)
+
+    calibration_trials: list[tuple[str, TrialRecord]] = []
+    trials: list[TrialRecord] = []
+    if not problems:
+        progress(f"calibrate: {', '.join(a.name for a in calibrators)} on {sum(len(f.defects) for f in families)} tasks")
+        calibration_trials, calibration_problems = calibrate(
+            list(zip(families, proofs, strict=True)), calibrators, graders, workers=options.workers
+        )
+        for problem in calibration_problems:
+            progress(f"calibrate: FAILED: {problem}")
+        problems.extend(calibration_problems)
+        for calibrator in calibrators:
+            mine = [t for name, t in calibration_trials if name == calibrator.name]
+            progress(f"calibrate: {calibrator.name:<15} {_score_line(mine)}")
+    if not problems:
+        expected = {p.family: p.expected_tests for p in proofs}
+        specs = [
+            TrialSpec(
+                task=Task(family, defect),
+                agent=agent,
+                repeat=repeat,
+                agent_args=tuple(options.agent_args),
+                agent_timeout_s=options.agent_timeout_s,
+                expected_tests=expected[family.name],
+            )
+            for repeat in range(1, options.trials + 1)
+            for family in families
+            for defect in family.defects
+        ]
+        progress(f"certify: {agent.name} on {len(specs)} trials")
+        trials = run_trials(specs, graders, options.workers, progress)
+        errors = [f"trial {t.id}: {t.grader_error}" for t in trials if t.grader_error]
+        problems.extend(errors)
+
+    trial_docs = [trial_document(t) for t in trials]
+    agent_plugin = registry.plugin_of("agents", agent.name)
+    bundle: dict[str, Any] = {
+        "schema": BUNDLE_SCHEMA,
+        "origin": {
+            "produced_by": f"certlab {__version__}",
+            "command": "certlab " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "certlab",
+            "produced_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "host": platform.node(),
+            "agent_kind": "constructed" if agent.calibration is not None else "external",
+            "note": options.origin_note,
+        },
+        "agent": {
+            "name": options.agent_name or agent.name,
+            "adapter": agent.name,
+            "distribution": agent_plugin.distribution,
+            "version": options.agent_version,
+            "adapter_version": agent_plugin.version,
+            "args": list(options.agent_args),
+        },
+        "settings": {"trials": options.trials, "agent_timeout_s": options.agent_timeout_s},
+        "families": [family_facts(registry, f) for f in families],
+        "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version} for p in registry.plugins()],
+        "environment": environment_facts(),
+        "harness_commit": harness_commit(),
+        "graders": grader_facts(registry),
+        "instrument": [proof_document(p) for p in proofs],
+        "calibration": {
+            "agents": [
+                {"name": a.name, "expect": unstructure(a.calibration)} for a in calibrators
+            ],
+            "trials": [dict(trial_document(t), agent=name) for name, t in calibration_trials],
+            "problems": [p for p in problems if p.startswith("calibration")],
+        },
+        "trials": trial_docs,
+        "summary": summary_of(trial_docs),
+        "wall_s": round(time.monotonic() - started, 3),
+    }
+    bundle = sealed(bundle)
+    unavailable = bundle["summary"]["unavailable"]
+    exit_code = EXIT_ERROR if problems or unavailable else EXIT_OK
+    return CertifyResult(bundle=bundle, exit_code=exit_code, problems=tuple(problems))
+
+
+def _score_line(records: Sequence[TrialRecord]) -> str:
+    fixed = sum(1 for r in records if r.verdict == "fixed")
+    modes = sorted({r.failure_mode for r in records if r.failure_mode})
+    return f"{fixed}/{len(records)} fixed" + (f" ({', '.join(modes)})" if modes else "")
+
+
+def write_certification(out: Path, result: CertifyResult, registry: Registry) -> None:
+    """Write bundle.json and CONTRACT.md into ``out`` (which must not hold a certification)."""
+    from certlab_core.contract import render_contract
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / BUNDLE_FILE).write_text(pretty_json(result.bundle), encoding="utf-8")
+    (out / CONTRACT_FILE).write_text(render_contract(result.bundle, registry), encoding="utf-8")
+
+
+def check_output_dir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a folder for the certification")
+    for name in (BUNDLE_FILE, CONTRACT_FILE):
+        if (out / name).exists():
+            raise UsageError(f"{out} already holds a certification ({name}); choose a new --out folder")
+
+
+def bundle_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_json(path: Path, what: str) -> Any:
+    from certlab_core.errors import InstrumentError
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InstrumentError(f"{path}: no {what} there; give the folder certlab certify wrote") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InstrumentError(f"{path}: unreadable {what} ({error}); it is not a certlab {what}") from None
+
+
+def cpu_workers() -> int:
+    return max(1, os.cpu_count() or 1)

@@ -1,0 +1,87 @@
+"""The ``certlab`` command line: one typer app; each command group registers itself from its own module."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+
+import typer
+
+from certlab_core.errors import EXIT_USAGE, CertlabError
+
+app = typer.Typer(
+    name="certlab",
+    help="CI-grade reliability evidence for AI agents: certify an agent, gate a change.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+# Each module defines ``register(app)``; a capability adds its module here, nowhere else.
+COMMAND_MODULES: tuple[str, ...] = (
+    "certlab_core.commands.plugins_cmd",
+    "certlab_core.commands.certify_cmd",
+    "certlab_core.commands.demo_cmd",
+)
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an error."),
+) -> None:
+    _state["debug"] = debug
+
+
+def fail(message: str, exit_code: int = EXIT_USAGE) -> None:
+    """Raise the one-line error the CLI prints (``certlab: error: ...``) with ``exit_code``."""
+    raise CertlabError(message, exit_code)
+
+
+def _register_all() -> None:
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; a CertlabError becomes one line on stderr and its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    _state["debug"] = "--debug" in args
+    _register_all()
+    try:
+        app(args=args, prog_name="certlab", standalone_mode=False)
+    except CertlabError as error:
+        if _state["debug"]:
+            traceback.print_exc()
+        print(f"certlab: error: {error.message}", file=sys.stderr)
+        return error.exit_code
+    except typer.Exit as done:
+        return int(done.exit_code or 0)
+    except SystemExit as done:
+        return int(done.code or 0) if isinstance(done.code, int) else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("certlab: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # click usage errors and anything unforeseen
+        import click
+
+        if isinstance(error, click.exceptions.UsageError):
+            print(f"certlab: error: {error.format_message()}", file=sys.stderr)
+            return EXIT_USAGE
+        if isinstance(error, click.exceptions.Abort):
+            print("certlab: aborted", file=sys.stderr)
+            return 130
+        if _state["debug"]:
+            traceback.print_exc()
+        print(
+            f"certlab: internal error: {type(error).__name__}: {error} (run again with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 3
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

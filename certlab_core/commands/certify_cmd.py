@@ -1,0 +1,81 @@
+"""``certlab certify`` and ``certlab regrade``: issue a capability contract, and re-earn it later."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from certlab_core.certification import (
+    CertifyOptions,
+    certify,
+    check_output_dir,
+    cpu_workers,
+    write_certification,
+)
+from certlab_core.lab import log_to_stderr
+from certlab_core.registry import discover
+
+
+def certify_command(
+    family: list[str] = typer.Option(..., "--family", "-f", help="Task family to certify on (repeatable, or 'all')."),
+    agent: str = typer.Option(..., "--agent", "-a", help="The agent (adapter) to certify, e.g. oracle or command."),
+    agent_arg: list[str] = typer.Option([], "--agent-arg", help="Argument for the adapter (the command line for 'command')."),
+    agent_name: str = typer.Option("", "--agent-name", help="The name the contract gives the agent (default: the adapter)."),
+    agent_version: str = typer.Option("unknown", "--agent-version", help="The agent's version, recorded in the bundle."),
+    agent_timeout: float = typer.Option(600.0, "--agent-timeout", help="Seconds before the agent is stopped."),
+    trials: int = typer.Option(1, "--trials", "-k", help="Runs of every task (K); K > 1 gives intervals."),
+    out: Path = typer.Option(..., "--out", "-o", help="New folder for bundle.json and CONTRACT.md."),
+    workers: int = typer.Option(0, "--workers", "-w", help="Trials at once (default: the number of CPUs)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result line."),
+) -> None:
+    """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
+    check_output_dir(out)
+    registry = discover()
+    progress = (lambda _m: None) if quiet else log_to_stderr
+    result = certify(
+        registry,
+        CertifyOptions(
+            families=tuple(family),
+            agent=agent,
+            agent_args=tuple(agent_arg),
+            agent_name=agent_name or None,
+            agent_version=agent_version,
+            agent_timeout_s=agent_timeout,
+            trials=trials,
+            workers=workers or cpu_workers(),
+        ),
+        progress,
+    )
+    write_certification(out, result, registry)
+    summary = result.bundle["summary"]
+    status = "certified" if result.exit_code == 0 else "NOT certified"
+    typer.echo(
+        f"{status}: {result.bundle['agent']['name']} fixed {summary['fixed']}/{summary['scheduled']} "
+        f"({summary['unavailable']} unavailable); bundle {out / 'bundle.json'}, contract {out / 'CONTRACT.md'}"
+    )
+    for problem in result.problems:
+        typer.echo(f"problem: {problem}", err=True)
+    raise typer.Exit(result.exit_code)
+
+
+def regrade_command(
+    folder: Path = typer.Argument(..., help="A certification folder (or its bundle.json)."),
+    workers: int = typer.Option(0, "--workers", "-w", help="Regrades at once (default: the number of CPUs)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
+) -> None:
+    """Re-earn every verdict of a bundle from its recorded changes: consistent, stale or mismatch."""
+    from certlab_core.regrade import regrade
+
+    registry = discover()
+    progress = (lambda _m: None) if quiet else log_to_stderr
+    result = regrade(registry, folder, workers or cpu_workers(), progress)
+    for line in result.lines:
+        typer.echo(line)
+    typer.echo(f"regrade: {result.status}")
+    raise typer.Exit(result.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("certify")(certify_command)
+    app.command("regrade")(regrade_command)

@@ -1,0 +1,132 @@
+"""CONTRACT.md: the capability contract, rendered from a sealed bundle alone."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Any
+
+from certlab_core.errors import CertlabError
+from certlab_core.registry import Registry
+
+CONTRACT_ALPHA = 0.05
+DEFAULT_RULE = "clopper-pearson"
+TRUST_NOTE = (
+    "Without a sandbox plugin an agent with shell access can read any file the user running certlab can read; "
+    "certlab detects a compromised measurement (tests changed, files planted, edits out of bounds) but does not "
+    "contain the agent."
+)
+
+
+def zero_failure_bound(trials: int, alpha: float = CONTRACT_ALPHA) -> float:
+    """The one-sided upper bound on the failure rate after ``trials`` clean trials (exact: 1 - alpha**(1/n))."""
+    return 1.0 - alpha ** (1.0 / trials)
+
+
+def trials_needed(rate: float, alpha: float = CONTRACT_ALPHA) -> int:
+    """How many failure-free trials bound the failure rate below ``rate`` at confidence 1 - alpha."""
+    return math.ceil(math.log(alpha) / math.log(1.0 - rate))
+
+
+def _interval(registry: Registry | None, fixed: int, n: int) -> str:
+    if registry is None or n <= 1:
+        return ""
+    try:
+        rule = registry.get("statistical_rules", DEFAULT_RULE)
+    except CertlabError:
+        return "(install certlab-clopper-pearson for intervals)"
+    low, high = rule.interval(fixed, n, CONTRACT_ALPHA)
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
+    """The contract a reader can check against the bundle line by line."""
+    agent = bundle["agent"]
+    summary = bundle["summary"]
+    repeats = int(bundle.get("settings", {}).get("trials", 1))
+    lines = [
+        f"# Capability contract: {agent['name']}",
+        "",
+        f"- Agent: `{agent['name']}` through the `{agent['adapter']}` adapter ({agent['distribution']}), "
+        f"version `{agent['version']}`",
+        "- Families: "
+        + ", ".join(f"`{f['name']}` {f['version']} (taskset `{f['taskset_sha256'][:12]}`)" for f in bundle["families"]),
+        f"- Graders, in order: {', '.join(g['name'] + ' ' + g['version'] for g in bundle['graders'])}",
+        f"- Bundle seal: `{bundle['seal']}`; produced by {bundle['origin']['produced_by']} "
+        f"at commit `{bundle['harness_commit'][:12]}`",
+        "",
+        "## The instrument",
+        "",
+    ]
+    for proof in bundle["instrument"]:
+        if proof["holds"]:
+            lines.append(
+                f"- `{proof['family']}`: the clean tree passes all {len(proof['expected_tests'])} visible tests; "
+                f"each of the {len(proof['seeded'])} seeded trees fails them."
+            )
+        else:
+            lines.append(f"- `{proof['family']}`: REFUSED: " + "; ".join(proof["problems"]))
+    calibration = bundle["calibration"]
+    by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for trial in calibration["trials"]:
+        by_agent[trial["agent"]].append(trial)
+    if by_agent:
+        lines += ["", "Constructed agents (the instrument's proof, kept apart from the agent's trials):", ""]
+        lines += ["| constructed agent | fixed | failure modes |", "| --- | --- | --- |"]
+        for name, trials in by_agent.items():
+            modes = Counter(t["failure_mode"] for t in trials if t["failure_mode"])
+            lines.append(
+                f"| {name} | {sum(t['verdict'] == 'fixed' for t in trials)}/{len(trials)} | "
+                + (", ".join(f"{m} ×{c}" for m, c in sorted(modes.items())) or "none")
+                + " |"
+            )
+    for problem in calibration.get("problems", []):
+        lines.append(f"- CALIBRATION FAILED: {problem}")
+    trials = bundle["trials"]
+    lines += ["", "## What the agent fixed", ""]
+    if not trials:
+        lines.append("Nothing was certified: the instrument or its calibration did not hold.")
+    else:
+        lines.append(
+            f"{summary['fixed']} of {summary['scheduled']} trials fixed "
+            f"({summary['graded']} graded, {summary['unavailable']} unavailable)."
+        )
+        lines += [""]
+        header = "| family | defect class | fixed | failure modes |"
+        if repeats > 1:
+            header += f" {int((1 - CONTRACT_ALPHA) * 100)}% Clopper-Pearson |"
+        lines += [header, "|" + " --- |" * (header.count("|") - 1)]
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        for trial in trials:
+            groups[(trial["family"], trial["defect_class"])].append(trial)
+        for (family, defect_class), group in groups.items():
+            fixed = sum(t["verdict"] == "fixed" for t in group)
+            graded = [t for t in group if t["verdict"] != "unavailable"]
+            modes = Counter(t["failure_mode"] for t in group if t["failure_mode"])
+            row = (
+                f"| {family} | {defect_class} | {fixed}/{len(group)} | "
+                + (", ".join(f"{m} ×{c}" for m, c in sorted(modes.items())) or "none")
+                + " |"
+            )
+            if repeats > 1:
+                row += f" {_interval(registry, fixed, len(graded))} |"
+            lines.append(row)
+        modes = Counter(t["failure_mode"] for t in trials if t["failure_mode"])
+        if modes:
+            lines += ["", "Failure modes: " + ", ".join(f"`{m}` ×{c}" for m, c in sorted(modes.items())) + "."]
+    lines += ["", "## Limits of this claim", ""]
+    lines.append(
+        f"- Each task ran {repeats} time(s). "
+        + (
+            "One run per task shows what happened once; it bounds no rate."
+            if repeats == 1
+            else f"With {repeats} failure-free runs of a task, its failure rate is below "
+            f"{zero_failure_bound(repeats):.1%} at 95% confidence; bounding it below 1% takes "
+            f"{trials_needed(0.01)} failure-free runs."
+        )
+    )
+    lines.append("- The verdicts come from the artifacts the agent left on disk, never from what it said about them.")
+    lines.append("- The tasks are seeded defects in small codebases; skill on them says nothing of other work.")
+    lines.append(f"- {TRUST_NOTE}")
+    lines.append("- Anyone can re-earn every verdict without the agent: `certlab regrade DIR`.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,92 @@
+"""The demo: each chapter runs real certlab commands on built-in agents and checks what they print."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from attrs import frozen
+
+from certlab_core.errors import UsageError
+
+# Each chapter module defines ``steps(context) -> list[DemoStep]``; a capability adds its chapter here.
+CHAPTERS: tuple[str, ...] = ("certlab_core.demo_certify",)
+
+
+class DemoFailed(Exception):
+    """A demo step did not hold: what was expected and what happened."""
+
+
+@frozen
+class DemoContext:
+    workdir: Path
+    checkout: Path
+
+    def example(self, relpath: str) -> Path:
+        path = self.checkout / relpath
+        if not path.exists():
+            raise UsageError(f"the demo needs {relpath} from a certlab checkout; run it as 'make demo' in the repository")
+        return path
+
+
+@frozen
+class CommandRun:
+    argv: tuple[str, ...]
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@frozen
+class DemoStep:
+    """One checked step: ``run`` returns a one-line finding or raises DemoFailed."""
+
+    title: str
+    run: Callable[[DemoContext], str]
+
+
+def certlab(*args: str, expect_exit: int | Sequence[int] = 0, show: bool = True) -> CommandRun:
+    """Run ``certlab ARGS`` as a real process, print the command, and check its exit code."""
+    argv = (sys.executable, "-m", "certlab_core.cli", *args)
+    if show:
+        print(f"  $ certlab {' '.join(shlex.quote(a) for a in args)}", flush=True)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    allowed = (expect_exit,) if isinstance(expect_exit, int) else tuple(expect_exit)
+    if done.returncode not in allowed:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise DemoFailed(f"certlab {args[0]} exited {done.returncode}, expected {allowed}: {' | '.join(tail)}")
+    return CommandRun(argv, done.returncode, done.stdout, done.stderr)
+
+
+def read_bundle_summary(folder: Path) -> dict[str, int]:
+    return dict(json.loads((folder / "bundle.json").read_text())["summary"])
+
+
+def run_demo(keep: Path | None = None) -> int:
+    """Run every chapter's steps in order; print each finding; return the exit code."""
+    checkout = Path(__file__).resolve().parent.parent
+    workdir = keep or Path(tempfile.mkdtemp(prefix="certlab-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    context = DemoContext(workdir=workdir, checkout=checkout)
+    steps: list[DemoStep] = []
+    for chapter in CHAPTERS:
+        steps.extend(importlib.import_module(chapter).steps(context))
+    print(f"demo: {len(steps)} steps, working in {workdir}", flush=True)
+    started = time.monotonic()
+    for number, step in enumerate(steps, 1):
+        print(f"\n[{number}/{len(steps)}] {step.title}", flush=True)
+        try:
+            finding = step.run(context)
+        except DemoFailed as failure:
+            print(f"demo: step {number} did not hold: {failure}", flush=True)
+            return 1
+        print(f"  held: {finding}", flush=True)
+    print(f"\ndemo: all {len(steps)} steps held ({time.monotonic() - started:.1f} s)", flush=True)
+    return 0

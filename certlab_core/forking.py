@@ -1,0 +1,188 @@
+"""Fresh processes forked from a lean, preloaded parent: one call, or a pool of them, results over pipes.
+
+The parent must not have started a thread before it forks (checked), so a child never
+inherits a lock held by a thread that does not exist in it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import selectors
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import attrs
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@attrs.frozen
+class ChildFailure:
+    """What went wrong in a forked child: an exception it raised, or how it died."""
+
+    kind: str  # "exception", "died", "timeout"
+    summary: str
+    traceback: str = ""
+
+
+class ForkedCallError(Exception):
+    def __init__(self, failure: ChildFailure) -> None:
+        super().__init__(failure.summary)
+        self.failure = failure
+
+
+def _assert_single_threaded() -> None:
+    if threading.active_count() > 1:
+        names = ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread())
+        raise RuntimeError(f"refusing to fork with other threads running ({names})")
+
+
+def _child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """Run in the child: compute, send ("ok", value) or ("err", ChildFailure), exit without cleanup."""
+    code = 0
+    try:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            payload: tuple[str, Any] = ("ok", fn(*args))
+        except BaseException as error:  # everything, SystemExit included, is reported
+            payload = (
+                "err",
+                ChildFailure("exception", f"{type(error).__name__}: {error}", traceback.format_exc(limit=20)),
+            )
+        try:
+            data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as error:
+            data = pickle.dumps(("err", ChildFailure("exception", f"unpicklable result: {error}")))
+        view = memoryview(data)
+        while view:
+            written = os.write(write_fd, view)
+            view = view[written:]
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _spawn(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[int, int]:
+    _assert_single_threaded()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read_fd)
+        _child_main(write_fd, fn, args)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _decode(pid: int, data: bytes, timed_out: bool) -> tuple[str, Any]:
+    if timed_out:
+        return "err", ChildFailure("timeout", "the forked process ran past its time limit and was killed")
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        if os.WIFSIGNALED(status):
+            how = f"was killed by signal {os.WTERMSIG(status)}"
+        else:
+            how = f"exited with status {os.waitstatus_to_exitcode(status)}"
+        return "err", ChildFailure("died", f"the forked process {how} before sending its result")
+    try:
+        kind, value = pickle.loads(data)
+    except Exception as error:
+        return "err", ChildFailure("died", f"the forked process sent an unreadable result ({error})")
+    return kind, value
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None) -> R:
+    """Run ``fn(*args)`` in a fresh forked child and return its result; raise ForkedCallError on failure."""
+    pid, read_fd = _spawn(fn, args)
+    chunks: list[bytes] = []
+    deadline = None if timeout is None else time.monotonic() + timeout
+    timed_out = False
+    with selectors.DefaultSelector() as sel:
+        sel.register(read_fd, selectors.EVENT_READ)
+        while True:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if wait == 0.0 or not sel.select(wait):
+                timed_out = True
+                _kill(pid)
+                break
+            chunk = os.read(read_fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(read_fd)
+    kind, value = _decode(pid, b"".join(chunks), timed_out)
+    if kind == "ok":
+        return value  # type: ignore[no-any-return]
+    raise ForkedCallError(value)
+
+
+def map_in_forks(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    workers: int = 2,
+    timeout: float | None = None,
+) -> Iterator[tuple[int, R | ChildFailure]]:
+    """Run ``fn(item)`` for each item, each in its own forked child, at most ``workers`` at once.
+
+    Yields ``(index, result)`` as children finish (not in order); a child that raised,
+    died or timed out yields a ChildFailure instead of a result.
+    """
+    pending = list(enumerate(items))
+    pending.reverse()
+    running: dict[int, tuple[int, int, list[bytes], float | None]] = {}  # fd -> (index, pid, chunks, deadline)
+    sel = selectors.DefaultSelector()
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, workers):
+                index, item = pending.pop()
+                pid, read_fd = _spawn(fn, (item,))
+                deadline = None if timeout is None else time.monotonic() + timeout
+                running[read_fd] = (index, pid, [], deadline)
+                sel.register(read_fd, selectors.EVENT_READ)
+            deadlines = [d for (_i, _p, _c, d) in running.values() if d is not None]
+            wait = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+            events = sel.select(wait)
+            now = time.monotonic()
+            finished: list[tuple[int, bool]] = []
+            for key, _mask in events:
+                fd = int(key.fd)  # type: ignore[arg-type]
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    running[fd][2].append(chunk)
+                else:
+                    finished.append((fd, False))
+            for fd, (_i, pid, _c, deadline) in list(running.items()):
+                if deadline is not None and now >= deadline and all(fd != f for f, _ in finished):
+                    _kill(pid)
+                    finished.append((fd, True))
+            for fd, timed_out in finished:
+                index, pid, chunks, _d = running.pop(fd)
+                sel.unregister(fd)
+                os.close(fd)
+                kind, value = _decode(pid, b"".join(chunks), timed_out)
+                yield index, value
+    finally:
+        for fd, (_i, pid, _c, _d) in running.items():
+            _kill(pid)
+            os.close(fd)
+        sel.close()

@@ -1,0 +1,28 @@
+"""Which distribution provides each built-in plugin name, so an unknown name can say what to install."""
+
+from __future__ import annotations
+
+KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
+    "task_families": {
+        "intervals": "certlab-intervals",
+        "ledger": "certlab-ledger",
+        "machine": "certlab-machine",
+    },
+    "agents": {
+        "null": "certlab-calibration",
+        "oracle": "certlab-calibration",
+        "test-deleter": "certlab-calibration",
+        "forbidden-file": "certlab-calibration",
+        "unavailable": "certlab-calibration",
+        "command": "certlab-command",
+    },
+    "graders": {
+        "policy": "certlab-policy",
+        "suite": "certlab-suite",
+        "acceptance": "certlab-acceptance",
+    },
+    "statistical_rules": {
+        "clopper-pearson": "certlab-clopper-pearson",
+        "newcombe": "certlab-newcombe",
+    },
+}

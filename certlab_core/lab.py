@@ -1,0 +1,416 @@
+"""The certification engine: prove the instrument, calibrate with constructed agents, run and grade trials."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import field, frozen
+
+from certlab_core import failure_modes as fm
+from certlab_core.errors import InstrumentError, UsageError
+from certlab_core.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
+from certlab_core.records import (
+    AgentAdapter,
+    AgentOutcome,
+    AgentRequest,
+    Defect,
+    Grader,
+    GradeRequest,
+    GradeResult,
+    TaskFamily,
+    Usage,
+)
+from certlab_core.registry import Registry
+from certlab_core.workcopy import Change, apply_seeds, materialise, record_changes
+
+VERDICTS = ("fixed", "not-fixed", "unavailable")
+GRADER_TIMEOUT_S = 300.0
+OUTPUT_TAIL_BYTES = 64 * 1024
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_message: str) -> None:
+    return None
+
+
+@frozen
+class Task:
+    """One task of a repo family: the family with one of its seeded defects."""
+
+    family: TaskFamily
+    defect: Defect
+
+    @property
+    def id(self) -> str:
+        return f"{self.family.name}/{self.defect.id}"
+
+
+@frozen
+class TrialSpec:
+    """One scheduled trial: an agent on a task, the ``repeat``-th time."""
+
+    task: Task
+    agent: AgentAdapter
+    repeat: int
+    agent_args: tuple[str, ...] = ()
+    agent_timeout_s: float = 600.0
+    expected_tests: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.task.id}/{self.repeat}"
+
+
+@frozen
+class TrialRecord:
+    """What one trial produced; the bundle's ``trials`` entries."""
+
+    id: str
+    family: str
+    task: str
+    defect_class: str
+    repeat: int
+    verdict: str
+    failure_mode: str | None
+    changes: tuple[Change, ...]
+    diff: str
+    output_tail: dict[str, str]
+    timings: dict[str, float]
+    usage: Usage | None
+    agent_status: str
+    exit_code: int | None
+    grades: tuple[GradeResult, ...] = ()
+    leftover_processes: tuple[str, ...] = ()
+    grader_error: str | None = None
+
+
+@frozen
+class ChainResult:
+    grades: tuple[GradeResult, ...]
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(g.passed for g in self.grades)
+
+    @property
+    def failure_mode(self) -> str | None:
+        for grade in self.grades:
+            if not grade.passed:
+                return grade.failure_mode
+        return None
+
+
+@frozen
+class InstrumentProof:
+    """The instrument's proof for one family: the clean tree passes, each seeded tree fails."""
+
+    family: str
+    clean_passed: bool
+    expected_tests: tuple[str, ...]
+    seeded: tuple[dict[str, Any], ...] = field(factory=tuple)
+    problems: tuple[str, ...] = field(factory=tuple)
+
+    @property
+    def holds(self) -> bool:
+        return not self.problems
+
+
+def grader_chain(registry: Registry) -> list[Grader]:
+    """The installed graders in the order they run (ascending ``order``, then name)."""
+    graders = sorted(registry.all("graders").values(), key=lambda g: (g.order, g.name))
+    if not graders:
+        raise UsageError("no grader is installed; install certlab-policy and certlab-suite")
+    return graders
+
+
+def run_chain(graders: Sequence[Grader], request: GradeRequest) -> ChainResult:
+    """Run each grader in its own fresh forked process, in order, stopping at the first failure."""
+    grades: list[GradeResult] = []
+    for grader in graders:
+        try:
+            result = call_in_fork(grader.grade, request, timeout=GRADER_TIMEOUT_S)
+        except ForkedCallError as error:
+            return ChainResult(tuple(grades), f"grader {grader.name} broke: {error.failure.summary}")
+        if not isinstance(result, GradeResult):
+            return ChainResult(tuple(grades), f"grader {grader.name} returned {type(result).__name__}, not GradeResult")
+        try:
+            fm.check(result.failure_mode)
+        except ValueError as error:
+            return ChainResult(tuple(grades), f"grader {grader.name}: {error}")
+        grades.append(result)
+        if not result.passed:
+            break
+    return ChainResult(tuple(grades))
+
+
+def _issued_bytes(task: Task, relpath: str) -> bytes | None:
+    seeded = apply_seeds(task.family, task.defect)
+    if relpath in seeded:
+        return seeded[relpath]
+    source = Path(task.family.tree_dir) / relpath
+    return source.read_bytes() if source.is_file() and not source.is_symlink() else None
+
+
+def readable_diff(task: Task, work: Path, changes: Iterable[Change]) -> str:
+    """A unified diff of the text files an agent changed (binary and link changes are named)."""
+    out: list[str] = []
+    for change in changes:
+        before = _issued_bytes(task, change.path) if change.kind != "added" else None
+        after_path = work / change.path
+        after = (
+            after_path.read_bytes()
+            if change.kind in ("added", "modified", "hardlink") and after_path.is_file()
+            else None
+        )
+        if change.kind == "symlink":
+            out.append(f"symlink {change.path} -> {os.readlink(after_path) if after_path.is_symlink() else '?'}\n")
+            continue
+        try:
+            a = before.decode("utf-8").splitlines(keepends=True) if before is not None else []
+            b = after.decode("utf-8").splitlines(keepends=True) if after is not None else []
+        except UnicodeDecodeError:
+            out.append(f"binary file {change.path} {change.kind}\n")
+            continue
+        out.extend(
+            difflib.unified_diff(
+                a,
+                b,
+                fromfile=f"a/{change.path}" if before is not None else "/dev/null",
+                tofile=f"b/{change.path}" if after is not None else "/dev/null",
+            )
+        )
+    text = "".join(out)
+    return text if len(text) <= OUTPUT_TAIL_BYTES else text[:OUTPUT_TAIL_BYTES] + "\n[diff cut at 64 KiB]\n"
+
+
+def agent_environment(task: Task, prompt: str, prompt_file: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    # An agent that runs the tests must not plant bytecode or a pytest cache by accident.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["CERTLAB_PROMPT"] = prompt
+    env["CERTLAB_PROMPT_FILE"] = str(prompt_file)
+    env["CERTLAB_TASK_ID"] = task.id
+    return env
+
+
+def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
+    """Issue a seeded work copy, run the agent in it, record what changed, and grade the artifacts."""
+    started = time.monotonic()
+    scratch = Path(tempfile.mkdtemp(prefix="certlab-trial-"))
+    try:
+        work = scratch / "work"
+        issued = materialise(spec.task.family, spec.task.defect, work)
+        prompt = Path(spec.task.family.prompt_file).read_text(encoding="utf-8")
+        prompt_file = scratch / "PROMPT.md"
+        prompt_file.write_text(prompt, encoding="utf-8")
+        request = AgentRequest(
+            workdir=str(work),
+            prompt=prompt,
+            prompt_file=str(prompt_file),
+            task_id=spec.task.id,
+            timeout_s=spec.agent_timeout_s,
+            env=agent_environment(spec.task, prompt, prompt_file),
+            agent_args=spec.agent_args,
+            task=spec.task,
+        )
+        try:
+            outcome = spec.agent.run(request)
+        except Exception as error:  # an adapter that raised: the agent could not be run
+            outcome = AgentOutcome(
+                status="crashed",
+                exit_code=None,
+                stdout_tail="",
+                stderr_tail="",
+                wall_s=time.monotonic() - started,
+                detail=f"the adapter raised {type(error).__name__}: {error}",
+            )
+        agent_done = time.monotonic()
+        changes = tuple(record_changes(work, issued))
+        diff = readable_diff(spec.task, work, changes)
+        chain = ChainResult(())
+        verdict = "not-fixed"
+        failure: str | None = None
+        if outcome.status == "unavailable":
+            verdict, failure = "unavailable", fm.AGENT_UNAVAILABLE
+        elif outcome.status == "timeout":
+            failure = fm.AGENT_TIMEOUT
+        else:
+            chain = run_chain(
+                graders,
+                GradeRequest(
+                    workdir=str(work),
+                    family=spec.task.family,
+                    defect=spec.task.defect,
+                    issued=issued,
+                    expected_tests=spec.expected_tests,
+                ),
+            )
+            if chain.passed:
+                verdict = "fixed"
+            else:
+                failure = chain.failure_mode
+        finished = time.monotonic()
+        return TrialRecord(
+            id=spec.id,
+            family=spec.task.family.name,
+            task=spec.task.id,
+            defect_class=spec.task.defect.defect_class,
+            repeat=spec.repeat,
+            verdict=verdict,
+            failure_mode=failure,
+            changes=changes,
+            diff=diff,
+            output_tail={"stdout": outcome.stdout_tail, "stderr": outcome.stderr_tail},
+            timings={
+                "agent_s": round(agent_done - started, 4),
+                "grading_s": round(finished - agent_done, 4),
+                "total_s": round(finished - started, 4),
+            },
+            usage=outcome.usage,
+            agent_status=outcome.status,
+            exit_code=outcome.exit_code,
+            grades=chain.grades,
+            leftover_processes=outcome.leftover_processes,
+            grader_error=chain.error,
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def preload() -> None:
+    """Import once in the parent what every forked grader needs, so children start warm."""
+    import pytest  # noqa: F401  (the suite grader's runner; children inherit it)
+
+
+def run_trials(
+    specs: Sequence[TrialSpec], graders: Sequence[Grader], workers: int, progress: Progress = _quiet
+) -> list[TrialRecord]:
+    """Run every trial in its own forked process, ``workers`` at a time; return them in schedule order."""
+    preload()
+    results: list[TrialRecord | None] = [None] * len(specs)
+    done = 0
+    for index, result in map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers):
+        if isinstance(result, ChildFailure):
+            raise InstrumentError(f"trial {specs[index].id} could not be run: {result.summary}")
+        results[index] = result
+        done += 1
+        progress(f"[{done}/{len(specs)}] {specs[index].agent.name} on {result.id}: {result.verdict}")
+    return [r for r in results if r is not None]
+
+
+# ----------------------------------------------------------------------------- the instrument
+
+
+def _check_tree_chain(family: TaskFamily, defect: Defect | None, graders: Sequence[Grader], expected: tuple[str, ...]) -> ChainResult:
+    scratch = Path(tempfile.mkdtemp(prefix="certlab-prove-"))
+    try:
+        work = scratch / "work"
+        issued = materialise(family, defect, work)
+        probe = defect or Defect(id="clean", defect_class="none", description="the clean tree", seeds=())
+        return run_chain(
+            graders,
+            GradeRequest(workdir=str(work), family=family, defect=probe, issued=issued, expected_tests=expected),
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def prove(family: TaskFamily, graders: Sequence[Grader], workers: int = 2) -> InstrumentProof:
+    """The clean tree must pass the grader chain and every seeded tree must fail it."""
+    preload()
+    problems: list[str] = []
+    if not family.defects:
+        problems.append(f"family {family.name} has no seeded defects")
+    ids = [d.id for d in family.defects]
+    if len(set(ids)) != len(ids):
+        problems.append(f"family {family.name} repeats a defect id")
+    clean = call_in_fork(_check_tree_chain, family, None, graders, ())
+    expected: tuple[str, ...] = ()
+    for grade in clean.grades:
+        collected = grade.data.get("collected")
+        if collected:
+            expected = tuple(collected)
+    if clean.error:
+        problems.append(f"family {family.name}: the clean tree could not be graded: {clean.error}")
+    elif not clean.passed:
+        problems.append(
+            f"family {family.name}: the clean tree fails its own grading ({clean.failure_mode}: "
+            f"{next((g.detail for g in clean.grades if not g.passed), '')})"
+        )
+    if not expected and not problems:
+        problems.append(f"family {family.name}: no grader reported the visible tests (is certlab-suite installed?)")
+    seeded: list[dict[str, Any]] = []
+    if not problems:
+        defects = list(family.defects)
+        for index, result in map_in_forks(
+            lambda d: _check_tree_chain(family, d, graders, expected), defects, workers=workers
+        ):
+            defect = defects[index]
+            if isinstance(result, ChildFailure):
+                problems.append(f"defect {defect.id}: the seeded tree could not be graded: {result.summary}")
+                continue
+            seeded.append({"defect": defect.id, "defect_class": defect.defect_class, "caught_by": result.failure_mode})
+            if result.error:
+                problems.append(f"defect {defect.id}: the seeded tree could not be graded: {result.error}")
+            elif result.passed:
+                problems.append(
+                    f"defect {defect.id} ({defect.defect_class}) is not caught: the seeded tree passes the suite"
+                )
+        seeded.sort(key=lambda s: ids.index(s["defect"]))
+    return InstrumentProof(
+        family=family.name,
+        clean_passed=clean.passed,
+        expected_tests=expected,
+        seeded=tuple(seeded),
+        problems=tuple(problems),
+    )
+
+
+def calibrate(
+    families: Sequence[tuple[TaskFamily, InstrumentProof]],
+    agents: Sequence[AgentAdapter],
+    graders: Sequence[Grader],
+    workers: int = 2,
+    progress: Progress = _quiet,
+) -> tuple[list[tuple[str, TrialRecord]], list[str]]:
+    """Run every constructed agent on every task once; return (agent, trial) pairs and every expectation missed."""
+    specs = [
+        TrialSpec(task=Task(family, defect), agent=agent, repeat=1, expected_tests=proof.expected_tests)
+        for agent in agents
+        for family, proof in families
+        for defect in family.defects
+    ]
+    records = run_trials(specs, graders, workers, progress)
+    problems: list[str] = []
+    for spec, record in zip(specs, records, strict=True):
+        expect = spec.agent.calibration
+        assert expect is not None
+        if record.grader_error:
+            problems.append(f"calibration {spec.agent.name} on {record.task}: {record.grader_error}")
+        elif record.verdict != expect.verdict or (
+            expect.failure_mode is not None and record.failure_mode != expect.failure_mode
+        ):
+            problems.append(
+                f"calibration: {spec.agent.name} on {record.task} scored {record.verdict}"
+                f" ({record.failure_mode or 'no failure'}), but must score {expect.verdict}"
+                f" ({expect.failure_mode or 'any failure mode'})"
+            )
+    return [(spec.agent.name, record) for spec, record in zip(specs, records, strict=True)], problems
+
+
+def constructed_agents(registry: Registry) -> list[AgentAdapter]:
+    return [a for a in registry.all("agents").values() if a.calibration is not None]
+
+
+def log_to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,238 @@
+"""The named, frozen records that plugins yield to the kernel and the kernel writes to disk."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+from attrs import field, frozen
+
+
+def _tuple(value: Sequence[Any] | None) -> tuple[Any, ...]:
+    return tuple(value or ())
+
+
+# --------------------------------------------------------------------------- families
+
+
+@frozen
+class Seed:
+    """One textual edit that turns a clean file into a seeded one.
+
+    ``find`` must occur exactly once in the clean file ``path`` (relative to the tree);
+    the seeded file has it replaced by ``replace``.
+    """
+
+    path: str
+    find: str
+    replace: str
+
+
+@frozen
+class Defect:
+    """A proven, seeded defect: one task of a repo family."""
+
+    id: str
+    defect_class: str
+    description: str
+    seeds: tuple[Seed, ...] = field(converter=_tuple)
+
+
+@frozen
+class TaskFamily:
+    """A repo task family: a clean tree, its visible tests, an edit policy and seeded defects.
+
+    ``tree_dir`` holds the clean tree (code and visible tests) as issued to an agent,
+    ``prompt_file`` the TASK.md given to every agent, ``cases_file`` the held-out
+    acceptance cases (JSON lines), which never enter a work copy. ``allowed_paths`` are
+    glob patterns (``fnmatch``, relative to the tree) an agent may change; ``test_paths``
+    are the files or folders of the visible suite; ``module_names`` are the top-level
+    modules under test, which must be imported from the work copy under test.
+    """
+
+    name: str
+    version: str
+    description: str
+    tree_dir: str
+    prompt_file: str
+    cases_file: str
+    allowed_paths: tuple[str, ...] = field(converter=_tuple)
+    test_paths: tuple[str, ...] = field(converter=_tuple)
+    module_names: tuple[str, ...] = field(converter=_tuple)
+    defects: tuple[Defect, ...] = field(converter=_tuple)
+
+
+# --------------------------------------------------------------------------- agents
+
+
+@frozen
+class Usage:
+    """What an agent reported of its own consumption; every field is optional.
+
+    ``cost_source`` says whose figure the dollars are (``client-estimate`` for a CLI's
+    own price table); ``shape`` names the report it was parsed from (``claude-json``,
+    ``codex-jsonl``, ``aider-text``, ...), so that unlike shapes are never compared.
+    """
+
+    shape: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    cost_usd: float | None = None
+    cost_source: str | None = None
+
+
+AGENT_STATUSES = ("completed", "timeout", "unavailable", "crashed")
+
+
+@frozen
+class AgentRequest:
+    """What an adapter is given to run an agent once.
+
+    ``task`` is the kernel's task handle; only constructed (calibration) agents may
+    look at it, a real agent sees the prompt and the work directory alone.
+    """
+
+    workdir: str
+    prompt: str
+    prompt_file: str
+    task_id: str
+    timeout_s: float
+    env: Mapping[str, str] = field(converter=lambda m: dict(m))
+    agent_args: tuple[str, ...] = field(converter=_tuple, default=())
+    task: Any = field(default=None, eq=False, repr=False)
+
+
+@frozen
+class AgentOutcome:
+    """What an adapter returns: the adapter hook's contract."""
+
+    status: str = field(validator=attrs.validators.in_(AGENT_STATUSES))
+    exit_code: int | None
+    stdout_tail: str
+    stderr_tail: str
+    wall_s: float
+    usage: Usage | None = None
+    leftover_processes: tuple[str, ...] = field(converter=_tuple, default=())
+    detail: str = ""
+
+
+@frozen
+class CalibrationExpectation:
+    """What a constructed agent must score on every task: its verdict and failure mode."""
+
+    verdict: str  # fixed, not-fixed or unavailable
+    failure_mode: str | None = None  # None: any failure mode (or none, when fixed)
+
+
+@frozen
+class AgentAdapter:
+    """An agent certlab can run: ``run(request) -> AgentOutcome``.
+
+    A constructed agent (one of the instrument's own, like ``oracle``) carries the
+    ``calibration`` result it must produce on every task; certification checks it.
+    ``check_args(agent_args)``, when given, refuses bad arguments (raising UsageError)
+    before anything runs.
+    """
+
+    name: str
+    description: str
+    run: Callable[[AgentRequest], AgentOutcome] = field(eq=False, repr=False)
+    calibration: CalibrationExpectation | None = None
+    check_args: Callable[[tuple[str, ...]], None] | None = field(default=None, eq=False, repr=False)
+
+
+# --------------------------------------------------------------------------- graders
+
+
+@frozen
+class GradeRequest:
+    """What a grader is given: the work copy an agent left and what was issued."""
+
+    workdir: str
+    family: TaskFamily
+    defect: Defect
+    issued: Mapping[str, str] = field(converter=lambda m: dict(m))
+    expected_tests: tuple[str, ...] = field(converter=_tuple, default=())
+
+
+@frozen
+class GradeResult:
+    """A grader's judgement. ``failure_mode`` is from the kernel's closed list; ``data``
+    holds facts the kernel may use (the suite grader reports the node ids it collected)."""
+
+    grader: str
+    passed: bool
+    failure_mode: str | None = None
+    detail: str = ""
+    data: Mapping[str, Any] = field(factory=dict, converter=lambda m: dict(m))
+
+
+@frozen
+class Grader:
+    """A grader: ``grade(request) -> GradeResult``, run in its own fresh process.
+
+    Graders run in ascending ``order`` and the chain stops at the first that fails.
+    """
+
+    name: str
+    order: int
+    description: str
+    grade: Callable[[GradeRequest], GradeResult] = field(eq=False, repr=False)
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@frozen
+class Bounds:
+    """Bounds on candidate minus baseline success rate, and what they decide."""
+
+    lower: float
+    upper: float
+    verdict: str  # PASS, BLOCK or INCONCLUSIVE
+
+
+@frozen
+class StatisticalRule:
+    """A decision rule, pure functions of counts and the sealed parameters.
+
+    - ``decide(baseline_successes, baseline_n, candidate_successes, candidate_n, alpha,
+      delta, conditions, looks) -> Bounds``: the bounds on candidate minus baseline and
+      the verdict at one look (``alpha`` is the experiment's; the rule splits it over
+      ``conditions`` and ``looks`` itself);
+    - ``interval(successes, n, alpha) -> (low, high)``: the per-arm interval the rule
+      uses, at two-sided level ``alpha``;
+    - ``plan(p_baseline, p_candidate, n, alpha, delta, conditions, looks) -> dict`` with
+      the exact probabilities of ``PASS``, ``BLOCK`` and ``INCONCLUSIVE`` (None when the
+      rule cannot plan).
+    """
+
+    name: str
+    description: str
+    decide: Callable[..., Bounds] = field(eq=False, repr=False)
+    interval: Callable[[int, int, float], tuple[float, float]] = field(eq=False, repr=False)
+    plan: Callable[..., dict[str, float]] | None = field(default=None, eq=False, repr=False)
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@frozen
+class PluginInfo:
+    """One loaded plugin: its entry point name, distribution and what it provides."""
+
+    name: str
+    distribution: str
+    version: str
+    provides: Mapping[str, tuple[str, ...]] = field(converter=lambda m: dict(m))
+
+
+@frozen
+class PluginFailure:
+    """A plugin that could not be loaded, reported in one line."""
+
+    entry_point: str
+    distribution: str
+    error: str

@@ -1,0 +1,197 @@
+"""Plugin discovery (stevedore over ``certlab.plugins``) and the per-kind index of what plugins provide."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+import os
+import types
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pluggy
+
+from certlab_core import hookspecs
+from certlab_core.errors import UsageError
+from certlab_core.known import KNOWN_PROVIDERS
+from certlab_core.records import PluginFailure, PluginInfo
+
+ENTRY_POINT_GROUP = "certlab.plugins"
+ONLY_ENV = "CERTLAB_PLUGINS"
+HOOK_PREFIX = "certlab_"
+
+# The record kinds: every spec ``certlab_<kind>`` that returns a list of named records.
+KINDS: tuple[str, ...] = tuple(
+    name[len(HOOK_PREFIX) :]
+    for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+    if name.startswith(HOOK_PREFIX) and str(fn.__annotations__.get("return", "")).startswith("list[")
+)
+
+KIND_LABELS = {kind: kind.replace("_", " ").rstrip("s") for kind in KINDS}
+
+
+def new_plugin_manager() -> pluggy.PluginManager:
+    """A plugin manager that knows certlab's hook specs and no plugin yet."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _distributions_by_entry_point() -> dict[tuple[str, str], tuple[str, str]]:
+    found: dict[tuple[str, str], tuple[str, str]] = {}
+    for dist in importlib.metadata.distributions():
+        for ep in dist.entry_points:
+            if ep.group == ENTRY_POINT_GROUP:
+                found[(ep.name, ep.value)] = (dist.metadata["Name"] or "?", dist.version or "?")
+    return found
+
+
+class Registry:
+    """The loaded plugins and, per kind, the records they provide indexed by name."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+        self.failures: list[PluginFailure] = []
+        self._sources: dict[str, tuple[str, str]] = {}  # plugin name -> (distribution, version)
+        self._index: dict[str, dict[str, tuple[Any, str]]] | None = None
+
+    # ------------------------------------------------------------------ loading
+
+    def add_plugin(self, module: object, name: str, distribution: str, version: str) -> None:
+        """Register one plugin module (what discovery does for each entry point)."""
+        self.pm.register(module, name=name)
+        self._sources[name] = (distribution, version)
+        self._index = None
+
+    def _build_index(self) -> dict[str, dict[str, tuple[Any, str]]]:
+        index: dict[str, dict[str, tuple[Any, str]]] = {}
+        for kind in KINDS:
+            by_name: dict[str, tuple[Any, str]] = {}
+            caller = getattr(self.pm.hook, HOOK_PREFIX + kind)
+            for impl in reversed(caller.get_hookimpls()):
+                records = impl.function() or []
+                for record in records:
+                    other = by_name.get(record.name)
+                    if other is not None and other[1] != impl.plugin_name:
+                        raise UsageError(
+                            f"two plugins provide the {KIND_LABELS[kind]} {record.name!r}: "
+                            f"{self.describe_source(other[1])} and {self.describe_source(impl.plugin_name)}; "
+                            "uninstall one of them or choose plugins with CERTLAB_PLUGINS"
+                        )
+                    by_name[record.name] = (record, impl.plugin_name)
+            index[kind] = by_name
+        return index
+
+    @property
+    def index(self) -> dict[str, dict[str, tuple[Any, str]]]:
+        if self._index is None:
+            self._index = self._build_index()
+        return self._index
+
+    # ------------------------------------------------------------------ queries
+
+    def describe_source(self, plugin_name: str) -> str:
+        dist, version = self._sources.get(plugin_name, ("(registered in process)", ""))
+        return f"{dist} {version}".strip() + f" (plugin {plugin_name})"
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self.index[kind])
+
+    def all(self, kind: str) -> dict[str, Any]:
+        return {name: rec for name, (rec, _plugin) in sorted(self.index[kind].items())}
+
+    def get(self, kind: str, name: str) -> Any:
+        """The record ``name`` of ``kind``; an unknown name lists the valid ones and what to install."""
+        entry = self.index[kind].get(name)
+        if entry is not None:
+            return entry[0]
+        label = KIND_LABELS[kind]
+        valid = ", ".join(self.names(kind)) or "none installed"
+        hint = ""
+        dist = KNOWN_PROVIDERS.get(kind, {}).get(name)
+        if dist:
+            hint = f"; it is provided by the distribution {dist}: pip install {dist}"
+        broken = [f.entry_point for f in self.failures]
+        if broken:
+            hint += f"; plugins that failed to load: {', '.join(broken)}"
+        raise UsageError(f"unknown {label} {name!r} (valid: {valid}){hint}")
+
+    def plugin_of(self, kind: str, name: str) -> PluginInfo:
+        self.get(kind, name)
+        plugin_name = self.index[kind][name][1]
+        return self.plugin_info(plugin_name)
+
+    def plugin_info(self, plugin_name: str) -> PluginInfo:
+        dist, version = self._sources.get(plugin_name, ("(registered in process)", "0"))
+        provides = {
+            kind: tuple(sorted(n for n, (_r, p) in self.index[kind].items() if p == plugin_name)) for kind in KINDS
+        }
+        return PluginInfo(
+            name=plugin_name, distribution=dist, version=version, provides={k: v for k, v in provides.items() if v}
+        )
+
+    def plugins(self) -> list[PluginInfo]:
+        names = [name for name, _plugin in self.pm.list_name_plugin() if name in self._sources]
+        return [self.plugin_info(name) for name in sorted(names)]
+
+
+def _only_from_env() -> set[str] | None:
+    raw = os.environ.get(ONLY_ENV, "").strip()
+    if not raw:
+        return None
+    return {part.strip() for part in raw.split(",") if part.strip()}
+
+
+def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types.ModuleType]] = ()) -> Registry:
+    """Load every plugin of the ``certlab.plugins`` group (or only those named, or in CERTLAB_PLUGINS).
+
+    A plugin that fails to import is recorded in ``registry.failures`` and the others still load.
+    """
+    from stevedore import ExtensionManager
+
+    wanted = set(only) if only is not None else _only_from_env()
+    registry = Registry(new_plugin_manager())
+    sources = _distributions_by_entry_point()
+
+    def on_failure(_manager: Any, entry_point: Any, error: BaseException) -> None:
+        dist = sources.get((entry_point.name, entry_point.value), ("unknown distribution", ""))[0]
+        registry.failures.append(
+            PluginFailure(entry_point=entry_point.name, distribution=dist, error=f"{type(error).__name__}: {error}")
+        )
+
+    def check_wanted(ext: Any) -> bool:
+        return wanted is None or ext.name in wanted
+
+    from stevedore import EnabledExtensionManager
+
+    manager: ExtensionManager[Any] = EnabledExtensionManager(
+        namespace=ENTRY_POINT_GROUP,
+        check_func=check_wanted,
+        invoke_on_load=False,
+        on_load_failure_callback=on_failure,
+        verify_requirements=False,
+    )
+    seen: set[str] = set()
+    for ext in sorted(manager.extensions, key=lambda e: e.name):
+        dist, version = sources.get((ext.name, ext.entry_point.value), ("unknown distribution", "0"))
+        if ext.name in seen:
+            raise UsageError(
+                f"two distributions declare the certlab plugin {ext.name!r} (one is {dist}); uninstall one of them"
+            )
+        seen.add(ext.name)
+        try:
+            registry.add_plugin(ext.plugin, ext.name, dist, version)
+        except Exception as error:  # a module with malformed hooks
+            registry.failures.append(
+                PluginFailure(entry_point=ext.name, distribution=dist, error=f"{type(error).__name__}: {error}")
+            )
+    for name, module in extra:
+        registry.add_plugin(module, name, "(registered in process)", "0")
+    if wanted is not None:
+        missing = sorted(wanted - seen - {name for name, _m in extra} - {f.entry_point for f in registry.failures})
+        if missing:
+            raise UsageError(
+                f"{ONLY_ENV} names plugins that are not installed: {', '.join(missing)}; "
+                "run 'certlab plugins' to see the installed ones"
+            )
+    return registry

@@ -1,0 +1,1 @@
+"""certlab's pytest plugin: fixtures for plugin authors and the family conformance suite."""
