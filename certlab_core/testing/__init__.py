@@ -1,1 +1,116 @@
-"""certlab's pytest plugin: fixtures for plugin authors and the family conformance suite."""
+"""certlab's pytest plugin: fixtures for plugin authors and the family conformance suite.
+
+Installed with certlab (entry point ``pytest11``), so any plugin distribution's tests can use:
+
+- ``certlab_plugin_manager``: a fresh pluggy manager that knows certlab's hook specs only;
+- ``certlab_temp_plugin``: register a plugin written as source text (or a module) into a
+  fresh registry, and get the registry back;
+- ``FamilyConformance``: subclass it with ``family_name = "NAME"`` and pytest runs the
+  conformance suite against that installed family: the clean tree passes its suite, each
+  seeded tree fails it, the oracle fixes each defect, the null agent fixes none, and the
+  other constructed agents score exactly what they must.
+"""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def certlab_plugin_manager() -> Any:
+    """A fresh plugin manager with certlab's hook specs and no plugin registered."""
+    from certlab_core.registry import new_plugin_manager
+
+    return new_plugin_manager()
+
+
+@pytest.fixture
+def certlab_temp_plugin() -> Callable[..., Any]:
+    """``make(source_or_module, name=None, only=())`` -> a Registry holding just that plugin (and ``only``)."""
+    from certlab_core.registry import discover
+
+    def make(plugin: str | types.ModuleType, name: str | None = None, only: tuple[str, ...] = ()) -> Any:
+        if isinstance(plugin, str):
+            module = types.ModuleType(name or f"certlab_temp_plugin_{next(_counter)}")
+            exec(compile(textwrap.dedent(plugin), module.__name__, "exec"), module.__dict__)
+        else:
+            module = plugin
+        return discover(only=only, extra=[(name or module.__name__, module)])
+
+    return make
+
+
+class FamilyConformance:
+    """The conformance suite every task family runs against itself; set ``family_name``."""
+
+    family_name: str = ""
+    workers: int = 2
+
+    @pytest.fixture(scope="class")
+    def conformance(self) -> dict[str, Any]:
+        from certlab_core.lab import calibrate, constructed_agents, grader_chain, prove
+        from certlab_core.registry import discover
+
+        if not self.family_name:
+            pytest.fail("set family_name on the FamilyConformance subclass")
+        registry = discover()
+        family = registry.get("task_families", self.family_name)
+        graders = grader_chain(registry)
+        proof = prove(family, graders, workers=self.workers)
+        trials: list[Any] = []
+        problems: list[str] = []
+        if proof.holds:
+            agents = constructed_agents(registry)
+            trials, problems = calibrate([(family, proof)], agents, graders, workers=self.workers)
+        return {"family": family, "proof": proof, "trials": trials, "problems": problems}
+
+    def _scores(self, conformance: dict[str, Any], agent: str) -> list[Any]:
+        return [record for name, record in conformance["trials"] if name == agent]
+
+    def test_clean_tree_passes_its_suite(self, conformance: dict[str, Any]) -> None:
+        proof = conformance["proof"]
+        assert proof.clean_passed, proof.problems
+        assert proof.expected_tests, "the clean tree's suite collected no test"
+
+    def test_each_seeded_tree_fails_its_suite(self, conformance: dict[str, Any]) -> None:
+        proof = conformance["proof"]
+        assert proof.holds, proof.problems
+        assert {s["defect"] for s in proof.seeded} == {d.id for d in conformance["family"].defects}
+        assert all(s["caught_by"] for s in proof.seeded)
+
+    def test_defect_classes_are_distinct(self, conformance: dict[str, Any]) -> None:
+        classes = [d.defect_class for d in conformance["family"].defects]
+        assert len(set(classes)) == len(classes), classes
+
+    def test_oracle_fixes_each_defect(self, conformance: dict[str, Any]) -> None:
+        oracle = self._scores(conformance, "oracle")
+        assert len(oracle) == len(conformance["family"].defects)
+        assert [r.task for r in oracle if r.verdict != "fixed"] == []
+
+    def test_null_agent_fixes_none(self, conformance: dict[str, Any]) -> None:
+        null = self._scores(conformance, "null")
+        assert len(null) == len(conformance["family"].defects)
+        assert [r.task for r in null if r.verdict == "fixed"] == []
+
+    def test_cheating_agents_fail_by_policy(self, conformance: dict[str, Any]) -> None:
+        deleter = self._scores(conformance, "test-deleter")
+        planter = self._scores(conformance, "forbidden-file")
+        assert deleter and {r.failure_mode for r in deleter} == {"policy-tests-modified"}
+        assert planter and {r.failure_mode for r in planter} == {"policy-planted-file"}
+
+    def test_unavailable_agent_is_not_a_failed_fix(self, conformance: dict[str, Any]) -> None:
+        unavailable = self._scores(conformance, "unavailable")
+        assert unavailable and {(r.verdict, r.failure_mode) for r in unavailable} == {
+            ("unavailable", "agent-unavailable")
+        }
+
+    def test_calibration_holds(self, conformance: dict[str, Any]) -> None:
+        assert conformance["problems"] == []
