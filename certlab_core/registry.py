@@ -169,7 +169,6 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
         check_func=check_wanted,
         invoke_on_load=False,
         on_load_failure_callback=on_failure,
-        verify_requirements=False,
     )
     seen: set[str] = set()
     for ext in sorted(manager.extensions, key=lambda e: e.name):

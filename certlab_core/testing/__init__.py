@@ -55,21 +55,22 @@ class FamilyConformance:
     workers: int = 2
 
     @pytest.fixture(scope="class")
-    def conformance(self) -> dict[str, Any]:
+    @classmethod
+    def conformance(cls) -> dict[str, Any]:
         from certlab_core.lab import calibrate, constructed_agents, grader_chain, prove
         from certlab_core.registry import discover
 
-        if not self.family_name:
+        if not cls.family_name:
             pytest.fail("set family_name on the FamilyConformance subclass")
         registry = discover()
-        family = registry.get("task_families", self.family_name)
+        family = registry.get("task_families", cls.family_name)
         graders = grader_chain(registry)
-        proof = prove(family, graders, workers=self.workers)
+        proof = prove(family, graders, workers=cls.workers)
         trials: list[Any] = []
         problems: list[str] = []
         if proof.holds:
             agents = constructed_agents(registry)
-            trials, problems = calibrate([(family, proof)], agents, graders, workers=self.workers)
+            trials, problems = calibrate([(family, proof)], agents, graders, workers=cls.workers)
         return {"family": family, "proof": proof, "trials": trials, "problems": problems}
 
     def _scores(self, conformance: dict[str, Any], agent: str) -> list[Any]:
