@@ -1,0 +1,1 @@
+"""certlab's ledger task family: a three-module double-entry ledger with six seeded defects."""
