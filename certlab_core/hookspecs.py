@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pluggy
 
-from certlab_core.records import AgentAdapter, Grader, StatisticalRule, TaskFamily
+from certlab_core.records import AgentAdapter, Grader, Reporter, StatisticalRule, TaskFamily
 
 PROJECT = "certlab"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -127,5 +127,32 @@ def certlab_statistical_rules() -> list[StatisticalRule]:
         def certlab_statistical_rules():
             return [StatisticalRule(name="point-estimate", description="no uncertainty at all",
                                     decide=decide, interval=interval)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_reporters() -> list[Reporter]:
+    """Return the report formats this plugin provides (``certlab report RUNDIR --format NAME``).
+
+    ``render(report, rule)`` returns the whole file as text from the report model (see
+    ``certlab_core.diagnosis.model.Report``); ``rule`` is the experiment's statistical rule
+    when installed, else None. A reporter reads; it never re-runs or re-decides anything.
+
+    Example plugin::
+
+        from certlab_core import hookimpl
+        from certlab_core.records import Reporter
+
+        def render(report, rule):
+            lines = ["condition,verdict,lower,upper"]
+            for condition in report.conditions:
+                lines.append(f"{condition.name},{condition.verdict},{condition.lower},{condition.upper}")
+            lines.append(f"experiment,{report.verdict},,")
+            return "\n".join(lines) + "\n"
+
+        @hookimpl
+        def certlab_reporters():
+            return [Reporter(name="csv", description="one line per condition", suffix=".csv", render=render)]
     """
     raise NotImplementedError

@@ -236,3 +236,23 @@ class PluginFailure:
     entry_point: str
     distribution: str
     error: str
+
+
+# --------------------------------------------------------------------------- reporters
+
+
+@frozen
+class Reporter:
+    """A report format: ``render(report, rule) -> str``, the whole file's text.
+
+    ``report`` is a ``certlab_core.diagnosis.model.Report`` (the verdict, and per condition
+    its bounds, arms, fault firings and failure clusters); ``rule`` is the experiment's
+    ``StatisticalRule`` when it is installed, else None (a reporter that plots the rule's
+    operating characteristic calls ``rule.plan``). ``suffix`` is the usual file ending
+    (``.md``, ``.xml``, ``.html``).
+    """
+
+    name: str
+    description: str
+    suffix: str
+    render: Callable[[Any, StatisticalRule | None], str] = field(eq=False, repr=False)
