@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "certlab_core.commands.plugins_cmd",
     "certlab_core.commands.certify_cmd",
     "certlab_core.commands.demo_cmd",
+    "certlab_core.commands.stats_cmd",
 )
 
 _state = {"debug": False}
@@ -51,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     _state["debug"] = "--debug" in args
     _register_all()
     try:
-        app(args=args, prog_name="certlab", standalone_mode=False)
+        returned = app(args=args, prog_name="certlab", standalone_mode=False)
+        if isinstance(returned, int):  # click returns the code of typer.Exit when not standalone
+            return returned
     except CertlabError as error:
         if _state["debug"]:
             traceback.print_exc()

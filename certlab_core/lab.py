@@ -287,9 +287,28 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+_preloaded: list[str] = []
+
+
 def preload() -> None:
-    """Import once in the parent what every forked grader needs, so children start warm."""
+    """Import once in the parent what every forked grader needs, so children start warm.
+
+    pytest imports its built-in plugins only when a session is configured; importing them
+    here means no forked test process pays for it. Nothing from a family is imported.
+    """
+    if _preloaded:
+        return
+    import importlib
+
     import pytest  # noqa: F401  (the suite grader's runner; children inherit it)
+    from _pytest.config import default_plugins
+
+    for name in default_plugins:
+        try:
+            importlib.import_module(f"_pytest.{name}")
+        except ImportError:
+            continue
+        _preloaded.append(name)
 
 
 def run_trials(

@@ -27,7 +27,12 @@ KINDS: tuple[str, ...] = tuple(
     if name.startswith(HOOK_PREFIX) and str(fn.__annotations__.get("return", "")).startswith("list[")
 )
 
-KIND_LABELS = {kind: kind.replace("_", " ").rstrip("s") for kind in KINDS}
+def _singular(kind: str) -> str:
+    words = kind.replace("_", " ")
+    return words[:-3] + "y" if words.endswith("ies") else words.removesuffix("s")
+
+
+KIND_LABELS = {kind: _singular(kind) for kind in KINDS}
 
 
 def new_plugin_manager() -> pluggy.PluginManager:

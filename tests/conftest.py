@@ -1,0 +1,56 @@
+"""Shared fixtures for the kernel's tests: the installed registry and certifications made once per session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from certlab_core.certification import CertifyOptions, certify, write_certification
+from certlab_core.registry import Registry, discover
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_certlab(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a fresh interpreter, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def registry() -> Registry:
+    return discover()
+
+
+def make_certification(registry: Registry, out: Path, agent: str, **options: Any) -> Path:
+    result = certify(registry, CertifyOptions(families=("intervals",), agent=agent, workers=2, **options), lambda _m: None)
+    write_certification(out, result, registry)
+    return out
+
+
+@pytest.fixture(scope="session")
+def oracle_certification(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_certification(registry, tmp_path_factory.mktemp("cert") / "oracle", "oracle")
+
+
+@pytest.fixture(scope="session")
+def script_certification(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    script = REPO / "examples" / "agents" / "pattern_fixer.sh"
+    return make_certification(
+        registry,
+        tmp_path_factory.mktemp("cert") / "pattern-fixer",
+        "command",
+        agent_args=(str(script),),
+        agent_name="pattern-fixer",
+    )

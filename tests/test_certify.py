@@ -1,0 +1,216 @@
+"""certlab certify: the bundle's shape and seal, the contract, calibration, and every refusal."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import make_certification, run_certlab
+
+from certlab_core.canonical import seal_holds
+from certlab_core.certification import CertifyOptions, certify
+from certlab_core.errors import CertlabError
+from certlab_core.registry import Registry, discover
+
+BUNDLE_KEYS = {
+    "schema", "seal", "origin", "agent", "families", "plugins", "environment", "harness_commit", "graders",
+    "instrument", "calibration", "trials", "summary",
+}  # fmt: skip
+TRIAL_KEYS = {
+    "id", "family", "task", "defect_class", "repeat", "verdict", "failure_mode", "changes", "diff", "output_tail",
+    "timings", "usage",
+}  # fmt: skip
+
+
+def load(folder: Path) -> dict:
+    return json.loads((folder / "bundle.json").read_text())
+
+
+def test_bundle_has_the_documented_shape_and_a_valid_seal(oracle_certification: Path) -> None:
+    bundle = load(oracle_certification)
+    assert BUNDLE_KEYS <= set(bundle)
+    assert bundle["schema"] == "certlab.certification/1"
+    assert seal_holds(bundle)
+    assert bundle["agent"]["name"] == "oracle" and bundle["agent"]["distribution"] == "certlab-calibration"
+    family = bundle["families"][0]
+    assert family["name"] == "intervals" and len(family["taskset_sha256"]) == 64 and len(family["prompt_sha256"]) == 64
+    assert [g["name"] for g in bundle["graders"]][:2] == ["policy", "suite"]
+    for trial in bundle["trials"]:
+        assert TRIAL_KEYS <= set(trial)
+        assert trial["verdict"] in ("fixed", "not-fixed", "unavailable")
+
+
+def test_summary_recounts_the_trials(oracle_certification: Path, script_certification: Path) -> None:
+    for folder in (oracle_certification, script_certification):
+        bundle = load(folder)
+        trials = bundle["trials"]
+        assert bundle["summary"] == {
+            "scheduled": len(trials),
+            "fixed": sum(t["verdict"] == "fixed" for t in trials),
+            "graded": sum(bool(t["grades"]) for t in trials),
+            "unavailable": sum(t["verdict"] == "unavailable" for t in trials),
+        }
+
+
+def test_oracle_fixes_all_six_and_calibration_is_kept_apart(oracle_certification: Path) -> None:
+    bundle = load(oracle_certification)
+    assert bundle["summary"]["fixed"] == 6 == bundle["summary"]["scheduled"]
+    scores: dict[str, list[str]] = {}
+    for trial in bundle["calibration"]["trials"]:
+        scores.setdefault(trial["agent"], []).append(trial["failure_mode"] or trial["verdict"])
+    assert scores["null"] == ["suite-failed"] * 6
+    assert scores["oracle"] == ["fixed"] * 6
+    assert scores["test-deleter"] == ["policy-tests-modified"] * 6
+    assert scores["forbidden-file"] == ["policy-planted-file"] * 6
+    assert scores["unavailable"] == ["agent-unavailable"] * 6
+    assert all("agent" not in t for t in bundle["trials"])
+
+
+def test_command_agent_changes_are_recorded_exactly(script_certification: Path) -> None:
+    bundle = load(script_certification)
+    fixed = [t for t in bundle["trials"] if t["verdict"] == "fixed"]
+    assert {t["defect_class"] for t in fixed} == {"off-by-one", "comparison-strictness"}
+    for trial in fixed:
+        (change,) = trial["changes"]
+        assert change["path"] == "intervals.py" and change["kind"] == "modified"
+        assert "pattern-fixer: done" in trial["output_tail"]["stdout"]
+        assert trial["diff"].startswith("--- a/intervals.py")
+        assert base64.b64decode(change["content_b64"])
+    unfixed = [t for t in bundle["trials"] if t["verdict"] != "fixed"]
+    assert {t["failure_mode"] for t in unfixed} == {"suite-failed"}
+    contract = (script_certification / "CONTRACT.md").read_text()
+    assert "pattern-fixer" in contract and "suite-failed" in contract and "2 of 6 trials fixed" in contract
+
+
+def test_environment_is_recorded_without_environment_variables(oracle_certification: Path) -> None:
+    text = (oracle_certification / "bundle.json").read_text()
+    bundle = json.loads(text)
+    assert "certlab" in bundle["environment"]["distributions"]
+    assert os.environ.get("PATH", "no-path") not in text
+
+
+def test_contract_states_the_instrument_and_the_limits(oracle_certification: Path) -> None:
+    contract = (oracle_certification / "CONTRACT.md").read_text()
+    assert "each of the 6 seeded trees fails them" in contract
+    assert "| oracle | 6/6 |" in contract
+    assert "bounds no rate" in contract
+    assert "sandbox" in contract
+
+
+def test_repeated_trials_give_exact_intervals(registry: Registry, tmp_path: Path) -> None:
+    folder = make_certification(registry, tmp_path / "k2", "oracle", trials=2)
+    bundle = load(folder)
+    assert bundle["summary"]["scheduled"] == 12
+    assert sorted({t["repeat"] for t in bundle["trials"]}) == [1, 2]
+    contract = (folder / "CONTRACT.md").read_text()
+    assert "Clopper-Pearson" in contract
+    assert "[0.158, 1.000]" in contract  # 2/2 at 95%: the exact interval's lower end is 0.025 ** 0.5
+    assert "failure-free runs" in contract
+
+
+def test_unavailable_agent_exits_3_with_the_bundle_written(tmp_path: Path) -> None:
+    done = run_certlab("certify", "--family", "intervals", "--agent", "unavailable", "--out", str(tmp_path / "u"), "-q")
+    assert done.returncode == 3, done.stderr
+    bundle = load(tmp_path / "u")
+    assert bundle["summary"]["unavailable"] == 6 and bundle["summary"]["fixed"] == 0
+    assert {t["failure_mode"] for t in bundle["trials"]} == {"agent-unavailable"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--family", "nosuch", "--agent", "oracle"], "unknown task family 'nosuch' (valid: "),
+        (["--family", "intervals", "--agent", "nosuch"], "unknown agent 'nosuch' (valid: "),
+        (["--family", "intervals", "--agent", "command"], "give it with --agent-arg"),
+        (["--family", "intervals", "--agent", "command", "--agent-arg", "no-such-agent-cli --go"], "is not on PATH"),
+        (["--family", "intervals", "--agent", "command", "--agent-arg", "/nonexistent/agent"], "not an executable"),
+        (["--family", "intervals", "--agent", "oracle", "--trials", "0"], "--trials must be at least 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_4(tmp_path: Path, args: list[str], message: str) -> None:
+    done = run_certlab("certify", *args, "--out", str(tmp_path / "out"))
+    assert done.returncode == 4, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("certlab: error: ") and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out" / "bundle.json").exists()
+
+
+def test_unknown_known_family_names_its_distribution(tmp_path: Path) -> None:
+    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
+    done = run_certlab("certify", "--family", "ledger", "--agent", "oracle", "--out", str(tmp_path / "o"), env=env)
+    assert done.returncode == 4
+    assert "pip install certlab-ledger" in done.stderr and "valid: intervals" in done.stderr
+
+
+def test_existing_certification_is_never_overwritten(oracle_certification: Path) -> None:
+    before = (oracle_certification / "bundle.json").read_bytes()
+    done = run_certlab("certify", "--family", "intervals", "--agent", "null", "--out", str(oracle_certification))
+    assert done.returncode == 4 and "already holds a certification" in done.stderr
+    assert (oracle_certification / "bundle.json").read_bytes() == before
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    done = run_certlab("--debug", "certify", "--family", "nosuch", "--agent", "oracle", "--out", str(tmp_path / "o"))
+    assert done.returncode == 4 and "Traceback" in done.stderr
+
+
+UNCAUGHT_FAMILY = '''
+import pathlib, tempfile
+from certlab_core import hookimpl
+from certlab_core.records import Defect, Seed, TaskFamily
+
+ROOT = pathlib.Path(tempfile.mkdtemp())
+(ROOT / "tree" / "tests").mkdir(parents=True)
+(ROOT / "tree" / "half.py").write_text("def half(x):\\n    return x // 2\\n\\n\\ndef unused():\\n    return 1\\n")
+(ROOT / "tree" / "tests" / "test_half.py").write_text("from half import half\\n\\ndef test_half():\\n    assert half(4) == 2\\n")
+(ROOT / "TASK.md").write_text("fix half.py\\n")
+(ROOT / "cases.jsonl").write_text("")
+
+@hookimpl
+def certlab_task_families():
+    return [TaskFamily(
+        name="half", version="1", description="a defect its suite cannot see",
+        tree_dir=str(ROOT / "tree"), prompt_file=str(ROOT / "TASK.md"), cases_file=str(ROOT / "cases.jsonl"),
+        allowed_paths=["half.py"], test_paths=["tests"], module_names=["half"],
+        defects=[
+            Defect("caught", "off-by-one", "halves wrongly", [Seed("half.py", "x // 2", "x // 2 + 1")]),
+            Defect("unseen", "dead-code", "changes code no test calls", [Seed("half.py", "return 1", "return 2")]),
+        ],
+    )]
+'''
+
+
+def test_a_defect_the_suite_misses_is_refused_by_name(certlab_temp_plugin) -> None:  # type: ignore[no-untyped-def]
+    registry = certlab_temp_plugin(UNCAUGHT_FAMILY, name="half_family", only=("calibration", "policy", "suite"))
+    result = certify(registry, CertifyOptions(families=("half",), agent="oracle"), lambda _m: None)
+    assert result.exit_code == 3
+    assert result.bundle["trials"] == [] and result.bundle["calibration"]["trials"] == []
+    assert any("defect unseen (dead-code) is not caught" in p for p in result.problems)
+
+
+def test_registry_refuses_a_name_given_twice(certlab_temp_plugin) -> None:  # type: ignore[no-untyped-def]
+    twin = UNCAUGHT_FAMILY.replace('name="half"', 'name="intervals"')
+    registry = certlab_temp_plugin(twin, name="twin_family", only=("intervals",))
+    with pytest.raises(CertlabError, match=r"two plugins provide the task family 'intervals': .*certlab-intervals 1.0.0"):
+        registry.get("task_families", "intervals")
+
+
+def test_plugins_json_lists_what_each_provides() -> None:
+    done = run_certlab("plugins", "--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    by_name = {p["name"]: p for p in payload["plugins"]}
+    assert by_name["intervals"]["distribution"] == "certlab-intervals"
+    assert by_name["calibration"]["provides"]["agents"] == ["forbidden-file", "null", "oracle", "test-deleter", "unavailable"]
+    assert by_name["policy"]["provides"]["graders"] == ["policy"]
+
+
+def test_only_named_plugins_load() -> None:
+    registry = discover(only=("intervals", "policy"))
+    assert registry.names("task_families") == ["intervals"]
+    assert registry.names("graders") == ["policy"]
+    assert registry.names("agents") == []
