@@ -149,7 +149,7 @@ def certlab_reporters() -> list[Reporter]:
             for condition in report.conditions:
                 lines.append(f"{condition.name},{condition.verdict},{condition.lower},{condition.upper}")
             lines.append(f"experiment,{report.verdict},,")
-            return "\n".join(lines) + "\n"
+            return "\\n".join(lines) + "\\n"
 
         @hookimpl
         def certlab_reporters():
