@@ -19,8 +19,11 @@ $(STAMP): requirements-dev.txt $(PYPROJECTS)
 	@touch $(STAMP)
 
 # A local wheelhouse, so the tests can install a third party's family into a fresh environment without network.
-$(WHEELHOUSE)/.built: $(STAMP)
+# Rebuilt when any file of our packages changes; setuptools' build/ folders go first, as they keep deleted files.
+WHEEL_SOURCES := $(shell find $(TYPED_PACKAGES) -type f -not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null)
+$(WHEELHOUSE)/.built: $(STAMP) $(WHEEL_SOURCES)
 	@rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
+	@rm -rf $$(sed -n 's|^-e \(.*\)|\1/build|p' requirements-dev.txt)
 	$(BIN)/python -m pip wheel -q --no-build-isolation -w $(WHEELHOUSE) . $$(sed -n 's/^-e \(.*\)/\1/p' requirements-dev.txt | grep -v '^\.$$')
 	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) setuptools wheel
 	@touch $(WHEELHOUSE)/.built
