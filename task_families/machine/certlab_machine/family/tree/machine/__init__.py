@@ -1,0 +1,1 @@
+"""A small integer expression interpreter: tokenizer, parser, evaluator, and an api over all three."""
