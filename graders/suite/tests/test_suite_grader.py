@@ -1,0 +1,83 @@
+"""The suite grader against hostile code: results come from pytest's hooks, never from what the code says."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from certlab_core.records import GradeRequest
+from certlab_core.registry import discover
+from certlab_core.workcopy import materialise
+from certlab_suite.plugin import grade
+
+FAMILY = discover(only=("intervals",)).get("task_families", "intervals")
+
+
+def expected_tests(tmp_path: Path) -> tuple[str, ...]:
+    work = tmp_path / "clean"
+    issued = materialise(FAMILY, None, work)
+    result = grade(GradeRequest(workdir=str(work), family=FAMILY, defect=FAMILY.defects[0], issued=issued))
+    assert result.passed, result.detail
+    return tuple(result.data["collected"])
+
+
+def graded_with(tmp_path: Path, prefix: str, expected: tuple[str, ...] = ()) -> tuple[bool, str | None, str]:
+    expected = expected or expected_tests(tmp_path)
+    work = tmp_path / "work"
+    issued = materialise(FAMILY, None, work)
+    module = work / "intervals.py"
+    module.write_text(prefix + module.read_text())
+    result = grade(
+        GradeRequest(workdir=str(work), family=FAMILY, defect=FAMILY.defects[0], issued=issued, expected_tests=expected)
+    )
+    return result.passed, result.failure_mode, result.detail
+
+
+def test_the_clean_tree_collects_and_passes(tmp_path: Path) -> None:
+    assert len(expected_tests(tmp_path)) >= 10
+
+
+def test_the_seeded_tree_fails(tmp_path: Path) -> None:
+    expected = expected_tests(tmp_path)
+    work = tmp_path / "seeded"
+    issued = materialise(FAMILY, FAMILY.defects[0], work)
+    result = grade(
+        GradeRequest(workdir=str(work), family=FAMILY, defect=FAMILY.defects[0], issued=issued, expected_tests=expected)
+    )
+    assert not result.passed and result.failure_mode == "suite-failed"
+    assert "expected tests passed" in result.detail
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "import os\nos._exit(0)\n",
+        "raise SystemExit(0)\n",
+        "print('25 passed in 0.01s')\nimport os\nos._exit(0)\n",
+        "import pytest\npytest.skip('nothing to see', allow_module_level=True)\n",
+        "import pytest\npytest.exit('all good', returncode=0)\n",
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    ],
+    ids=["os-exit", "system-exit", "claims-success", "skip-module", "pytest-exit", "kill-self"],
+)
+def test_hostile_code_at_import_cannot_pass(tmp_path: Path, prefix: str) -> None:
+    passed, mode, detail = graded_with(tmp_path, prefix)
+    assert not passed, detail
+    assert mode in ("suite-not-run", "suite-failed")
+
+
+def test_the_module_must_come_from_the_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = expected_tests(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "intervals.py").write_text("def length(i):\n    return 0\n")
+    monkeypatch.syspath_prepend(str(elsewhere))
+    import intervals  # noqa: F401  (the grader's process now holds a foreign copy)
+
+    try:
+        passed, mode, detail = graded_with(tmp_path, "", expected)
+    finally:
+        sys.modules.pop("intervals", None)
+    assert not passed and mode == "suite-not-run" and "already imported" in detail
