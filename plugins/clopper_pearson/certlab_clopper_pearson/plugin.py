@@ -1,0 +1,23 @@
+"""The certlab plugin that provides the ``clopper-pearson`` statistical rule (imports nothing heavy)."""
+
+from __future__ import annotations
+
+from certlab_clopper_pearson import rule
+from certlab_core import hookimpl
+from certlab_core.records import StatisticalRule
+
+
+@hookimpl
+def certlab_statistical_rules() -> list[StatisticalRule]:
+    return [
+        StatisticalRule(
+            name=rule.NAME,
+            description=(
+                "exact Clopper-Pearson interval per arm (tail alpha/(4K) per look), "
+                "bounds [L_c - U_b, U_c - L_b] on candidate minus baseline"
+            ),
+            decide=rule.decide,
+            interval=rule.interval,
+            plan=rule.plan,
+        )
+    ]

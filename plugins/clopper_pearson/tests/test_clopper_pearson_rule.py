@@ -1,0 +1,274 @@
+"""The clopper-pearson rule: known values, scipy's beta quantiles, exact planning with looks, and its plugin."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from certlab_clopper_pearson import rule
+from certlab_clopper_pearson.enumeration import binomial_pmf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from certlab_core.errors import UsageError
+from certlab_core.looks import look_sizes
+from certlab_core.registry import discover
+
+VERDICTS = ("PASS", "BLOCK", "INCONCLUSIVE")
+
+
+# --------------------------------------------------------------------------- known values
+
+
+def test_the_issue_example_blocks_with_the_published_bounds() -> None:
+    bounds = rule.decide(200, 200, 130, 200)
+    assert (round(bounds.lower, 4), round(bounds.upper, 4)) == (-0.4304, -0.2537)
+    assert bounds.verdict == "BLOCK"
+
+
+def test_two_equal_arms_at_080_with_200_per_arm_pass_with_probability_0218() -> None:
+    chances = rule.plan(0.80, 0.80, 200)
+    assert round(chances["PASS"], 3) == 0.218
+
+
+@pytest.mark.parametrize(
+    ("successes", "n", "alpha"),
+    [(0, 10, 0.05), (10, 10, 0.05), (3, 10, 0.05), (130, 200, 0.025), (1, 5000, 0.001), (4999, 5000, 0.2), (0, 1, 0.5)],
+)
+def test_interval_is_the_beta_quantiles(successes: int, n: int, alpha: float) -> None:
+    low, high = rule.interval(successes, n, alpha)
+    expected_low = 0.0 if successes == 0 else stats.beta.ppf(alpha / 2, successes, n - successes + 1)
+    expected_high = 1.0 if successes == n else stats.beta.isf(alpha / 2, successes + 1, n - successes)
+    assert low == pytest.approx(expected_low, abs=1e-12)
+    assert high == pytest.approx(expected_high, abs=1e-12)
+
+
+def test_an_arm_with_no_trials_has_the_whole_unit_interval() -> None:
+    assert rule.interval(0, 0, 0.05) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(("conditions", "looks"), [(1, 1), (3, 1), (1, 4), (2, 5)])
+def test_decide_combines_per_arm_intervals_with_tail_alpha_over_4kl(conditions: int, looks: int) -> None:
+    alpha = 0.05
+    per_arm = alpha / (2 * conditions * looks)  # two-sided level: each tail alpha / (4 K L)
+    assert rule.decide.arm_alpha(alpha, conditions, looks) == pytest.approx(per_arm)
+    baseline_low, baseline_high = rule.interval(171, 190, per_arm)
+    candidate_low, candidate_high = rule.interval(150, 185, per_arm)
+    bounds = rule.decide(171, 190, 150, 185, alpha=alpha, delta=0.1, conditions=conditions, looks=looks)
+    assert bounds.lower == pytest.approx(candidate_low - baseline_high, abs=1e-15)
+    assert bounds.upper == pytest.approx(candidate_high - baseline_low, abs=1e-15)
+
+
+def test_the_verdict_thresholds_are_strict() -> None:
+    assert rule.verdict_of(-0.1, 0.3, 0.1) == "INCONCLUSIVE"
+    assert rule.verdict_of(-0.0999, 0.3, 0.1) == "PASS"
+    assert rule.verdict_of(-0.4, -0.1, 0.1) == "INCONCLUSIVE"
+    assert rule.verdict_of(-0.4, -0.1001, 0.1) == "BLOCK"
+    assert rule.verdict_of(0.0, 0.0, 0.0) == "INCONCLUSIVE"
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@pytest.mark.parametrize(
+    ("p_baseline", "p_candidate", "n", "looks"),
+    [
+        (0.8, 0.8, 200, 1),
+        (0.9, 0.7, 300, 3),
+        (0.0, 0.0, 50, 1),
+        (1.0, 1.0, 50, 2),
+        (1.0, 0.0, 10, 10),
+        (0.5, 0.45, 5000, 4),
+    ],
+)
+def test_plan_probabilities_sum_to_one(p_baseline: float, p_candidate: float, n: int, looks: int) -> None:
+    chances = rule.plan(p_baseline, p_candidate, n, looks=looks)
+    assert set(chances) == set(VERDICTS)
+    assert all(0.0 <= chances[v] <= 1.0 for v in VERDICTS)
+    assert sum(chances.values()) == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("n", "p"), [(1, 0.3), (16, 0.2), (36, 0.7), (200, 0.95), (2000, 0.5), (5000, 0.8), (7, 0.0), (7, 1.0)]
+)
+def test_binomial_probabilities_match_scipy(n: int, p: float) -> None:
+    mine = binomial_pmf(n, p)
+    reference = stats.binom.pmf(np.arange(n + 1), n, p)
+    assert float(np.abs(mine - reference).sum()) < 1e-14
+
+
+@functools.cache
+def _verdict(b: int, c: int, size: int, alpha: float, delta: float, looks: int) -> str:
+    return rule.decide(b, size, c, size, alpha=alpha, delta=delta, looks=looks).verdict
+
+
+def _stepwise(
+    p_baseline: float, p_candidate: float, n: int, alpha: float, delta: float, looks: int
+) -> dict[str, float]:
+    """Plain dynamic programming over the per-look increments, calling ``decide`` for every pair of counts."""
+    undecided = {(0, 0): 1.0}
+    totals = dict.fromkeys(VERDICTS, 0.0)
+    done = 0
+    for size in look_sizes(n, looks):
+        step = size - done
+        pmf_b = stats.binom.pmf(np.arange(step + 1), step, p_baseline)
+        pmf_c = stats.binom.pmf(np.arange(step + 1), step, p_candidate)
+        reached: dict[tuple[int, int], float] = {}
+        for (b, c), mass in undecided.items():
+            for i in range(step + 1):
+                for j in range(step + 1):
+                    reached[(b + i, c + j)] = reached.get((b + i, c + j), 0.0) + mass * pmf_b[i] * pmf_c[j]
+        undecided = {}
+        for (b, c), mass in reached.items():
+            verdict = _verdict(b, c, size, alpha, delta, looks)
+            if verdict == "INCONCLUSIVE":
+                undecided[(b, c)] = mass
+            else:
+                totals[verdict] += mass
+        done = size
+    totals["INCONCLUSIVE"] = sum(undecided.values())
+    return totals
+
+
+@pytest.mark.parametrize(
+    ("p_baseline", "p_candidate", "n", "alpha", "delta", "looks"),
+    [
+        (0.9, 0.8, 30, 0.05, 0.2, 1),
+        (0.9, 0.9, 12, 0.2, 0.3, 3),
+        (0.95, 0.4, 16, 0.2, 0.2, 4),
+        (0.7, 0.75, 13, 0.3, 0.3, 2),
+    ],
+)
+def test_plan_equals_stepwise_enumeration_through_decide(
+    p_baseline: float, p_candidate: float, n: int, alpha: float, delta: float, looks: int
+) -> None:
+    chances = rule.plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
+    reference = _stepwise(p_baseline, p_candidate, n, alpha, delta, looks)
+    assert max(reference["PASS"], reference["BLOCK"]) > 0.01  # a design where the rule decides something
+    for verdict in VERDICTS:
+        assert chances[verdict] == pytest.approx(reference[verdict], abs=1e-12)
+
+
+def test_plan_agrees_with_a_monte_carlo_estimate() -> None:
+    p_baseline, p_candidate, n, alpha, delta, looks = 0.9, 0.8, 40, 0.2, 0.2, 2
+    sizes = look_sizes(n, looks)
+    tables = {
+        size: np.array([[_verdict(b, c, size, alpha, delta, looks) for c in range(size + 1)] for b in range(size + 1)])
+        for size in sizes
+    }
+    rng = np.random.default_rng(20240601)
+    runs = 40_000
+    baseline = np.cumsum(rng.random((runs, n)) < p_baseline, axis=1)
+    candidate = np.cumsum(rng.random((runs, n)) < p_candidate, axis=1)
+    outcome = np.full(runs, "INCONCLUSIVE", dtype=object)
+    open_runs = np.ones(runs, dtype=bool)
+    for size in sizes:
+        verdicts = tables[size][baseline[:, size - 1], candidate[:, size - 1]]
+        stops = open_runs & (verdicts != "INCONCLUSIVE")
+        outcome[stops] = verdicts[stops]
+        open_runs &= ~stops
+    chances = rule.plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
+    for verdict in VERDICTS:
+        estimate = float(np.mean(outcome == verdict))
+        tolerance = 4.5 * np.sqrt(max(chances[verdict] * (1 - chances[verdict]), 1e-4) / runs)
+        assert abs(estimate - chances[verdict]) < tolerance, (verdict, estimate, chances[verdict])
+
+
+def test_a_decisive_early_look_stops_the_experiment() -> None:
+    # Baseline always succeeds, so only the candidate's count matters: 10 then 20 trials per arm.
+    alpha, delta, looks, q = 0.05, 0.45, 2, 0.85
+    first, final = look_sizes(20, looks)
+    early_pass = [x for x in range(first + 1) if _verdict(first, x, first, alpha, delta, looks) == "PASS"]
+    final_pass = [x for x in range(final + 1) if _verdict(final, x, final, alpha, delta, looks) == "PASS"]
+    # A candidate that passes at the first look and then fails its next trials would not pass at the last:
+    assert any(x in early_pass and x not in final_pass for x in range(first + 1))
+    pmf_first = stats.binom.pmf(np.arange(first + 1), first, q)
+    pmf_rest = stats.binom.pmf(np.arange(final - first + 1), final - first, q)
+    undecided = [x for x in range(first + 1) if _verdict(first, x, first, alpha, delta, looks) == "INCONCLUSIVE"]
+    with_stopping = sum(pmf_first[x] for x in early_pass) + sum(
+        pmf_first[x] * pmf_rest[k] for x in undecided for k in range(final - first + 1) if x + k in final_pass
+    )
+    last_look_only = sum(stats.binom.pmf(x, final, q) for x in final_pass)
+    chances = rule.plan(1.0, q, 20, alpha=alpha, delta=delta, looks=looks)
+    assert chances["PASS"] == pytest.approx(with_stopping, abs=1e-12)
+    assert abs(with_stopping - last_look_only) > 1e-3
+
+
+def test_more_looks_spend_less_alpha_per_look() -> None:
+    single = rule.decide(180, 200, 175, 200, looks=1)
+    split = rule.decide(180, 200, 175, 200, looks=5)
+    assert split.lower < single.lower and split.upper > single.upper
+
+
+def test_plan_at_5000_per_arm_with_looks_is_exact_and_quick() -> None:
+    chances = rule.plan(0.9, 0.75, 5000, looks=5)
+    assert sum(chances.values()) == pytest.approx(1.0, abs=1e-12)
+    assert chances["BLOCK"] > 0.5
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n_b=st.integers(1, 400),
+    n_c=st.integers(1, 400),
+    frac_b=st.floats(0, 1),
+    frac_c=st.floats(0, 1),
+    alpha=st.floats(0.001, 0.5),
+    delta=st.floats(0, 0.99),
+    conditions=st.integers(1, 8),
+    looks=st.integers(1, 10),
+)
+def test_bounds_are_ordered_within_unit_range_and_decide_the_verdict(
+    n_b: int, n_c: int, frac_b: float, frac_c: float, alpha: float, delta: float, conditions: int, looks: int
+) -> None:
+    b, c = round(frac_b * n_b), round(frac_c * n_c)
+    bounds = rule.decide(b, n_b, c, n_c, alpha=alpha, delta=delta, conditions=conditions, looks=looks)
+    assert -1.0 <= bounds.lower <= c / n_c - b / n_b <= bounds.upper <= 1.0
+    expected = "PASS" if bounds.lower > -delta else "BLOCK" if bounds.upper < -delta else "INCONCLUSIVE"
+    assert bounds.verdict == expected
+
+
+# --------------------------------------------------------------------------- bad input and the plugin
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda: rule.decide(201, 200, 130, 200), "more successes than trials"),
+        (lambda: rule.decide(10, 0, 1, 10), "baseline trials must be at least 1"),
+        (lambda: rule.decide(10, 10, 1, 10, alpha=0.0), "alpha"),
+        (lambda: rule.decide(10, 10, 1, 10, alpha=1.0), "alpha"),
+        (lambda: rule.decide(10, 10, 1, 10, delta=1.0), "delta"),
+        (lambda: rule.decide(10, 10, 1, 10, conditions=0), "conditions"),
+        (lambda: rule.decide(10, 10, 1.5, 10), "whole number"),  # type: ignore[arg-type]
+        (lambda: rule.plan(1.5, 0.5, 100), "probability"),
+        (lambda: rule.plan(0.5, 0.5, 10, looks=11), "looks"),
+        (lambda: rule.plan(0.5, 0.5, 0), "trials per arm"),
+        (lambda: rule.interval(3, 2, 0.05), "more successes than trials"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(call: object, fragment: str) -> None:
+    with pytest.raises(UsageError, match=fragment):
+        call()  # type: ignore[operator]
+
+
+def test_the_plugin_provides_the_rule_through_discovery() -> None:
+    registry = discover()
+    found = registry.get("statistical_rules", "clopper-pearson")
+    assert found.decide is rule.decide and found.interval is rule.interval and found.plan is rule.plan
+    assert registry.plugin_of("statistical_rules", "clopper-pearson").distribution == "certlab-clopper-pearson"
+
+
+def test_importing_the_plugin_imports_neither_scipy_nor_numpy() -> None:
+    code = (
+        "import sys, certlab_clopper_pearson.plugin\n"
+        "heavy = [m for m in ('scipy', 'numpy') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

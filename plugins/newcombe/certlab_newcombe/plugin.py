@@ -1,0 +1,23 @@
+"""The certlab plugin that provides the ``newcombe`` statistical rule (imports nothing heavy)."""
+
+from __future__ import annotations
+
+from certlab_core import hookimpl
+from certlab_core.records import StatisticalRule
+from certlab_newcombe import rule
+
+
+@hookimpl
+def certlab_statistical_rules() -> list[StatisticalRule]:
+    return [
+        StatisticalRule(
+            name=rule.NAME,
+            description=(
+                "Wilson score interval per arm at confidence 1 - alpha/K per look, "
+                "Newcombe's hybrid score interval (method 10) for candidate minus baseline"
+            ),
+            decide=rule.decide,
+            interval=rule.interval,
+            plan=rule.plan,
+        )
+    ]

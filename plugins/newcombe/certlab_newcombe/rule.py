@@ -1,0 +1,194 @@
+"""The Newcombe rule: Wilson score intervals per arm, combined by Newcombe's hybrid score method (method 10).
+
+With ``K`` gating conditions and ``L`` looks, each arm gets a Wilson score interval (no
+continuity correction) at confidence ``1 - alpha / (K L)``; with ``p`` the observed rates and
+``(l, u)`` the Wilson limits, the bounds on candidate minus baseline ``d = p_c - p_b`` are
+
+    lower = d - sqrt((p_c - l_c)^2 + (u_b - p_b)^2)
+    upper = d + sqrt((u_c - p_c)^2 + (p_b - l_b)^2)
+
+(Newcombe 1998, Statistics in Medicine 17:873-890, method 10). PASS iff lower > -delta,
+BLOCK iff upper < -delta (both strict), otherwise INCONCLUSIVE. numpy and scipy are
+imported lazily.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from certlab_core.errors import UsageError
+from certlab_core.looks import look_alpha
+from certlab_core.records import Bounds
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import ArrayLike, NDArray
+
+NAME = "newcombe"
+DEFAULT_ALPHA = 0.05
+DEFAULT_DELTA = 0.10
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _whole(value: Any, what: str, least: int) -> int:
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise UsageError(f"{what} must be a whole number, got {value!r}") from None
+    if number < least:
+        raise UsageError(f"{what} must be at least {least}, got {number}")
+    return number
+
+
+def _counts(successes: Any, n: Any, arm: str, least_n: int = 1) -> tuple[int, int]:
+    trials = _whole(n, f"{arm} trials", least_n)
+    wins = _whole(successes, f"{arm} successes", 0)
+    if wins > trials:
+        raise UsageError(f"{arm} has more successes than trials ({wins}/{trials})")
+    return wins, trials
+
+
+def _rate(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise UsageError(f"{what} must be a probability from 0 to 1, got {value!r}")
+    return float(value)
+
+
+def _delta(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < 1.0:
+        raise UsageError(f"delta must be a number from 0 (inclusive) to 1 (exclusive), got {value!r}")
+    return float(value)
+
+
+def arm_alpha(alpha: float = DEFAULT_ALPHA, conditions: int = 1, looks: int = 1) -> float:
+    """The two-sided level of each per-arm Wilson interval at one look: ``alpha / (K L)``."""
+    per_look = look_alpha(alpha, looks)
+    return per_look / _whole(conditions, "conditions", 1)
+
+
+def z_of(alpha: float) -> float:
+    """The standard normal quantile for a two-sided level ``alpha``: ``z`` with P(Z > z) = alpha / 2."""
+    from statistics import NormalDist
+
+    return -NormalDist().inv_cdf(alpha / 2.0)
+
+
+# --------------------------------------------------------------------------- the arithmetic
+
+
+def limits(successes: ArrayLike, n: ArrayLike, alpha: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Wilson score limits (no continuity correction) at two-sided level ``alpha``, vectorised.
+
+    ``(2x + z^2 -+ z sqrt(z^2 + 4 x (n - x) / n)) / (2 (n + z^2))``; exactly 0 at x = 0 and 1 at x = n.
+    """
+    import numpy as np
+
+    x = np.asarray(successes, dtype=np.float64)
+    trials = np.asarray(n, dtype=np.float64)
+    z = z_of(alpha)
+    z2 = z * z
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = z * np.sqrt(z2 + 4.0 * x * (trials - x) / trials)
+        denominator = 2.0 * (trials + z2)
+        low = np.where(x > 0, (2.0 * x + z2 - spread) / denominator, 0.0)
+        high = np.where(x < trials, (2.0 * x + z2 + spread) / denominator, 1.0)
+    return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
+
+
+def bounds_grid(
+    baseline_successes: ArrayLike,
+    baseline_n: ArrayLike,
+    candidate_successes: ArrayLike,
+    candidate_n: ArrayLike,
+    per_arm_alpha: float,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Newcombe's hybrid score bounds on candidate minus baseline for (broadcast) arrays of counts."""
+    import numpy as np
+
+    baseline_rate = np.asarray(baseline_successes, dtype=np.float64) / np.asarray(baseline_n, dtype=np.float64)
+    candidate_rate = np.asarray(candidate_successes, dtype=np.float64) / np.asarray(candidate_n, dtype=np.float64)
+    baseline_low, baseline_high = limits(baseline_successes, baseline_n, per_arm_alpha)
+    candidate_low, candidate_high = limits(candidate_successes, candidate_n, per_arm_alpha)
+    difference = candidate_rate - baseline_rate
+    lower = difference - np.sqrt((candidate_rate - candidate_low) ** 2 + (baseline_high - baseline_rate) ** 2)
+    upper = difference + np.sqrt((candidate_high - candidate_rate) ** 2 + (baseline_rate - baseline_low) ** 2)
+    return np.clip(lower, -1.0, 1.0), np.clip(upper, -1.0, 1.0)
+
+
+def verdict_of(lower: float, upper: float, delta: float) -> str:
+    """PASS iff lower > -delta, BLOCK iff upper < -delta (both strict), otherwise INCONCLUSIVE."""
+    if lower > -delta:
+        return "PASS"
+    if upper < -delta:
+        return "BLOCK"
+    return "INCONCLUSIVE"
+
+
+# --------------------------------------------------------------------------- the rule's three functions
+
+
+def interval(successes: int, n: int, alpha: float = DEFAULT_ALPHA) -> tuple[float, float]:
+    """The Wilson score interval for ``successes`` of ``n`` at two-sided level ``alpha`` (``(0, 1)`` when n = 0)."""
+    wins, trials = _counts(successes, n, "the arm", least_n=0)
+    look_alpha(alpha)  # checks 0 < alpha < 1
+    if trials == 0:
+        return 0.0, 1.0
+    low, high = limits(wins, trials, float(alpha))
+    return float(low), float(high)
+
+
+class Decide:
+    """The rule's ``decide``; ``arm_alpha`` tells readers the level of the per-arm intervals it combines."""
+
+    arm_alpha = staticmethod(arm_alpha)
+
+    def __call__(
+        self,
+        baseline_successes: int,
+        baseline_n: int,
+        candidate_successes: int,
+        candidate_n: int,
+        alpha: float = DEFAULT_ALPHA,
+        delta: float = DEFAULT_DELTA,
+        conditions: int = 1,
+        looks: int = 1,
+    ) -> Bounds:
+        """Bounds on candidate minus baseline and the verdict at one look, from the cumulative counts at that look."""
+        b_wins, b_trials = _counts(baseline_successes, baseline_n, "baseline")
+        c_wins, c_trials = _counts(candidate_successes, candidate_n, "candidate")
+        margin = _delta(delta)
+        level = arm_alpha(alpha, conditions, looks)
+        lower, upper = bounds_grid(b_wins, b_trials, c_wins, c_trials, level)
+        low, high = float(lower), float(upper)
+        return Bounds(lower=low, upper=high, verdict=verdict_of(low, high, margin))
+
+
+decide = Decide()
+
+
+def plan(
+    p_baseline: float,
+    p_candidate: float,
+    n: int,
+    alpha: float = DEFAULT_ALPHA,
+    delta: float = DEFAULT_DELTA,
+    conditions: int = 1,
+    looks: int = 1,
+) -> dict[str, float]:
+    """Exact P(PASS), P(BLOCK), P(INCONCLUSIVE) for ``n`` trials per arm, stopping at the first decisive look."""
+    from certlab_newcombe.enumeration import exact_plan
+
+    baseline_rate = _rate(p_baseline, "the baseline success rate")
+    candidate_rate = _rate(p_candidate, "the candidate success rate")
+    margin = _delta(delta)
+    level = arm_alpha(alpha, conditions, looks)
+
+    def grid(baseline_counts: Any, candidate_counts: Any, trials: int) -> Any:
+        return bounds_grid(baseline_counts, trials, candidate_counts, trials, level)
+
+    return exact_plan(grid, baseline_rate, candidate_rate, _whole(n, "trials per arm", 1), margin, looks)

@@ -1,0 +1,257 @@
+"""The newcombe rule: Newcombe's published examples, Wilson's closed form, exact planning with looks, and its plugin."""
+
+from __future__ import annotations
+
+import functools
+import math
+import subprocess
+import sys
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+from certlab_newcombe import rule
+from certlab_newcombe.enumeration import binomial_pmf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from certlab_core.errors import UsageError
+from certlab_core.looks import look_sizes
+from certlab_core.registry import discover
+
+VERDICTS = ("PASS", "BLOCK", "INCONCLUSIVE")
+
+
+# --------------------------------------------------------------------------- known values
+
+
+# Newcombe (1998), Statistics in Medicine 17:873-890, Table II, method 10 at 95%: (m/M, n/N) -> interval for m/M - n/N.
+NEWCOMBE_1998_TABLE_II = [
+    ((56, 70), (48, 80), (0.0524, 0.3339)),
+    ((9, 10), (3, 10), (0.1705, 0.8090)),
+    ((5, 56), (0, 29), (-0.0381, 0.1926)),
+    ((0, 10), (0, 20), (-0.1611, 0.2775)),
+    ((0, 10), (0, 10), (-0.2775, 0.2775)),
+    ((10, 10), (0, 20), (0.6791, 1.0000)),
+    ((10, 10), (0, 10), (0.6075, 1.0000)),
+]
+
+
+@pytest.mark.parametrize(("candidate", "baseline", "published"), NEWCOMBE_1998_TABLE_II)
+def test_newcombe_1998_worked_examples(
+    candidate: tuple[int, int], baseline: tuple[int, int], published: tuple[float, float]
+) -> None:
+    bounds = rule.decide(*baseline, *candidate, alpha=0.05, delta=0.1)
+    assert (round(bounds.lower, 4), round(bounds.upper, 4)) == published
+
+
+# Newcombe (1998), Statistics in Medicine 17:857-872, Table I, Wilson score method at 95%.
+@pytest.mark.parametrize(
+    ("successes", "n", "published"),
+    [(81, 263, (0.2553, 0.3662)), (15, 148, (0.0624, 0.1605)), (0, 20, (0.0, 0.1611)), (1, 29, (0.0061, 0.1718))],
+)
+def test_wilson_matches_the_published_single_proportion_examples(
+    successes: int, n: int, published: tuple[float, float]
+) -> None:
+    low, high = rule.interval(successes, n, 0.05)
+    assert (round(low, 4), round(high, 4)) == published
+
+
+@pytest.mark.parametrize(("successes", "n", "alpha"), [(0, 7, 0.05), (7, 7, 0.05), (3, 11, 0.01), (130, 200, 0.0125)])
+def test_wilson_is_the_closed_form(successes: int, n: int, alpha: float) -> None:
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low, high = rule.interval(successes, n, alpha)
+    assert low == pytest.approx(max(0.0, centre - half), abs=1e-12)
+    assert high == pytest.approx(min(1.0, centre + half), abs=1e-12)
+
+
+@pytest.mark.parametrize(("conditions", "looks"), [(1, 1), (3, 1), (1, 4), (2, 5)])
+def test_decide_uses_wilson_at_confidence_one_minus_alpha_over_kl(conditions: int, looks: int) -> None:
+    alpha = 0.05
+    per_arm = alpha / (conditions * looks)
+    assert rule.decide.arm_alpha(alpha, conditions, looks) == pytest.approx(per_arm)
+    b_low, b_high = rule.interval(171, 190, per_arm)
+    c_low, c_high = rule.interval(150, 185, per_arm)
+    p_b, p_c = 171 / 190, 150 / 185
+    bounds = rule.decide(171, 190, 150, 185, alpha=alpha, conditions=conditions, looks=looks)
+    assert bounds.lower == pytest.approx(p_c - p_b - math.hypot(p_c - c_low, b_high - p_b), abs=1e-14)
+    assert bounds.upper == pytest.approx(p_c - p_b + math.hypot(c_high - p_c, p_b - b_low), abs=1e-14)
+
+
+def test_the_issue_example_blocks_under_newcombe_too() -> None:
+    bounds = rule.decide(200, 200, 130, 200)
+    assert bounds.verdict == "BLOCK" and bounds.upper < -0.1
+
+
+def test_the_verdict_thresholds_are_strict() -> None:
+    assert rule.verdict_of(-0.1, 0.3, 0.1) == "INCONCLUSIVE"
+    assert rule.verdict_of(-0.0999, 0.3, 0.1) == "PASS"
+    assert rule.verdict_of(-0.4, -0.1, 0.1) == "INCONCLUSIVE"
+    assert rule.verdict_of(-0.4, -0.1001, 0.1) == "BLOCK"
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def test_binomial_probabilities_match_scipy() -> None:
+    for n, p in [(1, 0.3), (16, 0.2), (200, 0.95), (5000, 0.8), (7, 0.0), (7, 1.0)]:
+        assert float(np.abs(binomial_pmf(n, p) - stats.binom.pmf(np.arange(n + 1), n, p)).sum()) < 1e-14
+
+
+@pytest.mark.parametrize(
+    ("p_baseline", "p_candidate", "n", "looks"),
+    [(0.8, 0.8, 200, 1), (0.9, 0.7, 300, 3), (0.0, 0.0, 50, 1), (1.0, 1.0, 50, 2), (0.5, 0.45, 5000, 4)],
+)
+def test_plan_probabilities_sum_to_one(p_baseline: float, p_candidate: float, n: int, looks: int) -> None:
+    chances = rule.plan(p_baseline, p_candidate, n, looks=looks)
+    assert set(chances) == set(VERDICTS)
+    assert sum(chances.values()) == pytest.approx(1.0, abs=1e-12)
+
+
+@functools.cache
+def _verdict(b: int, c: int, size: int, alpha: float, delta: float, looks: int) -> str:
+    return rule.decide(b, size, c, size, alpha=alpha, delta=delta, looks=looks).verdict
+
+
+def _stepwise(
+    p_baseline: float, p_candidate: float, n: int, alpha: float, delta: float, looks: int
+) -> dict[str, float]:
+    """Plain dynamic programming over the per-look increments, calling ``decide`` for every pair of counts."""
+    undecided = {(0, 0): 1.0}
+    totals = dict.fromkeys(VERDICTS, 0.0)
+    done = 0
+    for size in look_sizes(n, looks):
+        step = size - done
+        pmf_b = stats.binom.pmf(np.arange(step + 1), step, p_baseline)
+        pmf_c = stats.binom.pmf(np.arange(step + 1), step, p_candidate)
+        reached: dict[tuple[int, int], float] = {}
+        for (b, c), mass in undecided.items():
+            for i in range(step + 1):
+                for j in range(step + 1):
+                    reached[(b + i, c + j)] = reached.get((b + i, c + j), 0.0) + mass * pmf_b[i] * pmf_c[j]
+        undecided = {}
+        for (b, c), mass in reached.items():
+            verdict = _verdict(b, c, size, alpha, delta, looks)
+            if verdict == "INCONCLUSIVE":
+                undecided[(b, c)] = mass
+            else:
+                totals[verdict] += mass
+        done = size
+    totals["INCONCLUSIVE"] = sum(undecided.values())
+    return totals
+
+
+@pytest.mark.parametrize(
+    ("p_baseline", "p_candidate", "n", "alpha", "delta", "looks"),
+    [(0.9, 0.8, 30, 0.05, 0.2, 1), (0.9, 0.9, 12, 0.2, 0.3, 3), (0.95, 0.6, 16, 0.1, 0.25, 4)],
+)
+def test_plan_equals_stepwise_enumeration_through_decide(
+    p_baseline: float, p_candidate: float, n: int, alpha: float, delta: float, looks: int
+) -> None:
+    chances = rule.plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
+    reference = _stepwise(p_baseline, p_candidate, n, alpha, delta, looks)
+    assert max(reference["PASS"], reference["BLOCK"]) > 0.01
+    for verdict in VERDICTS:
+        assert chances[verdict] == pytest.approx(reference[verdict], abs=1e-12)
+
+
+def test_plan_agrees_with_a_monte_carlo_estimate() -> None:
+    p_baseline, p_candidate, n, alpha, delta, looks = 0.85, 0.7, 40, 0.2, 0.15, 2
+    sizes = look_sizes(n, looks)
+    tables = {
+        size: np.array([[_verdict(b, c, size, alpha, delta, looks) for c in range(size + 1)] for b in range(size + 1)])
+        for size in sizes
+    }
+    rng = np.random.default_rng(7)
+    runs = 40_000
+    baseline = np.cumsum(rng.random((runs, n)) < p_baseline, axis=1)
+    candidate = np.cumsum(rng.random((runs, n)) < p_candidate, axis=1)
+    outcome = np.full(runs, "INCONCLUSIVE", dtype=object)
+    open_runs = np.ones(runs, dtype=bool)
+    for size in sizes:
+        verdicts = tables[size][baseline[:, size - 1], candidate[:, size - 1]]
+        stops = open_runs & (verdicts != "INCONCLUSIVE")
+        outcome[stops] = verdicts[stops]
+        open_runs &= ~stops
+    chances = rule.plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
+    assert min(chances["PASS"], chances["BLOCK"]) > 0.05  # both verdicts are exercised
+    for verdict in VERDICTS:
+        estimate = float(np.mean(outcome == verdict))
+        tolerance = 4.5 * np.sqrt(chances[verdict] * (1 - chances[verdict]) / runs)
+        assert abs(estimate - chances[verdict]) < tolerance, (verdict, estimate, chances[verdict])
+
+
+def test_a_decisive_early_look_stops_the_experiment() -> None:
+    # 3 looks of 10 trials per arm: mass decided at look 1 never reaches look 2.
+    alpha, delta, looks = 0.2, 0.2, 3
+    one_look = rule.plan(0.95, 0.95, 10, alpha=alpha / looks, delta=delta)  # look 1 alone, at the per-look alpha
+    three_looks = rule.plan(0.95, 0.95, 30, alpha=alpha, delta=delta, looks=looks)
+    assert one_look["PASS"] > 0.05
+    assert three_looks["PASS"] >= one_look["PASS"]
+    reference = _stepwise(0.95, 0.95, 30, alpha, delta, looks)
+    assert three_looks["PASS"] == pytest.approx(reference["PASS"], abs=1e-12)
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n_b=st.integers(1, 400),
+    n_c=st.integers(1, 400),
+    frac_b=st.floats(0, 1),
+    frac_c=st.floats(0, 1),
+    alpha=st.floats(0.001, 0.5),
+    delta=st.floats(0, 0.99),
+    conditions=st.integers(1, 8),
+    looks=st.integers(1, 10),
+)
+def test_bounds_are_ordered_within_unit_range_and_decide_the_verdict(
+    n_b: int, n_c: int, frac_b: float, frac_c: float, alpha: float, delta: float, conditions: int, looks: int
+) -> None:
+    b, c = round(frac_b * n_b), round(frac_c * n_c)
+    bounds = rule.decide(b, n_b, c, n_c, alpha=alpha, delta=delta, conditions=conditions, looks=looks)
+    estimate = c / n_c - b / n_b
+    assert -1.0 <= bounds.lower <= estimate + 1e-12 and estimate - 1e-12 <= bounds.upper <= 1.0
+    expected = "PASS" if bounds.lower > -delta else "BLOCK" if bounds.upper < -delta else "INCONCLUSIVE"
+    assert bounds.verdict == expected
+
+
+# --------------------------------------------------------------------------- bad input and the plugin
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda: rule.decide(201, 200, 130, 200), "more successes than trials"),
+        (lambda: rule.decide(10, 10, 1, 0), "candidate trials must be at least 1"),
+        (lambda: rule.decide(10, 10, 1, 10, alpha=-0.1), "alpha"),
+        (lambda: rule.decide(10, 10, 1, 10, delta=-0.1), "delta"),
+        (lambda: rule.decide(10, 10, 1, 10, looks=0), "looks"),
+        (lambda: rule.plan(0.5, -0.5, 100), "probability"),
+        (lambda: rule.plan(0.5, 0.5, 3, looks=4), "looks"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(call: object, fragment: str) -> None:
+    with pytest.raises(UsageError, match=fragment):
+        call()  # type: ignore[operator]
+
+
+def test_the_plugin_provides_the_rule_through_discovery() -> None:
+    registry = discover()
+    found = registry.get("statistical_rules", "newcombe")
+    assert found.decide is rule.decide and found.interval is rule.interval and found.plan is rule.plan
+    assert registry.plugin_of("statistical_rules", "newcombe").distribution == "certlab-newcombe"
+
+
+def test_importing_the_plugin_imports_neither_scipy_nor_numpy() -> None:
+    code = (
+        "import sys, certlab_newcombe.plugin\n"
+        "heavy = [m for m in ('scipy', 'numpy') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
