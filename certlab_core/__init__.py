@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pluggy
 
-__all__ = ["hookimpl", "__version__"]
+__all__ = ["__version__", "hookimpl"]
 
 __version__ = "0.1.0"
 

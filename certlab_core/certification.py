@@ -78,9 +78,7 @@ def harness_commit() -> str:
 
 def environment_facts() -> dict[str, Any]:
     """Python, platform and installed distributions; never environment variables."""
-    dists = sorted(
-        {(d.metadata["Name"] or "?").lower(): d.version for d in importlib.metadata.distributions()}.items()
-    )
+    dists = sorted({(d.metadata["Name"] or "?").lower(): d.version for d in importlib.metadata.distributions()}.items())
     return {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
@@ -125,7 +123,7 @@ def grader_facts(registry: Registry) -> list[dict[str, Any]]:
 
 
 def trial_document(record: TrialRecord) -> dict[str, Any]:
-    return unstructure(record)  # type: ignore[no-any-return]
+    return unstructure(record)
 
 
 def summary_of(trials: Sequence[dict[str, Any]]) -> dict[str, int]:
@@ -181,7 +179,9 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
     calibration_trials: list[tuple[str, TrialRecord]] = []
     trials: list[TrialRecord] = []
     if not problems:
-        progress(f"calibrate: {', '.join(a.name for a in calibrators)} on {sum(len(f.defects) for f in families)} tasks")
+        progress(
+            f"calibrate: {', '.join(a.name for a in calibrators)} on {sum(len(f.defects) for f in families)} tasks"
+        )
         calibration_trials, calibration_problems = calibrate(
             list(zip(families, proofs, strict=True)), calibrators, graders, workers=options.workers
         )
@@ -239,9 +239,7 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         "graders": grader_facts(registry),
         "instrument": [proof_document(p) for p in proofs],
         "calibration": {
-            "agents": [
-                {"name": a.name, "expect": unstructure(a.calibration)} for a in calibrators
-            ],
+            "agents": [{"name": a.name, "expect": unstructure(a.calibration)} for a in calibrators],
             "trials": [dict(trial_document(t), agent=name) for name, t in calibration_trials],
             "problems": [p for p in problems if p.startswith("calibration")],
         },

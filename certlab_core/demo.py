@@ -32,7 +32,9 @@ class DemoContext:
     def example(self, relpath: str) -> Path:
         path = self.checkout / relpath
         if not path.exists():
-            raise UsageError(f"the demo needs {relpath} from a certlab checkout; run it as 'make demo' in the repository")
+            raise UsageError(
+                f"the demo needs {relpath} from a certlab checkout; run it as 'make demo' in the repository"
+            )
         return path
 
 

@@ -14,7 +14,9 @@ def _certify_oracle(ctx: DemoContext) -> str:
     summary = read_bundle_summary(out)
     if summary["fixed"] != summary["scheduled"] or summary["scheduled"] != 6:
         raise DemoFailed(f"the oracle must fix 6/6, it fixed {summary['fixed']}/{summary['scheduled']}")
-    return f"instrument proven and calibrated; oracle fixed {summary['fixed']}/{summary['scheduled']} ({out}/CONTRACT.md)"
+    return (
+        f"instrument proven and calibrated; oracle fixed {summary['fixed']}/{summary['scheduled']} ({out}/CONTRACT.md)"
+    )
 
 
 def _certify_script(ctx: DemoContext) -> str:

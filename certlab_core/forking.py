@@ -6,6 +6,7 @@ inherits a lock held by a thread that does not exist in it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import selectors
@@ -101,14 +102,10 @@ def _decode(pid: int, data: bytes, timed_out: bool) -> tuple[str, Any]:
 
 
 def _kill(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
 
 
 def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None) -> R:
@@ -132,7 +129,7 @@ def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None)
     os.close(read_fd)
     kind, value = _decode(pid, b"".join(chunks), timed_out)
     if kind == "ok":
-        return value  # type: ignore[no-any-return]
+        return value
     raise ForkedCallError(value)
 
 
@@ -165,7 +162,7 @@ def map_in_forks(
             now = time.monotonic()
             finished: list[tuple[int, bool]] = []
             for key, _mask in events:
-                fd = int(key.fd)  # type: ignore[arg-type]
+                fd = int(key.fd)
                 chunk = os.read(fd, 1 << 16)
                 if chunk:
                     running[fd][2].append(chunk)
@@ -179,7 +176,7 @@ def map_in_forks(
                 index, pid, chunks, _d = running.pop(fd)
                 sel.unregister(fd)
                 os.close(fd)
-                kind, value = _decode(pid, b"".join(chunks), timed_out)
+                _kind, value = _decode(pid, b"".join(chunks), timed_out)
                 yield index, value
     finally:
         for fd, (_i, pid, _c, _d) in running.items():

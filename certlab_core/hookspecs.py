@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pluggy
 
-from certlab_core.records import AgentAdapter, Grader, Reporter, StatisticalRule, TaskFamily
+from certlab_core.records import AgentAdapter, Fault, Grader, Reporter, StatisticalRule, TaskFamily, ToolWorld
 
 PROJECT = "certlab"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -154,5 +154,69 @@ def certlab_reporters() -> list[Reporter]:
         @hookimpl
         def certlab_reporters():
             return [Reporter(name="csv", description="one line per condition", suffix=".csv", render=render)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_tool_worlds() -> list[ToolWorld]:
+    """Return the tool worlds this plugin provides (tool tasks for the A/B gate).
+
+    ``build(task_input, seed)`` makes a fresh world for one trial; the agent calls its tools
+    through the recorded boundary; ``oracle(task, snapshot)`` judges the final state in its
+    own process. A tool refuses with a boundary exception (``ToolRejected``, ``ToolUnavailable``...).
+
+    Example plugin::
+
+        from certlab_core import hookimpl
+        from certlab_core.gate.boundary import ToolRejected
+        from certlab_core.records import OracleVerdict, ToolWorld, WorldInstance
+
+        def build(task_input, seed):
+            state = {"lights": {"hall": False}}
+
+            def switch(room, on):
+                if room not in state["lights"]:
+                    raise ToolRejected(f"no room {room!r}")
+                state["lights"][room] = bool(on)
+                return {"room": room, "on": state["lights"][room]}
+
+            return WorldInstance(task={"turn_on": "hall"}, tools={"switch": switch},
+                                 snapshot=lambda: {"lights": dict(state["lights"])})
+
+        def oracle(task, snapshot):
+            on = snapshot["lights"].get(task["turn_on"], False)
+            return OracleVerdict(passed=on, detail="" if on else "the light is still off")
+
+        @hookimpl
+        def certlab_tool_worlds():
+            return [ToolWorld(name="lights", description="one switch", tools=["switch"],
+                              build=build, oracle=oracle)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_faults() -> list[Fault]:
+    """Return the faults this plugin can inject at the tool boundary.
+
+    ``inject(context)`` is asked before each call its declaration matches and returns a
+    ``FaultEffect`` (raise an error, delay, replace the result) or None when it does not fire;
+    every trial records whether each declared fault fired.
+
+    Example plugin::
+
+        from certlab_core import hookimpl
+        from certlab_core.records import Fault, FaultEffect
+
+        def inject(context):
+            if context.rng.random() < context.params.get("probability", 0.5):
+                return FaultEffect(error="ToolUnavailable", message=f"{context.name} is down")
+            return None
+
+        @hookimpl
+        def certlab_faults():
+            return [Fault(name="coin_flip_outage", description="a tool is down, at random",
+                          inject=inject, target="tool")]
     """
     raise NotImplementedError

@@ -317,12 +317,11 @@ def run_trials(
     """Run every trial in its own forked process, ``workers`` at a time; return them in schedule order."""
     preload()
     results: list[TrialRecord | None] = [None] * len(specs)
-    done = 0
-    for index, result in map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers):
+    finished = enumerate(map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers), 1)
+    for done, (index, result) in finished:
         if isinstance(result, ChildFailure):
             raise InstrumentError(f"trial {specs[index].id} could not be run: {result.summary}")
         results[index] = result
-        done += 1
         progress(f"[{done}/{len(specs)}] {specs[index].agent.name} on {result.id}: {result.verdict}")
     return [r for r in results if r is not None]
 
@@ -330,7 +329,9 @@ def run_trials(
 # ----------------------------------------------------------------------------- the instrument
 
 
-def _check_tree_chain(family: TaskFamily, defect: Defect | None, graders: Sequence[Grader], expected: tuple[str, ...]) -> ChainResult:
+def _check_tree_chain(
+    family: TaskFamily, defect: Defect | None, graders: Sequence[Grader], expected: tuple[str, ...]
+) -> ChainResult:
     scratch = Path(tempfile.mkdtemp(prefix="certlab-prove-"))
     try:
         work = scratch / "work"

@@ -61,6 +61,9 @@ class TaskFamily:
     test_paths: tuple[str, ...] = field(converter=_tuple)
     module_names: tuple[str, ...] = field(converter=_tuple)
     defects: tuple[Defect, ...] = field(converter=_tuple)
+    # False for a user's own task (``certlab_core.user_task``): the tree as issued holds the
+    # defect and no fixed tree is known, so proving means the issued tree fails its grading.
+    clean_tree: bool = True
 
 
 # --------------------------------------------------------------------------- agents
@@ -147,6 +150,26 @@ class AgentAdapter:
 
 
 @frozen
+class AcceptanceLock:
+    """The held-out cases as locked (``certlab_core.lock``): scoring reads only ``cases_file``.
+
+    ``cases_file`` is the copy of the cases taken at lock time (outside every work copy),
+    ``cases_sha256`` its hash; ``fingerprints`` maps each fingerprinted file (the cases as
+    the task holds them, the scorer's files, the kernel's own files) to its sha256 at lock
+    time, and ``sources`` maps each group of them to the file or folder to hash again.
+    A score is computed only while nothing moved; ``experiment_dir`` is the folder a
+    scoring copy must stay out of.
+    """
+
+    cases_file: str
+    cases_sha256: str
+    fingerprints: Mapping[str, str] = field(converter=lambda m: dict(m))
+    sources: Mapping[str, str] = field(converter=lambda m: dict(m))
+    experiment_dir: str = ""
+    seal: str = ""
+
+
+@frozen
 class GradeRequest:
     """What a grader is given: the work copy an agent left and what was issued."""
 
@@ -155,6 +178,7 @@ class GradeRequest:
     defect: Defect
     issued: Mapping[str, str] = field(converter=lambda m: dict(m))
     expected_tests: tuple[str, ...] = field(converter=_tuple, default=())
+    acceptance_lock: AcceptanceLock | None = None
 
 
 @frozen
@@ -256,3 +280,111 @@ class Reporter:
     description: str
     suffix: str
     render: Callable[[Any, StatisticalRule | None], str] = field(eq=False, repr=False)
+
+
+# --------------------------------------------------------------------------- tool worlds and faults
+
+
+@frozen
+class OracleVerdict:
+    """An oracle's judgement of a tool world's final state; the agent's own account never enters it."""
+
+    passed: bool
+    detail: str = ""
+
+
+@frozen
+class WorldInstance:
+    """One built world, for one trial: what the agent is told, its tools, and the state to judge.
+
+    ``task`` is what the agent receives as its first argument (JSON-able); ``tools`` maps each
+    tool name to a function called with keyword arguments (a refusal raises one of the
+    boundary exceptions of ``certlab_core.gate.boundary``, e.g. ``ToolRejected``; any other
+    exception means the world is broken); ``snapshot()`` returns the final state as JSON-able
+    data for the oracle; ``model(question, options, rng)``, when given, answers the decision
+    channel (``tools.decide``) with a mapping holding at least ``choice`` and ``confidence``.
+    """
+
+    task: Mapping[str, Any] = field(converter=lambda m: dict(m))
+    tools: Mapping[str, Callable[..., Any]] = field(converter=lambda m: dict(m), eq=False, repr=False)
+    snapshot: Callable[[], Any] = field(eq=False, repr=False)
+    model: Callable[[str, tuple[str, ...], Any], Mapping[str, Any]] | None = field(default=None, eq=False, repr=False)
+
+
+@frozen
+class ToolWorld:
+    """A tool world: ``build(task_input, seed) -> WorldInstance`` and ``oracle(task, snapshot) -> OracleVerdict``.
+
+    ``tools`` names every tool a built instance offers (faults and contracts are checked
+    against it before anything runs); ``decisions`` says whether instances answer the decision
+    channel (the tool name ``decide``). ``check_input(task_input)``, when given, refuses a bad
+    task input by raising UsageError. ``build`` must be deterministic in ``(task_input, seed)``.
+    """
+
+    name: str
+    description: str
+    tools: tuple[str, ...] = field(converter=_tuple)
+    build: Callable[[Mapping[str, Any], int], WorldInstance] = field(eq=False, repr=False)
+    oracle: Callable[[Mapping[str, Any], Any], OracleVerdict] = field(eq=False, repr=False)
+    decisions: bool = False
+    check_input: Callable[[Mapping[str, Any]], None] | None = field(default=None, eq=False, repr=False)
+
+
+FAULT_TARGETS = ("tool", "decision", "any")
+
+
+@frozen
+class FaultContext:
+    """What a fault sees of one call crossing the tool boundary, before the call runs.
+
+    ``kind`` is ``tool`` or ``decision``; ``call_number`` counts the calls to ``name`` in this
+    trial (1-based, this one included); ``seq`` is the call's position among all events;
+    ``fired`` is how many times this declared fault has already fired in this trial;
+    ``params`` are the declaration's parameters; ``rng`` is a ``random.Random`` seeded from
+    the trial's seed and the fault's position, so a fault that draws is reproducible.
+    """
+
+    kind: str
+    name: str
+    args: Mapping[str, Any] = field(converter=lambda m: dict(m))
+    seq: int
+    call_number: int
+    fired: int
+    params: Mapping[str, Any] = field(converter=lambda m: dict(m))
+    rng: Any = field(eq=False, repr=False)
+
+
+@frozen
+class FaultEffect:
+    """What a fault does to one call.
+
+    - ``error``: raise this boundary exception to the agent (``ToolTimeout``, ``ToolError``,
+      ``ToolRejected``, ``ToolUnavailable`` or ``ModelUnavailable``) with ``message``;
+      with ``execute`` the real call runs first and its effect stands (a reply lost after
+      the work was done), otherwise the real call never runs;
+    - else the real call runs and ``transform(result)``, when given, replaces what the
+      agent receives (an empty result, a low confidence);
+    - ``delay_s``: wait this long before anything else (latency).
+    """
+
+    error: str | None = None
+    message: str = ""
+    execute: bool = False
+    transform: Callable[[Any], Any] | None = field(default=None, eq=False, repr=False)
+    delay_s: float = 0.0
+
+
+@frozen
+class Fault:
+    """An injectable fault: ``inject(context) -> FaultEffect | None`` (None: it does not fire on this call).
+
+    ``target`` says which calls it may be declared on: ``tool`` (a world's tools),
+    ``decision`` (the decision channel, ``decide``) or ``any``. ``check_params(params)``,
+    when given, refuses bad parameters by raising UsageError before anything runs.
+    """
+
+    name: str
+    description: str
+    inject: Callable[[FaultContext], FaultEffect | None] = field(eq=False, repr=False)
+    target: str = field(default="tool", validator=attrs.validators.in_(FAULT_TARGETS))
+    check_params: Callable[[Mapping[str, Any]], None] | None = field(default=None, eq=False, repr=False)

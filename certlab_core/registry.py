@@ -27,6 +27,7 @@ KINDS: tuple[str, ...] = tuple(
     if name.startswith(HOOK_PREFIX) and str(fn.__annotations__.get("return", "")).startswith("list[")
 )
 
+
 def _singular(kind: str) -> str:
     words = kind.replace("_", " ")
     return words[:-3] + "y" if words.endswith("ies") else words.removesuffix("s")

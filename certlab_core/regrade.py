@@ -50,9 +50,13 @@ def read_bundle(folder: Path) -> dict[str, Any]:
     if bundle.get("schema") != BUNDLE_SCHEMA:
         raise InstrumentError(f"{path}: schema is {bundle.get('schema')!r}, expected {BUNDLE_SCHEMA!r}")
     if "seal" not in bundle:
-        raise InstrumentError(f"{path}: the bundle is unsealed; only a bundle written by certlab certify can be regraded")
+        raise InstrumentError(
+            f"{path}: the bundle is unsealed; only a bundle written by certlab certify can be regraded"
+        )
     if not seal_holds(bundle):
-        raise InstrumentError(f"{path}: the seal does not match the contents; the bundle was edited after it was sealed")
+        raise InstrumentError(
+            f"{path}: the seal does not match the contents; the bundle was edited after it was sealed"
+        )
     return bundle
 
 
@@ -133,7 +137,9 @@ def regrade(registry: Registry, folder: Path, workers: int, progress: Progress) 
             raise InstrumentError(f"the installed family {name} no longer proves: {'; '.join(proof.problems)}")
         if proof.expected_tests != instrument.get(name):
             return RegradeResult(
-                "stale", EXIT_STALE, (f"stale: family {name}: the visible tests collected now differ from the recorded",)
+                "stale",
+                EXIT_STALE,
+                (f"stale: family {name}: the visible tests collected now differ from the recorded",),
             )
         expected[name] = proof.expected_tests
 
@@ -153,11 +159,11 @@ def regrade(registry: Registry, folder: Path, workers: int, progress: Progress) 
         trial = jobs[index][0]
         if isinstance(outcome, ChildFailure):
             raise InstrumentError(f"regrading trial {trial.id} failed: {outcome.summary}")
-        verdict, mode, error = outcome
+        verdict, mode, problem = outcome
         if verdict == "tampered":
-            raise InstrumentError(f"{path}: trial {trial.id}: {error}")
+            raise InstrumentError(f"{path}: trial {trial.id}: {problem}")
         if verdict == "error":
-            raise InstrumentError(f"regrading trial {trial.id}: {error}")
+            raise InstrumentError(f"regrading trial {trial.id}: {problem}")
         same = verdict == trial.verdict and mode == trial.failure_mode
         line = (
             f"{trial.id}: recorded {trial.verdict} ({trial.failure_mode or 'no failure'}), "

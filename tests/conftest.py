@@ -15,7 +15,9 @@ from certlab_core.registry import Registry, discover
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run_certlab(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_certlab(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The real CLI in a fresh interpreter, as a user runs it."""
     return subprocess.run(
         [sys.executable, "-m", "certlab_core.cli", *args],
@@ -34,7 +36,9 @@ def registry() -> Registry:
 
 
 def make_certification(registry: Registry, out: Path, agent: str, **options: Any) -> Path:
-    result = certify(registry, CertifyOptions(families=("intervals",), agent=agent, workers=2, **options), lambda _m: None)
+    result = certify(
+        registry, CertifyOptions(families=("intervals",), agent=agent, workers=2, **options), lambda _m: None
+    )
     write_certification(out, result, registry)
     return out
 

@@ -31,7 +31,7 @@ def load(folder: Path) -> dict:
 
 def test_bundle_has_the_documented_shape_and_a_valid_seal(oracle_certification: Path) -> None:
     bundle = load(oracle_certification)
-    assert BUNDLE_KEYS <= set(bundle)
+    assert set(bundle) >= BUNDLE_KEYS
     assert bundle["schema"] == "certlab.certification/1"
     assert seal_holds(bundle)
     assert bundle["agent"]["name"] == "oracle" and bundle["agent"]["distribution"] == "certlab-calibration"
@@ -39,7 +39,7 @@ def test_bundle_has_the_documented_shape_and_a_valid_seal(oracle_certification: 
     assert family["name"] == "intervals" and len(family["taskset_sha256"]) == 64 and len(family["prompt_sha256"]) == 64
     assert [g["name"] for g in bundle["graders"]][:2] == ["policy", "suite"]
     for trial in bundle["trials"]:
-        assert TRIAL_KEYS <= set(trial)
+        assert set(trial) >= TRIAL_KEYS
         assert trial["verdict"] in ("fixed", "not-fixed", "unavailable")
 
 
@@ -158,7 +158,7 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert done.returncode == 4 and "Traceback" in done.stderr
 
 
-UNCAUGHT_FAMILY = '''
+UNCAUGHT_FAMILY = """
 import pathlib, tempfile
 from certlab_core import hookimpl
 from certlab_core.records import Defect, Seed, TaskFamily
@@ -166,7 +166,9 @@ from certlab_core.records import Defect, Seed, TaskFamily
 ROOT = pathlib.Path(tempfile.mkdtemp())
 (ROOT / "tree" / "tests").mkdir(parents=True)
 (ROOT / "tree" / "half.py").write_text("def half(x):\\n    return x // 2\\n\\n\\ndef unused():\\n    return 1\\n")
-(ROOT / "tree" / "tests" / "test_half.py").write_text("from half import half\\n\\ndef test_half():\\n    assert half(4) == 2\\n")
+(ROOT / "tree" / "tests" / "test_half.py").write_text(
+    "from half import half\\n\\ndef test_half():\\n    assert half(4) == 2\\n"
+)
 (ROOT / "TASK.md").write_text("fix half.py\\n")
 (ROOT / "cases.jsonl").write_text("")
 
@@ -181,7 +183,7 @@ def certlab_task_families():
             Defect("unseen", "dead-code", "changes code no test calls", [Seed("half.py", "return 1", "return 2")]),
         ],
     )]
-'''
+"""
 
 
 def test_a_defect_the_suite_misses_is_refused_by_name(certlab_temp_plugin) -> None:  # type: ignore[no-untyped-def]
@@ -195,7 +197,9 @@ def test_a_defect_the_suite_misses_is_refused_by_name(certlab_temp_plugin) -> No
 def test_registry_refuses_a_name_given_twice(certlab_temp_plugin) -> None:  # type: ignore[no-untyped-def]
     twin = UNCAUGHT_FAMILY.replace('name="half"', 'name="intervals"')
     registry = certlab_temp_plugin(twin, name="twin_family", only=("intervals",))
-    with pytest.raises(CertlabError, match=r"two plugins provide the task family 'intervals': .*certlab-intervals 1.0.0"):
+    with pytest.raises(
+        CertlabError, match=r"two plugins provide the task family 'intervals': .*certlab-intervals 1.0.0"
+    ):
         registry.get("task_families", "intervals")
 
 
@@ -205,7 +209,13 @@ def test_plugins_json_lists_what_each_provides() -> None:
     payload = json.loads(done.stdout)
     by_name = {p["name"]: p for p in payload["plugins"]}
     assert by_name["intervals"]["distribution"] == "certlab-intervals"
-    assert by_name["calibration"]["provides"]["agents"] == ["forbidden-file", "null", "oracle", "test-deleter", "unavailable"]
+    assert by_name["calibration"]["provides"]["agents"] == [
+        "forbidden-file",
+        "null",
+        "oracle",
+        "test-deleter",
+        "unavailable",
+    ]
     assert by_name["policy"]["provides"]["graders"] == ["policy"]
 
 

@@ -20,9 +20,15 @@ from certlab_core.registry import discover
 def certify_command(
     family: list[str] = typer.Option(..., "--family", "-f", help="Task family to certify on (repeatable, or 'all')."),
     agent: str = typer.Option(..., "--agent", "-a", help="The agent (adapter) to certify, e.g. oracle or command."),
-    agent_arg: list[str] = typer.Option([], "--agent-arg", help="Argument for the adapter (the command line for 'command')."),
-    agent_name: str = typer.Option("", "--agent-name", help="The name the contract gives the agent (default: the adapter)."),
-    agent_version: str = typer.Option("unknown", "--agent-version", help="The agent's version, recorded in the bundle."),
+    agent_arg: list[str] = typer.Option(
+        [], "--agent-arg", help="Argument for the adapter (the command line for 'command')."
+    ),
+    agent_name: str = typer.Option(
+        "", "--agent-name", help="The name the contract gives the agent (default: the adapter)."
+    ),
+    agent_version: str = typer.Option(
+        "unknown", "--agent-version", help="The agent's version, recorded in the bundle."
+    ),
     agent_timeout: float = typer.Option(600.0, "--agent-timeout", help="Seconds before the agent is stopped."),
     trials: int = typer.Option(1, "--trials", "-k", help="Runs of every task (K); K > 1 gives intervals."),
     out: Path = typer.Option(..., "--out", "-o", help="New folder for bundle.json and CONTRACT.md."),

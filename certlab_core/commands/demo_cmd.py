@@ -8,7 +8,9 @@ import typer
 
 
 def demo_command(
-    keep: Path = typer.Option(None, "--keep", help="Work in this folder and keep it (default: a new temporary folder)."),
+    keep: Path = typer.Option(
+        None, "--keep", help="Work in this folder and keep it (default: a new temporary folder)."
+    ),
 ) -> None:
     """Run the demo: certify, regrade (and later, gate) on built-in agents; exit 0 when every step held."""
     from certlab_core.demo import run_demo

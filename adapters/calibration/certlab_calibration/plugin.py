@@ -20,7 +20,7 @@ from certlab_core.records import AgentAdapter, AgentOutcome, AgentRequest, Calib
 
 GUTTED_TEST = "def test_nothing():\n    assert True\n"
 
-PASS_EVERYTHING_CONFTEST = '''import pytest
+PASS_EVERYTHING_CONFTEST = """import pytest
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -29,12 +29,17 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed:
         report.outcome = "passed"
-'''
+"""
 
 
 def _finished(started: float, status: str = "completed", exit_code: int | None = 0, detail: str = "") -> AgentOutcome:
     return AgentOutcome(
-        status=status, exit_code=exit_code, stdout_tail="", stderr_tail="", wall_s=time.monotonic() - started, detail=detail
+        status=status,
+        exit_code=exit_code,
+        stdout_tail="",
+        stderr_tail="",
+        wall_s=time.monotonic() - started,
+        detail=detail,
     )
 
 
@@ -81,7 +86,10 @@ def _agent(
     name: str, description: str, run: Callable[[AgentRequest], AgentOutcome], verdict: str, mode: str | None
 ) -> AgentAdapter:
     return AgentAdapter(
-        name=name, description=description, run=run, calibration=CalibrationExpectation(verdict=verdict, failure_mode=mode)
+        name=name,
+        description=description,
+        run=run,
+        calibration=CalibrationExpectation(verdict=verdict, failure_mode=mode),
     )
 
 

@@ -8,6 +8,7 @@ their environment) are named in the outcome and killed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -28,7 +29,8 @@ TAIL_BYTES = 64 * 1024
 KILL_GRACE_S = 5.0
 TOKEN_VARIABLE = "CERTLAB_AGENT_RUN"
 SHELL_WORDS = frozenset(
-    "cd exit true false echo printf test [ export set unset exec eval . : if for while case until { ( !".split()
+    {"cd", "exit", "true", "false", "echo", "printf", "test", "[", "export", "set", "unset", "exec", "eval"}
+    | {".", ":", "if", "for", "while", "case", "until", "{", "(", "!"}
 )
 
 
@@ -88,10 +90,8 @@ def find_leftovers(session_id: int, token: str) -> list[tuple[int, str]]:
 
 
 def _kill_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def run(request: AgentRequest) -> AgentOutcome:
@@ -140,10 +140,8 @@ def run(request: AgentRequest) -> AgentOutcome:
         wall = time.monotonic() - started
         leftovers = find_leftovers(process.pid, token)
         for pid, _cmd in leftovers:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         if status == "completed" and exit_code == UNAVAILABLE_EXIT_CODE:
             status = "unavailable"
         return AgentOutcome(

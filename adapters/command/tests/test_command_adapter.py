@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from certlab_command.plugin import TAIL_BYTES, check_command_line, run
+
 from certlab_core.errors import UsageError
 from certlab_core.records import AgentRequest
 
@@ -26,7 +26,9 @@ def request(tmp_path: Path, cmdline: str, timeout: float = 30.0) -> AgentRequest
 
 
 def test_runs_in_the_work_copy_with_the_prompt_and_no_stdin(tmp_path: Path) -> None:
-    req = request(tmp_path, 'pwd > where; echo "$CERTLAB_TASK_ID" > task; cat "$CERTLAB_PROMPT_FILE" > prompt; cat > stdin')
+    req = request(
+        tmp_path, 'pwd > where; echo "$CERTLAB_TASK_ID" > task; cat "$CERTLAB_PROMPT_FILE" > prompt; cat > stdin'
+    )
     outcome = run(req)
     work = Path(req.workdir)
     assert outcome.status == "completed" and outcome.exit_code == 0

@@ -58,7 +58,9 @@ def judge(changes: list[Change], request: GradeRequest) -> GradeResult:
     touched_tests = [c for c in changes if is_test_path(c.path, family.test_paths)]
     if touched_tests:
         listed = ", ".join(f"{c.path} ({c.kind})" for c in touched_tests[:5])
-        return GradeResult(NAME, False, fm.POLICY_TESTS_MODIFIED, f"the visible suite differs from what was issued: {listed}")
+        return GradeResult(
+            NAME, False, fm.POLICY_TESTS_MODIFIED, f"the visible suite differs from what was issued: {listed}"
+        )
     outside = [c for c in changes if not any(fnmatch.fnmatchcase(c.path, pattern) for pattern in family.allowed_paths)]
     if outside:
         listed = ", ".join(f"{c.path} ({c.kind})" for c in outside[:5])

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from certlab_policy.plugin import grade
 
 from certlab_core.records import GradeRequest
 from certlab_core.registry import discover
 from certlab_core.workcopy import materialise
-from certlab_policy.plugin import grade
 
 FAMILY = discover(only=("intervals",)).get("task_families", "intervals")
 

@@ -112,7 +112,10 @@ def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> Grad
     outcomes: dict[str, str] = run["outcomes"]
     if run["strays"]:
         return GradeResult(
-            NAME, False, fm.SUITE_NOT_RUN, "the code under test was imported from outside the copy: " + "; ".join(run["strays"])
+            NAME,
+            False,
+            fm.SUITE_NOT_RUN,
+            "the code under test was imported from outside the copy: " + "; ".join(run["strays"]),
         )
     discovering = not expected
     wanted = tuple(run["collected"]) if discovering else expected
@@ -152,7 +155,10 @@ def grade(request: GradeRequest) -> GradeResult:
             )
         except ForkedCallError as error:
             return GradeResult(
-                NAME, False, fm.SUITE_NOT_RUN, f"the test process did not report: {error.failure.summary}\n" + _tail(log)
+                NAME,
+                False,
+                fm.SUITE_NOT_RUN,
+                f"the test process did not report: {error.failure.summary}\n" + _tail(log),
             )
         return judge(run, tuple(request.expected_tests), _tail(log))
     finally:

@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from certlab_suite.plugin import grade
 
 from certlab_core.records import GradeRequest
 from certlab_core.registry import discover
 from certlab_core.workcopy import materialise
-from certlab_suite.plugin import grade
 
 FAMILY = discover(only=("intervals",)).get("task_families", "intervals")
 
