@@ -78,7 +78,7 @@ def certlab_task_families() -> list[TaskFamily]:
     return [
         TaskFamily(
             name="ledger",
-            version="1.0.0",
+            version="1.0.1",
             description="a three-module double-entry ledger package: models, then validate, then report",
             tree_dir=str(FAMILY_DIR / "tree"),
             prompt_file=str(FAMILY_DIR / "TASK.md"),

@@ -94,6 +94,8 @@ def parse_transaction(entry: Mapping[str, Any]) -> Transaction:
         raise LedgerError(f"entry {entry.get('id', '?')!s} has no {missing.args[0]!r}") from None
     if not isinstance(identifier, str) or not identifier:
         raise LedgerError(f"entry id must be a non-empty string, got {identifier!r}")
+    if not isinstance(raw_postings, list) or not all(isinstance(raw, Mapping) and "account" in raw for raw in raw_postings):
+        raise LedgerError(f"{identifier}: postings must be a list of objects, each with an account")
     accounts = [parse_account(raw["account"]) for raw in raw_postings]
     amounts = [parse_amount(raw["amount"]) if "amount" in raw else None for raw in raw_postings]
     elided = [index for index, amount in enumerate(amounts) if amount is None]
