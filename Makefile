@@ -8,9 +8,9 @@ PYPROJECTS := $(shell find . -name pyproject.toml -not -path './.venv/*' -not -p
 # Every package of ours that the type checker reads: the kernel and each plugin distribution's package.
 TYPED_PACKAGES := certlab_core $(shell find task_families adapters graders plugins -mindepth 2 -maxdepth 2 -type d -name 'certlab_*' 2>/dev/null | sort)
 
-.PHONY: demo test lint typecheck unit setup wheelhouse clean certifications
+.PHONY: demo test lint typecheck unit setup wheelhouse clean certifications chromium
 
-setup: $(STAMP)
+setup: $(STAMP) chromium
 
 $(STAMP): requirements-dev.txt $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ $(WHEELHOUSE)/.built: $(STAMP) $(WHEEL_SOURCES)
 
 wheelhouse: $(WHEELHOUSE)/.built
 
+# Headless Chromium opens the HTML report in the tests: installed from Debian when missing and apt-get works.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "make: chromium is missing and apt-get could not install it; the HTML report's browser test needs it"
+
 demo: $(STAMP)
 	$(BIN)/certlab demo
 
@@ -40,7 +46,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy $(TYPED_PACKAGES)
 
-unit: $(STAMP) $(WHEELHOUSE)/.built
+unit: $(STAMP) $(WHEELHOUSE)/.built chromium
 	CERTLAB_WHEELHOUSE=$(CURDIR)/$(WHEELHOUSE) $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test: lint typecheck unit

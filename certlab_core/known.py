@@ -25,4 +25,9 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "clopper-pearson": "certlab-clopper-pearson",
         "newcombe": "certlab-newcombe",
     },
+    "reporters": {
+        "markdown": "certlab-report-markdown",
+        "junit": "certlab-report-junit",
+        "html": "certlab-report-html",
+    },
 }

@@ -1,0 +1,69 @@
+"""How a report's numbers read, in one place: rates, intervals, bounds and the reason a condition got its verdict."""
+
+from __future__ import annotations
+
+from certlab_core.diagnosis.model import ArmSummary, ConditionReport, Report
+
+
+def level(alpha: float) -> str:
+    """``0.05`` as ``95%``."""
+    return f"{100.0 * (1.0 - alpha):.4g}%"
+
+
+def interval(bounds: tuple[float, float]) -> str:
+    return f"[{bounds[0]:.3f}, {bounds[1]:.3f}]"
+
+
+def counts(arm: ArmSummary) -> str:
+    """Successes over the trials that ended in a success or an agent failure: ``130/200``."""
+    return f"{arm.successes}/{arm.successes + arm.failures}"
+
+
+def rate(arm: ArmSummary) -> str:
+    return "n/a" if arm.rate is None else f"{arm.rate:.3f}"
+
+
+def bounds(condition: ConditionReport) -> str:
+    if condition.lower is None or condition.upper is None:
+        return "not evaluated"
+    return f"[{condition.lower:.4f}, {condition.upper:.4f}]"
+
+
+def reason(condition: ConditionReport, delta: float) -> str:
+    """Why a condition got its verdict, in words."""
+    if not condition.gating:
+        return f"{condition.bucket}: reported only, never gated"
+    if condition.lower is None or condition.upper is None:
+        return "could not be evaluated"
+    if condition.verdict == "PASS":
+        return f"lower bound {condition.lower:.4f} > -delta {-delta:.4f}"
+    if condition.verdict == "BLOCK":
+        return f"upper bound {condition.upper:.4f} < -delta {-delta:.4f}"
+    if condition.verdict == "INCONCLUSIVE":
+        return f"the bounds contain -delta {-delta:.4f}"
+    if condition.verdict == "STOPPED":
+        return "cut short: another gating condition blocked"
+    return condition.verdict.lower()
+
+
+def pass_k(arm: ArmSummary) -> str:
+    return ", ".join(f"pass^{p.k} " + ("n/a" if p.value is None else f"{p.value:.3f}") for p in arm.pass_k)
+
+
+def design(report: Report) -> str:
+    conditions = (
+        "1 gating condition" if report.gating_conditions == 1 else f"{report.gating_conditions} gating conditions"
+    )
+    looks = "1 look" if report.looks == 1 else f"{report.looks} looks"
+    return (
+        f"rule {report.rule}, alpha {report.alpha:g}, delta {report.delta:g}, {conditions}, {looks}, "
+        f"{report.n_per_arm} trials per arm"
+    )
+
+
+def cost(value: float | None) -> str:
+    return "not reported" if value is None else f"${value:.4f}"
+
+
+def tokens(value: int | None) -> str:
+    return "not reported" if value is None else f"{value:,}"

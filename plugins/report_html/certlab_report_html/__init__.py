@@ -1,0 +1,5 @@
+"""certlab's HTML reporter: one self-contained page (no network, no scripts) with inline SVG plots."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
