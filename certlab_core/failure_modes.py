@@ -10,6 +10,11 @@ SUITE_NOT_RUN = "suite-not-run"
 OVERFIT_TO_VISIBLE_TESTS = "overfit-to-visible-tests"
 AGENT_TIMEOUT = "agent-timeout"
 AGENT_UNAVAILABLE = "agent-unavailable"
+# Tool-world trials (the A/B gate): the oracle judged the final state, or the agent never got there.
+ORACLE_REJECTED = "oracle-rejected"
+TOOL_FAULT_UNCAUGHT = "tool-fault-uncaught"
+AGENT_CRASHED = "agent-crashed"
+BUDGET_EXCEEDED = "budget-exceeded"
 
 FAILURE_MODES: tuple[str, ...] = (
     POLICY_TESTS_MODIFIED,
@@ -20,6 +25,10 @@ FAILURE_MODES: tuple[str, ...] = (
     OVERFIT_TO_VISIBLE_TESTS,
     AGENT_TIMEOUT,
     AGENT_UNAVAILABLE,
+    ORACLE_REJECTED,
+    TOOL_FAULT_UNCAUGHT,
+    AGENT_CRASHED,
+    BUDGET_EXCEEDED,
 )
 
 
