@@ -1,0 +1,1 @@
+"""A third party's certlab task family: Roman numerals, with five seeded defects."""

@@ -1,0 +1,77 @@
+"""The roman task family plugin: the one module certlab loads from the entry point ``certlab.plugins: roman``.
+
+A family is data: a clean tree (the module and its visible tests), the prompt every
+agent gets (TASK.md), held-out acceptance cases that never enter a work copy, the
+paths an agent may change, and the seeded defects, each a textual edit of the clean
+tree. certlab proves every defect (the clean tree passes its suite, each seeded tree
+fails it) before it certifies anything on this family.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from certlab_core import hookimpl
+from certlab_core.records import Defect, Seed, TaskFamily
+
+FAMILY_DIR = Path(__file__).parent / "family"
+MODULE = "roman.py"
+VERSION = "1.0.0"
+
+DEFECTS = (
+    Defect(
+        id="range-drops-last",
+        defect_class="off-by-one",
+        description="numeral_range stops before its last numeral",
+        seeds=[Seed(MODULE, "range(start, stop + 1)", "range(start, stop)")],
+    ),
+    Defect(
+        id="equal-symbols-subtract",
+        defect_class="comparison-strictness",
+        description="from_roman subtracts a symbol followed by an equal one, so III is not 3",
+        seeds=[Seed(MODULE, "if value < following:", "if value <= following:")],
+    ),
+    Defect(
+        id="forty-written-xxxx",
+        defect_class="wrong-constant",
+        description="the numeral table writes 40 as XXXX instead of XL",
+        seeds=[Seed(MODULE, '(40, "XL")', '(40, "XXXX")')],
+    ),
+    Defect(
+        id="non-canonical-accepted",
+        defect_class="dropped-condition",
+        description="from_roman no longer checks that a numeral is canonical, so IIII passes as 4",
+        seeds=[
+            Seed(
+                MODULE,
+                "    if not MIN_VALUE <= total <= MAX_VALUE or to_roman(total) != numeral:\n",
+                "    if not MIN_VALUE <= total <= MAX_VALUE:\n",
+            )
+        ],
+    ),
+    Defect(
+        id="compare-swapped",
+        defect_class="argument-order",
+        description="compare reads its two numerals in the wrong order",
+        seeds=[Seed(MODULE, "from_roman(a), from_roman(b)", "from_roman(b), from_roman(a)")],
+    ),
+)
+
+
+@hookimpl
+def certlab_task_families() -> list[TaskFamily]:
+    """The roman family, its files at absolute paths inside this installed package."""
+    return [
+        TaskFamily(
+            name="roman",
+            version=VERSION,
+            description="one module of Roman numerals: to_roman, from_roman, is_roman, compare, add, numeral_range",
+            tree_dir=str(FAMILY_DIR / "tree"),
+            prompt_file=str(FAMILY_DIR / "TASK.md"),
+            cases_file=str(FAMILY_DIR / "acceptance.jsonl"),
+            allowed_paths=[MODULE],
+            test_paths=["tests"],
+            module_names=["roman"],
+            defects=DEFECTS,
+        )
+    ]
