@@ -219,7 +219,7 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
             "produced_by": f"certlab {__version__}",
             "command": "certlab " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "certlab",
             "produced_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "host": platform.node(),
+            "where": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
             "agent_kind": "constructed" if agent.calibration is not None else "external",
             "note": options.origin_note,
         },

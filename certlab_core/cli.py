@@ -23,7 +23,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "certlab_core.commands.plugins_cmd",
     "certlab_core.commands.certify_cmd",
     "certlab_core.commands.demo_cmd",
+    "certlab_core.commands.compare_cmd",
     "certlab_core.commands.stats_cmd",
+    "certlab_core.commands.diagnosis_cmd",
 )
 
 _state = {"debug": False}

@@ -111,6 +111,20 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
             if repeats > 1:
                 row += f" {_interval(registry, fixed, len(graded))} |"
             lines.append(row)
+        if len(bundle["families"]) > 1 or repeats > 1:
+            lines += [
+                "",
+                "Per family:",
+                "",
+                "| family | fixed | graded | 95% Clopper-Pearson |",
+                "| --- | --- | --- | --- |",
+            ]
+            for facts in bundle["families"]:
+                mine = [t for t in trials if t["family"] == facts["name"]]
+                fixed = sum(t["verdict"] == "fixed" for t in mine)
+                graded = sum(t["verdict"] != "unavailable" for t in mine)
+                interval = _interval(registry, fixed, graded) or "–"
+                lines.append(f"| {facts['name']} | {fixed}/{len(mine)} | {graded} | {interval} |")
         modes = Counter(t["failure_mode"] for t in trials if t["failure_mode"])
         if modes:
             lines += ["", "Failure modes: " + ", ".join(f"`{m}` ×{c}" for m, c in sorted(modes.items())) + "."]

@@ -34,6 +34,9 @@ def certify_command(
     out: Path = typer.Option(..., "--out", "-o", help="New folder for bundle.json and CONTRACT.md."),
     workers: int = typer.Option(0, "--workers", "-w", help="Trials at once (default: the number of CPUs)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result line."),
+    origin_note: str = typer.Option(
+        "", "--origin-note", help="A note on where this run comes from, kept in the bundle."
+    ),
 ) -> None:
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
     check_output_dir(out)
@@ -50,6 +53,7 @@ def certify_command(
             agent_timeout_s=agent_timeout,
             trials=trials,
             workers=workers or cpu_workers(),
+            origin_note=origin_note,
         ),
         progress,
     )

@@ -21,9 +21,18 @@ def plugins(as_json: bool = typer.Option(False, "--json", help="Print JSON inste
         }
         typer.echo(json.dumps(payload, indent=2, sort_keys=True))
         return
-    for info in infos:
-        provided = "; ".join(f"{KIND_LABELS[k]}: {', '.join(v)}" for k, v in sorted(info.provides.items()))
-        typer.echo(f"{info.name:<18} {info.distribution} {info.version:<8} {provided or '(nothing)'}")
+    rows = [
+        (
+            info.name,
+            f"{info.distribution} {info.version}",
+            "; ".join(f"{KIND_LABELS[k]}: {', '.join(v)}" for k, v in sorted(info.provides.items())) or "(nothing)",
+        )
+        for info in infos
+    ]
+    width_name = max((len(r[0]) for r in rows), default=0)
+    width_dist = max((len(r[1]) for r in rows), default=0)
+    for name, dist, provided in rows:
+        typer.echo(f"{name:<{width_name}}  {dist:<{width_dist}}  {provided}")
     for failure in registry.failures:
         typer.echo(
             f"broken plugin {failure.entry_point} ({failure.distribution}): {failure.error}",

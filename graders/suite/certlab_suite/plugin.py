@@ -99,12 +99,13 @@ def _run_pytest(tree: str, test_paths: tuple[str, ...], module_names: tuple[str,
     }
 
 
-def _tail(path: Path) -> str:
+def _tail(path: Path, tree: Path) -> str:
+    """The end of pytest's log, with the copy's temporary location replaced by ``<work>``."""
     try:
         data = path.read_bytes()
     except OSError:
         return ""
-    return data[-LOG_TAIL_BYTES:].decode("utf-8", "replace")
+    return data[-LOG_TAIL_BYTES:].decode("utf-8", "replace").replace(str(tree), "<work>")
 
 
 def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> GradeResult:
@@ -158,9 +159,9 @@ def grade(request: GradeRequest) -> GradeResult:
                 NAME,
                 False,
                 fm.SUITE_NOT_RUN,
-                f"the test process did not report: {error.failure.summary}\n" + _tail(log),
+                f"the test process did not report: {error.failure.summary}\n" + _tail(log, tree),
             )
-        return judge(run, tuple(request.expected_tests), _tail(log))
+        return judge(run, tuple(request.expected_tests), _tail(log, tree))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
