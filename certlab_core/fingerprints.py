@@ -1,0 +1,129 @@
+"""Fingerprints of the held-out cases, the scorer and the kernel's own files, and the check that none moved.
+
+A fingerprint set maps a label to a sha256. Labels read ``GROUP`` for a single file (the
+cases) or ``GROUP/RELPATH`` for each file below a folder (the kernel package, each
+grader's package). The sources, ``{group: file or folder}``, are resolved from the running
+installation, never written to disk, so a lock file holds labels and hashes only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from certlab_core.errors import InstrumentError
+from certlab_core.records import AcceptanceLock
+
+SKIPPED_DIRS = frozenset({"__pycache__"})
+SKIPPED_SUFFIXES = (".pyc", ".pyo")
+KERNEL_GROUP = "kernel:certlab_core"
+CASES_GROUP = "cases"
+PREDICTIONS_GROUP = "predictions"
+
+
+def kernel_source() -> Path:
+    """The folder of the kernel package that is running."""
+    import certlab_core
+
+    return Path(certlab_core.__file__).resolve().parent
+
+
+def scorer_sources(registry: Any) -> dict[str, str]:
+    """{``scorer:NAME``: folder of its package} for every installed grader (the scorer is the whole chain)."""
+    sources: dict[str, str] = {}
+    for name in registry.names("graders"):
+        record, plugin_name = registry.index["graders"][name]
+        module = registry.pm.get_plugin(plugin_name)
+        origin = getattr(module, "__file__", None)
+        if origin is None:
+            try:
+                origin = inspect.getsourcefile(record.grade)
+            except TypeError:
+                origin = None
+        if origin is None:
+            raise InstrumentError(f"the grader {name} has no source file to fingerprint; install it as a distribution")
+        path = Path(origin).resolve()
+        sources[f"scorer:{name}"] = str(path.parent if (path.parent / "__init__.py").is_file() else path)
+    return sources
+
+
+def _hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 16), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fingerprint(sources: Mapping[str, str]) -> dict[str, str]:
+    """{label: sha256} of every source: a file by its group name, a folder's files as GROUP/RELPATH."""
+    found: dict[str, str] = {}
+    for group, source in sorted(sources.items()):
+        path = Path(source)
+        if path.is_file():
+            found[group] = _hash(path)
+            continue
+        if not path.is_dir():
+            found[group] = "missing"
+            continue
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
+            for name in sorted(filenames):
+                if name.endswith(SKIPPED_SUFFIXES):
+                    continue
+                file = Path(dirpath) / name
+                relpath = file.relative_to(path).as_posix()
+                found[f"{group}/{relpath}"] = "symlink:" + os.readlink(file) if file.is_symlink() else _hash(file)
+    return found
+
+
+def digest_of(fingerprints: Mapping[str, str]) -> str:
+    """One sha256 over a fingerprint set (for a one-line summary)."""
+    digest = hashlib.sha256()
+    for label, sha in sorted(fingerprints.items()):
+        digest.update(f"{label} {sha}\n".encode())
+    return digest.hexdigest()
+
+
+def _what(label: str) -> str:
+    group, _, rest = label.partition("/")
+    if group == CASES_GROUP:
+        return "the held-out cases file"
+    if group == PREDICTIONS_GROUP:
+        return "the predictions file"
+    if group.startswith("scorer:"):
+        return f"the scorer's file {rest} (grader {group.split(':', 1)[1]})" if rest else f"the grader {group[7:]}"
+    if group == KERNEL_GROUP:
+        return f"the kernel's file certlab_core/{rest}"
+    return label
+
+
+def movements(locked: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
+    """What moved between two fingerprint sets, one line each (changed, added, removed)."""
+    lines: list[str] = []
+    for label in sorted(set(locked) | set(now)):
+        before, after = locked.get(label), now.get(label)
+        if before == after:
+            continue
+        if before is None or before == "missing":
+            lines.append(f"{_what(label)} appeared")
+        elif after is None or after == "missing":
+            lines.append(f"{_what(label)} disappeared")
+        else:
+            lines.append(f"{_what(label)} changed")
+    return lines
+
+
+def check_unmoved(lock: AcceptanceLock, moment: str) -> None:
+    """Raise InstrumentError (ERROR, exit 3) naming what moved since the lock, and when it was seen."""
+    moved = movements(lock.fingerprints, fingerprint(lock.sources))
+    copy = Path(lock.cases_file)
+    if not copy.is_file() or _hash(copy) != lock.cases_sha256:
+        moved.insert(0, "the copy of the held-out cases taken at lock time changed or disappeared")
+    if moved:
+        shown = "; ".join(moved[:6]) + (f" (+{len(moved) - 6} more)" if len(moved) > 6 else "")
+        raise InstrumentError(f"{moment}: moved since the lock: {shown}; the verdict is refused (ERROR)")

@@ -1,0 +1,266 @@
+"""The acceptance grader: every held-out case in its own fresh process of the submitted code, judged here.
+
+The submitted code runs in a copy of the work tree taken outside the experiment directory
+(deleted after the last case), under a case host started as a new interpreter
+(``case_host.py``), which forks one process per case. A case process is given only the
+call and its arguments; it returns what the code returned (as JSON data) or the class name
+of what it raised. The expected values never leave this process: the comparison is made
+here, and a failed case records what the code returned, never what was expected.
+
+A process a case leaves running is named, killed, and the verdict is refused (the grader
+raises, so the trial is an ERROR). With a lock (``GradeRequest.acceptance_lock``), the
+cases come from the copy taken at lock time, and the fingerprints of the cases, the scorer
+and the kernel are checked before and after scoring; any movement refuses the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import select
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from certlab_core import failure_modes as fm
+from certlab_core import hookimpl
+from certlab_core.cases import HeldOutCase, check_modules, read_cases_bytes
+from certlab_core.errors import InstrumentError
+from certlab_core.fingerprints import check_unmoved
+from certlab_core.records import Grader, GradeRequest, GradeResult
+from certlab_core.workcopy import copy_tree, sha256_file
+
+NAME = "acceptance"
+ORDER = 30
+CASE_TIMEOUT_S = 10.0
+HOST_GRACE_S = 5.0
+HOST_FILE = Path(__file__).with_name("case_host.py")
+GOT_CHARS = 200
+SHOWN_FAILURES = 8
+# Variables a case process must not inherit: the lab's own, and those that steer Python or pytest.
+DROPPED_PREFIXES = ("CERTLAB_", "PYTHON", "PYTEST_")
+
+
+class VerdictRefused(InstrumentError):
+    """The score cannot be believed (a process left running, the host gone, something moved)."""
+
+
+# ----------------------------------------------------------------------------- the cases
+
+
+def load_cases(request: GradeRequest) -> list[HeldOutCase]:
+    """The held-out cases: from the copy taken at lock time when locked, else from the family's file."""
+    lock = request.acceptance_lock
+    if lock is not None:
+        path = Path(lock.cases_file)
+        data = path.read_bytes()
+        if sha256_file(path) != lock.cases_sha256:
+            raise VerdictRefused("before scoring: the copy of the held-out cases taken at lock time changed")
+    else:
+        path = Path(request.family.cases_file)
+        data = path.read_bytes()
+    cases = read_cases_bytes(data, path)
+    check_modules(cases, request.family.module_names, path)
+    return cases
+
+
+def _is_inside(path: Path, folder: str) -> bool:
+    if not folder:
+        return False
+    root = os.path.realpath(folder)
+    return os.path.realpath(path) == root or os.path.realpath(path).startswith(root + os.sep)
+
+
+def scoring_folder(request: GradeRequest) -> Path:
+    """A new folder for the scoring copy, checked to be outside the experiment and the task's own folders."""
+    scratch = Path(tempfile.mkdtemp(prefix="certlab-acceptance-"))
+    forbidden = [request.family.tree_dir, os.path.dirname(request.family.cases_file), request.workdir]
+    if request.acceptance_lock is not None:
+        forbidden += [request.acceptance_lock.experiment_dir, os.path.dirname(request.acceptance_lock.cases_file)]
+    inside = [folder for folder in forbidden if _is_inside(scratch, folder)]
+    if inside:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise VerdictRefused(
+            f"the scoring copy would be inside {inside[0]} (TMPDIR is {tempfile.gettempdir()}); "
+            "point TMPDIR outside the experiment directory"
+        )
+    return scratch
+
+
+# ----------------------------------------------------------------------------- talking to the case host
+
+
+def case_environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if not key.startswith(DROPPED_PREFIXES)}
+
+
+class CaseHost:
+    """The case host process: ``ask(invocation)`` sends one call and returns its JSON reply."""
+
+    def __init__(self, tree: Path, log: Path, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.log = log
+        with log.open("ab") as log_handle:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(HOST_FILE), str(tree), repr(timeout_s), *site.getsitepackages()],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log_handle,
+                cwd=tree,
+                env=case_environment(),
+                start_new_session=True,
+            )
+        self.buffer = b""
+
+    def ask(self, invocation: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        body = marshal.dumps(invocation)
+        try:
+            self.process.stdin.write(len(body).to_bytes(4, "big") + body)
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            raise VerdictRefused(f"the case host is gone ({self._how()})") from None
+        deadline = time.monotonic() + self.timeout_s + HOST_GRACE_S
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self.buffer:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise VerdictRefused("the case host stopped answering; the verdict is refused")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise VerdictRefused(f"the case host died during a case ({self._how()}); the verdict is refused")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            envelope = json.loads(line)
+            reply = json.loads(envelope["reply_text"])
+            if not isinstance(reply, dict) or not isinstance(reply.get("kind"), str):
+                raise ValueError("no kind")
+            leftovers = [str(item) for item in envelope["leftovers"]]
+        except (ValueError, KeyError, TypeError) as error:
+            raise VerdictRefused(f"the case host sent an unreadable answer ({error}); the verdict is refused") from None
+        reply["leftovers"] = leftovers
+        return reply
+
+    def _how(self) -> str:
+        code = self.process.poll()
+        return "still running" if code is None else f"exit status {code}"
+
+    def close(self) -> None:
+        """End the host (it exits when its input closes); kill it if it does not."""
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout=HOST_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+# ----------------------------------------------------------------------------- judging, here only
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= GOT_CHARS else text[:GOT_CHARS] + "..."
+
+
+def described(reply: dict[str, Any]) -> str:
+    """What the code did, in a few words: this, never the expected value, goes into the record."""
+    kind = reply["kind"]
+    if kind == "returned":
+        return "returned " + _short(json.dumps(reply.get("value"), sort_keys=True))
+    if kind == "raised":
+        return f"raised {reply.get('name')}"
+    if kind == "import-failed":
+        return f"its module could not be imported (raised {reply.get('name')})"
+    if kind == "unrepresentable":
+        return f"returned {reply.get('why')} ({_short(str(reply.get('repr')))}), which is not JSON data"
+    if kind == "timeout":
+        return "did not return in time (killed)"
+    return _short(str(reply.get("detail") or kind))
+
+
+def held(case: HeldOutCase, reply: dict[str, Any]) -> bool:
+    """The comparison, made in the grader: the exception's class name, or ``==`` on JSON data."""
+    if case.raises is not None:
+        return reply["kind"] == "raised" and reply.get("name") == case.raises
+    return reply["kind"] == "returned" and bool(reply.get("value") == case.expect)
+
+
+def run_cases(cases: Sequence[HeldOutCase], tree: Path, log: Path, timeout_s: float) -> list[tuple[str, bool, str]]:
+    """Each case through the case host: (case id, held, what the code did); refuses on leftovers."""
+    host = CaseHost(tree, log, timeout_s)
+    results: list[tuple[str, bool, str]] = []
+    try:
+        for number, case in enumerate(cases, start=1):
+            reply = host.ask(case.invocation())
+            if reply["leftovers"]:
+                raise VerdictRefused(
+                    f"held-out case {number} ({case.id}) left {len(reply['leftovers'])} process(es) running, "
+                    f"now killed: {'; '.join(reply['leftovers'][:3])}; the verdict is refused"
+                )
+            ok = held(case, reply)
+            results.append((case.id, ok, "" if ok else described(reply)))
+    finally:
+        host.close()
+    return results
+
+
+def grade(request: GradeRequest) -> GradeResult:
+    """Score the work copy on the held-out cases; fail as overfit when any case does not hold."""
+    started = time.monotonic()
+    lock = request.acceptance_lock
+    if lock is not None:
+        check_unmoved(lock, "before scoring")
+    cases = load_cases(request)
+    scratch = scoring_folder(request)
+    try:
+        tree = scratch / "tree"
+        copy_tree(Path(request.workdir), tree)
+        for junk in list(tree.rglob("__pycache__")):
+            shutil.rmtree(junk, ignore_errors=True)
+        results = run_cases(cases, tree, scratch / "host.log", CASE_TIMEOUT_S)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if scratch.exists():
+        raise VerdictRefused(f"the scoring copy {scratch} could not be deleted after the last case")
+    if lock is not None:
+        check_unmoved(lock, "after scoring")
+    failed = [(case_id, got) for case_id, ok, got in results if not ok]
+    data: dict[str, Any] = {
+        "cases": len(results),
+        "held": len(results) - len(failed),
+        "failed": [{"id": case_id, "got": got} for case_id, got in failed],
+        "locked": lock is not None,
+        "wall_s": round(time.monotonic() - started, 4),
+    }
+    summary = f"{data['held']}/{len(results)} held-out cases held"
+    if not failed:
+        return GradeResult(NAME, True, None, summary, data)
+    shown = "; ".join(f"{case_id}: {got}" for case_id, got in failed[:SHOWN_FAILURES])
+    more = f" (+{len(failed) - SHOWN_FAILURES} more)" if len(failed) > SHOWN_FAILURES else ""
+    return GradeResult(NAME, False, fm.OVERFIT_TO_VISIBLE_TESTS, f"{summary}; failed: {shown}{more}", data)
+
+
+@hookimpl
+def certlab_graders() -> list[Grader]:
+    return [
+        Grader(
+            name=NAME,
+            order=ORDER,
+            description="each held-out case in its own fresh process of the submitted code, compared here",
+            grade=grade,
+        )
+    ]
