@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "certlab_core.commands.compare_cmd",
     "certlab_core.commands.stats_cmd",
     "certlab_core.commands.diagnosis_cmd",
+    "certlab_core.commands.acceptance_cmd",
 )
 
 _state = {"debug": False}
