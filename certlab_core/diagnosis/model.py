@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from attrs import field, frozen
+from attrs import define, field, frozen
 
 from certlab_core.diagnosis.events import failure_fingerprint
 from certlab_core.diagnosis.intervals import clopper_pearson, pass_hat_k, wilson
@@ -191,153 +191,270 @@ class Report:
 # --------------------------------------------------------------------------- building
 
 
-def latest_attempts(lines: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """Each trial id's highest attempt (its outcome)."""
-    latest: dict[str, Mapping[str, Any]] = {}
-    for line in lines:
-        trial_id = line["id"]
-        kept = latest.get(trial_id)
-        if kept is None or line["attempt"] > kept["attempt"]:
-            latest[trial_id] = line
-    return latest
+@define
+class TrialSummary:
+    """What the report keeps of one trial attempt once its line has been read (never its events)."""
+
+    id: str
+    arm: str
+    condition: str
+    index: int
+    attempt: int
+    outcome: str
+    failure_mode: str | None
+    fired: frozenset[int]
+    violated: bool
+    usage: tuple[int | None, int | None, float | None, str | None] | None
+    fingerprint: tuple[str, str] | None = None
 
 
-def _agent_reference(arm_entry: Mapping[str, Any]) -> str:
-    if "agent" in arm_entry:
-        return str(arm_entry["agent"])
-    return f"adapter {arm_entry.get('adapter')}"
+_Usage = tuple[int | None, int | None, float | None, str | None]
 
 
-def _arm_summary(
-    arm: str, arm_entry: Mapping[str, Any], trials: Sequence[Mapping[str, Any]], alpha: float, ks: Sequence[int]
-) -> ArmSummary:
-    successes = failures = errors = violations = 0
-    for trial in trials:
-        outcome = trial.get("outcome")
-        if outcome == "success":
-            successes += 1
-        elif outcome == "failure":
-            failures += 1
-        else:
-            errors += 1
-        if trial.get("contract_violations"):
-            violations += 1
-    decided = successes + failures
-    return ArmSummary(
-        arm=arm,
-        label=str(arm_entry.get("label") or arm),
-        agent=_agent_reference(arm_entry),
-        trials=len(trials),
-        successes=successes,
-        failures=failures,
-        errors=errors,
-        rate=successes / decided if decided else None,
-        exact=clopper_pearson(successes, decided, alpha),
-        wilson=wilson(successes, decided, alpha),
-        pass_k=[PassK(k, pass_hat_k(successes, decided, k)) for k in ks],
-        contract_violations=violations,
+def _usage_of(line: Mapping[str, Any]) -> _Usage | None:
+    usage = line.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    cost = usage.get("cost_usd")
+    return (
+        usage.get("input_tokens"),
+        usage.get("output_tokens"),
+        None if cost is None else float(cost),
+        None if cost is None else str(usage.get("cost_source") or "unstated"),
     )
 
 
-def _fault_firings(
-    condition: Mapping[str, Any], by_arm: Mapping[str, Sequence[Mapping[str, Any]]]
-) -> list[FaultFiring]:
-    firings = []
-    for index, declared in enumerate(condition.get("faults") or ()):
-        fired = {}
-        for arm in ARMS:
-            fired[arm] = sum(
-                1
-                for trial in by_arm[arm]
-                if any(f.get("index") == index and f.get("fired") for f in trial.get("faults") or ())
-            )
-        firings.append(
+class ReportAccumulator:
+    """Reads trial lines one at a time (in any order) and keeps only what the report needs.
+
+    A failed trial's fingerprint needs its twin's events (the other arm, same condition and
+    index); lines are held only until their twin arrives (the schedule interleaves the arms,
+    so that is soon), then reduced to a ``TrialSummary``. Memory stays proportional to the
+    number of trials, not to the size of their recordings.
+    """
+
+    def __init__(self, manifest: Mapping[str, Any], pass_k: Sequence[int] = DEFAULT_PASS_K) -> None:
+        self.manifest = manifest
+        self.pass_k = tuple(pass_k)
+        self.latest: dict[str, TrialSummary] = {}
+        self.errors: list[tuple[str, int, str]] = []
+        self._pending: dict[tuple[str, int], dict[str, Mapping[str, Any]]] = {}
+        self._names: dict[str, str] = {}
+
+    def _interned(self, text: Any) -> str:
+        value = str(text)
+        return self._names.setdefault(value, value)
+
+    def add(self, line: Mapping[str, Any]) -> None:
+        """Take one trial line (any attempt)."""
+        trial_id = str(line.get("id"))
+        attempt = int(line.get("attempt") or 0)
+        outcome = self._interned(line.get("outcome"))
+        summary = TrialSummary(
+            id=trial_id,
+            arm=self._interned(line.get("arm")),
+            condition=self._interned(line.get("condition")),
+            index=int(line.get("index") or 0),
+            attempt=attempt,
+            outcome=outcome,
+            failure_mode=None if line.get("failure_mode") is None else self._interned(line.get("failure_mode")),
+            fired=frozenset(
+                int(f["index"]) for f in line.get("faults") or () if f.get("fired") and isinstance(f.get("index"), int)
+            ),
+            violated=bool(line.get("contract_violations")),
+            usage=_usage_of(line),
+        )
+        if outcome == "error":
+            self.errors.append((trial_id, attempt, str(line.get("error") or "")))
+        kept = self.latest.get(trial_id)
+        if kept is not None and kept.attempt > attempt:
+            return
+        self.latest[trial_id] = summary
+        if outcome == "error":
+            return
+        pair = self._pending.setdefault((summary.condition, summary.index), {})
+        pair[summary.arm] = line
+        if len(pair) == len(ARMS):
+            self._fingerprint_pair(pair)
+            del self._pending[(summary.condition, summary.index)]
+
+    def _fingerprint_pair(self, pair: Mapping[str, Mapping[str, Any]]) -> None:
+        for arm, line in pair.items():
+            if line.get("outcome") != "failure":
+                continue
+            other = ARMS[1] if arm == ARMS[0] else ARMS[0]
+            summary = self.latest.get(str(line.get("id")))
+            if summary is not None and summary.attempt == line.get("attempt"):
+                summary.fingerprint = failure_fingerprint(line, pair.get(other))
+
+    def _finish_pending(self) -> None:
+        for pair in self._pending.values():
+            self._fingerprint_pair(pair)
+        self._pending.clear()
+
+    # ------------------------------------------------------------------ the report
+
+    def _arm_summary(self, arm: str, trials: Sequence[TrialSummary], alpha: float) -> ArmSummary:
+        arm_entry = self.manifest["arms"][arm]
+        successes = sum(1 for t in trials if t.outcome == "success")
+        failures = sum(1 for t in trials if t.outcome == "failure")
+        decided = successes + failures
+        return ArmSummary(
+            arm=arm,
+            label=str(arm_entry.get("label") or arm),
+            agent=_agent_reference(arm_entry),
+            trials=len(trials),
+            successes=successes,
+            failures=failures,
+            errors=len(trials) - decided,
+            rate=successes / decided if decided else None,
+            exact=clopper_pearson(successes, decided, alpha),
+            wilson=wilson(successes, decided, alpha),
+            pass_k=[PassK(k, pass_hat_k(successes, decided, k)) for k in self.pass_k],
+            contract_violations=sum(1 for t in trials if t.violated),
+        )
+
+    def _fault_firings(
+        self, condition: Mapping[str, Any], by_arm: Mapping[str, Sequence[TrialSummary]]
+    ) -> list[FaultFiring]:
+        return [
             FaultFiring(
                 index=index,
                 fault=str(declared.get("fault")),
                 tool=str(declared.get("tool")),
-                baseline_fired=fired["baseline"],
+                baseline_fired=sum(1 for t in by_arm["baseline"] if index in t.fired),
                 baseline_trials=len(by_arm["baseline"]),
-                candidate_fired=fired["candidate"],
+                candidate_fired=sum(1 for t in by_arm["candidate"] if index in t.fired),
                 candidate_trials=len(by_arm["candidate"]),
             )
-        )
-    return firings
+            for index, declared in enumerate(condition.get("faults") or ())
+        ]
 
-
-def _clusters(
-    condition_name: str,
-    by_arm: Mapping[str, Sequence[Mapping[str, Any]]],
-    latest: Mapping[str, Mapping[str, Any]],
-) -> list[FailureCluster]:
-    counts: dict[str, dict[str, Any]] = {}
-    for arm in ARMS:
-        other = ARMS[1] if arm == ARMS[0] else ARMS[0]
-        for trial in by_arm[arm]:
-            if trial.get("outcome") != "failure":
-                continue
-            twin = latest.get(f"{other}/{condition_name}/{trial.get('index')}")
-            fingerprint, event = failure_fingerprint(trial, twin)
-            entry = counts.setdefault(
-                fingerprint,
-                {
-                    "mode": trial.get("failure_mode") or "unknown",
-                    "event": event,
-                    "baseline": 0,
-                    "candidate": 0,
-                    "ids": [],
-                },
+    @staticmethod
+    def _clusters(by_arm: Mapping[str, Sequence[TrialSummary]]) -> list[FailureCluster]:
+        counts: dict[str, dict[str, Any]] = {}
+        for arm in ARMS:
+            for trial in by_arm[arm]:
+                if trial.outcome != "failure":
+                    continue
+                fingerprint, event = trial.fingerprint or (f"{trial.failure_mode or 'unknown'} @ ?", "?")
+                entry = counts.setdefault(
+                    fingerprint,
+                    {"mode": trial.failure_mode or "unknown", "event": event, "baseline": 0, "candidate": 0, "ids": []},
+                )
+                entry[arm] += 1
+                entry["ids"].append((trial.index, trial.id))
+        clusters = [
+            FailureCluster(
+                fingerprint=fingerprint,
+                failure_mode=entry["mode"],
+                event=entry["event"],
+                baseline=entry["baseline"],
+                candidate=entry["candidate"],
+                examples=[trial_id for _i, trial_id in sorted(entry["ids"])[:CLUSTER_EXAMPLES]],
             )
-            entry[arm] += 1
-            entry["ids"].append((trial.get("index", 0), str(trial.get("id"))))
-    clusters = [
-        FailureCluster(
-            fingerprint=fingerprint,
-            failure_mode=entry["mode"],
-            event=entry["event"],
-            baseline=entry["baseline"],
-            candidate=entry["candidate"],
-            examples=[trial_id for _i, trial_id in sorted(entry["ids"])[:CLUSTER_EXAMPLES]],
+            for fingerprint, entry in counts.items()
+        ]
+        clusters.sort(key=lambda c: (-(c.baseline + c.candidate), c.fingerprint))
+        return clusters
+
+    def _usage(self, arm: str, trials: Sequence[TrialSummary]) -> ArmUsage:
+        arm_entry = self.manifest["arms"][arm]
+        reported = [t.usage for t in trials if t.usage is not None]
+        tokens_in = [u[0] for u in reported if u[0] is not None]
+        tokens_out = [u[1] for u in reported if u[1] is not None]
+        costs = [u[2] for u in reported if u[2] is not None]
+        return ArmUsage(
+            arm=arm,
+            label=str(arm_entry.get("label") or arm),
+            trials=len(trials),
+            trials_reporting=len(reported),
+            input_tokens=sum(int(v) for v in tokens_in) if tokens_in else None,
+            output_tokens=sum(int(v) for v in tokens_out) if tokens_out else None,
+            cost_usd=sum(costs) if costs else None,
+            cost_sources=sorted({u[3] for u in reported if u[3] is not None}),
         )
-        for fingerprint, entry in counts.items()
-    ]
-    clusters.sort(key=lambda c: (-(c.baseline + c.candidate), c.fingerprint))
-    return clusters
+
+    def report(
+        self,
+        decision: Mapping[str, Any],
+        *,
+        run: str = "",
+        decision_file: str = "matches",
+        earlier_runs: Sequence[EarlierRun] = (),
+    ) -> Report:
+        """The report, given the gate's decision over the same manifest and lines."""
+        self._finish_pending()
+        manifest = self.manifest
+        rule = manifest["rule"]
+        alpha = float(rule["alpha"])
+        grouped: dict[tuple[str, str], list[TrialSummary]] = defaultdict(list)
+        all_by_arm: dict[str, list[TrialSummary]] = defaultdict(list)
+        for trial in self.latest.values():
+            grouped[(trial.condition, trial.arm)].append(trial)
+            all_by_arm[trial.arm].append(trial)
+        decided = {c["name"]: c for c in decision.get("conditions") or ()}
+        conditions = []
+        for condition in manifest["conditions"]:
+            name = condition["name"]
+            by_arm = {arm: grouped.get((name, arm), []) for arm in ARMS}
+            verdict_of = decided.get(name) or {}
+            bounds = verdict_of.get("bounds") or {}
+            conditions.append(
+                ConditionReport(
+                    name=name,
+                    bucket=str(condition.get("bucket")),
+                    gating=bool(condition.get("gating")),
+                    verdict=str(verdict_of.get("verdict") or "ERROR"),
+                    look=verdict_of.get("look"),
+                    lower=bounds.get("lower"),
+                    upper=bounds.get("upper"),
+                    baseline=self._arm_summary("baseline", by_arm["baseline"], alpha),
+                    candidate=self._arm_summary("candidate", by_arm["candidate"], alpha),
+                    faults=self._fault_firings(condition, by_arm),
+                    clusters=self._clusters(by_arm),
+                )
+            )
+        infra = sorted(
+            InfraError(id=trial_id, attempt=attempt, error=error, final=self.latest[trial_id].attempt == attempt)
+            for trial_id, attempt, error in self.errors
+        )
+        return Report(
+            schema=REPORT_SCHEMA,
+            experiment=str(manifest["experiment"]),
+            run=run,
+            verdict=str(decision["verdict"]),
+            exit_code=int(decision["exit_code"]),
+            rule=str(rule["name"]),
+            alpha=alpha,
+            delta=float(rule["delta"]),
+            looks=int(rule.get("looks", 1)),
+            gating_conditions=int(
+                (decision.get("rule") or {}).get("conditions") or manifest["schedule"]["gating_conditions"]
+            ),
+            n_per_arm=int(manifest["n_per_arm"]),
+            pass_k=self.pass_k,
+            conditions=conditions,
+            usage=[self._usage(arm, all_by_arm.get(arm, [])) for arm in ARMS],
+            infra_errors=infra,
+            problems=decision.get("problems") or (),
+            reasons=decision.get("reasons") or (),
+            contract_violations=decision.get("contract_violations") or {},
+            trials=decision.get("trials") or {},
+            decision_file=decision_file,
+            earlier_runs=earlier_runs,
+        )
 
 
-def _usage(arm: str, arm_entry: Mapping[str, Any], trials: Sequence[Mapping[str, Any]]) -> ArmUsage:
-    reporting = 0
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost: float | None = None
-    sources: set[str] = set()
-    for trial in trials:
-        usage = trial.get("usage")
-        if not usage:
-            continue
-        reporting += 1
-        if usage.get("input_tokens") is not None:
-            tokens_in = (tokens_in or 0) + int(usage["input_tokens"])
-        if usage.get("output_tokens") is not None:
-            tokens_out = (tokens_out or 0) + int(usage["output_tokens"])
-        if usage.get("cost_usd") is not None:
-            cost = (cost or 0.0) + float(usage["cost_usd"])
-            sources.add(str(usage.get("cost_source") or "unstated"))
-    return ArmUsage(
-        arm=arm,
-        label=str(arm_entry.get("label") or arm),
-        trials=len(trials),
-        trials_reporting=reporting,
-        input_tokens=tokens_in,
-        output_tokens=tokens_out,
-        cost_usd=cost,
-        cost_sources=sorted(sources),
-    )
+def _agent_reference(arm_entry: Mapping[str, Any]) -> str:
+    if arm_entry.get("agent"):
+        return str(arm_entry["agent"])
+    return f"adapter {arm_entry.get('adapter')}"
 
 
 def build_report(
     manifest: Mapping[str, Any],
-    lines: Sequence[Mapping[str, Any]],
+    lines: Iterable[Mapping[str, Any]],
     decision: Mapping[str, Any],
     *,
     run: str = "",
@@ -346,73 +463,7 @@ def build_report(
     earlier_runs: Sequence[EarlierRun] = (),
 ) -> Report:
     """The report of one run store; ``decision`` is the gate's decision over ``manifest`` and ``lines``."""
-    rule = manifest["rule"]
-    alpha = float(rule["alpha"])
-    latest = latest_attempts(lines)
-    grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    all_by_arm: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for trial in latest.values():
-        grouped[(str(trial.get("condition")), str(trial.get("arm")))].append(trial)
-        all_by_arm[str(trial.get("arm"))].append(trial)
-    for trials in grouped.values():
-        trials.sort(key=lambda t: t.get("index", 0))
-
-    decided = {c["name"]: c for c in decision.get("conditions") or ()}
-    conditions = []
-    for condition in manifest["conditions"]:
-        name = condition["name"]
-        by_arm = {arm: grouped.get((name, arm), []) for arm in ARMS}
-        verdict_of = decided.get(name) or {}
-        bounds = verdict_of.get("bounds") or {}
-        conditions.append(
-            ConditionReport(
-                name=name,
-                bucket=str(condition.get("bucket")),
-                gating=bool(condition.get("gating")),
-                verdict=str(verdict_of.get("verdict") or "ERROR"),
-                look=verdict_of.get("look"),
-                lower=bounds.get("lower"),
-                upper=bounds.get("upper"),
-                baseline=_arm_summary("baseline", manifest["arms"]["baseline"], by_arm["baseline"], alpha, pass_k),
-                candidate=_arm_summary("candidate", manifest["arms"]["candidate"], by_arm["candidate"], alpha, pass_k),
-                faults=_fault_firings(condition, by_arm),
-                clusters=_clusters(name, by_arm, latest),
-            )
-        )
-
-    infra = [
-        InfraError(
-            id=str(line["id"]),
-            attempt=int(line["attempt"]),
-            error=str(line.get("error") or ""),
-            final=latest.get(line["id"]) is line,
-        )
-        for line in lines
-        if line.get("outcome") == "error"
-    ]
-    infra.sort(key=lambda e: (e.id, e.attempt))
-    return Report(
-        schema=REPORT_SCHEMA,
-        experiment=str(manifest["experiment"]),
-        run=run,
-        verdict=str(decision["verdict"]),
-        exit_code=int(decision["exit_code"]),
-        rule=str(rule["name"]),
-        alpha=alpha,
-        delta=float(rule["delta"]),
-        looks=int(rule.get("looks", 1)),
-        gating_conditions=int(
-            (decision.get("rule") or {}).get("conditions") or manifest["schedule"]["gating_conditions"]
-        ),
-        n_per_arm=int(manifest["n_per_arm"]),
-        pass_k=pass_k,
-        conditions=conditions,
-        usage=[_usage(arm, manifest["arms"][arm], all_by_arm.get(arm, [])) for arm in ARMS],
-        infra_errors=infra,
-        problems=decision.get("problems") or (),
-        reasons=decision.get("reasons") or (),
-        contract_violations=decision.get("contract_violations") or {},
-        trials=decision.get("trials") or {},
-        decision_file=decision_file,
-        earlier_runs=earlier_runs,
-    )
+    accumulator = ReportAccumulator(manifest, pass_k)
+    for line in lines:
+        accumulator.add(line)
+    return accumulator.report(decision, run=run, decision_file=decision_file, earlier_runs=earlier_runs)

@@ -1,0 +1,127 @@
+"""Where two trials part ways: the first divergence of their recorded boundary events, and the fault just before it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from attrs import frozen
+
+from certlab_core.diagnosis.events import FaultBefore, common_prefix, describe_call, event_key, fault_before, fault_name
+
+RESULT_SHOWN = 160
+
+
+@frozen
+class TrialDiff:
+    """Two trials compared event by event.
+
+    ``common_prefix`` is how many leading events they share; ``event_a`` and ``event_b`` are
+    each side's event at the split (None where a recording ended there); ``fault_before`` is
+    the injected fault nearest before the split on the first trial's side (the shared prefix
+    is the same on both), if any.
+    """
+
+    trial_a: Mapping[str, Any]
+    trial_b: Mapping[str, Any]
+    common_prefix: int
+    event_a: Mapping[str, Any] | None
+    event_b: Mapping[str, Any] | None
+    fault_before: FaultBefore | None
+
+    @property
+    def identical(self) -> bool:
+        return self.event_a is None and self.event_b is None
+
+
+def diff_trials(trial_a: Mapping[str, Any], trial_b: Mapping[str, Any]) -> TrialDiff:
+    events_a: Sequence[Mapping[str, Any]] = trial_a.get("events") or ()
+    events_b: Sequence[Mapping[str, Any]] = trial_b.get("events") or ()
+    shared = common_prefix(events_a, events_b)
+    return TrialDiff(
+        trial_a=trial_a,
+        trial_b=trial_b,
+        common_prefix=shared,
+        event_a=events_a[shared] if shared < len(events_a) else None,
+        event_b=events_b[shared] if shared < len(events_b) else None,
+        fault_before=fault_before(trial_a, events_a, shared),
+    )
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= RESULT_SHOWN else text[: RESULT_SHOWN - 1] + "…"
+
+
+def describe_crossing(trial: Mapping[str, Any], event: Mapping[str, Any] | None) -> str:
+    """An event as call and answer (``reserve(order='o-1') -> error ToolTimeout: ...``); None: how the trial ended."""
+    if event is None:
+        agent = trial.get("agent") or {}
+        ending = f"agent {agent.get('status', '?')}"
+        if agent.get("detail"):
+            ending += f": {agent['detail']}"
+        return f"end of calls ({ending})"
+    if event.get("status") == "error":
+        error = event.get("error") or {}
+        answer = f"error {error.get('type')}: {error.get('message')}"
+    else:
+        answer = f"ok {_short(event.get('result'))}"
+    fault = fault_name(trial, event.get("fault"))
+    return f"{describe_call(event)} -> {answer}" + (f"   [fault: {fault}]" if fault else "")
+
+
+def _outcome(trial: Mapping[str, Any]) -> str:
+    outcome = str(trial.get("outcome"))
+    if outcome == "failure":
+        return f"failure: {trial.get('failure_mode')}"
+    if outcome == "error":
+        return f"error: {trial.get('error')}"
+    return outcome
+
+
+def render_diff(diff: TrialDiff, all_steps: bool = False) -> str:
+    a, b = diff.trial_a, diff.trial_b
+    id_a, id_b = str(a.get("id")), str(b.get("id"))
+    width = max(len(id_a), len(id_b))
+    lines = [
+        f"A {id_a} ({_outcome(a)}): {len(a.get('events') or ())} events",
+        f"B {id_b} ({_outcome(b)}): {len(b.get('events') or ())} events",
+        f"common prefix: {diff.common_prefix} event(s)",
+    ]
+    if all_steps:
+        lines.append("")
+        for position, event in enumerate((a.get("events") or ())[: diff.common_prefix]):
+            lines.append(f"  = #{position:<3} {describe_crossing(a, event)}")
+    if diff.identical:
+        lines.append("the two recordings are identical")
+    else:
+        lines.append(f"first divergence at event #{diff.common_prefix}:")
+        lines.append(f"  A {id_a:<{width}}  {describe_crossing(a, diff.event_a)}")
+        lines.append(f"  B {id_b:<{width}}  {describe_crossing(b, diff.event_b)}")
+    if diff.fault_before is not None:
+        before = diff.fault_before
+        distance = (
+            "right before the split"
+            if before.events_before_split == 1
+            else (f"{before.events_before_split} events before the split")
+        )
+        lines.append(f"injected fault before it: {before.fault} at event #{before.seq} ({distance})")
+    else:
+        lines.append("injected fault before it: none")
+    if all_steps and not diff.identical:
+        for label, trial in (("A", a), ("B", b)):
+            rest = (trial.get("events") or ())[diff.common_prefix :]
+            lines.append(f"after the split, {label} {trial.get('id')}:")
+            lines.extend(
+                f"  {label} #{diff.common_prefix + i:<3} {describe_crossing(trial, e)}" for i, e in enumerate(rest)
+            )
+            lines.append(f"  {label} {describe_crossing(trial, None)}")
+    return "\n".join(lines) + "\n"
+
+
+def same_recording(events_a: Sequence[Mapping[str, Any]], events_b: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether two event lists are the same crossings in the same order."""
+    return len(events_a) == len(events_b) and all(
+        event_key(x) == event_key(y) for x, y in zip(events_a, events_b, strict=True)
+    )

@@ -1,0 +1,129 @@
+"""Reading a run store for diagnosis: the verified store, its recomputed decision, one trial, and the report.
+
+Everything here goes through the gate's own reader and decision (``certlab_core.gate``), so
+a report, a diff or a bundle sees exactly the seals and schedule checks the gate does.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from certlab_core.canonical import pretty_json
+from certlab_core.errors import InstrumentError, UsageError
+from certlab_core.records import StatisticalRule
+from certlab_core.registry import Registry
+
+if TYPE_CHECKING:
+    from certlab_core.diagnosis.model import Report
+    from certlab_core.gate.store import RunStore
+
+
+def open_store(rundir: Path) -> RunStore:
+    from certlab_core.gate.store import read_store
+
+    return read_store(rundir)
+
+
+def rule_of(store: RunStore, registry: Registry) -> StatisticalRule:
+    """The store's sealed statistical rule, from the installed plugins (one clear line when it is not installed)."""
+    name = store.manifest.rule.name
+    try:
+        rule: StatisticalRule = registry.get("statistical_rules", name)
+    except UsageError as error:
+        raise UsageError(f"{store.folder}: the run was decided by {error.message}") from None
+    return rule
+
+
+def recompute_decision(store: RunStore, registry: Registry) -> dict[str, Any]:
+    """The decision document over the store's manifest and lines, computed afresh (the gate's own function)."""
+    from certlab_core.gate.decision import decide
+
+    return decide(store.manifest, store.raw_lines, rule_of(store, registry))
+
+
+def decision_text(decision: dict[str, Any]) -> str:
+    """decision.json's exact bytes (as text) for a decision document."""
+    return pretty_json(decision)
+
+
+def decision_file_state(store: RunStore, decision: dict[str, Any]) -> str:
+    """``matches``, ``missing`` or ``differs``: the stored decision.json against the recomputed one, byte for byte."""
+    from certlab_core.gate.store import DECISION
+
+    path = store.folder / DECISION
+    try:
+        stored = path.read_bytes()
+    except FileNotFoundError:
+        return "missing"
+    except OSError as error:
+        raise InstrumentError(f"{path}: unreadable ({error.strerror})") from None
+    return "matches" if stored == decision_text(decision).encode("utf-8") else "differs"
+
+
+def trial_line(store: RunStore, trial_id: str, attempt: int | None = None) -> dict[str, Any]:
+    """One trial's line (its last attempt unless ``attempt``), with its seal checked; one clear line if absent."""
+    from certlab_core.gate.schedule import key_of
+    from certlab_core.gate.store import line_seal_holds
+
+    if key_of(store.manifest, trial_id) is None:
+        conditions = ", ".join(c.name for c in store.manifest.conditions)
+        raise UsageError(
+            f"{trial_id!r} is not a trial of {store.folder}; a trial id reads ARM/CONDITION/INDEX with ARM baseline "
+            f"or candidate, CONDITION one of {conditions}, INDEX from 0 to {store.manifest.n_per_arm - 1}"
+        )
+    marker = f'"id":{json.dumps(trial_id)}'
+    found: dict[str, Any] | None = None
+    for number, raw in enumerate(store.raw_lines, 1):
+        if marker not in raw:
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(line, dict) or line.get("id") != trial_id:
+            continue
+        if not line_seal_holds(raw, line):
+            raise InstrumentError(
+                f"{store.folder}/trials.jsonl line {number}: the seal of {trial_id} does not match its content; "
+                "the record was edited after it was written"
+            )
+        if attempt is not None and line.get("attempt") != attempt:
+            continue
+        if found is None or int(line.get("attempt", 0)) > int(found.get("attempt", 0)):
+            found = line
+    if found is None:
+        what = f"attempt {attempt} of {trial_id}" if attempt is not None else trial_id
+        raise UsageError(f"{what} is not in {store.folder}/trials.jsonl; the run stopped before it or never ran it")
+    return found
+
+
+def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tuple[Report, StatisticalRule]:
+    """The report of a run store, with the store's statistical rule (for reporters that plot its plan)."""
+    from certlab_core.diagnosis.model import EarlierRun, ReportAccumulator
+    from certlab_core.gate.manifest import manifest_document
+    from certlab_core.gate.store import earlier_runs, summarise_earlier
+
+    store = open_store(rundir)
+    rule = rule_of(store, registry)
+    decision = recompute_decision(store, registry)
+    paths = earlier_runs(store.folder, store.manifest)
+    earlier = []
+    for path, summary in zip(paths, summarise_earlier(paths), strict=True):
+        verdict = summary.rsplit(": ", 1)[-1]
+        earlier.append(EarlierRun(run=path.name, verdict=None if verdict == "no decision" else verdict))
+    accumulator = ReportAccumulator(manifest_document(store.manifest), pass_k)
+    collecting = gc.isenabled()
+    gc.disable()  # many small records kept, nothing cyclic: the collector would only rescan them
+    try:
+        for line in store.lines():
+            accumulator.add(line)
+    finally:
+        if collecting:
+            gc.enable()
+    report = accumulator.report(
+        decision, run=store.folder.name, decision_file=decision_file_state(store, decision), earlier_runs=earlier
+    )
+    return report, rule
