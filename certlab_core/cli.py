@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "certlab_core.commands.demo_cmd",
     "certlab_core.commands.compare_cmd",
     "certlab_core.commands.stats_cmd",
+    "certlab_core.commands.gate_cmd",
     "certlab_core.commands.diagnosis_cmd",
     "certlab_core.commands.acceptance_cmd",
 )

@@ -31,6 +31,7 @@ class ChildFailure:
     kind: str  # "exception", "died", "timeout"
     summary: str
     traceback: str = ""
+    exit_code: int | None = None  # how a child that "died" exited (None when killed by a signal)
 
 
 class ForkedCallError(Exception):
@@ -89,11 +90,13 @@ def _decode(pid: int, data: bytes, timed_out: bool) -> tuple[str, Any]:
         return "err", ChildFailure("timeout", "the forked process ran past its time limit and was killed")
     _, status = os.waitpid(pid, 0)
     if not data:
+        exit_code: int | None = None
         if os.WIFSIGNALED(status):
             how = f"was killed by signal {os.WTERMSIG(status)}"
         else:
-            how = f"exited with status {os.waitstatus_to_exitcode(status)}"
-        return "err", ChildFailure("died", f"the forked process {how} before sending its result")
+            exit_code = os.waitstatus_to_exitcode(status)
+            how = f"exited with status {exit_code}"
+        return "err", ChildFailure("died", f"the forked process {how} before sending its result", exit_code=exit_code)
     try:
         kind, value = pickle.loads(data)
     except Exception as error:
@@ -183,3 +186,73 @@ def map_in_forks(
             _kill(pid)
             os.close(fd)
         sel.close()
+
+
+class ForkPool:
+    """Fresh forked children, at most ``workers`` at once, each running one submitted call; results as they finish.
+
+    ``submit(fn, arg, tag, timeout)`` starts ``fn(arg)`` in a new child (call it only while
+    ``free()``); ``wait()`` blocks until at least one child finishes and returns ``(tag,
+    result)`` pairs, a ChildFailure standing for a child that raised, died or ran past its
+    time limit. Unlike ``map_in_forks``, new work can depend on finished work (a trial's
+    oracle after the trial). Leaving the ``with`` block kills whatever still runs.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers)
+        self._running: dict[int, tuple[Any, int, list[bytes], float | None]] = {}  # fd -> (tag, pid, chunks, deadline)
+        self._selector = selectors.DefaultSelector()
+
+    def __enter__(self) -> ForkPool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def free(self) -> int:
+        return self.workers - len(self._running)
+
+    def busy(self) -> int:
+        return len(self._running)
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any, tag: Any, timeout: float | None = None) -> None:
+        pid, read_fd = _spawn(fn, (arg,))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._running[read_fd] = (tag, pid, [], deadline)
+        self._selector.register(read_fd, selectors.EVENT_READ)
+
+    def wait(self) -> list[tuple[Any, Any]]:
+        """Block until at least one child has finished; return each finished ``(tag, result or ChildFailure)``."""
+        done: list[tuple[Any, Any]] = []
+        while self._running and not done:
+            deadlines = [d for (_t, _p, _c, d) in self._running.values() if d is not None]
+            wait = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+            events = self._selector.select(wait)
+            now = time.monotonic()
+            finished: dict[int, bool] = {}
+            for key, _mask in events:
+                fd = int(key.fd)
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    self._running[fd][2].append(chunk)
+                else:
+                    finished[fd] = False
+            for fd, (_t, pid, _c, deadline) in list(self._running.items()):
+                if deadline is not None and now >= deadline and fd not in finished:
+                    _kill(pid)
+                    finished[fd] = True
+            for fd, timed_out in finished.items():
+                tag, pid, chunks, _d = self._running.pop(fd)
+                self._selector.unregister(fd)
+                os.close(fd)
+                _kind, value = _decode(pid, b"".join(chunks), timed_out)
+                done.append((tag, value))
+        return done
+
+    def close(self) -> None:
+        for fd, (_t, pid, _c, _d) in list(self._running.items()):
+            _kill(pid)
+            self._selector.unregister(fd)
+            os.close(fd)
+        self._running.clear()
+        self._selector.close()

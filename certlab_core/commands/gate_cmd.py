@@ -1,0 +1,182 @@
+"""``certlab run``, ``certlab gate``, ``certlab schema`` and ``certlab init``: the A/B reliability gate.
+
+``run`` validates and seals a descriptor, runs its trials into a new run store and exits
+with the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3; usage errors 4); ``gate``
+recomputes the verdict from a run store alone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from certlab_core.errors import EXIT_ERROR, UsageError
+
+SCHEMA_DOCUMENTS = ("descriptor", "manifest", "trial", "decision")
+
+
+def _echo_decision(decision: dict[str, Any], folder: Path, earlier: list[str]) -> None:
+    for condition in decision["conditions"]:
+        counts = condition["counts"]
+        bounds = condition["bounds"]
+        interval = f"[{bounds['lower']:.4f}, {bounds['upper']:.4f}]" if bounds else "[-]"
+        gate = "" if condition["gating"] else ", reported, never gated"
+        typer.echo(
+            f"condition {condition['name']} ({condition['bucket']}{gate}): "
+            f"baseline {counts['baseline']['successes']}/{counts['baseline']['trials']}, "
+            f"candidate {counts['candidate']['successes']}/{counts['candidate']['trials']}, "
+            f"candidate - baseline {interval}: {condition['verdict']}"
+        )
+    for warning in decision.get("warnings") or ():
+        typer.echo(f"warning: {warning}")
+    for problem in decision.get("problems") or ():
+        typer.echo(f"problem: {problem}")
+    if earlier:
+        typer.echo(f"earlier runs of {decision['experiment']} (not part of this decision):")
+        for line in earlier:
+            typer.echo(f"  {line}")
+    typer.echo(f"verdict: {decision['verdict']}")
+
+
+def _write_reports(folder: Path, decision: dict[str, Any], junit: Path | None, markdown: Path | None) -> None:
+    """Write the JUnit and Markdown reports through the reporter plugins when installed, else a minimal form."""
+    if junit is None and markdown is None:
+        return
+    from certlab_core.gate import reports
+
+    for path, fmt in ((junit, "junit"), (markdown, "markdown")):
+        if path is not None:
+            reports.write_report(folder, decision, fmt, path)
+
+
+def run_command(
+    descriptor: Path = typer.Argument(..., help="The experiment descriptor (certlab.yaml)."),
+    workers: int = typer.Option(0, "--workers", "-w", help="Trials at once (default: the number of CPUs)."),
+    out: Path = typer.Option(Path("runs"), "--out", "-o", help="Folder that receives the new run store."),
+    retry_infra: bool = typer.Option(False, "--retry-infra", help="Retry an infrastructure ERROR once."),
+    junit: Path = typer.Option(None, "--junit", help="Also write a JUnit XML report here."),
+    markdown: Path = typer.Option(None, "--markdown", help="Also write a Markdown report here."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""
+    from certlab_core.gate.descriptor import load_descriptor
+    from certlab_core.gate.manifest import build_manifest
+    from certlab_core.gate.runner import ProgressLine, plan_run, run_experiment, workers_default
+    from certlab_core.gate.store import create_run, earlier_runs, summarise_earlier
+    from certlab_core.registry import discover
+
+    if workers < 0:
+        raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
+    spec = load_descriptor(descriptor)
+    registry = discover()
+    manifest = build_manifest(spec, descriptor, registry)
+    plan = plan_run(manifest, registry)
+    folder = create_run(out, manifest)
+    print(f"certlab: running {manifest.experiment} into {folder}", file=sys.stderr, flush=True)
+    total = 2 * manifest.n_per_arm * len(manifest.conditions)
+    progress = ProgressLine(total, enabled=not quiet)
+    outcome = run_experiment(plan, folder, workers or workers_default(), retry_infra, progress)
+    decision = _decide_and_write(folder)
+    typer.echo(f"run: {folder}")
+    if outcome.stopped and decision["verdict"] != "ERROR" and not quiet:
+        print(f"certlab: {outcome.stopped}", file=sys.stderr)
+    _echo_decision(decision, folder, summarise_earlier(earlier_runs(folder, manifest)))
+    _write_reports(folder, decision, junit, markdown)
+    raise typer.Exit(int(decision["exit_code"]))
+
+
+def _decide_and_write(folder: Path) -> dict[str, Any]:
+    from certlab_core.gate.decision import decide
+    from certlab_core.gate.store import read_store, write_decision
+    from certlab_core.registry import discover
+
+    store = read_store(folder)
+    rule = discover().get("statistical_rules", store.manifest.rule.name)
+    decision = decide(store.manifest, store.raw_lines, rule)
+    write_decision(folder, decision)
+    return decision
+
+
+def gate_command(
+    rundir: Path = typer.Argument(..., help="A run store made by 'certlab run'."),
+    junit: Path = typer.Option(None, "--junit", help="Also write a JUnit XML report here."),
+    markdown: Path = typer.Option(None, "--markdown", help="Also write a Markdown report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the decision document instead of text."),
+) -> None:
+    """Recompute the verdict from a run store alone; the exit code is the verdict."""
+    from certlab_core.canonical import pretty_json, seal_holds
+    from certlab_core.gate.decision import decide
+    from certlab_core.gate.store import DECISION, earlier_runs, read_store, summarise_earlier
+    from certlab_core.registry import discover
+
+    store = read_store(rundir)
+    rule = discover().get("statistical_rules", store.manifest.rule.name)
+    decision = decide(store.manifest, store.raw_lines, rule)
+    stored_path = rundir / DECISION
+    if stored_path.exists():
+        stored_text = stored_path.read_text(encoding="utf-8", errors="replace")
+        if stored_text != pretty_json(decision):
+            try:
+                stored = json.loads(stored_text)
+                tampered = not (isinstance(stored, dict) and seal_holds(stored))
+            except ValueError:
+                tampered = True
+            note = (
+                "decision.json was edited by hand (its seal does not hold)"
+                if tampered
+                else "decision.json differs from the decision its manifest and trials give"
+            )
+            decision = dict(decision)
+            decision["problems"] = [*decision["problems"], f"{note}; the verdict above is recomputed"]
+            decision["verdict"], decision["exit_code"] = "ERROR", EXIT_ERROR
+    if as_json:
+        typer.echo(pretty_json(decision), nl=False)
+    else:
+        typer.echo(f"run: {rundir}")
+        _echo_decision(decision, rundir, summarise_earlier(earlier_runs(rundir, store.manifest)))
+    _write_reports(rundir, decision, junit, markdown)
+    raise typer.Exit(int(decision["exit_code"]))
+
+
+def schema_command(
+    document: str = typer.Argument(
+        "descriptor",
+        help="Which document: descriptor (certlab.yaml), manifest, trial (a trials.jsonl line) or decision.",
+    ),
+) -> None:
+    """Print a JSON Schema generated from the code (default: the experiment descriptor)."""
+    from certlab_core.gate import schemas
+
+    if document not in SCHEMA_DOCUMENTS:
+        raise UsageError(f"no schema for {document!r}; choose one of {', '.join(SCHEMA_DOCUMENTS)}")
+    typer.echo(json.dumps(schemas.schema_of(document), indent=2, sort_keys=False))
+
+
+def init_command(
+    name: str = typer.Argument(..., help="The experiment id."),
+    baseline: str = typer.Option(..., "--baseline", help="module:function of the baseline agent."),
+    candidate: str = typer.Option(..., "--candidate", help="module:function of the candidate agent."),
+    toolset: str = typer.Option(..., "--toolset", help="module:function building the tools: build(task_input, seed)."),
+    oracle: str = typer.Option(
+        ..., "--oracle", help="module:function judging the final state: oracle(task, snapshot)."
+    ),
+    fault: list[str] = typer.Option([], "--fault", help="NAME:TOOL, a fault on the first call of a tool (repeatable)."),
+    out: Path = typer.Option(Path("certlab.yaml"), "--out", "-o", help="The descriptor to write."),
+    n_per_arm: int = typer.Option(20, "--n", help="Trials per arm of the smoke experiment."),
+) -> None:
+    """Check the references in a child process and write a small smoke descriptor."""
+    from certlab_core.gate.scaffold import write_smoke_descriptor
+
+    path = write_smoke_descriptor(name, baseline, candidate, toolset, oracle, fault, out, n_per_arm)
+    typer.echo(f"wrote {path}; run it with: certlab run {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run_command)
+    app.command("gate")(gate_command)
+    app.command("schema")(schema_command)
+    app.command("init")(init_command)

@@ -1,0 +1,385 @@
+"""The gate's decision: a pure function of the sealed manifest and the raw lines of trials.jsonl.
+
+Every line must hold its seal, name a scheduled trial, carry that trial's identity and the
+manifest's seal; the trials present must be exactly those the stopping rule calls for (each
+condition stops at its first decisive look; the run stops after a look at which a gating
+condition blocked or the candidate broke its contract). Anything else is ERROR, and so is a
+trial whose last attempt is an infrastructure error. Otherwise: BLOCK if a gating condition
+blocks or the candidate broke its contract, PASS if every gating condition passes, else
+INCONCLUSIVE. The statistical rule is the manifest's, from the registry; the arithmetic is the
+rule's own (scipy is imported there, when the verdict is computed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from attrs import define, field
+
+from certlab_core.canonical import sealed
+from certlab_core.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS
+from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
+from certlab_core.gate.schedule import Identities, key_of
+from certlab_core.gate.store import DECISION_SCHEMA, TRIAL_SCHEMA, line_seal_holds
+from certlab_core.records import Bounds, StatisticalRule
+
+OUTCOMES = ("success", "failure", "error")
+EXIT_CODES = {"PASS": EXIT_PASS, "BLOCK": EXIT_BLOCK, "INCONCLUSIVE": EXIT_INCONCLUSIVE, "ERROR": EXIT_ERROR}
+MAX_ATTEMPTS = 2
+PROBLEMS_SHOWN = 20
+
+Decide = Callable[..., Bounds]
+
+
+@define
+class ConditionState:
+    """A condition as the stopping rule walks the looks."""
+
+    condition: SealedCondition
+    verdict: str | None = None
+    look: int | None = None
+    looks_run: int = 0
+    size: int = 0
+    bounds: Bounds | None = None
+    counts: dict[str, dict[str, int]] = field(factory=dict)
+
+
+@define
+class Trials:
+    """The verified trial lines of a store: each trial's attempts, and the problems found."""
+
+    latest: dict[str, dict[str, Any]] = field(factory=dict)
+    attempts: int = 0
+    problems: list[str] = field(factory=list)
+
+
+def read_lines(manifest: Manifest, raw_lines: Sequence[str]) -> Trials:
+    """Verify each line (seal, schedule, identity, manifest seal, attempts) and keep each trial's last attempt."""
+    trials = Trials()
+    identities = Identities(manifest)
+    by_attempt: dict[str, dict[int, dict[str, Any]]] = {}
+
+    def problem(text: str) -> None:
+        trials.problems.append(text)
+
+    for number, raw in enumerate(raw_lines, 1):
+        where = f"trials.jsonl line {number}"
+        if not raw.strip():
+            problem(f"{where}: empty line; the store was edited by hand")
+            continue
+        try:
+            line = json.loads(raw)
+        except (ValueError, RecursionError):
+            problem(f"{where}: not JSON; the store is damaged or was edited by hand")
+            continue
+        if not isinstance(line, dict) or line.get("schema") != TRIAL_SCHEMA:
+            problem(f"{where}: not a {TRIAL_SCHEMA} record")
+            continue
+        if not line_seal_holds(raw, line):
+            problem(f"{where}: the seal does not match the content; the record was edited after it was written")
+            continue
+        trial_id = line.get("id")
+        key = key_of(manifest, trial_id) if isinstance(trial_id, str) else None
+        if key is None:
+            problem(f"{where}: {trial_id!r} is not a trial this manifest schedules")
+            continue
+        if (line.get("arm"), line.get("condition"), line.get("index"), line.get("seed")) != (
+            key.arm,
+            key.condition,
+            key.index,
+            key.seed,
+        ):
+            problem(f"{where}: {trial_id}: arm, condition, index or seed disagree with its id and the manifest")
+            continue
+        if line.get("manifest_seal") != manifest.seal:
+            problem(f"{where}: {trial_id} was recorded under another manifest (its manifest_seal differs)")
+            continue
+        if line.get("identity") != identities.of(key):
+            problem(
+                f"{where}: {trial_id}: its identity does not match the manifest "
+                "(the manifest was resealed with other parameters after the trial ran)"
+            )
+            continue
+        attempt = line.get("attempt")
+        if not isinstance(attempt, int) or isinstance(attempt, bool) or not 1 <= attempt <= MAX_ATTEMPTS:
+            problem(f"{where}: {trial_id}: attempt {attempt!r} is not 1..{MAX_ATTEMPTS}")
+            continue
+        if line.get("outcome") not in OUTCOMES:
+            problem(f"{where}: {trial_id}: outcome {line.get('outcome')!r} is not one of {', '.join(OUTCOMES)}")
+            continue
+        seen = by_attempt.setdefault(key.id, {})
+        if attempt in seen:
+            problem(f"{where}: {trial_id} attempt {attempt} is recorded twice")
+            continue
+        seen[attempt] = line
+        trials.attempts += 1
+    for trial_id, attempts in by_attempt.items():
+        numbers = sorted(attempts)
+        if numbers != list(range(1, len(numbers) + 1)):
+            problem(f"{trial_id}: attempts {numbers} are not numbered from 1 without gaps")
+            continue
+        for n in numbers[:-1]:
+            if attempts[n]["outcome"] != "error":
+                problem(f"{trial_id}: attempt {n + 1} retried an attempt that was not an infrastructure error")
+        trials.latest[trial_id] = attempts[numbers[-1]]
+    return trials
+
+
+def _count(latest: Mapping[str, Mapping[str, Any]], arm: str, condition: str, size: int) -> dict[str, int]:
+    counts = {"successes": 0, "failures": 0, "errors": 0, "trials": size}
+    for index in range(size):
+        line = latest.get(f"{arm}/{condition}/{index}")
+        if line is None:
+            continue
+        outcome = line["outcome"]
+        counts["successes" if outcome == "success" else "failures" if outcome == "failure" else "errors"] += 1
+    return counts
+
+
+def _violated(line: Mapping[str, Any]) -> bool:
+    return bool(line.get("contract_violations"))
+
+
+@define
+class Walk:
+    """The stopping rule walked over the trials present: where each condition stands, and what is still due."""
+
+    states: list[ConditionState]
+    required: set[str] = field(factory=set)
+    problems: list[str] = field(factory=list)
+    reasons: list[str] = field(factory=list)
+    due_look: int | None = None  # the look whose trials are missing, if any
+    due_conditions: list[str] = field(factory=list)
+
+
+def walk(manifest: Manifest, latest: Mapping[str, Mapping[str, Any]], rule: StatisticalRule) -> Walk:
+    """Evaluate look after look until a look's trials are missing or every condition has stopped."""
+    sizes = manifest.schedule.look_sizes
+    looks = len(sizes)
+    k = manifest.schedule.gating_conditions
+    result = Walk(states=[ConditionState(c) for c in manifest.conditions])
+    active = list(result.states)
+    for look in range(1, looks + 1):
+        size = sizes[look - 1]
+        wanted = {f"{arm}/{s.condition.name}/{i}" for s in active for arm in ARMS for i in range(size)}
+        if any(tid not in latest for tid in wanted):
+            result.due_look = look
+            result.due_conditions = [s.condition.name for s in active]
+            result.required |= {tid for tid in wanted if tid in latest}
+            return result
+        result.required |= wanted
+        for state in active:
+            name = state.condition.name
+            state.looks_run, state.size = look, size
+            state.counts = {arm: _count(latest, arm, name, size) for arm in ARMS}
+            base, cand = state.counts["baseline"], state.counts["candidate"]
+            try:
+                bounds = rule.decide(
+                    base["successes"], size, cand["successes"], size,
+                    manifest.rule.alpha, manifest.rule.delta, k, looks,
+                )  # fmt: skip
+            except Exception as error:  # a broken rule invalidates the decision
+                result.problems.append(f"the rule {rule.name} raised {type(error).__name__}: {error}")
+                return result
+            if not isinstance(bounds, Bounds) or bounds.verdict not in ("PASS", "BLOCK", "INCONCLUSIVE"):
+                result.problems.append(f"the rule {rule.name} returned {bounds!r}, not Bounds with a verdict")
+                return result
+            state.bounds = bounds
+            if bounds.verdict in ("PASS", "BLOCK") or look == looks:
+                state.verdict, state.look = bounds.verdict, look
+        violation = any(_violated(latest[tid]) for tid in result.required if tid.startswith("candidate/"))
+        blocked = any(s.verdict == "BLOCK" and s.condition.gating for s in result.states)
+        active = [s for s in active if s.verdict is None]
+        if (blocked or violation) and active:
+            why = "a gating condition blocked" if blocked else "the candidate broke its contract"
+            for state in active:
+                state.verdict, state.look = "STOPPED", look
+                result.reasons.append(f"{state.condition.name}: stopped at look {look} because {why}")
+            active = []
+        if not active:
+            break
+    return result
+
+
+def decide(manifest: Manifest, raw_lines: Sequence[str], rule: StatisticalRule) -> dict[str, Any]:
+    """The decision document (docs/run-store.md) for a manifest and the raw lines of its trials.jsonl."""
+    trials = read_lines(manifest, raw_lines)
+    problems = list(trials.problems)
+    latest = trials.latest
+    k = manifest.schedule.gating_conditions
+    errors = sorted((tid for tid, line in latest.items() if line["outcome"] == "error"), key=_order_key)
+    for trial_id in errors:
+        problems.append(f"{trial_id}: {latest[trial_id].get('error') or 'infrastructure error'}")
+    walked = Walk(states=[ConditionState(c) for c in manifest.conditions])
+    if not problems:
+        walked = walk(manifest, latest, rule)
+        problems.extend(walked.problems)
+        if not problems and walked.due_look is not None:
+            missing = sorted(
+                (
+                    f"{arm}/{name}/{i}"
+                    for name in walked.due_conditions
+                    for arm in ARMS
+                    for i in range(manifest.schedule.look_sizes[walked.due_look - 1])
+                    if f"{arm}/{name}/{i}" not in latest
+                ),
+                key=_order_key,
+            )
+            problems.append(
+                f"{len(missing)} trial(s) the schedule calls for at look {walked.due_look} are missing "
+                f"(first: {missing[0]}); the run was interrupted"
+            )
+        if not problems:
+            extra = sorted((tid for tid in latest if tid not in walked.required), key=_order_key)
+            if extra:
+                problems.append(
+                    f"{len(extra)} trial(s) ran past a decisive look (first: {extra[0]}); "
+                    "the store does not follow its stopping rule"
+                )
+    states = walked.states
+    reasons = [] if problems else list(walked.reasons)
+    for state in states:
+        if state.verdict is None:
+            state.verdict = "ERROR" if problems else "INCONCLUSIVE"
+    conditions = [_condition_document(state, latest, problems) for state in states]
+    violations = {
+        arm: sum(1 for tid, line in latest.items() if tid.startswith(arm + "/") and _violated(line)) for arm in ARMS
+    }
+    gating = [s for s in states if s.condition.gating]
+    if problems:
+        verdict = "ERROR"
+    elif any(s.verdict == "BLOCK" for s in gating) or violations["candidate"]:
+        verdict = "BLOCK"
+    elif all(s.verdict == "PASS" for s in gating):
+        verdict = "PASS"
+    else:
+        verdict = "INCONCLUSIVE"
+    if not problems:
+        if violations["candidate"]:
+            reasons.append(f"the candidate broke its behaviour contract in {violations['candidate']} trial(s): BLOCK")
+        for state in states:
+            if state.bounds is not None and state.verdict in ("PASS", "BLOCK", "INCONCLUSIVE"):
+                reasons.append(_reason(state, manifest.rule.delta))
+    shown = problems[:PROBLEMS_SHOWN]
+    if len(problems) > PROBLEMS_SHOWN:
+        shown.append(f"... and {len(problems) - PROBLEMS_SHOWN} more problem(s)")
+    document = {
+        "schema": DECISION_SCHEMA,
+        "experiment": manifest.experiment,
+        "manifest_seal": manifest.seal,
+        "verdict": verdict,
+        "exit_code": EXIT_CODES[verdict],
+        "rule": {
+            "name": manifest.rule.name,
+            "alpha": manifest.rule.alpha,
+            "delta": manifest.rule.delta,
+            "looks": manifest.rule.looks,
+            "conditions": k,
+        },
+        "conditions": conditions,
+        "contract_violations": violations,
+        "trials": {
+            "scheduled": len(walked.required) if not problems else 2 * manifest.n_per_arm * len(manifest.conditions),
+            "run": len(latest),
+            "attempts": trials.attempts,
+            "errors": len(errors),
+        },
+        "problems": shown,
+        "reasons": reasons,
+        "warnings": _fault_warnings(conditions),
+    }
+    return sealed(document)
+
+
+def _order_key(trial_id: str) -> tuple[int, str, str]:
+    arm, condition, index = trial_id.split("/")
+    return int(index), condition, arm
+
+
+def _reason(state: ConditionState, delta: float) -> str:
+    bounds = state.bounds
+    assert bounds is not None
+    head = f"{state.condition.name} ({state.condition.bucket}): {state.verdict} at look {state.look}"
+    if state.verdict == "PASS":
+        why = f"lower bound {bounds.lower:.4f} > -delta {-delta:.4f}"
+    elif state.verdict == "BLOCK":
+        why = f"upper bound {bounds.upper:.4f} < -delta {-delta:.4f}"
+    else:
+        why = f"the bounds [{bounds.lower:.4f}, {bounds.upper:.4f}] contain -delta {-delta:.4f}"
+    suffix = "" if state.condition.gating else " (ceiling: reported, never gated)"
+    return f"{head}: {why}{suffix}"
+
+
+def _condition_document(
+    state: ConditionState, latest: Mapping[str, Mapping[str, Any]], problems: list[str]
+) -> dict[str, Any]:
+    condition = state.condition
+    size = state.size
+    if not size:  # never evaluated: count what is there
+        size = max((int(tid.rsplit("/", 1)[1]) + 1 for tid in latest if tid.split("/")[1] == condition.name), default=0)
+        state.counts = {arm: _count(latest, arm, condition.name, size) for arm in ARMS}
+    fired: list[dict[str, Any]] = []
+    for index, declared in enumerate(condition.faults):
+        per_arm = {arm: 0 for arm in ARMS}
+        for arm in ARMS:
+            for i in range(size):
+                line = latest.get(f"{arm}/{condition.name}/{i}")
+                if line is None:
+                    continue
+                entries = line.get("faults") or []
+                if index < len(entries) and isinstance(entries[index], dict) and entries[index].get("fired"):
+                    per_arm[arm] += 1
+        fired.append(
+            {
+                "index": index,
+                "fault": declared.fault,
+                "tool": declared.tool,
+                "fired": per_arm,
+                "never_fired": size > 0 and not any(per_arm.values()),
+            }
+        )
+    modes: dict[str, dict[str, int]] = {arm: {} for arm in ARMS}
+    for arm in ARMS:
+        for i in range(size):
+            line = latest.get(f"{arm}/{condition.name}/{i}")
+            if line is not None and line.get("outcome") == "failure":
+                mode = str(line.get("failure_mode") or "unknown")
+                modes[arm][mode] = modes[arm].get(mode, 0) + 1
+        modes[arm] = dict(sorted(modes[arm].items()))
+    verdict = "ERROR" if problems else state.verdict
+    return {
+        "name": condition.name,
+        "bucket": condition.bucket,
+        "gating": condition.gating,
+        "counts": {
+            arm: {"successes": state.counts[arm]["successes"], "trials": state.counts[arm]["trials"]} for arm in ARMS
+        },
+        "bounds": None
+        if state.bounds is None or problems
+        else {"lower": state.bounds.lower, "upper": state.bounds.upper},
+        "verdict": verdict,
+        "look": None if problems else state.look,
+        "looks_run": state.looks_run,
+        "faults": fired,
+        "failure_modes": modes,
+    }
+
+
+def _fault_warnings(conditions: Sequence[Mapping[str, Any]]) -> list[str]:
+    warnings = []
+    for condition in conditions:
+        for fault in condition["faults"]:
+            if fault["never_fired"]:
+                warnings.append(
+                    f"{condition['name']}: fault {fault['index']} ({fault['fault']} on {fault['tool']}) never fired; "
+                    "this condition did not test what it names"
+                )
+            elif not all(fault["fired"].values()):
+                silent = [arm for arm, n in fault["fired"].items() if not n]
+                warnings.append(
+                    f"{condition['name']}: fault {fault['index']} ({fault['fault']} on {fault['tool']}) "
+                    f"never fired in the {' and '.join(silent)} arm"
+                )
+    return warnings

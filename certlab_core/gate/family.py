@@ -1,0 +1,92 @@
+"""Coding arms in the gate: a family's seeded defects, agents run through their adapters, graded by the grader chain.
+
+Index ``i`` of both arms works on the family's ``i mod D``-th selected defect. The instrument
+is proven once before the first trial (the clean tree passes, each seeded tree fails), as
+certification does; each trial then runs in its own forked process, and each grader in a
+further process of its own (``certlab_core.lab.run_trial``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from attrs import frozen
+
+from certlab_core import failure_modes as fm
+from certlab_core.canonical import unstructure
+from certlab_core.errors import InstrumentError
+from certlab_core.lab import Task, TrialSpec, grader_chain, preload, prove, run_trial
+from certlab_core.records import AgentAdapter, Defect, Grader, TaskFamily
+
+
+@frozen
+class FamilyTrials:
+    """What every coding trial of a run needs, resolved once in the parent."""
+
+    plan: Any
+    family: TaskFamily
+    defects: tuple[Defect, ...]
+    graders: tuple[Grader, ...]
+    expected_tests: tuple[str, ...]
+    adapters: dict[str, AgentAdapter]
+
+    @classmethod
+    def prepare(cls, plan: Any) -> FamilyTrials:
+        manifest = plan.manifest
+        registry = plan.registry
+        family: TaskFamily = registry.get("task_families", manifest.task.family)
+        by_id = {d.id: d for d in family.defects}
+        defects = tuple(by_id[d] for d in manifest.task.defects)
+        graders = tuple(grader_chain(registry))
+        proof = prove(family, graders)
+        if not proof.holds:
+            raise InstrumentError(f"the instrument does not hold for {family.name}: {proof.problems[0]}")
+        preload()
+        adapters = {side: registry.get("agents", arm.adapter) for side, arm in manifest.arms.items()}
+        return cls(plan, family, defects, graders, proof.expected_tests, adapters)
+
+    def child(self, job: Any) -> dict[str, Any]:
+        """In a trial child: run the arm's adapter on the index's defect and grade what it left."""
+        manifest = self.plan.manifest
+        arm = manifest.arms[job.key.arm]
+        defect = self.defects[job.key.index % len(self.defects)]
+        spec = TrialSpec(
+            task=Task(self.family, defect),
+            agent=self.adapters[job.key.arm],
+            repeat=job.key.index,
+            agent_args=tuple(arm.args),
+            agent_timeout_s=manifest.budgets.seconds,
+            expected_tests=self.expected_tests,
+        )
+        record = run_trial(spec, self.graders)
+        return outcome_of(record, manifest.infra_exit_codes)
+
+
+def outcome_of(record: Any, infra_exit_codes: Sequence[int]) -> dict[str, Any]:
+    """A certification TrialRecord as the gate's trial outcome (with the oracle's place taken by the graders)."""
+    status = record.agent_status
+    error = None
+    if record.grader_error:
+        error = f"grader-broken: {record.grader_error}"
+    elif record.exit_code is not None and record.exit_code in infra_exit_codes:
+        error = f"infra-exit-code: the agent exited with {record.exit_code}, an infrastructure exit code"
+    passed = record.verdict == "fixed"
+    return {
+        "agent": {"status": status, "exit_code": record.exit_code, "detail": "", "returned": None},
+        "events": [],
+        "faults": [],
+        "counts": {"tool_calls": 0, "model_steps": 0, "by_tool": {}},
+        "budget_exceeded": None,
+        "error": error,
+        "uncaught_tool_error": False,
+        "oracle": {
+            "passed": passed,
+            "detail": f"{record.task}: {record.verdict} ({record.failure_mode or 'no failure'})",
+        },
+        "family_failure_mode": None if passed else (record.failure_mode or fm.SUITE_FAILED),
+        "grades": [unstructure(g) for g in record.grades],
+        "changes": [unstructure(c) for c in record.changes],
+        "usage": unstructure(record.usage) if record.usage is not None else None,
+        "agent_s": float(record.timings.get("total_s", 0.0)),
+    }

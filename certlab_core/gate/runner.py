@@ -1,0 +1,601 @@
+"""The trial runner: each trial in a fresh process forked from a lean parent, its oracle in another, records appended.
+
+The parent holds the registry, the manifest and the plugins' records (which import nothing
+heavy) and never imports the code under test: a trial child imports its agent, builds the
+world, runs the agent through the recorded boundary and returns the events and the final
+state; an oracle child (forked from the parent, so it never sees the agent's code) judges
+that state. The parent starts no thread, so forking is safe. Looks: after each look the
+stopping rule is evaluated in a child (the rule's scipy never enters the parent).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import define, field, frozen
+
+from certlab_core import failure_modes as fm
+from certlab_core.canonical import structure, unstructure
+from certlab_core.errors import InstrumentError, UsageError
+from certlab_core.forking import ChildFailure, ForkedCallError, ForkPool, call_in_fork
+from certlab_core.gate import boundary as bd
+from certlab_core.gate.decision import walk
+from certlab_core.gate.descriptor import FaultDeclaration, is_reference
+from certlab_core.gate.manifest import Manifest, SealedCondition
+from certlab_core.gate.references import callable_reference
+from certlab_core.gate.schedule import Identities, TrialKey, key_of, look_order
+from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink, read_raw_lines
+from certlab_core.records import Fault, OracleVerdict, StatisticalRule, ToolWorld, Usage, WorldInstance
+from certlab_core.registry import Registry
+
+ORACLE_TIMEOUT_S = 120.0
+KILL_GRACE_S = 5.0
+RETURNED_LIMIT = 64 * 1024
+DETAIL_LIMIT = 2000
+
+
+class _Deadline(BaseException):
+    """Raised in a trial child when its seconds budget runs out."""
+
+
+@frozen
+class Plan:
+    """What the parent resolved before forking: the world, each condition's faults, the rule, the oracle."""
+
+    manifest: Manifest
+    world: ToolWorld | None
+    faults: Mapping[str, Fault]  # plugin faults by name (references are resolved in the child)
+    rule: StatisticalRule
+    registry: Registry = field(eq=False, repr=False)
+
+
+@frozen
+class Job:
+    """One attempt of one trial."""
+
+    key: TrialKey
+    attempt: int
+    identity: str
+
+
+def plan_run(manifest: Manifest, registry: Registry) -> Plan:
+    """Resolve the manifest's plugin names against the installed plugins (a missing one is a usage error)."""
+    world = None
+    if manifest.task.kind == "tool-world" and manifest.task.world and not is_reference(manifest.task.world):
+        world = registry.get("tool_worlds", manifest.task.world)
+    faults: dict[str, Fault] = {}
+    for condition in manifest.conditions:
+        for declared in condition.faults:
+            if not is_reference(declared.fault) and declared.fault not in faults:
+                faults[declared.fault] = registry.get("faults", declared.fault)
+    rule = registry.get("statistical_rules", manifest.rule.name)
+    return Plan(manifest=manifest, world=world, faults=faults, rule=rule, registry=registry)
+
+
+# --------------------------------------------------------------------------- the trial child
+
+
+def _detail(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:DETAIL_LIMIT]
+
+
+def _on_deadline(_signum: int, _frame: Any) -> None:
+    raise _Deadline()
+
+
+def _declared_faults(plan: Plan, condition: SealedCondition, seed: int) -> list[bd.DeclaredFault]:
+    out = []
+    for index, declared in enumerate(condition.faults):
+        fault = plan.faults.get(declared.fault)
+        if fault is None:
+            try:
+                inject = callable_reference(declared.fault, plan.manifest.descriptor_dir)
+            except Exception as error:
+                raise bd.BoundaryBroken(
+                    f"injector-broken: the fault {declared.fault} does not load ({_detail(error)})"
+                ) from None
+            fault = Fault(name=declared.fault, description=declared.fault, inject=inject, target="any")
+        out.append(
+            bd.DeclaredFault(
+                index=index,
+                name=declared.fault,
+                fault=fault,
+                tool=declared.tool,
+                on_calls=None if declared.on_calls == "all" else tuple(declared.on_calls),
+                params=dict(declared.params),
+                rng=random.Random(f"{seed}/fault/{index}"),
+            )
+        )
+    return out
+
+
+def _build_world(plan: Plan, seed: int) -> WorldInstance:
+    task = plan.manifest.task
+    builder: Callable[..., Any]
+    if plan.world is not None:
+        builder = plan.world.build
+    else:
+        assert task.world is not None
+        builder = callable_reference(task.world, plan.manifest.descriptor_dir)
+    instance = builder(json.loads(json.dumps(task.input)), seed)
+    if not isinstance(instance, WorldInstance):
+        raise TypeError(f"the world's build returned {type(instance).__name__}, not WorldInstance")
+    return instance
+
+
+def run_tool_trial(plan: Plan, key: TrialKey) -> dict[str, Any]:
+    """In a trial child: build the world, run the agent through the boundary, return what happened (no verdict yet)."""
+    started = time.perf_counter()
+    manifest = plan.manifest
+    result: dict[str, Any] = {
+        "agent": {"status": "completed", "exit_code": None, "detail": "", "returned": None},
+        "events": [],
+        "faults": [],
+        "counts": {"tool_calls": 0, "model_steps": 0, "by_tool": {}},
+        "budget_exceeded": None,
+        "error": None,
+        "uncaught_tool_error": False,
+        "task": None,
+        "snapshot": None,
+        "usage": None,
+    }
+    try:
+        instance = _build_world(plan, key.seed)
+    except Exception as error:
+        result["error"] = f"world-broken: building the world raised {_detail(error)}"
+        return result
+    condition = manifest.condition(key.condition)
+    try:
+        declared = _declared_faults(plan, condition, key.seed)
+    except bd.BoundaryBroken as broken:
+        result["error"] = broken.line
+        return result
+    budgets = bd.Budgets(
+        tool_calls=manifest.budgets.tool_calls,
+        model_steps=manifest.budgets.model_steps,
+        seconds=manifest.budgets.seconds,
+    )
+    boundary = bd.Boundary(instance, declared, budgets, seed=key.seed)
+    tools = bd.Tools.over(boundary)
+    task = bd.to_json(instance.task)
+    result["task"] = task
+    agent_status = result["agent"]
+    arm = manifest.arms[key.arm]
+    try:
+        assert arm.agent is not None
+        agent = callable_reference(arm.agent, manifest.descriptor_dir)
+    except Exception as error:
+        agent_status.update(status="crashed", detail=f"the agent does not load: {_detail(error)}")
+        agent = None
+    if agent is not None:
+        previous = signal.signal(signal.SIGALRM, _on_deadline)
+        signal.setitimer(signal.ITIMER_REAL, max(0.001, manifest.budgets.seconds - (time.perf_counter() - started)))
+        try:
+            returned = agent(json.loads(json.dumps(task)), tools, random.Random(key.seed))
+            agent_status["returned"] = _returned(returned)
+            if isinstance(returned, Mapping) and isinstance(returned.get("usage"), Mapping):
+                result["usage"] = _usage(returned["usage"])
+        except _Deadline:
+            agent_status.update(status="timeout", detail=f"the seconds budget ({manifest.budgets.seconds:g} s) ran out")
+            boundary.budget_exceeded = boundary.budget_exceeded or "seconds"
+        except bd.BudgetExceeded as error:
+            agent_status.update(status="budget", detail=_detail(error))
+        except bd.BoundaryBroken as broken:
+            result["error"] = broken.line
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+            agent_status.update(status="exited", exit_code=code, detail=f"the agent called sys.exit({done.code!r})")
+        except bd.ToolError as error:
+            agent_status.update(status="crashed", detail=_detail(error))
+            result["uncaught_tool_error"] = True
+        except BaseException as error:
+            agent_status.update(status="crashed", detail=_detail(error))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    if boundary.broken and not result["error"]:
+        result["error"] = boundary.broken  # the agent swallowed it; the world is still broken
+    result["events"] = boundary.events
+    result["faults"] = boundary.fault_summaries()
+    result["counts"] = boundary.counts()
+    result["budget_exceeded"] = boundary.budget_exceeded
+    if result["error"] is None:
+        try:
+            result["snapshot"] = bd.to_json(instance.snapshot())
+        except Exception as error:
+            result["error"] = f"world-broken: the world's snapshot raised {_detail(error)}"
+    result["agent_s"] = time.perf_counter() - started
+    return result
+
+
+def _returned(value: Any) -> Any:
+    data = bd.to_json(value)
+    if len(json.dumps(data)) > RETURNED_LIMIT:
+        return {"truncated": True, "note": f"the agent returned more than {RETURNED_LIMIT} bytes of JSON"}
+    return data
+
+
+def _usage(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    try:
+        usage = structure({"shape": "python-agent", **dict(data)}, Usage)
+    except Exception:
+        return None
+    document: dict[str, Any] = unstructure(usage)
+    return document
+
+
+# --------------------------------------------------------------------------- the oracle child
+
+
+def run_oracle(plan: Plan, task: Any, snapshot: Any) -> dict[str, Any]:
+    """In an oracle child: judge the final state; anything but a verdict is the oracle's own failure."""
+    manifest = plan.manifest
+    if manifest.oracle == "world":
+        assert plan.world is not None
+        oracle = plan.world.oracle
+    else:
+        oracle = callable_reference(manifest.oracle, manifest.descriptor_dir)
+    verdict = oracle(task, snapshot)
+    if isinstance(verdict, bool):
+        verdict = OracleVerdict(passed=verdict)
+    if not isinstance(verdict, OracleVerdict):
+        raise TypeError(f"the oracle returned {type(verdict).__name__}, not OracleVerdict")
+    return {"passed": bool(verdict.passed), "detail": str(verdict.detail)[:DETAIL_LIMIT]}
+
+
+# --------------------------------------------------------------------------- the record
+
+
+def needs_oracle(outcome: Mapping[str, Any]) -> bool:
+    """The oracle judges only a trial whose agent completed within budget on a working world."""
+    return (
+        outcome.get("error") is None
+        and outcome["agent"]["status"] in ("completed", "exited")
+        and not outcome.get("budget_exceeded")
+        and (outcome["agent"]["status"] == "completed" or outcome["agent"]["exit_code"] == 0)
+    )
+
+
+def classify(
+    manifest: Manifest, outcome: Mapping[str, Any], oracle: Mapping[str, Any] | None, oracle_error: str | None
+) -> tuple[str, str | None, str | None]:
+    """``(outcome, failure_mode, error)`` of one attempt, from what the child and the oracle reported."""
+    agent = outcome["agent"]
+    if outcome.get("error"):
+        return "error", None, str(outcome["error"])
+    if "family_failure_mode" in outcome:  # a coding arm: the grader chain took the oracle's place
+        if agent["status"] == "timeout":
+            return "failure", fm.AGENT_TIMEOUT, None
+        if agent["status"] == "unavailable":
+            return "failure", fm.AGENT_UNAVAILABLE, None
+        if oracle is not None and oracle["passed"]:
+            return "success", None, None
+        return "failure", outcome["family_failure_mode"], None
+    if agent["status"] == "exited" and agent["exit_code"] in manifest.infra_exit_codes:
+        return (
+            "error",
+            None,
+            f"infra-exit-code: the agent exited with {agent['exit_code']}, an infrastructure exit code",
+        )
+    if agent["status"] == "timeout" or outcome.get("budget_exceeded") == "seconds":
+        return "failure", fm.AGENT_TIMEOUT, None
+    if outcome.get("budget_exceeded"):
+        return "failure", fm.BUDGET_EXCEEDED, None
+    if agent["status"] == "crashed":
+        return "failure", (fm.TOOL_FAULT_UNCAUGHT if outcome.get("uncaught_tool_error") else fm.AGENT_CRASHED), None
+    if agent["status"] == "exited" and agent["exit_code"] != 0:
+        return "failure", fm.AGENT_CRASHED, None
+    if oracle_error is not None:
+        return "error", None, f"oracle-broken: {oracle_error}"
+    if oracle is None:
+        return "error", None, "runner-broken: the trial was not judged"
+    if oracle["passed"]:
+        return "success", None, None
+    return "failure", fm.ORACLE_REJECTED, None
+
+
+def child_failure_outcome(failure: ChildFailure, manifest: Manifest) -> dict[str, Any]:
+    """What a trial child that did not report stands for: killed at its deadline, died, or the runner broke."""
+    outcome: dict[str, Any] = {
+        "agent": {"status": "crashed", "exit_code": None, "detail": failure.summary[:DETAIL_LIMIT], "returned": None},
+        "events": [],
+        "faults": [],
+        "counts": {"tool_calls": 0, "model_steps": 0, "by_tool": {}},
+        "budget_exceeded": None,
+        "error": None,
+        "uncaught_tool_error": False,
+    }
+    if failure.kind == "timeout":
+        outcome["agent"]["status"] = "timeout"
+        outcome["budget_exceeded"] = "seconds"
+    elif failure.kind == "died":
+        if failure.exit_code is not None:
+            outcome["agent"].update(status="exited", exit_code=failure.exit_code)
+            if failure.exit_code == 0:
+                outcome["agent"]["status"] = "crashed"  # left without reporting: not a completed run
+    else:
+        outcome["error"] = f"runner-broken: {failure.summary[:DETAIL_LIMIT]}"
+    return outcome
+
+
+def trial_line(
+    plan: Plan,
+    job: Job,
+    outcome: Mapping[str, Any],
+    oracle: Mapping[str, Any] | None,
+    oracle_error: str | None,
+    timings: Mapping[str, float],
+) -> dict[str, Any]:
+    manifest = plan.manifest
+    verdict, failure_mode, error = classify(manifest, outcome, oracle, oracle_error)
+    violations = (
+        bd.contract_violations(
+            unstructure(manifest.contract), outcome["events"], completed=outcome["agent"]["status"] == "completed"
+        )
+        if manifest.task.kind == "tool-world"
+        else []
+    )
+    line: dict[str, Any] = {
+        "schema": TRIAL_SCHEMA,
+        "id": job.key.id,
+        "arm": job.key.arm,
+        "condition": job.key.condition,
+        "index": job.key.index,
+        "seed": job.key.seed,
+        "attempt": job.attempt,
+        "identity": job.identity,
+        "manifest_seal": manifest.seal,
+        "outcome": verdict,
+        "failure_mode": failure_mode,
+        "error": error,
+        "agent": dict(outcome["agent"]),
+        "oracle": dict(oracle) if oracle is not None else None,
+        "events": outcome["events"],
+        "faults": outcome["faults"],
+        "counts": outcome["counts"],
+        "budget_exceeded": outcome.get("budget_exceeded"),
+        "contract_violations": violations,
+        "usage": outcome.get("usage"),
+        "timings": {name: round(value, 6) for name, value in timings.items()},
+    }
+    for extra in ("grades", "changes"):
+        if extra in outcome:
+            line[extra] = outcome[extra]
+    return line
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class ProgressLine:
+    """A progress bar on stderr without threads: redrawn in place on a terminal, a line per tenth otherwise."""
+
+    def __init__(self, total: int, enabled: bool = True, stream: Any = None) -> None:
+        self.total = max(1, total)
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.started = time.monotonic()
+        self.last_draw = 0.0
+        self.last_tenth = -1
+
+    def update(self, done: int, failed: int, errors: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        rate = done / max(1e-9, now - self.started)
+        if self.tty:
+            if now - self.last_draw < 0.1 and done < self.total:
+                return
+            self.last_draw = now
+            width = 30
+            filled = int(width * min(done, self.total) / self.total)
+            bar = "#" * filled + "-" * (width - filled)
+            self.stream.write(f"\r[{bar}] {done}/{self.total} trials  {failed} failed  {errors} errors  {rate:.0f}/s ")
+            self.stream.flush()
+        else:
+            tenth = 10 * done // self.total
+            if tenth != self.last_tenth:
+                self.last_tenth = tenth
+                self.stream.write(f"progress: {done}/{self.total} trials, {failed} failed, {errors} errors\n")
+                self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --------------------------------------------------------------------------- running
+
+
+@define
+class RunOutcome:
+    """What ``run_experiment`` did: the lines it appended and whether it stopped early."""
+
+    lines: int = 0
+    stopped: str | None = None
+
+
+def _walk_child(plan: Plan, raw_lines: Sequence[str]) -> tuple[int | None, list[str], list[str]]:
+    """In a child: where the stopping rule stands on the lines so far (the rule's scipy is imported here)."""
+    from certlab_core.gate.decision import read_lines
+
+    trials = read_lines(plan.manifest, raw_lines)
+    result = walk(plan.manifest, trials.latest, plan.rule)
+    return result.due_look, result.due_conditions, result.problems + trials.problems
+
+
+def run_experiment(
+    plan: Plan,
+    folder: Path,
+    workers: int = 2,
+    retry_infra: bool = False,
+    progress: ProgressLine | None = None,
+) -> RunOutcome:
+    """Run the manifest's trials into ``folder/trials.jsonl`` look by look, stopping as the stopping rule says."""
+    if plan.manifest.task.kind == "family":
+        from certlab_core.gate.family import FamilyTrials
+
+        family = FamilyTrials.prepare(plan)
+        child: Callable[[Job], Any] = family.child
+    else:
+        family = None
+
+        def child(job: Job) -> Any:
+            return run_tool_trial(plan, job.key)
+
+    manifest = plan.manifest
+    identities = Identities(manifest)
+    looks = len(manifest.schedule.look_sizes)
+    counts = {"done": 0, "failed": 0, "errors": 0}
+    result = RunOutcome()
+    trial_timeout = manifest.budgets.seconds + KILL_GRACE_S
+    gc.collect()
+    gc.freeze()  # children then share the parent's objects without copying them on the collector's account
+    with TrialSink(folder) as sink, ForkPool(workers) as pool:
+        conditions: list[str] | None = None
+        for look in range(1, looks + 1):
+            queue: deque[Job] = deque(Job(key, 1, identities.of(key)) for key in look_order(manifest, look, conditions))
+            started: dict[str, float] = {}
+            while queue or pool.busy():
+                while queue and pool.free() > 0 and result.stopped is None:
+                    job = queue.popleft()
+                    started[f"{job.key.id}#{job.attempt}"] = time.perf_counter()
+                    pool.submit(child, job, ("trial", job), timeout=trial_timeout)
+                if result.stopped is not None and not pool.busy():
+                    break
+                for tag, value in pool.wait():
+                    kind, job = tag[0], tag[1]
+                    if kind == "trial":
+                        outcome = child_failure_outcome(value, manifest) if isinstance(value, ChildFailure) else value
+                        if family is None and needs_oracle(outcome):
+                            oracle_started = time.perf_counter()
+                            pool.submit(
+                                _oracle_child(plan, outcome),
+                                None,
+                                ("oracle", job, outcome, oracle_started),
+                                timeout=ORACLE_TIMEOUT_S,
+                            )
+                            continue
+                        line = trial_line(
+                            plan, job, outcome, outcome.get("oracle"), None, _timings(started, job, outcome)
+                        )
+                    else:
+                        outcome, oracle_started = tag[2], tag[3]
+                        oracle_error = None
+                        oracle: Mapping[str, Any] | None = None
+                        if isinstance(value, ChildFailure):
+                            oracle_error = value.summary[:DETAIL_LIMIT]
+                        else:
+                            oracle = value
+                        timings = _timings(started, job, outcome)
+                        timings["oracle_s"] = time.perf_counter() - oracle_started
+                        timings["total_s"] = time.perf_counter() - started[f"{job.key.id}#{job.attempt}"]
+                        line = trial_line(plan, job, outcome, oracle, oracle_error, timings)
+                    sink.append(line)
+                    result.lines += 1
+                    if line["outcome"] == "error":
+                        if retry_infra and job.attempt == 1:
+                            queue.appendleft(Job(job.key, 2, job.identity))
+                            continue
+                        counts["errors"] += 1
+                        result.stopped = result.stopped or f"{job.key.id}: {line['error']}"
+                    counts["done"] += 1
+                    counts["failed"] += line["outcome"] == "failure"
+                    if progress is not None:
+                        progress.update(counts["done"], counts["failed"], counts["errors"])
+            if result.stopped is not None or look == looks:
+                break
+            due_look, due, problems = _interim(plan, folder)
+            if problems:
+                result.stopped = problems[0]
+                break
+            if due_look is None:
+                result.stopped = f"the stopping rule stopped the run after look {look}"
+                break
+            conditions = due
+    if progress is not None:
+        progress.finish()
+    return result
+
+
+def _oracle_child(plan: Plan, outcome: Mapping[str, Any]) -> Callable[[Any], dict[str, Any]]:
+    task, snapshot = outcome.get("task"), outcome.get("snapshot")
+
+    def judge(_unused: Any) -> dict[str, Any]:
+        return run_oracle(plan, task, snapshot)
+
+    return judge
+
+
+def _timings(started: Mapping[str, float], job: Job, outcome: Mapping[str, Any]) -> dict[str, float]:
+    total = time.perf_counter() - started[f"{job.key.id}#{job.attempt}"]
+    return {"agent_s": float(outcome.get("agent_s", total)), "total_s": total}
+
+
+def _interim(plan: Plan, folder: Path) -> tuple[int | None, list[str], list[str]]:
+    raw = read_raw_lines(folder / TRIALS)
+    try:
+        return call_in_fork(_walk_child, plan, raw, timeout=600.0)
+    except ForkedCallError as error:
+        raise InstrumentError(f"evaluating the stopping rule failed: {error.failure.summary}") from None
+
+
+# --------------------------------------------------------------------------- one trial again (diagnosis)
+
+
+def rerun_trial(
+    manifest: Manifest,
+    trial_id: str,
+    registry: Registry,
+    faults: Sequence[FaultDeclaration] | None = None,
+    attempt: int = 1,
+) -> dict[str, Any]:
+    """Run one scheduled trial again in a fresh process (its oracle in another), optionally under other faults.
+
+    Returns the trial line it would record (sealed identity of the original manifest; not
+    appended anywhere). With ``faults`` the condition's declarations are replaced, so the
+    line's ``faults`` entries follow the given list.
+    """
+    key = key_of(manifest, trial_id)
+    if key is None:
+        raise UsageError(f"{trial_id!r} is not a trial of this manifest; ids read ARM/CONDITION/INDEX")
+    if faults is not None:
+        import attrs
+
+        conditions = tuple(
+            attrs.evolve(c, faults=tuple(faults)) if c.name == key.condition else c for c in manifest.conditions
+        )
+        manifest = attrs.evolve(manifest, conditions=conditions)
+    plan = plan_run(manifest, registry)
+    job = Job(key, attempt, Identities(manifest).of(key))
+    started = time.perf_counter()
+    try:
+        outcome = call_in_fork(run_tool_trial, plan, key, timeout=manifest.budgets.seconds + KILL_GRACE_S)
+    except ForkedCallError as error:
+        outcome = child_failure_outcome(error.failure, manifest)
+    oracle: dict[str, Any] | None = None
+    oracle_error = None
+    if needs_oracle(outcome):
+        try:
+            oracle = call_in_fork(
+                run_oracle, plan, outcome.get("task"), outcome.get("snapshot"), timeout=ORACLE_TIMEOUT_S
+            )
+        except ForkedCallError as error:
+            oracle_error = error.failure.summary
+    return trial_line(plan, job, outcome, oracle, oracle_error, {"total_s": time.perf_counter() - started})
+
+
+def workers_default() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))

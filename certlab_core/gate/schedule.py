@@ -1,0 +1,132 @@
+"""The schedule a manifest implies: trial ids, shared seeds, the interleaved order, and each trial's identity hash.
+
+A trial id reads ``ARM/CONDITION/INDEX``; index ``i`` runs with seed ``seed + i`` in both arms
+and every condition; the order interleaves arms (for each look, each index, each condition:
+baseline then candidate). A trial's identity is the sha256 of the canonical JSON of what it
+binds: the task, its arm, its condition, its index and seed, the rule and its parameters,
+the budgets, the contract and the plugin versions (see docs/run-store.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+from attrs import frozen
+
+from certlab_core.canonical import canonical_json, unstructure
+from certlab_core.gate.manifest import ARMS, Manifest
+
+
+@frozen
+class TrialKey:
+    """One scheduled trial: its arm, condition, index and seed."""
+
+    arm: str
+    condition: str
+    index: int
+    seed: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.arm}/{self.condition}/{self.index}"
+
+
+def trial_seed(manifest: Manifest, index: int) -> int:
+    return manifest.seed + index
+
+
+def parse_trial_id(trial_id: str) -> tuple[str, str, int] | None:
+    """``(arm, condition, index)`` of an id, or None when it does not read ``ARM/CONDITION/INDEX``."""
+    parts = trial_id.split("/")
+    if len(parts) != 3 or parts[0] not in ARMS or not parts[2].isdigit() or parts[2] != str(int(parts[2])):
+        return None
+    return parts[0], parts[1], int(parts[2])
+
+
+def key_of(manifest: Manifest, trial_id: str) -> TrialKey | None:
+    """The scheduled trial ``trial_id`` names, or None when the manifest schedules no such trial."""
+    parsed = parse_trial_id(trial_id)
+    if parsed is None:
+        return None
+    arm, condition, index = parsed
+    if index >= manifest.n_per_arm or condition not in {c.name for c in manifest.conditions}:
+        return None
+    return TrialKey(arm, condition, index, trial_seed(manifest, index))
+
+
+def look_order(manifest: Manifest, look: int, conditions: list[str] | None = None) -> Iterator[TrialKey]:
+    """The trials of one look (1-based), interleaved: each index, each condition, baseline then candidate."""
+    sizes = manifest.schedule.look_sizes
+    start = 0 if look == 1 else sizes[look - 2]
+    names = [c.name for c in manifest.conditions] if conditions is None else conditions
+    for index in range(start, sizes[look - 1]):
+        for condition in names:
+            for arm in ARMS:
+                yield TrialKey(arm, condition, index, trial_seed(manifest, index))
+
+
+def full_order(manifest: Manifest) -> Iterator[TrialKey]:
+    for look in range(1, len(manifest.schedule.look_sizes) + 1):
+        yield from look_order(manifest, look)
+
+
+def identity_body(manifest: Manifest, key: TrialKey) -> dict[str, Any]:
+    """What a trial's identity binds."""
+    return {
+        "experiment": manifest.experiment,
+        "task": unstructure(manifest.task),
+        "oracle": manifest.oracle,
+        "arm": key.arm,
+        "agent": unstructure(manifest.arms[key.arm]),
+        "condition": unstructure(manifest.condition(key.condition)),
+        "index": key.index,
+        "seed": key.seed,
+        "rule": unstructure(manifest.rule),
+        "n_per_arm": manifest.n_per_arm,
+        "budgets": unstructure(manifest.budgets),
+        "contract": unstructure(manifest.contract),
+        "infra_exit_codes": list(manifest.infra_exit_codes),
+        "plugins": dict(manifest.plugins),
+    }
+
+
+def trial_identity(manifest: Manifest, key: TrialKey) -> str:
+    """The identity hash of one scheduled trial."""
+    return hashlib.sha256(canonical_json(identity_body(manifest, key))).hexdigest()
+
+
+class Identities:
+    """Identity hashes of a manifest's trials, fast: the canonical body is spliced around index and seed.
+
+    Equal to :func:`trial_identity` (tested); ``index`` and ``seed`` are the only per-trial
+    values, and canonical JSON writes integers plainly, so the body's bytes can be cut there.
+    """
+
+    _INDEX = 987654321012345
+    _SEED = 123456789098765
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self._parts: dict[tuple[str, str], tuple[bytes, bytes, bytes] | None] = {}
+
+    def _template(self, arm: str, condition: str) -> tuple[bytes, bytes, bytes] | None:
+        if (arm, condition) not in self._parts:
+            probe = TrialKey(arm, condition, self._INDEX, self._SEED)
+            body = canonical_json(identity_body(self.manifest, probe))
+            index, seed = str(self._INDEX).encode(), str(self._SEED).encode()
+            parts: tuple[bytes, bytes, bytes] | None = None
+            if body.count(index) == 1 and body.count(seed) == 1 and body.index(index) < body.index(seed):
+                head, _, rest = body.partition(index)
+                middle, _, tail = rest.partition(seed)
+                parts = (head, middle, tail)
+            self._parts[(arm, condition)] = parts
+        return self._parts[(arm, condition)]
+
+    def of(self, key: TrialKey) -> str:
+        parts = self._template(key.arm, key.condition)
+        if parts is None:  # the probe numbers occur elsewhere in the body: no splicing
+            return trial_identity(self.manifest, key)
+        head, middle, tail = parts
+        return hashlib.sha256(b"%s%d%s%d%s" % (head, key.index, middle, key.seed, tail)).hexdigest()

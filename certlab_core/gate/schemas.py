@@ -1,0 +1,199 @@
+"""The records of the run store's trial lines and decision, and the JSON Schema of every document of the gate.
+
+The runner and the decision build plain dicts for speed; the tests parse every line and
+decision they produce with these records (``certlab_core.gate.typed.parse``), so the
+schemas printed by ``certlab schema`` are the shapes actually written.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from attrs import field, frozen
+
+from certlab_core.gate.descriptor import descriptor_schema
+from certlab_core.gate.manifest import manifest_schema
+from certlab_core.gate.typed import DOC, json_schema
+
+
+def _doc(text: str) -> dict[str, str]:
+    return {DOC: text}
+
+
+@frozen(kw_only=True)
+class EventError:
+    """The exception the agent received at the boundary."""
+
+    type: Literal["ToolError", "ToolRejected", "ToolTimeout", "ToolUnavailable", "ModelUnavailable", "BudgetExceeded"]
+    message: str
+
+
+@frozen(kw_only=True)
+class Event:
+    """One crossing of the tool boundary."""
+
+    seq: int
+    kind: Literal["tool", "decision"]
+    name: str
+    args: dict[str, Any]
+    status: Literal["ok", "error"]
+    result: Any = None
+    error: EventError | None = None
+    fault: int | None = field(default=None, metadata=_doc("index of the declared fault that altered this call"))
+    executed: bool = field(default=True, metadata=_doc("false when the real tool did not run"))
+
+
+@frozen(kw_only=True)
+class FaultFired:
+    """Whether one declared fault fired in this trial, and at which events."""
+
+    index: int
+    fault: str
+    tool: str
+    fired: bool
+    fired_at: tuple[int, ...]
+
+
+@frozen(kw_only=True)
+class AgentReport:
+    """How the agent ended (its own words decide nothing)."""
+
+    status: str = field(metadata=_doc("completed, crashed, timeout, budget, exited, or an adapter's status"))
+    exit_code: int | None
+    detail: str
+    returned: Any = None
+
+
+@frozen(kw_only=True)
+class OracleReport:
+    """The oracle's (or the grader chain's) judgement of the final state."""
+
+    passed: bool
+    detail: str
+
+
+@frozen(kw_only=True)
+class Counts:
+    """Calls made in the trial."""
+
+    tool_calls: int
+    model_steps: int
+    by_tool: dict[str, int]
+
+
+@frozen(kw_only=True)
+class Violation:
+    """One breach of the behaviour contract."""
+
+    rule: Literal["max_tool_calls", "forbidden_tools", "required_tools", "max_calls_per_tool"]
+    detail: str
+
+
+@frozen(kw_only=True)
+class TrialLine:
+    """One attempt of one trial: a sealed line of trials.jsonl."""
+
+    schema: Literal["certlab.trial/1"]
+    id: str = field(metadata=_doc("ARM/CONDITION/INDEX"))
+    arm: Literal["baseline", "candidate"]
+    condition: str
+    index: int
+    seed: int
+    attempt: int
+    identity: str
+    manifest_seal: str
+    outcome: Literal["success", "failure", "error"]
+    failure_mode: str | None
+    error: str | None
+    agent: AgentReport
+    oracle: OracleReport | None
+    events: tuple[Event, ...]
+    faults: tuple[FaultFired, ...]
+    counts: Counts
+    budget_exceeded: Literal["tool_calls", "model_steps", "seconds"] | None
+    contract_violations: tuple[Violation, ...]
+    usage: dict[str, Any] | None
+    timings: dict[str, float]
+    grades: tuple[dict[str, Any], ...] = field(default=(), metadata=_doc("a coding arm's grader results"))
+    changes: tuple[dict[str, Any], ...] = field(default=(), metadata=_doc("a coding arm's changed files"))
+    seal: str
+
+
+@frozen(kw_only=True)
+class ArmCount:
+    successes: int
+    trials: int
+
+
+@frozen(kw_only=True)
+class BoundsDocument:
+    lower: float
+    upper: float
+
+
+@frozen(kw_only=True)
+class FaultFiring:
+    """In how many trials of each arm a declared fault fired."""
+
+    index: int
+    fault: str
+    tool: str
+    fired: dict[str, int]
+    never_fired: bool
+
+
+@frozen(kw_only=True)
+class ConditionDecision:
+    """One condition's counts, bounds and verdict at the look that decided it."""
+
+    name: str
+    bucket: Literal["falsify", "benign", "ceiling"]
+    gating: bool
+    counts: dict[str, ArmCount]
+    bounds: BoundsDocument | None
+    verdict: Literal["PASS", "BLOCK", "INCONCLUSIVE", "STOPPED", "ERROR"]
+    look: int | None
+    looks_run: int
+    faults: tuple[FaultFiring, ...]
+    failure_modes: dict[str, dict[str, int]]
+
+
+@frozen(kw_only=True)
+class DecisionRule:
+    name: str
+    alpha: float
+    delta: float
+    looks: int
+    conditions: int = field(metadata=_doc("K, the number of gating conditions"))
+
+
+@frozen(kw_only=True)
+class Decision:
+    """decision.json: the verdict, a pure function of manifest.json and trials.jsonl."""
+
+    schema: Literal["certlab.decision/1"]
+    experiment: str
+    manifest_seal: str
+    verdict: Literal["PASS", "BLOCK", "INCONCLUSIVE", "ERROR"]
+    exit_code: int
+    rule: DecisionRule
+    conditions: tuple[ConditionDecision, ...]
+    contract_violations: dict[str, int]
+    trials: dict[str, int]
+    problems: tuple[str, ...]
+    reasons: tuple[str, ...]
+    warnings: tuple[str, ...]
+    seal: str
+
+
+def schema_of(document: str) -> dict[str, Any]:
+    """The JSON Schema of ``descriptor``, ``manifest``, ``trial`` or ``decision``."""
+    if document == "descriptor":
+        return descriptor_schema()
+    if document == "manifest":
+        return manifest_schema()
+    if document == "trial":
+        return json_schema(TrialLine, "urn:certlab:trial:1", "certlab run store: one line of trials.jsonl")
+    if document == "decision":
+        return json_schema(Decision, "urn:certlab:decision:1", "certlab run store: decision.json")
+    raise ValueError(document)

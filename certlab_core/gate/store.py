@@ -1,0 +1,217 @@
+"""The run store: a folder with manifest.json, trials.jsonl (append-only, a sealed line per attempt), decision.json.
+
+The formats are documented in docs/run-store.md; this module writes and reads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from attrs import frozen
+
+from certlab_core.canonical import canonical_json, pretty_json, seal_of
+from certlab_core.errors import InstrumentError, UsageError
+from certlab_core.gate.manifest import Manifest, manifest_document, read_manifest
+
+MANIFEST = "manifest.json"
+TRIALS = "trials.jsonl"
+DECISION = "decision.json"
+TRIAL_SCHEMA = "certlab.trial/1"
+DECISION_SCHEMA = "certlab.decision/1"
+_SEAL_FIELD = re.compile(r',"seal":"([0-9a-f]{64})"')
+
+
+def seal_line(line: Mapping[str, Any]) -> str:
+    """One trial line: canonical JSON with its seal, newline-terminated."""
+    document = dict(line)
+    document.pop("seal", None)
+    document["seal"] = seal_of(document)
+    return canonical_json(document).decode("utf-8") + "\n"
+
+
+def line_seal_holds(raw: str, document: Mapping[str, Any]) -> bool:
+    """Whether a stored line's seal matches its content (checked on its canonical text, without re-encoding)."""
+    seal = document.get("seal")
+    if not isinstance(seal, str):
+        return False
+    marker = f',"seal":"{seal}"'
+    text = raw.rstrip("\n")
+    if text.count(marker) != 1:
+        return False
+    body = text.replace(marker, "", 1)
+    return hashlib.sha256(body.encode("utf-8")).hexdigest() == seal
+
+
+def run_folder_name(manifest: Manifest, now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    return f"{manifest.experiment}-{stamp}-{manifest.seal[:8]}"
+
+
+def create_run(out: Path, manifest: Manifest) -> Path:
+    """A new run folder under ``out`` holding the sealed manifest; refuses to reuse a folder."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(
+            f"--out {out}: cannot create the folder ({error.strerror}); choose a writable folder"
+        ) from None
+    base = run_folder_name(manifest)
+    folder = out / base
+    suffix = 1
+    while True:
+        try:
+            folder.mkdir()
+            break
+        except FileExistsError:
+            suffix += 1
+            folder = out / f"{base}-{suffix}"
+        except OSError as error:
+            raise UsageError(f"--out {out}: cannot create a run folder ({error.strerror})") from None
+    (folder / MANIFEST).write_text(pretty_json(manifest_document(manifest)), encoding="utf-8")
+    (folder / TRIALS).touch()
+    return folder
+
+
+class TrialSink:
+    """Appends sealed lines to trials.jsonl, flushed line by line; a failure is an instrument error."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / TRIALS
+        self._handle: TextIO | None = None
+
+    def __enter__(self) -> TrialSink:
+        try:
+            self._handle = self.path.open("a", encoding="utf-8")
+        except OSError as error:
+            raise InstrumentError(f"{self.path}: cannot open the record sink ({error.strerror})") from None
+        return self
+
+    def append(self, line: Mapping[str, Any]) -> str:
+        text = seal_line(line)
+        try:
+            assert self._handle is not None
+            self._handle.write(text)
+            self._handle.flush()
+        except (OSError, ValueError) as error:
+            raise InstrumentError(f"{self.path}: the record sink failed ({error}); the experiment is invalid") from None
+        return text
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._handle is not None:
+            try:
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
+            except OSError:
+                pass
+            self._handle.close()
+
+
+def write_decision(folder: Path, decision: Mapping[str, Any]) -> Path:
+    path = folder / DECISION
+    temporary = folder / (DECISION + ".tmp")
+    temporary.write_text(pretty_json(dict(decision)), encoding="utf-8")
+    temporary.replace(path)
+    return path
+
+
+@frozen
+class RunStore:
+    """A run store read back: the verified manifest, the raw lines of trials.jsonl, and each line parsed."""
+
+    folder: Path
+    manifest: Manifest
+    raw_lines: tuple[str, ...]
+
+    def lines(self) -> Iterator[dict[str, Any]]:
+        """Each line parsed (lines that are not JSON objects are skipped; the decision reports them)."""
+        for raw in self.raw_lines:
+            try:
+                document = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(document, dict):
+                yield document
+
+    def latest(self) -> dict[str, dict[str, Any]]:
+        """Each trial's last attempt, by id."""
+        out: dict[str, dict[str, Any]] = {}
+        for line in self.lines():
+            trial_id = line.get("id")
+            attempt = line.get("attempt")
+            if not isinstance(trial_id, str) or not isinstance(attempt, int):
+                continue
+            if trial_id not in out or out[trial_id].get("attempt", 0) < attempt:
+                out[trial_id] = line
+        return out
+
+    def decision(self) -> dict[str, Any] | None:
+        path = self.folder / DECISION
+        if not path.exists():
+            return None
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            raise InstrumentError(f"{path}: unreadable; recompute it with 'certlab gate {self.folder}'") from None
+        if not isinstance(document, dict):
+            raise InstrumentError(f"{path}: not a decision document")
+        return document
+
+
+def read_raw_lines(path: Path) -> tuple[str, ...]:
+    try:
+        with path.open("r", encoding="utf-8", newline="\n") as handle:
+            return tuple(handle.read().splitlines())
+    except FileNotFoundError:
+        raise InstrumentError(f"{path}: missing; this run store has no trial records") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InstrumentError(f"{path}: unreadable ({type(error).__name__}); the run store is damaged") from None
+
+
+def read_store(folder: Path) -> RunStore:
+    """Read a run store: the manifest is verified here; the lines are verified by the decision."""
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: not a folder; give a run store made by 'certlab run' (its line 'run: RUNDIR')")
+    manifest = read_manifest(folder / MANIFEST)
+    return RunStore(folder=folder, manifest=manifest, raw_lines=read_raw_lines(folder / TRIALS))
+
+
+def earlier_runs(folder: Path, manifest: Manifest) -> list[Path]:
+    """Sibling run stores of the same experiment id, oldest first (for reports, never for the decision)."""
+    found: list[tuple[float, Path]] = []
+    parent = folder.resolve().parent
+    try:
+        candidates = sorted(parent.iterdir())
+    except OSError:
+        return []
+    for candidate in candidates:
+        if candidate.resolve() == folder.resolve() or not (candidate / MANIFEST).is_file():
+            continue
+        try:
+            document = json.loads((candidate / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(document, dict) and document.get("experiment") == manifest.experiment:
+            found.append(((candidate / MANIFEST).stat().st_mtime, candidate))
+    return [path for _mtime, path in sorted(found)]
+
+
+def summarise_earlier(paths: Sequence[Path]) -> list[str]:
+    """One line per earlier run: its folder and the verdict its decision.json records."""
+    lines = []
+    for path in paths:
+        verdict = "no decision"
+        try:
+            document = json.loads((path / DECISION).read_text(encoding="utf-8"))
+            if isinstance(document, dict):
+                verdict = str(document.get("verdict", verdict))
+        except (OSError, ValueError, UnicodeDecodeError):
+            pass
+        lines.append(f"{path.name}: {verdict}")
+    return lines
