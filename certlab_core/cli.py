@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 import traceback
+from typing import Any
 
 import typer
 
@@ -45,6 +46,15 @@ def fail(message: str, exit_code: int = EXIT_USAGE) -> None:
     raise CertlabError(message, exit_code)
 
 
+def _click_exceptions() -> Any:
+    """click's exception classes: typer vendors click in recent releases, older ones depend on it."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover  (typer releases that depend on click)
+        from click import exceptions  # type: ignore[no-redef]
+    return exceptions
+
+
 def _register_all() -> None:
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(app)
@@ -72,12 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         print("certlab: interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # click usage errors and anything unforeseen
-        import click
-
-        if isinstance(error, click.exceptions.UsageError):
-            print(f"certlab: error: {error.format_message()}", file=sys.stderr)
+        click_exceptions = _click_exceptions()
+        if isinstance(error, click_exceptions.NoArgsIsHelpError):
+            print(error.ctx.get_help() if error.ctx else "", file=sys.stderr)
             return EXIT_USAGE
-        if isinstance(error, click.exceptions.Abort):
+        if isinstance(error, click_exceptions.UsageError):
+            where = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
+            print(f"certlab: error: {error.format_message()}{where}", file=sys.stderr)
+            return EXIT_USAGE
+        if isinstance(error, click_exceptions.Abort):
             print("certlab: aborted", file=sys.stderr)
             return 130
         if _state["debug"]:
