@@ -1,4 +1,4 @@
-"""The CLI's own contract: usage errors are one line and exit 4, help exits 0, internal errors never dump a traceback."""
+"""The CLI's own contract: usage errors are one line and exit 4, help exits 0, no traceback without --debug."""
 
 from __future__ import annotations
 
