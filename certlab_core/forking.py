@@ -149,43 +149,12 @@ def map_in_forks(
     """
     pending = list(enumerate(items))
     pending.reverse()
-    running: dict[int, tuple[int, int, list[bytes], float | None]] = {}  # fd -> (index, pid, chunks, deadline)
-    sel = selectors.DefaultSelector()
-    try:
-        while pending or running:
-            while pending and len(running) < max(1, workers):
+    with ForkPool(workers) as pool:
+        while pending or pool.busy():
+            while pending and pool.free() > 0:
                 index, item = pending.pop()
-                pid, read_fd = _spawn(fn, (item,))
-                deadline = None if timeout is None else time.monotonic() + timeout
-                running[read_fd] = (index, pid, [], deadline)
-                sel.register(read_fd, selectors.EVENT_READ)
-            deadlines = [d for (_i, _p, _c, d) in running.values() if d is not None]
-            wait = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
-            events = sel.select(wait)
-            now = time.monotonic()
-            finished: list[tuple[int, bool]] = []
-            for key, _mask in events:
-                fd = int(key.fd)
-                chunk = os.read(fd, 1 << 16)
-                if chunk:
-                    running[fd][2].append(chunk)
-                else:
-                    finished.append((fd, False))
-            for fd, (_i, pid, _c, deadline) in list(running.items()):
-                if deadline is not None and now >= deadline and all(fd != f for f, _ in finished):
-                    _kill(pid)
-                    finished.append((fd, True))
-            for fd, timed_out in finished:
-                index, pid, chunks, _d = running.pop(fd)
-                sel.unregister(fd)
-                os.close(fd)
-                _kind, value = _decode(pid, b"".join(chunks), timed_out)
-                yield index, value
-    finally:
-        for fd, (_i, pid, _c, _d) in running.items():
-            _kill(pid)
-            os.close(fd)
-        sel.close()
+                pool.submit(fn, item, index, timeout)
+            yield from pool.wait()
 
 
 class ForkPool:
