@@ -109,6 +109,7 @@ class FreshEnv:
     wheelhouse: Path
     example_wheel: Path
     example_copy: Path
+    distributions: tuple[tuple[str, Path], ...]  # (name, folder) of certlab's distributions installed in it
     timings: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -208,7 +209,8 @@ def _prepare(home: Path) -> dict[str, Any]:
     timings["venv_s"] = time.monotonic() - step
 
     step = time.monotonic()
-    names = [name for name, _folder in editable_distributions()]
+    distributions = editable_distributions()  # read once: requirements-dev.txt may change during the run
+    names = [name for name, _folder in distributions]
     pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
     # No index, no pip configuration: every wheel must come from the wheelhouse or the example's build.
     options = ["-q", "--no-index", "--no-compile", "--find-links", str(wheelhouse), "--find-links", str(wheels)]
@@ -227,6 +229,7 @@ def _prepare(home: Path) -> dict[str, Any]:
         "wheelhouse": str(wheelhouse),
         "example_wheel": str(example_wheel),
         "example_copy": str(example_copy),
+        "distributions": [[name, str(folder)] for name, folder in distributions],
         "timings": timings,
     }
 
@@ -267,5 +270,6 @@ def shared_fresh_env(factory: pytest.TempPathFactory) -> FreshEnv:
         wheelhouse=Path(data["wheelhouse"]),
         example_wheel=Path(data["example_wheel"]),
         example_copy=Path(data["example_copy"]),
+        distributions=tuple((name, Path(folder)) for name, folder in data["distributions"]),
         timings=data["timings"],
     )

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from freshenv import EXAMPLE, EXAMPLE_DISTRIBUTION, REPO, FreshEnv, editable_distributions, example_version, run
+from freshenv import EXAMPLE, EXAMPLE_DISTRIBUTION, REPO, FreshEnv, example_version, run
 from freshenv import shared_fresh_env as _shared_fresh_env
 
 FAMILY = "roman"
@@ -49,7 +49,7 @@ def test_certlab_and_its_plugins_are_installed_from_wheels_not_from_this_checkou
     assert (site_packages / "certlab_core" / "cli.py").is_file()
     assert (site_packages / PACKAGE / "family" / "tree" / "roman.py").is_file()
     installed = {p.name.split("-")[0].lower() for p in site_packages.glob("*.dist-info")}
-    for name, _folder in [*editable_distributions(), (EXAMPLE_DISTRIBUTION, EXAMPLE)]:
+    for name, _folder in [*fresh.distributions, (EXAMPLE_DISTRIBUTION, EXAMPLE)]:
         assert name.replace("-", "_") in installed, name
     links = [
         p.name

@@ -1,0 +1,243 @@
+"""Plugin discovery through real entry points: choosing plugins, a broken plugin, duplicate names, unknown names.
+
+Throwaway distributions are written here, built into wheels with pip and installed for
+the fresh environment's interpreter (see ``freshenv``), each scenario into its own
+folder that only that scenario's commands get on PYTHONPATH. So every plugin below is
+found the way an installed one is, through a ``certlab.plugins`` entry point, and the
+shared environment's site-packages stays as the other tests expect it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import textwrap
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from freshenv import EXAMPLE, EXAMPLE_DISTRIBUTION, FreshEnv, pip_env, run
+from freshenv import shared_fresh_env as _shared_fresh_env
+
+# A plugin module that cannot be imported.
+BROKEN_PLUGIN = 'raise RuntimeError("this plugin fails at import on purpose")\n'
+
+# A second distribution that also provides a task family named "roman".
+FORK_PLUGIN = '''\
+"""Another distribution's family that takes the name roman."""
+
+from pathlib import Path
+
+from certlab_core import hookimpl
+from certlab_core.records import Defect, Seed, TaskFamily
+
+HERE = Path(__file__).parent / "family"
+
+
+@hookimpl
+def certlab_task_families():
+    return [
+        TaskFamily(
+            name="roman", version="2.0.0", description="a fork that reuses the name",
+            tree_dir=str(HERE / "tree"), prompt_file=str(HERE / "TASK.md"), cases_file=str(HERE / "cases.jsonl"),
+            allowed_paths=["roman.py"], test_paths=["tests"], module_names=["roman"],
+            defects=[Defect("d", "off-by-one", "d", [Seed("roman.py", "+ 1", "")])],
+        )
+    ]
+'''
+
+# A distribution that declares its entry point under a name another distribution uses.
+IMPOSTOR_PLUGIN = '"""Declares the entry point roman, which certlab-family-roman already declares."""\n'
+
+
+@dataclass(frozen=True)
+class Throwaway:
+    """A distribution written for one scenario."""
+
+    scenario: str
+    distribution: str
+    version: str
+    entry_point: str
+    plugin_source: str
+
+    @property
+    def package(self) -> str:
+        return self.distribution.replace("-", "_")
+
+    def write(self, root: Path) -> Path:
+        folder = root / self.distribution
+        (folder / self.package).mkdir(parents=True)
+        (folder / self.package / "__init__.py").write_text("")
+        (folder / self.package / "plugin.py").write_text(self.plugin_source)
+        (folder / "pyproject.toml").write_text(
+            textwrap.dedent(
+                f"""\
+                [build-system]
+                requires = ["setuptools>=68"]
+                build-backend = "setuptools.build_meta"
+
+                [project]
+                name = "{self.distribution}"
+                version = "{self.version}"
+                dependencies = ["certlab"]
+
+                [project.entry-points."certlab.plugins"]
+                {self.entry_point} = "{self.package}.plugin"
+
+                [tool.setuptools]
+                packages = ["{self.package}"]
+                """
+            )
+        )
+        return folder
+
+
+THROWAWAYS = (
+    Throwaway("broken", "certlab-broken-plugin", "0.3.0", "broken", BROKEN_PLUGIN),
+    Throwaway("fork", "certlab-roman-fork", "2.0.0", "roman-fork", FORK_PLUGIN),
+    Throwaway("impostor", "certlab-roman-impostor", "0.1.0", "roman", IMPOSTOR_PLUGIN),
+)
+
+
+@pytest.fixture(scope="session")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> FreshEnv:
+    return _shared_fresh_env(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def layers(fresh: FreshEnv, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Scenario -> the folder its throwaway distribution is installed in."""
+    root = tmp_path_factory.mktemp("throwaway")
+    sources = [str(throwaway.write(root / "src")) for throwaway in THROWAWAYS]
+    wheels = root / "wheels"
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
+    completed = run([*pip_wheel, *sources], env=pip_env(use_config=False))
+    assert completed.returncode == 0, completed.stderr
+    installed = {}
+    for throwaway in THROWAWAYS:
+        (wheel,) = wheels.glob(f"{throwaway.package}-{throwaway.version}-*.whl")
+        installed[throwaway.scenario] = root / "layers" / throwaway.scenario
+        fresh.install_layer([wheel], installed[throwaway.scenario])
+    return installed
+
+
+def installed_plugin_names(fresh: FreshEnv) -> set[str]:
+    """The entry point names of certlab's own distributions and of the third party's family."""
+    names = set()
+    for _name, folder in [*fresh.distributions, ("", EXAMPLE)]:
+        project = tomllib.loads((folder / "pyproject.toml").read_text())["project"]
+        names |= set(project.get("entry-points", {}).get("certlab.plugins", {}))
+    return names
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def only_two(fresh: FreshEnv, layers: dict[str, Path]) -> dict[str, Any]:
+    """``certlab plugins --json`` with CERTLAB_PLUGINS naming two plugins, a broken one installed too."""
+    completed = fresh.certlab("plugins", "--json", layers=[layers["broken"]], plugins="roman, calibration")
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
+
+
+def test_certlab_plugins_loads_only_the_plugins_named(only_two: dict[str, Any]) -> None:
+    assert [(p["name"], p["distribution"]) for p in only_two["plugins"]] == [
+        ("calibration", "certlab-calibration"),
+        ("roman", EXAMPLE_DISTRIBUTION),
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="registry.discover uses stevedore's EnabledExtensionManager, which imports every entry point "
+    "before its check_func filters by CERTLAB_PLUGINS (NamedExtensionManager would not)",
+)
+def test_a_plugin_not_named_is_never_imported(only_two: dict[str, Any]) -> None:
+    assert only_two["failures"] == []
+
+
+def test_naming_a_plugin_that_is_not_installed_is_one_clear_line(fresh: FreshEnv) -> None:
+    completed = fresh.certlab("plugins", plugins="roman,no-such-plugin")
+    assert completed.returncode == 4
+    line = one_error_line(completed.stderr)
+    assert "CERTLAB_PLUGINS" in line and "no-such-plugin" in line and "roman" not in line
+
+
+def test_a_broken_plugin_is_reported_in_one_line_and_the_others_still_load(
+    fresh: FreshEnv, layers: dict[str, Path]
+) -> None:
+    completed = fresh.certlab("plugins", layers=[layers["broken"]])
+    assert completed.returncode == 0, completed.stderr
+    line = one_error_line(completed.stderr)
+    assert line == (
+        "broken plugin broken (certlab-broken-plugin): RuntimeError: this plugin fails at import on purpose"
+    )
+    listed = {row.split()[0] for row in completed.stdout.splitlines() if row.strip()}
+    assert listed == installed_plugin_names(fresh)
+
+
+def test_two_distributions_providing_one_family_name_are_refused_naming_both(
+    fresh: FreshEnv, layers: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "certification"
+    completed = fresh.certlab(
+        "certify", "--family", "roman", "--agent", "oracle", "--out", str(out), layers=[layers["fork"]]
+    )
+    assert completed.returncode == 4, completed.stdout + completed.stderr
+    line = one_error_line(completed.stderr)
+    assert "task family 'roman'" in line
+    assert EXAMPLE_DISTRIBUTION in line and "certlab-roman-fork" in line
+    assert not (out / "bundle.json").exists()
+
+
+def test_an_unknown_family_lists_the_valid_names_and_the_distribution_to_install(
+    fresh: FreshEnv, tmp_path: Path
+) -> None:
+    completed = fresh.certlab(
+        "certify",
+        *("--family", "ledger", "--agent", "oracle", "--out", str(tmp_path / "certification")),
+        plugins="roman,intervals,calibration,policy,suite",
+    )
+    assert completed.returncode == 4, completed.stdout + completed.stderr
+    line = one_error_line(completed.stderr)
+    assert "unknown task family 'ledger' (valid: intervals, roman)" in line
+    assert "certlab-ledger" in line and "pip install certlab-ledger" in line
+
+
+def test_an_unknown_family_no_distribution_provides_lists_the_valid_names_and_broken_plugins(
+    fresh: FreshEnv, layers: dict[str, Path], tmp_path: Path
+) -> None:
+    completed = fresh.certlab(
+        "certify",
+        *("--family", "romans", "--agent", "oracle", "--out", str(tmp_path / "certification")),
+        layers=[layers["broken"]],
+    )
+    assert completed.returncode == 4, completed.stdout + completed.stderr
+    line = one_error_line(completed.stderr)
+    valid = re.search(r"unknown task family 'romans' \(valid: ([^)]*)\)", line)
+    assert valid is not None, line
+    assert {"intervals", "ledger", "roman"} <= set(valid.group(1).split(", "))
+    assert "pip install" not in line
+    assert "plugins that failed to load: broken" in line
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="registry.discover names only one of the two distributions that declare the same entry point name",
+)
+def test_two_distributions_declaring_one_plugin_name_are_refused_naming_both(
+    fresh: FreshEnv, layers: dict[str, Path]
+) -> None:
+    completed = fresh.certlab("plugins", layers=[layers["impostor"]])
+    assert completed.returncode == 4, completed.stdout + completed.stderr
+    line = one_error_line(completed.stderr)
+    assert "'roman'" in line
+    assert EXAMPLE_DISTRIBUTION in line and "certlab-roman-impostor" in line
