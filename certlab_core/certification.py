@@ -21,6 +21,7 @@ from attrs import frozen
 from certlab_core import __version__
 from certlab_core.canonical import pretty_json, sealed, unstructure
 from certlab_core.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.held_out import HeldOut, open_held_out
 from certlab_core.lab import (
     InstrumentProof,
     Progress,
@@ -53,6 +54,7 @@ class CertifyOptions:
     trials: int = 1
     workers: int = 2
     origin_note: str = ""
+    tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (certlab_core.user_task)
 
 
 @frozen
@@ -90,7 +92,7 @@ def environment_facts() -> dict[str, Any]:
 
 def resolve_families(registry: Registry, names: Sequence[str]) -> list[TaskFamily]:
     if not names:
-        raise UsageError("name a family with --family NAME (or --family all)")
+        raise UsageError("name a family with --family NAME (or --family all), or a task of your own with --task DIR")
     if "all" in names:
         families = list(registry.all("task_families").values())
         if not families:
@@ -147,12 +149,25 @@ def proof_document(proof: InstrumentProof) -> dict[str, Any]:
 
 
 def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> CertifyResult:
-    """Prove every family, calibrate, run the agent on every task ``trials`` times, and build the bundle."""
+    """Prove every family, calibrate, run the agent on every task ``trials`` times, and build the bundle.
+
+    Every family and user task is scored under a lock of its held-out cases
+    (``certlab_core.held_out``), checked before every arm and after the last trial.
+    """
     if options.trials < 1:
         raise UsageError(f"--trials must be at least 1 (got {options.trials})")
     if options.agent_timeout_s <= 0:
         raise UsageError(f"--agent-timeout must be positive (got {options.agent_timeout_s:g})")
-    families = resolve_families(registry, options.families)
+    installed = resolve_families(registry, options.families) if options.families or not options.tasks else []
+    held_out = open_held_out(registry, installed, options.tasks)
+    try:
+        return _certify(registry, options, progress, held_out)
+    finally:
+        held_out.close()
+
+
+def _certify(registry: Registry, options: CertifyOptions, progress: Progress, held_out: HeldOut) -> CertifyResult:
+    families = held_out.families
     agent: AgentAdapter = registry.get("agents", options.agent)
     if agent.check_args is not None:
         agent.check_args(tuple(options.agent_args))
@@ -165,9 +180,14 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
     problems: list[str] = []
     proofs: list[InstrumentProof] = []
     for family in families:
-        proof = prove(family, graders, workers=options.workers)
+        proof = prove(family, graders, workers=options.workers, acceptance_lock=held_out.lock_for(family.name))
         proofs.append(proof)
-        if proof.holds:
+        if proof.holds and not family.clean_tree:
+            progress(
+                f"prove {family.name}: the fixture as issued fails its grading ({proof.seeded[0]['caught_by']}); "
+                f"{proof.seeded[0]['tests_collected']} visible tests collected on it"
+            )
+        elif proof.holds:
             progress(
                 f"prove {family.name}: the clean tree passes {len(proof.expected_tests)} tests; "
                 f"all {len(proof.seeded)} seeded defects are caught"
@@ -182,14 +202,22 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         progress(
             f"calibrate: {', '.join(a.name for a in calibrators)} on {sum(len(f.defects) for f in families)} tasks"
         )
+        held_out.check("before the calibration arm")
         calibration_trials, calibration_problems = calibrate(
-            list(zip(families, proofs, strict=True)), calibrators, graders, workers=options.workers
+            list(zip(families, proofs, strict=True)),
+            calibrators,
+            graders,
+            workers=options.workers,
+            locks=held_out.locks,
         )
         for problem in calibration_problems:
             progress(f"calibrate: FAILED: {problem}")
         problems.extend(calibration_problems)
         for calibrator in calibrators:
             mine = [t for name, t in calibration_trials if name == calibrator.name]
+            if not mine:
+                progress(f"calibrate: {calibrator.name:<15} not run (no fixed tree is known to check it on)")
+                continue
             progress(f"calibrate: {calibrator.name:<15} {_score_line(mine)}")
     if not problems:
         expected = {p.family: p.expected_tests for p in proofs}
@@ -201,13 +229,16 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
                 agent_args=tuple(options.agent_args),
                 agent_timeout_s=options.agent_timeout_s,
                 expected_tests=expected[family.name],
+                acceptance_lock=held_out.lock_for(family.name),
             )
             for repeat in range(1, options.trials + 1)
             for family in families
             for defect in family.defects
         ]
         progress(f"certify: {agent.name} on {len(specs)} trials")
+        held_out.check(f"before the arm of {agent.name}")
         trials = run_trials(specs, graders, options.workers, progress)
+        held_out.check("after the last trial")
         errors = [f"trial {t.id}: {t.grader_error}" for t in trials if t.grader_error]
         problems.extend(errors)
 
@@ -232,12 +263,16 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
             "args": list(options.agent_args),
         },
         "settings": {"trials": options.trials, "agent_timeout_s": options.agent_timeout_s},
-        "families": [family_facts(registry, f) for f in families],
+        "families": [held_out.family_facts(f) or family_facts(registry, f) for f in families],
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version} for p in registry.plugins()],
         "environment": environment_facts(),
         "harness_commit": harness_commit(),
         "graders": grader_facts(registry),
-        "instrument": [proof_document(p) for p in proofs],
+        "instrument": [
+            dict(proof_document(p), clean_tree=f.clean_tree) for f, p in zip(families, proofs, strict=True)
+        ],
+        "held_out": held_out.document(),
+        "predictions": held_out.recorded_predictions(),
         "calibration": {
             "agents": [{"name": a.name, "expect": unstructure(a.calibration)} for a in calibrators],
             "trials": [dict(trial_document(t), agent=name) for name, t in calibration_trials],

@@ -59,7 +59,12 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
         "",
     ]
     for proof in bundle["instrument"]:
-        if proof["holds"]:
+        if proof["holds"] and proof.get("clean_tree") is False:
+            lines.append(
+                f"- `{proof['family']}` (a task of the user's own): the fixture as issued fails its grading "
+                f"({proof['seeded'][0]['caught_by']}); no fixed tree is known, so the oracle is not run on it."
+            )
+        elif proof["holds"]:
             lines.append(
                 f"- `{proof['family']}`: the clean tree passes all {len(proof['expected_tests'])} visible tests; "
                 f"each of the {len(proof['seeded'])} seeded trees fails them."

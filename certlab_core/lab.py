@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from certlab_core import failure_modes as fm
 from certlab_core.errors import InstrumentError, UsageError
 from certlab_core.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
 from certlab_core.records import (
+    AcceptanceLock,
     AgentAdapter,
     AgentOutcome,
     AgentRequest,
@@ -29,6 +30,7 @@ from certlab_core.records import (
     Usage,
 )
 from certlab_core.registry import Registry
+from certlab_core.user_task import test_files
 from certlab_core.workcopy import Change, apply_seeds, materialise, record_changes
 
 VERDICTS = ("fixed", "not-fixed", "unavailable")
@@ -64,6 +66,7 @@ class TrialSpec:
     agent_args: tuple[str, ...] = ()
     agent_timeout_s: float = 600.0
     expected_tests: tuple[str, ...] = ()
+    acceptance_lock: AcceptanceLock | None = None
 
     @property
     def id(self) -> str:
@@ -253,6 +256,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
                     defect=spec.task.defect,
                     issued=issued,
                     expected_tests=spec.expected_tests,
+                    acceptance_lock=spec.acceptance_lock,
                 ),
             )
             if chain.passed:
@@ -330,31 +334,47 @@ def run_trials(
 
 
 def _check_tree_chain(
-    family: TaskFamily, defect: Defect | None, graders: Sequence[Grader], expected: tuple[str, ...]
+    family: TaskFamily,
+    defect: Defect | None,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    acceptance_lock: AcceptanceLock | None = None,
 ) -> ChainResult:
     scratch = Path(tempfile.mkdtemp(prefix="certlab-prove-"))
     try:
         work = scratch / "work"
         issued = materialise(family, defect, work)
         probe = defect or Defect(id="clean", defect_class="none", description="the clean tree", seeds=())
-        return run_chain(
-            graders,
-            GradeRequest(workdir=str(work), family=family, defect=probe, issued=issued, expected_tests=expected),
+        request = GradeRequest(
+            workdir=str(work),
+            family=family,
+            defect=probe,
+            issued=issued,
+            expected_tests=expected,
+            acceptance_lock=acceptance_lock,
         )
+        return run_chain(graders, request)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def prove(family: TaskFamily, graders: Sequence[Grader], workers: int = 2) -> InstrumentProof:
-    """The clean tree must pass the grader chain and every seeded tree must fail it."""
+def prove(
+    family: TaskFamily, graders: Sequence[Grader], workers: int = 2, acceptance_lock: AcceptanceLock | None = None
+) -> InstrumentProof:
+    """The clean tree must pass the grader chain and every seeded tree must fail it.
+
+    A task without a clean tree (a user's own) is proven by :func:`prove_issued` instead.
+    """
     preload()
+    if not family.clean_tree:
+        return prove_issued(family, graders, acceptance_lock)
     problems: list[str] = []
     if not family.defects:
         problems.append(f"family {family.name} has no seeded defects")
     ids = [d.id for d in family.defects]
     if len(set(ids)) != len(ids):
         problems.append(f"family {family.name} repeats a defect id")
-    clean = call_in_fork(_check_tree_chain, family, None, graders, ())
+    clean = call_in_fork(_check_tree_chain, family, None, graders, (), acceptance_lock)
     expected: tuple[str, ...] = ()
     for grade in clean.grades:
         collected = grade.data.get("collected")
@@ -373,7 +393,7 @@ def prove(family: TaskFamily, graders: Sequence[Grader], workers: int = 2) -> In
     if not problems:
         defects = list(family.defects)
         for index, result in map_in_forks(
-            lambda d: _check_tree_chain(family, d, graders, expected), defects, workers=workers
+            lambda d: _check_tree_chain(family, d, graders, expected, acceptance_lock), defects, workers=workers
         ):
             defect = defects[index]
             if isinstance(result, ChildFailure):
@@ -402,13 +422,25 @@ def calibrate(
     graders: Sequence[Grader],
     workers: int = 2,
     progress: Progress = _quiet,
+    locks: Mapping[str, AcceptanceLock] | None = None,
 ) -> tuple[list[tuple[str, TrialRecord]], list[str]]:
-    """Run every constructed agent on every task once; return (agent, trial) pairs and every expectation missed."""
+    """Run every constructed agent on every task once; return (agent, trial) pairs and every expectation missed.
+
+    An agent that must fix the task (the oracle) is not run on a task without a clean tree:
+    no fix is known to restore there.
+    """
     specs = [
-        TrialSpec(task=Task(family, defect), agent=agent, repeat=1, expected_tests=proof.expected_tests)
+        TrialSpec(
+            task=Task(family, defect),
+            agent=agent,
+            repeat=1,
+            expected_tests=proof.expected_tests,
+            acceptance_lock=(locks or {}).get(family.name),
+        )
         for agent in agents
         for family, proof in families
         for defect in family.defects
+        if family.clean_tree or agent.calibration is None or agent.calibration.verdict != "fixed"
     ]
     records = run_trials(specs, graders, workers, progress)
     problems: list[str] = []
@@ -426,6 +458,50 @@ def calibrate(
                 f" ({expect.failure_mode or 'any failure mode'})"
             )
     return [(spec.agent.name, record) for spec, record in zip(specs, records, strict=True)], problems
+
+
+def prove_issued(
+    family: TaskFamily, graders: Sequence[Grader], acceptance_lock: AcceptanceLock | None = None
+) -> InstrumentProof:
+    """A task without a clean tree: the tree as issued must fail its grading (suite or held-out cases).
+
+    The visible tests collected on the issued tree become the expected tests when every test
+    module collected; when some did not (a test imports what the task asks for), each graded
+    tree must pass every test collected on it instead.
+    """
+    problems: list[str] = []
+    if len(family.defects) != 1:
+        problems.append(f"task {family.name} must be issued as exactly one task (it has {len(family.defects)})")
+        return InstrumentProof(family=family.name, clean_passed=False, expected_tests=(), problems=tuple(problems))
+    defect = family.defects[0]
+    issued = call_in_fork(_check_tree_chain, family, defect, graders, (), acceptance_lock)
+    collected: tuple[str, ...] = ()
+    for grade in issued.grades:
+        if "collected" in grade.data:
+            collected = tuple(grade.data["collected"])
+    modules = test_files(Path(family.tree_dir), family.test_paths)
+    complete = bool(collected) and all(any(c.startswith(m + "::") for c in collected) for m in modules)
+    if issued.error:
+        problems.append(f"task {family.name}: the tree as issued could not be graded: {issued.error}")
+    elif issued.passed:
+        problems.append(
+            f"task {family.name}: the fixture as issued already passes its visible tests and every held-out case; "
+            "there is nothing to fix, so nothing can be certified on it"
+        )
+    seeded = {
+        "defect": defect.id,
+        "defect_class": defect.defect_class,
+        "caught_by": issued.failure_mode,
+        "tests_collected": len(collected),
+        "collection": "complete" if complete else "partial",
+    }
+    return InstrumentProof(
+        family=family.name,
+        clean_passed=False,
+        expected_tests=collected if complete else (),
+        seeded=(seeded,),
+        problems=tuple(problems),
+    )
 
 
 def constructed_agents(registry: Registry) -> list[AgentAdapter]:

@@ -170,9 +170,13 @@ def read_task_cases(task: UserTask) -> list[HeldOutCase]:
 # ----------------------------------------------------------------------------- fingerprints
 
 
-def lock_sources(cases_file: Path, registry: Any, predictions: Path | None = None) -> dict[str, str]:
+def lock_sources(
+    cases_file: Path, registry: Any, predictions: Path | None = None, kernel: bool = True
+) -> dict[str, str]:
     """What a lock fingerprints: the cases file, the predictions (for a task), the scorer, the kernel."""
-    sources = {CASES_GROUP: str(cases_file), KERNEL_GROUP: str(kernel_source())}
+    sources = {CASES_GROUP: str(cases_file)}
+    if kernel:
+        sources[KERNEL_GROUP] = str(kernel_source())
     sources.update(scorer_sources(registry))
     if predictions is not None:
         sources[PREDICTIONS_GROUP] = str(predictions)
@@ -188,9 +192,10 @@ def _write_copy(data: bytes, scratch: Path) -> Path:
 
 
 def take_lock(cases_file: Path, registry: Any, scratch: Path, experiment_dir: Path | None = None) -> AcceptanceLock:
-    """A lock taken now, for one run (a family, or a task that was never locked): copy and fingerprints."""
+    """A lock taken now, for one run (a family, or a task that was never locked): a copy of the cases,
+    and the fingerprints of the cases and the scorer (the kernel's files only with ``certlab lock``)."""
     data = cases_file.read_bytes()
-    sources = lock_sources(cases_file, registry)
+    sources = lock_sources(cases_file, registry, kernel=False)
     fingerprints = fingerprint(sources)
     copy = _write_copy(data, scratch)
     return AcceptanceLock(

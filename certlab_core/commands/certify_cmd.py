@@ -18,7 +18,10 @@ from certlab_core.registry import discover
 
 
 def certify_command(
-    family: list[str] = typer.Option(..., "--family", "-f", help="Task family to certify on (repeatable, or 'all')."),
+    family: list[str] = typer.Option([], "--family", "-f", help="Task family to certify on (repeatable, or 'all')."),
+    task: list[str] = typer.Option(
+        [], "--task", help="A task of your own: its experiment directory (repeatable; see certlab init-task)."
+    ),
     agent: str = typer.Option(..., "--agent", "-a", help="The agent (adapter) to certify, e.g. oracle or command."),
     agent_arg: list[str] = typer.Option(
         [], "--agent-arg", help="Argument for the adapter (the command line for 'command')."
@@ -54,6 +57,7 @@ def certify_command(
             trials=trials,
             workers=workers or cpu_workers(),
             origin_note=origin_note,
+            tasks=tuple(task),
         ),
         progress,
     )
