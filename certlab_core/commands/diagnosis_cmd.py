@@ -127,7 +127,84 @@ def rederive_command(
     raise typer.Exit(EXIT_MISMATCH)
 
 
+# --------------------------------------------------------------------------- minimize
+
+
+def minimize_command(
+    rundir: Path = RUNDIR_ARGUMENT,
+    trial: str = typer.Argument(..., help="The failed trial, ARM/CONDITION/INDEX."),
+    out: Path = typer.Option(..., "--out", "-o", help="Write the result (kept and removed faults) here, as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
+) -> None:
+    """ddmin over the trial's injected faults, re-running it; exit 0 minimised, 1 the failure did not reproduce."""
+    from certlab_core.canonical import pretty_json
+    from certlab_core.diagnosis.minimize import describe_fault, minimize, minimized_document
+    from certlab_core.diagnosis.reading import open_store
+
+    store = open_store(rundir)
+    found = minimize(store, trial, discover(), (lambda _m: None) if quiet else (lambda m: typer.echo(m, err=True)))
+    document = minimized_document(store, found)
+    write_output(pretty_json(document), out)
+    if found.result == "not-reproduced":
+        typer.echo(f"minimize: not reproduced: {found.note}")
+        raise typer.Exit(EXIT_MISMATCH)
+    typer.echo(f"minimize: {trial}: {found.fingerprint}")
+    for declaration in document["kept"]:
+        typer.echo(f"  kept     {describe_fault(declaration)}")
+    for declaration in document["removed"]:
+        typer.echo(f"  removed  {describe_fault(declaration)}")
+    typer.echo(f"minimize: {found.result} ({found.note}); {found.reruns} re-run(s); written to {out}")
+    raise typer.Exit(EXIT_OK)
+
+
+# --------------------------------------------------------------------------- bundle and replay
+
+
+def bundle_command(
+    rundir: Path = RUNDIR_ARGUMENT,
+    trial: str = typer.Argument(..., help="The trial to carry away, ARM/CONDITION/INDEX."),
+    out: Path = typer.Option(..., "--out", "-o", help="The reproducer file to write (JSON)."),
+    include: list[Path] = typer.Option(
+        [], "--include", help="Another Python file of the agent to include (repeatable); its module is replaced."
+    ),
+) -> None:
+    """One portable, sealed file: the manifest slice, the trial's recorded boundary events and the agent's files."""
+    from certlab_core.diagnosis.bundle import make_bundle, write_bundle
+    from certlab_core.diagnosis.reading import open_store, trial_line
+
+    store = open_store(rundir)
+    line = trial_line(store, trial)
+    bundle = make_bundle(store, line, discover(), include)
+    write_bundle(out, bundle)
+    files = ", ".join(entry["path"] for entry in bundle["files"])
+    typer.echo(
+        f"bundle: {out}: {trial} ({line['outcome']}{' ' + str(line['failure_mode']) if line['failure_mode'] else ''}), "
+        f"{len(line.get('events') or ())} recorded events, files {files}"
+    )
+
+
+def replay_command(
+    bundle_path: Path = typer.Argument(..., help="A reproducer written by 'certlab bundle'."),
+    live: bool = typer.Option(False, "--live", help="Re-run the trial for real (same world, seed and faults)."),
+    agent: str = typer.Option("", "--agent", help="With --live: run this agent (module:function) instead."),
+) -> None:
+    """Re-run the agent against the recorded boundary, no live tools: exit 0 reproduced, 1 not, 3 invalid."""
+    from certlab_core.diagnosis.bundle import read_bundle
+    from certlab_core.diagnosis.replay import replay, replay_live
+
+    if agent and not live:
+        raise UsageError("--agent needs --live: the recording can only answer the agent that made it")
+    bundle = read_bundle(bundle_path)
+    result = replay_live(bundle, discover(), agent or None) if live else replay(bundle)
+    for line in result.lines:
+        typer.echo(line)
+    raise typer.Exit(result.exit_code)
+
+
 def register(app: typer.Typer) -> None:
     app.command("report")(report_command)
     app.command("diff")(diff_command)
     app.command("rederive")(rederive_command)
+    app.command("minimize")(minimize_command)
+    app.command("bundle")(bundle_command)
+    app.command("replay")(replay_command)

@@ -1,0 +1,275 @@
+"""A reproducer: one portable, sealed file holding one trial, the manifest slice it ran under and the agent's files.
+
+``certlab bundle RUNDIR TRIAL --out repro.json`` writes it; ``certlab replay repro.json``
+runs the included agent again against the recorded boundary events. The file holds:
+
+- ``manifest``: the slice of the sealed manifest this trial depends on (experiment, task,
+  oracle, the trial's arm and condition, rule, budgets, contract, plugins, seed); rebuilding
+  a manifest from it gives the trial the same identity hash, which replay checks;
+- ``trial``: the trial's recorded line (events, faults, outcome, seal) as it is in trials.jsonl;
+- ``agent``: the agent's reference, the task it received (built from the world's input and
+  the trial's seed) and its random seed;
+- ``files``: the agent's source module and any ``--include`` files, as text with the module
+  name each is loaded as and the sha256 they had when bundled.
+
+The seal covers everything but the files' text (their bundled sha256 is sealed): the
+recording is evidence and must not change, while the included agent code is what a
+developer edits to try a fix; replay says which included files differ from the bundled ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from certlab_core.canonical import pretty_json, seal_holds, seal_of
+from certlab_core.errors import InstrumentError, UsageError
+from certlab_core.forking import ForkedCallError, call_in_fork
+from certlab_core.registry import Registry
+
+if TYPE_CHECKING:
+    from certlab_core.gate.manifest import Manifest
+    from certlab_core.gate.store import RunStore
+
+BUNDLE_SCHEMA = "certlab.repro/1"
+SLICE_KEYS = (
+    "experiment",
+    "descriptor_file",
+    "descriptor_sha256",
+    "descriptor_dir",
+    "task",
+    "oracle",
+    "rule",
+    "n_per_arm",
+    "seed",
+    "budgets",
+    "contract",
+    "infra_exit_codes",
+    "plugins",
+    "certlab_version",
+)
+MAX_INCLUDED_BYTES = 2_000_000
+
+
+def manifest_slice(manifest_document: Mapping[str, Any], arm: str, condition: str) -> dict[str, Any]:
+    """The part of a manifest document one trial depends on: its arm and condition, and everything shared."""
+    piece = {key: manifest_document[key] for key in SLICE_KEYS}
+    piece["arms"] = {arm: manifest_document["arms"][arm]}
+    piece["conditions"] = [c for c in manifest_document["conditions"] if c["name"] == condition]
+    return piece
+
+
+def manifest_from_slice(piece: Mapping[str, Any], arm_overrides: Mapping[str, Any] | None = None) -> Manifest:
+    """A sealed manifest rebuilt from a slice (the other arm mirrors this one), so the gate's runner can use it."""
+    from certlab_core.canonical import seal_of
+    from certlab_core.gate.manifest import manifest_from_document
+    from certlab_core.looks import look_sizes
+
+    document = {key: piece[key] for key in SLICE_KEYS}
+    (entry,) = piece["arms"].values()
+    entry = {**entry, **(arm_overrides or {})}
+    document["schema"] = "certlab.manifest/1"
+    document["arms"] = {"baseline": entry, "candidate": entry}
+    document["conditions"] = list(piece["conditions"])
+    document["schedule"] = {
+        "order": "interleaved",
+        "look_sizes": list(look_sizes(piece["n_per_arm"], piece["rule"]["looks"])),
+        "gating_conditions": sum(1 for c in piece["conditions"] if c["gating"]),
+    }
+    document["seal"] = seal_of(document)
+    return manifest_from_document(document, "the reproducer's manifest slice")
+
+
+# --------------------------------------------------------------------------- included files
+
+
+def _module_file(module_name: str, folder: str | None) -> Path | None:
+    """The source file of ``module_name`` as the runner would import it (descriptor folder first), unimported."""
+    added = bool(folder) and folder not in sys.path
+    if added:
+        sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        spec = None
+    finally:
+        if added:
+            sys.path.remove(str(folder))
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
+
+
+def _module_name_of(path: Path, folder: str | None) -> str:
+    """The module name a file is imported as: relative to the descriptor folder or a sys.path entry, else its stem."""
+    resolved = path.resolve()
+    roots = ([Path(folder)] if folder else []) + [Path(p) for p in sys.path if p]
+    for root in roots:
+        try:
+            relative = resolved.relative_to(root.resolve())
+        except (ValueError, OSError):
+            continue
+        parts = list(relative.with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and all(part.isidentifier() for part in parts):
+            return ".".join(parts)
+    return path.stem
+
+
+def included_file(path: Path, module: str) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"--include {path}: cannot read it ({error.strerror})") from None
+    if len(data) > MAX_INCLUDED_BYTES:
+        raise UsageError(f"--include {path}: {len(data)} bytes; a reproducer includes source files, not data")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--include {path}: not UTF-8 text; include source files only") from None
+    relative = module.replace(".", "/") + ("/__init__.py" if path.name == "__init__.py" else ".py")
+    return {"module": module, "path": relative, "sha256": hashlib.sha256(data).hexdigest(), "text": text}
+
+
+# --------------------------------------------------------------------------- the agent's input
+
+
+def _agent_task(manifest: Manifest, registry: Registry, seed: int) -> Any:
+    """In a child: build the trial's world (no tool is called) and return the task its agent received."""
+    from certlab_core.gate import boundary
+    from certlab_core.gate.references import callable_reference
+    from certlab_core.gate.runner import plan_run
+
+    plan = plan_run(manifest, registry)
+    builder = plan.world.build if plan.world is not None else None
+    if builder is None:
+        assert manifest.task.world is not None
+        builder = callable_reference(manifest.task.world, manifest.descriptor_dir)
+    instance = builder(json.loads(json.dumps(manifest.task.input)), seed)
+    return boundary.to_json(instance.task)
+
+
+def agent_task(manifest: Manifest, registry: Registry, seed: int) -> Any:
+    try:
+        return call_in_fork(_agent_task, manifest, registry, seed, timeout=120.0)
+    except ForkedCallError as error:
+        raise InstrumentError(f"building the trial's world to learn its task failed: {error.failure.summary}") from None
+
+
+# --------------------------------------------------------------------------- writing and reading
+
+
+def make_bundle(
+    store: RunStore, trial: Mapping[str, Any], registry: Registry, include: Sequence[Path]
+) -> dict[str, Any]:
+    """The sealed reproducer of one trial line of ``store``."""
+    from certlab_core.gate.manifest import manifest_document
+
+    manifest = store.manifest
+    if manifest.task.kind != "tool-world":
+        raise UsageError(
+            f"{trial['id']} is a coding trial (task family {manifest.task.family}); reproducers replay a tool "
+            "boundary, so bundle a tool-world trial"
+        )
+    arm = manifest.arms[trial["arm"]]
+    if not arm.agent:
+        raise UsageError(f"{trial['id']}: its arm runs an adapter, not a Python agent; only Python agents replay")
+    module_name = arm.agent.partition(":")[0]
+    source = _module_file(module_name, manifest.descriptor_dir)
+    if source is None:
+        raise UsageError(
+            f"the agent module {module_name} has no source file to include; "
+            "install it, or run from the descriptor's folder"
+        )
+    files = [included_file(source, module_name)]
+    if arm.source_sha256 and files[0]["sha256"] != arm.source_sha256:
+        raise UsageError(
+            f"{source} changed since the run (its sha256 differs from the sealed one); the bundle would not hold the "
+            "agent that ran: restore that version first"
+        )
+    extra: list[dict[str, Any]] = []
+    for path in include:
+        if path.suffix != ".py":
+            raise UsageError(f"--include {path}: only Python source files are included (replay loads them as modules)")
+        name = _module_name_of(path, manifest.descriptor_dir)
+        if name != module_name and all(f["module"] != name for f in extra):
+            extra.append(included_file(path, name))
+    document = {
+        "schema": BUNDLE_SCHEMA,
+        "experiment": manifest.experiment,
+        "run": store.folder.name,
+        "manifest_seal": manifest.seal,
+        "manifest": manifest_slice(manifest_document(manifest), trial["arm"], trial["condition"]),
+        "trial": dict(trial),
+        "agent": {
+            "reference": arm.agent,
+            "task": agent_task(manifest, registry, int(trial["seed"])),
+            "rng_seed": int(trial["seed"]),
+        },
+        "files": extra + files,  # loaded in this order on replay: helpers first, the agent's module last
+    }
+    document["seal"] = bundle_seal(document)
+    return document
+
+
+def bundle_seal(document: Mapping[str, Any]) -> str:
+    """The seal of a reproducer: everything but the seal itself and the included files' text."""
+    body = {key: value for key, value in document.items() if key != "seal"}
+    body["files"] = [{k: v for k, v in entry.items() if k != "text"} for entry in document.get("files") or ()]
+    return seal_of(body)
+
+
+def edited_files(document: Mapping[str, Any]) -> list[str]:
+    """The included files whose text no longer has the sha256 they were bundled with."""
+    return [
+        str(entry["path"])
+        for entry in document["files"]
+        if hashlib.sha256(str(entry["text"]).encode("utf-8")).hexdigest() != entry["sha256"]
+    ]
+
+
+def write_bundle(path: Path, bundle: Mapping[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(pretty_json(dict(bundle)), encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"--out {path}: cannot write ({error.strerror}); choose a writable path") from None
+
+
+def read_bundle(path: Path) -> dict[str, Any]:
+    """A reproducer read back, its schema, seal, trial seal and identity checked; anything wrong is exit 3."""
+    from certlab_core.gate.schedule import key_of, trial_identity
+
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such reproducer; write one with 'certlab bundle RUNDIR TRIAL --out'") from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise InstrumentError(f"{path}: not a readable reproducer ({type(error).__name__})") from None
+    if not isinstance(document, dict) or document.get("schema") != BUNDLE_SCHEMA:
+        raise InstrumentError(f"{path}: not a {BUNDLE_SCHEMA} reproducer")
+    if document.get("seal") != bundle_seal(document):
+        raise InstrumentError(
+            f"{path}: the seal does not match the recording; the reproducer was edited after sealing "
+            "(only the included files' text may change)"
+        )
+    try:
+        trial = document["trial"]
+        if not seal_holds(trial):
+            raise InstrumentError(f"{path}: the trial's own seal does not match its record")
+        manifest = manifest_from_slice(document["manifest"])
+        key = key_of(manifest, trial["id"])
+        if key is None or trial_identity(manifest, key) != trial["identity"]:
+            raise InstrumentError(f"{path}: the manifest slice does not give the trial its recorded identity")
+        for entry in document["files"]:
+            if not isinstance(entry["text"], str) or not isinstance(entry["module"], str):
+                raise InstrumentError(f"{path}: an included file has no text or module name; it is damaged")
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        raise InstrumentError(f"{path}: the reproducer lacks {error}; it is damaged") from None
+    return document

@@ -1,0 +1,290 @@
+"""Replay a reproducer: run its included agent against the recorded boundary events, with no live tool.
+
+The n-th call the agent makes must be the n-th recorded event (same kind, name and
+arguments as JSON); it then receives the recorded result, or the recorded error is raised.
+Any other call, or a recording not fully consumed, makes the replay invalid (exit 3): the
+agent did not take the recorded path, so the recording cannot say what would have happened.
+Otherwise the agent made exactly the recorded calls, so the world ended in the recorded
+state; the replay reproduces the trial when the agent also ended the same way (the same
+outcome and failure mode, and the same exception for a crash), exit 0, else exit 1.
+
+``--live`` instead re-runs the trial for real through the gate's runner (the same world,
+seed and faults, optionally with another agent): exit 0 when the recorded outcome and failure
+mode come back, 1 when they do not (for a failure's reproducer, 1 means the agent now copes).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import random
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from certlab_core.canonical import canonical_json
+from certlab_core.diagnosis.bundle import edited_files, manifest_from_slice
+from certlab_core.diagnosis.events import describe_call
+from certlab_core.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK
+from certlab_core.forking import ForkedCallError, call_in_fork
+from certlab_core.registry import Registry
+
+KILL_GRACE_S = 5.0
+
+
+@frozen
+class ReplayResult:
+    """What a replay found: ``reproduced``, ``not-reproduced`` or ``invalid``, its exit code and the lines to print."""
+
+    status: str
+    exit_code: int
+    lines: tuple[str, ...]
+
+
+class ReplayDeparture(BaseException):
+    """The agent made a call that is not the next recorded one (a BaseException: the agent cannot swallow it)."""
+
+
+class _Deadline(BaseException):
+    """The replay ran past the trial's seconds budget."""
+
+
+class RecordedBoundary:
+    """Answers an agent's calls from a recording, in order, and notes the first departure from it."""
+
+    def __init__(self, events: Sequence[Mapping[str, Any]]) -> None:
+        self.events = list(events)
+        self.position = 0
+        self.departure: str | None = None
+
+    def cross(self, kind: str, name: str, raw_args: Mapping[str, Any]) -> Any:
+        from certlab_core.gate import boundary
+
+        args = boundary.to_json(raw_args)
+        wanted = {"kind": kind, "name": name, "args": args}
+        if self.position >= len(self.events):
+            self.departure = (
+                f"call #{self.position} {describe_call(wanted)}: the recording ended after {len(self.events)} event(s)"
+            )
+            raise ReplayDeparture(self.departure)
+        event = self.events[self.position]
+        same_call = (event.get("kind"), event.get("name")) == (kind, name)
+        if not same_call or canonical_json(event.get("args")) != canonical_json(args):
+            self.departure = (
+                f"call #{self.position} {describe_call(wanted)}: the recording has {describe_call(event)} there"
+            )
+            raise ReplayDeparture(self.departure)
+        self.position += 1
+        if event.get("status") == "error":
+            error = event.get("error") or {}
+            exception = boundary.BOUNDARY_ERRORS.get(str(error.get("type")), boundary.ToolError)
+            raise exception(str(error.get("message", "")))
+        return json.loads(json.dumps(event.get("result")))
+
+    def call_tool(self, name: str, args: Mapping[str, Any]) -> Any:
+        return self.cross("tool", name, args)
+
+    def decide(self, question: str, options: Sequence[str]) -> Any:
+        return self.cross("decision", "decide", {"question": question, "options": [str(o) for o in options]})
+
+
+# --------------------------------------------------------------------------- loading the included files
+
+
+def load_included(files: Sequence[Mapping[str, Any]], folder: Path) -> None:
+    """Write the included files under ``folder`` and load each as its module, replacing any installed version."""
+    for entry in files:
+        path = folder / str(entry["path"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(str(entry["text"]), encoding="utf-8")
+        name = str(entry["module"])
+        parent, _, leaf = name.rpartition(".")
+        if parent:
+            importlib.import_module(parent)
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {entry['path']} as {name}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        if parent:
+            setattr(sys.modules[parent], leaf, module)
+
+
+def _on_deadline(_signum: int, _frame: Any) -> None:
+    raise _Deadline()
+
+
+def _replay_child(bundle: Mapping[str, Any]) -> dict[str, Any]:
+    """In a child: load the included files, run the agent against the recording, and say how it ended."""
+    from certlab_core.gate import boundary
+    from certlab_core.gate.references import resolve
+
+    piece = bundle["manifest"]
+    trial = bundle["trial"]
+    recorded = RecordedBoundary(trial.get("events") or ())
+    ending: dict[str, Any] = {"status": "completed", "exit_code": None, "detail": "", "uncaught_tool_error": False}
+    with tempfile.TemporaryDirectory(prefix="certlab-replay-") as folder:
+        try:
+            load_included(bundle["files"], Path(folder))
+            agent = resolve(bundle["agent"]["reference"], piece.get("descriptor_dir"))
+        except Exception as error:
+            return {"load_error": f"{type(error).__name__}: {error}"}
+        tools = boundary.Tools(recorded.call_tool, recorded.decide, tuple(piece["task"].get("tools") or ()))
+        seconds = float(piece["budgets"].get("seconds") or 60.0)
+        previous = signal.signal(signal.SIGALRM, _on_deadline)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            agent(json.loads(json.dumps(bundle["agent"]["task"])), tools, random.Random(bundle["agent"]["rng_seed"]))
+        except ReplayDeparture:
+            pass
+        except _Deadline:
+            ending.update(status="timeout", detail=f"the seconds budget ({seconds:g} s) ran out")
+        except boundary.BudgetExceeded as error:
+            ending.update(status="budget", detail=f"{type(error).__name__}: {error}")
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+            ending.update(status="exited", exit_code=code, detail=f"the agent called sys.exit({done.code!r})")
+        except boundary.ToolError as error:
+            ending.update(status="crashed", detail=f"{type(error).__name__}: {error}", uncaught_tool_error=True)
+        except BaseException as error:
+            ending.update(status="crashed", detail=f"{type(error).__name__}: {error}")
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    return {
+        "ending": ending,
+        "departure": recorded.departure,
+        "consumed": recorded.position,
+        "recorded": len(recorded.events),
+    }
+
+
+def _budget_exceeded(trial: Mapping[str, Any], status: str) -> str | None:
+    """Which budget ran out in the replay: the seconds on a timeout, else the recorded one if a recorded call hit it."""
+    if status == "timeout":
+        return "seconds"
+    hit = any((e.get("error") or {}).get("type") == "BudgetExceeded" for e in trial.get("events") or ())
+    return str(trial.get("budget_exceeded") or "tool_calls") if hit else None
+
+
+def _exception_type(detail: str) -> str:
+    return detail.partition(":")[0].strip()
+
+
+def replay(bundle: Mapping[str, Any]) -> ReplayResult:
+    """Replay the reproducer's agent against its recording (in a fresh process)."""
+    from certlab_core.gate.runner import classify
+
+    trial = bundle["trial"]
+    lines = [f"replay {trial['id']} of {bundle['experiment']} (recorded: {_outcome(trial)})"]
+    edited = edited_files(bundle)
+    if edited:
+        lines.append(f"included files edited since bundling: {', '.join(edited)}")
+    seconds = float(bundle["manifest"]["budgets"].get("seconds") or 60.0)
+    try:
+        found = call_in_fork(_replay_child, bundle, timeout=seconds + KILL_GRACE_S)
+    except ForkedCallError as error:
+        lines.append(f"invalid: the replay process failed ({error.failure.summary})")
+        return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
+    if "load_error" in found:
+        lines.append(f"invalid: the included agent does not load ({found['load_error']})")
+        return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
+    if found["departure"] is not None:
+        lines.append(f"invalid: the agent left the recording at {found['departure']}")
+        return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
+    if found["consumed"] < found["recorded"]:
+        lines.append(
+            f"invalid: the agent stopped after {found['consumed']} of {found['recorded']} recorded events "
+            f"({found['ending']['status']}); the recording was not fully consumed"
+        )
+        return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
+    lines.append(f"the agent made exactly the {found['recorded']} recorded calls, in order")
+    ending = found["ending"]
+    manifest = manifest_from_slice(bundle["manifest"])
+    outcome = {
+        "agent": {"status": ending["status"], "exit_code": ending["exit_code"], "detail": ending["detail"]},
+        "error": None,
+        "budget_exceeded": _budget_exceeded(trial, ending["status"]),
+        "uncaught_tool_error": ending["uncaught_tool_error"],
+    }
+    # The same calls leave the world in the same state, so the oracle's recorded verdict stands.
+    replayed, mode, error = classify(manifest, outcome, trial.get("oracle"), None)
+    if replayed == "error" and trial.get("oracle") is None:
+        # The recorded trial never reached the oracle, so no recorded verdict covers this ending.
+        replayed, mode = "unjudged", None
+        lines.append("the recorded trial was never judged by the oracle; with no live world, this ending is not judged")
+    elif replayed == "error":
+        lines.append(f"the replayed ending is an infrastructure error: {error}")
+    lines.append(f"replayed: agent {ending['status']}" + (f" ({ending['detail']})" if ending["detail"] else ""))
+    same = (replayed, mode) == (trial.get("outcome"), trial.get("failure_mode"))
+    recorded_agent = trial.get("agent") or {}
+    if same and ending["status"] == "crashed":
+        same = _exception_type(ending["detail"]) == _exception_type(str(recorded_agent.get("detail", "")))
+    if same:
+        lines.append(f"reproduced: {_outcome({'outcome': replayed, 'failure_mode': mode})}")
+        return ReplayResult("reproduced", EXIT_OK, tuple(lines))
+    lines.append(
+        f"not reproduced: recorded {_outcome(trial)} (agent {recorded_agent.get('status')}), "
+        f"replayed {_outcome({'outcome': replayed, 'failure_mode': mode})} (agent {ending['status']})"
+    )
+    return ReplayResult("not-reproduced", EXIT_MISMATCH, tuple(lines))
+
+
+def _outcome(trial: Mapping[str, Any]) -> str:
+    if trial.get("outcome") == "unjudged":
+        return "an ending the recording cannot judge"
+    if trial.get("outcome") == "failure":
+        return f"failure {trial.get('failure_mode')}"
+    return str(trial.get("outcome"))
+
+
+# --------------------------------------------------------------------------- live
+
+
+def _live_child(bundle: Mapping[str, Any], agent: str | None, registry: Registry) -> dict[str, Any]:
+    from certlab_core.gate.runner import rerun_trial
+
+    with tempfile.TemporaryDirectory(prefix="certlab-replay-") as folder:
+        load_included(bundle["files"], Path(folder))
+        manifest = manifest_from_slice(bundle["manifest"], {"agent": agent} if agent else None)
+        return rerun_trial(manifest, bundle["trial"]["id"], registry)
+
+
+def replay_live(bundle: Mapping[str, Any], registry: Registry, agent: str | None = None) -> ReplayResult:
+    """Re-run the reproducer's trial for real (same world, seed and faults), with its agent or ``agent``."""
+    from certlab_core.diagnosis.diff import same_recording
+
+    trial = bundle["trial"]
+    who = agent or bundle["agent"]["reference"]
+    lines = [f"live re-run of {trial['id']} of {bundle['experiment']} with {who} (recorded: {_outcome(trial)})"]
+    started = time.monotonic()
+    try:
+        line = call_in_fork(_live_child, bundle, agent, registry, timeout=600.0)
+    except ForkedCallError as error:
+        lines.append(f"invalid: the live re-run failed ({error.failure.summary})")
+        return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
+    if line.get("outcome") == "error":
+        lines.append(f"invalid: the re-run hit an infrastructure error ({line.get('error')})")
+        return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
+    same_events = same_recording(line.get("events") or (), trial.get("events") or ())
+    lines.append(
+        f"re-ran in {time.monotonic() - started:.2f} s: {_outcome(line)}; "
+        + ("the same boundary events as recorded" if same_events else "boundary events differ from the recording")
+    )
+    if (line.get("outcome"), line.get("failure_mode")) == (trial.get("outcome"), trial.get("failure_mode")):
+        lines.append(f"reproduced: {_outcome(line)}")
+        return ReplayResult("reproduced", EXIT_OK, tuple(lines))
+    fixed = trial.get("outcome") == "failure" and line.get("outcome") == "success"
+    lines.append(
+        f"not reproduced: {_outcome(line)} instead of {_outcome(trial)}"
+        + (f" ({who} copes with the recorded conditions)" if fixed else "")
+    )
+    return ReplayResult("not-reproduced", EXIT_MISMATCH, tuple(lines))
