@@ -216,13 +216,13 @@ def replay(bundle: Mapping[str, Any]) -> ReplayResult:
         "uncaught_tool_error": ending["uncaught_tool_error"],
     }
     # The same calls leave the world in the same state, so the oracle's recorded verdict stands.
-    replayed, mode, error = classify(manifest, outcome, trial.get("oracle"), None)
+    replayed, mode, problem = classify(manifest, outcome, trial.get("oracle"), None)
     if replayed == "error" and trial.get("oracle") is None:
         # The recorded trial never reached the oracle, so no recorded verdict covers this ending.
         replayed, mode = "unjudged", None
         lines.append("the recorded trial was never judged by the oracle; with no live world, this ending is not judged")
     elif replayed == "error":
-        lines.append(f"the replayed ending is an infrastructure error: {error}")
+        lines.append(f"the replayed ending is an infrastructure error: {problem}")
     lines.append(f"replayed: agent {ending['status']}" + (f" ({ending['detail']})" if ending["detail"] else ""))
     same = (replayed, mode) == (trial.get("outcome"), trial.get("failure_mode"))
     recorded_agent = trial.get("agent") or {}
