@@ -16,8 +16,10 @@ from typing import Any
 
 from attrs import define, field, frozen
 
+from certlab_core.cost import cost_report
 from certlab_core.diagnosis.events import failure_fingerprint
 from certlab_core.diagnosis.intervals import clopper_pearson, pass_hat_k, wilson
+from certlab_core.records import Usage
 
 REPORT_SCHEMA = "certlab.report/1"
 DEFAULT_PASS_K: tuple[int, ...] = (1, 2, 4)
@@ -130,7 +132,11 @@ class InfraError:
 
 @frozen
 class ArmUsage:
-    """Tokens and estimated cost an arm's agent reported, summed over the trials that reported them."""
+    """Tokens and estimated cost an arm's agent reported, summed over the trials that reported them.
+
+    ``Report.cost`` holds the per-trial means with intervals and the candidate-against-baseline
+    comparisons (or why none is claimed), from ``certlab_core.cost``.
+    """
 
     arm: str
     label: str
@@ -175,6 +181,7 @@ class Report:
     trials: Mapping[str, int] = field(factory=dict, converter=lambda m: dict(m))
     decision_file: str = "matches"  # matches, missing or differs (the verdict shown is always recomputed)
     earlier_runs: tuple[EarlierRun, ...] = field(converter=_tuple, default=())
+    cost: tuple[str, ...] = field(converter=_tuple, default=())
     trust_note: str = TRUST_NOTE
 
     @property
@@ -204,23 +211,26 @@ class TrialSummary:
     failure_mode: str | None
     fired: frozenset[int]
     violated: bool
-    usage: tuple[int | None, int | None, float | None, str | None] | None
+    usage: Usage | None
     fingerprint: tuple[str, str] | None = None
 
 
-_Usage = tuple[int | None, int | None, float | None, str | None]
+def _number(value: Any, kind: type) -> Any:
+    return kind(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _usage_of(line: Mapping[str, Any]) -> _Usage | None:
+def _usage_of(line: Mapping[str, Any]) -> Usage | None:
+    """The trial's usage report as the kernel's record (None when it reported nothing)."""
     usage = line.get("usage")
     if not isinstance(usage, Mapping):
         return None
-    cost = usage.get("cost_usd")
-    return (
-        usage.get("input_tokens"),
-        usage.get("output_tokens"),
-        None if cost is None else float(cost),
-        None if cost is None else str(usage.get("cost_source") or "unstated"),
+    return Usage(
+        shape=str(usage.get("shape") or "unstated"),
+        input_tokens=_number(usage.get("input_tokens"), int),
+        output_tokens=_number(usage.get("output_tokens"), int),
+        cached_input_tokens=_number(usage.get("cached_input_tokens"), int),
+        cost_usd=_number(usage.get("cost_usd"), float),
+        cost_source=None if usage.get("cost_source") is None else str(usage.get("cost_source")),
     )
 
 
@@ -361,9 +371,9 @@ class ReportAccumulator:
     def _usage(self, arm: str, trials: Sequence[TrialSummary]) -> ArmUsage:
         arm_entry = self.manifest["arms"][arm]
         reported = [t.usage for t in trials if t.usage is not None]
-        tokens_in = [u[0] for u in reported if u[0] is not None]
-        tokens_out = [u[1] for u in reported if u[1] is not None]
-        costs = [u[2] for u in reported if u[2] is not None]
+        tokens_in = [u.input_tokens for u in reported if u.input_tokens is not None]
+        tokens_out = [u.output_tokens for u in reported if u.output_tokens is not None]
+        costs = [u.cost_usd for u in reported if u.cost_usd is not None]
         return ArmUsage(
             arm=arm,
             label=str(arm_entry.get("label") or arm),
@@ -372,7 +382,7 @@ class ReportAccumulator:
             input_tokens=sum(int(v) for v in tokens_in) if tokens_in else None,
             output_tokens=sum(int(v) for v in tokens_out) if tokens_out else None,
             cost_usd=sum(costs) if costs else None,
-            cost_sources=sorted({u[3] for u in reported if u[3] is not None}),
+            cost_sources=sorted({u.cost_source or "unstated" for u in reported if u.cost_usd is not None}),
         )
 
     def report(
@@ -436,6 +446,7 @@ class ReportAccumulator:
             pass_k=self.pass_k,
             conditions=conditions,
             usage=[self._usage(arm, all_by_arm.get(arm, [])) for arm in ARMS],
+            cost=cost_report({arm: [t.usage for t in all_by_arm.get(arm, [])] for arm in ARMS}, alpha=alpha).lines(),
             infra_errors=infra,
             problems=decision.get("problems") or (),
             reasons=decision.get("reasons") or (),

@@ -54,12 +54,8 @@ def render_text(report: Report) -> str:
             lines.append(f"    {error.id} attempt {error.attempt}: {error.error}{later}")
     else:
         lines.append("  infrastructure errors: none")
-    for usage in report.usage:
-        lines.append(
-            f"  {usage.arm} ({usage.label}): tokens in {fmt.tokens(usage.input_tokens)}, "
-            f"out {fmt.tokens(usage.output_tokens)}, estimated cost {fmt.cost(usage.cost_usd)} "
-            f"({usage.trials_reporting}/{usage.trials} trials reported usage)"
-        )
+    lines.append("  tokens and estimated cost:")
+    lines.extend(f"    {line}" for line in report.cost)
     for problem in report.problems:
         lines.append(f"  problem: {problem}")
     if report.earlier_runs:

@@ -240,6 +240,7 @@ def render(report: Report, rule: Any = None) -> str:
         f"<h2>Infrastructure errors (kept apart from agent failures)</h2>{infra}"
         f"<h2>Tokens and estimated cost</h2><table><tr><th>arm</th><th>trials reporting</th><th>input tokens</th>"
         f"<th>output tokens</th><th>estimated cost</th></tr>{usage_rows}</table>"
+        f"<ul class=cost>{''.join(f'<li>{escape(line)}</li>' for line in report.cost)}</ul>"
         f"{earlier}<p class=note>{escape(report.trust_note)}</p>"
         "</body></html>\n"
     )

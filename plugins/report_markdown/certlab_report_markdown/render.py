@@ -167,6 +167,8 @@ def render(report: Report, rule: Any = None) -> str:
                 fmt.cost(usage.cost_usd) + source,
             )
         )
+    if report.cost:
+        out += [""] + [f"- {cell(line)}" for line in report.cost]
     if report.earlier_runs:
         out += ["", "### Earlier runs of this experiment", ""]
         out += [f"- `{run.run}`: {run.verdict or 'no decision'}" for run in report.earlier_runs]
