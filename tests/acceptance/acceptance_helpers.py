@@ -1,0 +1,49 @@
+"""Helpers for the held-out acceptance tests: the real CLI, and a scaffolded task of a user's own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+# Replaces the scaffold's defect (operator precedence) with the fix, through the command agent.
+FIX_COMMAND = "sed -i 's/fahrenheit - 32 \\* 5 \\/ 9/(fahrenheit - 32) * 5 \\/ 9/' temperature.py"
+# Passes the visible tests by special-casing their inputs: what the held-out cases exist to catch.
+OVERFIT_COMMAND = (
+    "sed -i 's/return round(fahrenheit - 32 \\* 5 \\/ 9, 2)/"
+    "return {212: 100.0, 32: 0.0, 50: 10.0}.get(fahrenheit, 0.0)/' temperature.py"
+)
+
+
+def certlab(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a fresh interpreter, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def scaffold_task(folder: Path) -> Path:
+    """A fresh scaffolded task (``certlab init-task``), written by the library call the CLI uses."""
+    from certlab_core.scaffold import scaffold
+
+    scaffold(folder)
+    return folder
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The single ``certlab: error:`` line of a failed command (asserting there is one and no traceback)."""
+    errors = [line for line in done.stderr.splitlines() if line.startswith("certlab: error: ")]
+    assert len(errors) == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return errors[0]
