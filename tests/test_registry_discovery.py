@@ -1,16 +1,18 @@
 """Plugin discovery through real entry points: choosing plugins, a broken plugin, duplicate names, unknown names.
 
-Throwaway distributions are written here, built into wheels with pip and installed for
-the fresh environment's interpreter (see ``freshenv``), each scenario into its own
-folder that only that scenario's commands get on PYTHONPATH. So every plugin below is
-found the way an installed one is, through a ``certlab.plugins`` entry point, and the
-shared environment's site-packages stays as the other tests expect it.
+Throwaway distributions are written here, built into wheels and installed with pip, each
+scenario's into its own folder, which only that scenario's commands in the fresh
+environment (see ``freshenv``) get on PYTHONPATH. So every plugin below is found the way
+an installed one is, through a ``certlab.plugins`` entry point, and the shared
+environment's site-packages stays as the other tests expect it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 import textwrap
 import tomllib
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from freshenv import EXAMPLE, EXAMPLE_DISTRIBUTION, FreshEnv, pip_env, run
+from freshenv import EXAMPLE, EXAMPLE_DISTRIBUTION, FreshEnv, install_layers
 from freshenv import shared_fresh_env as _shared_fresh_env
 
 # A plugin module that cannot be imported.
@@ -102,26 +104,49 @@ THROWAWAYS = (
 )
 
 
+# Builds the source folder argv[2] into a wheel in argv[1] with setuptools' PEP 517 backend, the one pip
+# calls for these sources, without pip's own start-up; one process a source, as the backend keeps state.
+BUILD_WHEEL = """
+import os, sys
+from setuptools import build_meta
+os.chdir(sys.argv[2])
+build_meta.build_wheel(sys.argv[1])
+"""
+
+
 @pytest.fixture(scope="session")
-def fresh(tmp_path_factory: pytest.TempPathFactory) -> FreshEnv:
-    return _shared_fresh_env(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def layers(fresh: FreshEnv, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def layers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Scenario -> the folder its throwaway distribution is installed in."""
     root = tmp_path_factory.mktemp("throwaway")
-    sources = [str(throwaway.write(root / "src")) for throwaway in THROWAWAYS]
     wheels = root / "wheels"
-    pip_wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
-    completed = run([*pip_wheel, *sources], env=pip_env(use_config=False))
-    assert completed.returncode == 0, completed.stderr
-    installed = {}
-    for throwaway in THROWAWAYS:
-        (wheel,) = wheels.glob(f"{throwaway.package}-{throwaway.version}-*.whl")
-        installed[throwaway.scenario] = root / "layers" / throwaway.scenario
-        fresh.install_layer([wheel], installed[throwaway.scenario])
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    builds = [
+        subprocess.Popen(
+            [sys.executable, "-c", BUILD_WHEEL, str(wheels), str(throwaway.write(root / "src"))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for throwaway in THROWAWAYS
+    ]
+    for build in builds:
+        _stdout, stderr = build.communicate(timeout=300)
+        assert build.returncode == 0, stderr
+    installed = {throwaway.scenario: root / "layers" / throwaway.scenario for throwaway in THROWAWAYS}
+    install_layers(
+        {
+            installed[throwaway.scenario]: [wheels / f"{throwaway.package}-{throwaway.version}-py3-none-any.whl"]
+            for throwaway in THROWAWAYS
+        }
+    )
     return installed
+
+
+@pytest.fixture(scope="session")
+def fresh(layers: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> FreshEnv:
+    """The shared fresh environment; the layers come first, built while another worker may still build it."""
+    return _shared_fresh_env(tmp_path_factory)
 
 
 def installed_plugin_names(fresh: FreshEnv) -> set[str]:

@@ -18,7 +18,7 @@ from freshenv import shared_fresh_env as _shared_fresh_env
 
 FAMILY = "roman"
 PACKAGE = "certlab_roman"
-DEFECTS = 5
+DEFECTS = 3
 
 
 @pytest.fixture(scope="session")

@@ -32,12 +32,6 @@ DEFECTS = (
         seeds=[Seed(MODULE, "if value < following:", "if value <= following:")],
     ),
     Defect(
-        id="forty-written-xxxx",
-        defect_class="wrong-constant",
-        description="the numeral table writes 40 as XXXX instead of XL",
-        seeds=[Seed(MODULE, '(40, "XL")', '(40, "XXXX")')],
-    ),
-    Defect(
         id="non-canonical-accepted",
         defect_class="dropped-condition",
         description="from_roman no longer checks that a numeral is canonical, so IIII passes as 4",
@@ -48,12 +42,6 @@ DEFECTS = (
                 "    if not MIN_VALUE <= total <= MAX_VALUE:\n",
             )
         ],
-    ),
-    Defect(
-        id="compare-swapped",
-        defect_class="argument-order",
-        description="compare reads its two numerals in the wrong order",
-        seeds=[Seed(MODULE, "from_roman(a), from_roman(b)", "from_roman(b), from_roman(a)")],
     ),
 )
 
