@@ -93,14 +93,14 @@ def read_lines(manifest: Manifest, raw_lines: Sequence[str]) -> Trials:
         ):
             problem(f"{where}: {trial_id}: arm, condition, index or seed disagree with its id and the manifest")
             continue
-        if line.get("manifest_seal") != manifest.seal:
-            problem(f"{where}: {trial_id} was recorded under another manifest (its manifest_seal differs)")
-            continue
         if line.get("identity") != identities.of(key):
             problem(
                 f"{where}: {trial_id}: its identity does not match the manifest "
                 "(the manifest was resealed with other parameters after the trial ran)"
             )
+            continue
+        if line.get("manifest_seal") != manifest.seal:
+            problem(f"{where}: {trial_id} was recorded under another manifest (its manifest_seal differs)")
             continue
         attempt = line.get("attempt")
         if not isinstance(attempt, int) or isinstance(attempt, bool) or not 1 <= attempt <= MAX_ATTEMPTS:
