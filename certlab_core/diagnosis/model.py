@@ -425,10 +425,10 @@ class ReportAccumulator:
                     clusters=self._clusters(by_arm),
                 )
             )
-        infra = sorted(
+        infra = [
             InfraError(id=trial_id, attempt=attempt, error=error, final=self.latest[trial_id].attempt == attempt)
-            for trial_id, attempt, error in self.errors
-        )
+            for trial_id, attempt, error in sorted(self.errors)
+        ]
         return Report(
             schema=REPORT_SCHEMA,
             experiment=str(manifest["experiment"]),
