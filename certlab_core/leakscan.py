@@ -29,7 +29,9 @@ WINDOW = 160
 MAX_FILE_BYTES = 64 * 1024 * 1024
 _WORDS = {"True": "true", "False": "false", "None": "null"}
 _WORD_PATTERN = re.compile(r"\b(True|False|None)\b")
-_SQUASH = str.maketrans({"'": '"', "(": "[", ")": "]", "\\": None, " ": None, "\t": None, "\n": None, "\r": None})
+_SQUASH = str.maketrans({"'": '"', "(": "[", ")": "]", "\\": None})
+_SPACE_AT_PUNCTUATION = re.compile(r'\s*([\[\]{},:"])\s*')
+_SPACES = re.compile(r"\s+")
 _WORDISH = re.compile(r"[\w.]")
 
 
@@ -47,8 +49,10 @@ class Finding:
 
 
 def squash(text: str) -> str:
-    """One notation for JSON and Python text: double quotes, square brackets, lower-case literals, no spacing."""
-    return _WORD_PATTERN.sub(lambda m: _WORDS[m.group(1)], text).translate(_SQUASH)
+    """One notation for JSON and Python text: double quotes, square brackets, lower-case literals, and no
+    spacing around punctuation (a run of spaces between words becomes one)."""
+    text = _WORD_PATTERN.sub(lambda m: _WORDS[m.group(1)], text).translate(_SQUASH)
+    return _SPACES.sub(" ", _SPACE_AT_PUNCTUATION.sub(r"\1", text))
 
 
 def _rendered(value: Any) -> str:
