@@ -133,6 +133,12 @@ def gate_command(
             decision = dict(decision)
             decision["problems"] = [*decision["problems"], f"{note}; the verdict above is recomputed"]
             decision["verdict"], decision["exit_code"] = "ERROR", EXIT_ERROR
+    # Retries (certlab_core.integrity): each record written once, a retry only after an infrastructure error.
+    from certlab_core.integrity import verify_store
+
+    forged = [problem for problem in verify_store(rundir) if problem not in decision["problems"]]
+    if forged:
+        decision = dict(decision, problems=[*decision["problems"], *forged], verdict="ERROR", exit_code=EXIT_ERROR)
     if as_json:
         typer.echo(pretty_json(decision), nl=False)
     else:

@@ -172,3 +172,30 @@ def test_a_record_written_twice_or_edited_or_out_of_order_fails(retried_store: P
     assert any(
         "3 attempts; an infrastructure error is retried once at most" in p for p in attempt_problems(_forge(forged))
     )
+
+
+def test_certlab_gate_refuses_a_store_with_a_forged_retry(retried_store: Path, tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    forged_store = tmp_path / "forged"
+    shutil.copytree(retried_store, forged_store)
+    lines = parsed(forged_store)
+    failure = next(line for line in lines if line["outcome"] == "failure")
+    relabelled = dict(failure, outcome="error", failure_mode=None, error="runner-broken: it broke, honestly")
+    retry = dict(failure, attempt=2, outcome="success", failure_mode=None)
+    forged = _forge([relabelled if line is failure else line for line in lines] + [retry])
+    (forged_store / "trials.jsonl").write_text("\n".join(forged) + "\n")
+    (forged_store / "decision.json").unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", "gate", str(forged_store), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    decision = json.loads(done.stdout)
+    assert decision["verdict"] == "ERROR"
+    assert any("the oracle judged it, so it ran to the end" in problem for problem in decision["problems"])
