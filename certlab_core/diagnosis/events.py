@@ -48,7 +48,11 @@ def fault_name(trial: Mapping[str, Any], index: int | None) -> str | None:
 
 
 def describe_event(trial: Mapping[str, Any], event: Mapping[str, Any] | None) -> str:
-    """One short label for an event, without its arguments: ``reserve -> error ToolTimeout [tool_timeout]``."""
+    """One short label for an event, without its arguments: ``reserve -> error ToolTimeout (injected)``.
+
+    A fault is marked as ``injected`` but not named: when two faults alter the same call the
+    record names only the first, and a fingerprint must not change with a harmless one.
+    """
     if event is None:
         return END_OF_CALLS
     name = str(event.get("name"))
@@ -57,8 +61,7 @@ def describe_event(trial: Mapping[str, Any], event: Mapping[str, Any] | None) ->
         answer = f"error {error.get('type', '?')}"
     else:
         answer = "ok"
-    fault = fault_name(trial, event.get("fault"))
-    return f"{name} -> {answer}" + (f" [{fault}]" if fault else "")
+    return f"{name} -> {answer}" + (" (injected)" if event.get("fault") is not None else "")
 
 
 def describe_call(event: Mapping[str, Any] | None) -> str:
@@ -105,7 +108,7 @@ def failure_fingerprint(trial: Mapping[str, Any], twin: Mapping[str, Any] | None
     The first diverging event is where the trial parts ways with its twin (the other arm's
     trial of the same condition and index, which saw the same seed and faults) when the twin
     succeeded; otherwise the first event answered with an error, or the end of its calls.
-    A fault on the event just before the split is named, since it is usually the cause.
+    An injected fault on the event just before the split is noted, since it is usually the cause.
     """
     events: Sequence[Mapping[str, Any]] = trial.get("events") or ()
     if twin is not None and twin.get("outcome") == "success":
@@ -119,8 +122,7 @@ def failure_fingerprint(trial: Mapping[str, Any], twin: Mapping[str, Any] | None
             label = f"no error; last call: {describe_event(trial, events[-1])}"
         else:
             label = "no calls"
-    before = fault_before(trial, events, split)
-    if before is not None and before.events_before_split == 1:
-        label += f" (right after {before.fault})"
+    if 0 < split <= len(events) and events[split - 1].get("fault") is not None:
+        label += f", right after {describe_event(trial, events[split - 1])}"
     mode = trial.get("failure_mode") or "unknown"
     return f"{mode} @ {label}", label

@@ -34,7 +34,7 @@ def test_block_report_has_bounds_arms_clusters_and_faults() -> None:
     (cluster,) = timeout["clusters"]
     assert cluster["candidate"] == 10 and cluster["baseline"] == 0
     assert cluster["failure_mode"] == "tool-fault-uncaught"
-    assert "end of calls" in cluster["event"] and "right after tool_timeout on reserve" in cluster["event"]
+    assert cluster["event"] == "vs passing twin: end of calls, right after reserve -> error ToolTimeout (injected)"
     assert clean["verdict"] == "INCONCLUSIVE" and clean["clusters"] == []
     assert report["infra_errors"] == [] and report["decision_file"] == "matches"
 
@@ -124,7 +124,7 @@ def test_fingerprint_without_a_passing_twin_is_the_first_error() -> None:
     trial = {"failure_mode": "tool-fault-uncaught", "faults": [{"index": 0, "fault": "tool_timeout", "tool": "x"}],
              "events": [_event(0, "a"), _event(1, "x", "error", 0)]}  # fmt: skip
     fingerprint, event = failure_fingerprint(trial, None)
-    assert fingerprint == "tool-fault-uncaught @ first error: x -> error ToolTimeout [tool_timeout on x]"
+    assert fingerprint == "tool-fault-uncaught @ first error: x -> error ToolTimeout (injected)"
     twin = {"outcome": "failure", "events": []}
     assert failure_fingerprint(trial, twin)[1] == event
 

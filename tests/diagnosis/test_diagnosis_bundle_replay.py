@@ -1,0 +1,115 @@
+"""certlab bundle and replay: the sealed reproducer replays as reproduced, an edited agent does not, a forgery fails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from diagnosis_helpers import A_VS_B, run_certlab, run_experiment
+
+TRIAL = "candidate/reserve-timeout/3"
+
+
+@pytest.fixture(scope="module")
+def reproducer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("bundle")
+    done, store = run_experiment(folder, A_VS_B)
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = folder / "repro.json"
+    made = run_certlab("bundle", str(store), TRIAL, "--out", str(out))
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "failure tool-fault-uncaught" in made.stdout and "certlab_retry_world/agents.py" in made.stdout
+    return out
+
+
+def _edited(reproducer: Path, tmp_path: Path, change: tuple[str, str], where: str = "text") -> Path:
+    document = json.loads(reproducer.read_text())
+    if where == "text":
+        agent = document["files"][-1]
+        assert agent["text"].count(change[0]) == 1
+        agent["text"] = agent["text"].replace(*change)
+    else:
+        raw = json.dumps(document)
+        assert change[0] in raw
+        document = json.loads(raw.replace(*change, 1))
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(document, indent=2))
+    return path
+
+
+def test_the_reproducer_holds_the_recording_and_the_agent(reproducer: Path) -> None:
+    document = json.loads(reproducer.read_text())
+    assert document["schema"] == "certlab.repro/1" and document["trial"]["id"] == TRIAL
+    assert [c["name"] for c in document["manifest"]["conditions"]] == ["reserve-timeout"]
+    assert list(document["manifest"]["arms"]) == ["candidate"]
+    assert [e["name"] for e in document["trial"]["events"]] == ["stock", "reserve"]
+    assert document["agent"]["reference"] == "certlab_retry_world.agents:agent_b"
+    assert document["agent"]["task"]["orders"]  # what the agent received, built from the world's input and seed
+    assert document["files"][-1]["module"] == "certlab_retry_world.agents"
+
+
+def test_the_untouched_reproducer_replays_as_reproduced(reproducer: Path) -> None:
+    done = run_certlab("replay", str(reproducer))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the agent made exactly the 2 recorded calls, in order" in done.stdout
+    assert "reproduced: failure tool-fault-uncaught" in done.stdout
+
+
+def test_an_agent_edited_to_behave_differently_does_not_reproduce(reproducer: Path, tmp_path: Path) -> None:
+    # B now gives up quietly on a timed-out reserve: the same calls, a different ending.
+    edited = _edited(
+        reproducer,
+        tmp_path,
+        (
+            "def agent_b(task: Mapping[str, Any], tools: Any, rng: Any) -> dict[str, Any]:",
+            "def agent_b(task: Mapping[str, Any], tools: Any, rng: Any) -> dict[str, Any]:\n"
+            "    try:\n        return _agent_b(task, tools, rng)\n    except ToolTimeout:\n"
+            "        return {'gave_up': True}\n\n\ndef _agent_b(task: Any, tools: Any, rng: Any) -> dict[str, Any]:",
+        ),
+    )
+    done = run_certlab("replay", str(edited))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "included files edited since bundling: certlab_retry_world/agents.py" in done.stdout
+    assert "not reproduced" in done.stdout
+
+
+def test_an_agent_that_leaves_the_recording_makes_the_replay_invalid(reproducer: Path, tmp_path: Path) -> None:
+    # Retrying the timed-out reserve asks for a call the recording does not have.
+    edited = _edited(
+        reproducer, tmp_path, ("RETRYABLE_B: tuple[type[Exception], ...] = (ToolUnavailable,)",
+                               "RETRYABLE_B: tuple[type[Exception], ...] = (ToolUnavailable, ToolTimeout)")
+    )  # fmt: skip
+    done = run_certlab("replay", str(edited))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "invalid: the agent left the recording at call #2 reserve(" in done.stdout
+
+
+def test_an_agent_that_stops_early_leaves_the_recording_unconsumed(reproducer: Path, tmp_path: Path) -> None:
+    before = '        tools.call("stock", sku=order["sku"])\n        try:\n            _with_retries_b('
+    after = before.replace('tools.call("stock", sku=order["sku"])', "return {}")
+    edited = _edited(reproducer, tmp_path, (before, after))
+    done = run_certlab("replay", str(edited))
+    assert done.returncode == 3 and "was not fully consumed" in done.stdout
+
+
+def test_an_edited_recording_breaks_the_seal(reproducer: Path, tmp_path: Path) -> None:
+    edited = _edited(reproducer, tmp_path, ('"message": "reserve timed out"', '"message": "reserve is fine"'), "raw")
+    done = run_certlab("replay", str(edited))
+    assert done.returncode == 3 and "the seal does not match the recording" in done.stderr
+
+
+def test_live_replay_reproduces_and_the_repair_copes(reproducer: Path) -> None:
+    same = run_certlab("replay", str(reproducer), "--live")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "the same boundary events as recorded" in same.stdout
+    repaired = run_certlab("replay", str(reproducer), "--live", "--agent", "certlab_retry_world.agents:agent_c")
+    assert repaired.returncode == 1, repaired.stdout + repaired.stderr
+    assert "not reproduced: success instead of failure tool-fault-uncaught" in repaired.stdout
+
+
+def test_agent_without_live_and_a_missing_file_are_usage_errors(reproducer: Path, tmp_path: Path) -> None:
+    done = run_certlab("replay", str(reproducer), "--agent", "x:y")
+    assert done.returncode == 4 and "--agent needs --live" in done.stderr
+    missing = run_certlab("replay", str(tmp_path / "nothing.json"))
+    assert missing.returncode == 4 and missing.stderr.count("\n") == 1
