@@ -39,8 +39,17 @@ EXAMPLE_DISTRIBUTION = "certlab-family-roman"
 IGNORED_NAMES = frozenset(
     {"build", "dist", "__pycache__", ".git", ".venv", ".wheelhouse", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 )
-# Variables of the calling environment that would make the fresh one less fresh.
-LEAKY_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "CERTLAB_PLUGINS", "PYTEST_ADDOPTS")
+# Variables of the calling environment that would make the fresh one less fresh. PYTHONDONTWRITEBYTECODE goes
+# too: the wheels are installed without compiling, so the first command compiles what it imports, once.
+LEAKY_VARIABLES = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "PYTHONDONTWRITEBYTECODE",
+    "VIRTUAL_ENV",
+    "CERTLAB_PLUGINS",
+    "PYTEST_ADDOPTS",
+)
 
 
 def on_ci() -> bool:
