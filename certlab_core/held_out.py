@@ -121,3 +121,51 @@ def raise_duplicate(name: str) -> None:
     from certlab_core.errors import UsageError
 
     raise UsageError(f"two tasks are named {name!r}; give each user task its own task.name in certlab.yaml")
+
+
+# ----------------------------------------------------------------------------- a user task in an A/B experiment
+
+_EXPERIMENT_LOCKS: dict[str, AcceptanceLock] = {}
+
+
+def register_experiment_task(registry: Registry, directory: Path) -> TaskFamily | None:
+    """Make the user task in an experiment directory a task family of ``registry`` (None when there is none).
+
+    The gate's descriptor then names it as ``task: {family: NAME}``. The task is staged (its
+    tree lives until this process exits), proven like any family, and its lock (``certlab
+    lock``, or one taken now after the same refusals) is kept for :func:`experiment_lock`.
+    """
+    import atexit
+    import types
+
+    from certlab_core import hookimpl
+    from certlab_core.user_task import holds_user_task
+
+    if not holds_user_task(directory):
+        return None
+    task = load_user_task(directory)
+    scratch = scratch_folder("certlab-experiment-")
+    atexit.register(shutil.rmtree, scratch, True)
+    family = stage_family(task, scratch / "task")
+    lock = open_lock(task, registry, scratch / "lock")
+    if lock is None:
+        problems = lock_refusals(task, read_task_cases(task))
+        if problems:
+            raise LockRefused(problems)
+        lock = take_lock(task.cases, registry, scratch / "lock", task.root)
+    _EXPERIMENT_LOCKS[family.name] = lock
+
+    module = types.ModuleType(f"certlab_user_task_{family.name.replace('-', '_').replace('.', '_')}")
+
+    @hookimpl
+    def certlab_task_families() -> list[TaskFamily]:
+        return [family]
+
+    module.certlab_task_families = certlab_task_families  # type: ignore[attr-defined]
+    registry.add_plugin(module, f"user-task:{family.name}", "user task", family.version)
+    return family
+
+
+def experiment_lock(family_name: str) -> AcceptanceLock | None:
+    """The lock of a user task registered by :func:`register_experiment_task` in this process."""
+    return _EXPERIMENT_LOCKS.get(family_name)

@@ -48,6 +48,9 @@ TASK_KEYS = (
     "modules",
     "defect_class",
 )
+# Keys of the A/B gate's ``task:`` (certlab_core.gate.descriptor) that may share the mapping: a
+# descriptor whose ``task: {family: NAME}`` names this directory's own task is its experiment.
+GATE_TASK_KEYS = ("world", "input", "family", "defects")
 DEFAULTS = {
     "fixture": "fixture",
     "tests": "tests",
@@ -116,7 +119,7 @@ def read_config(root: Path) -> dict[str, Any]:
         return {}
     if not isinstance(task, dict):
         raise UsageError(f"{path}: task: must be a mapping of the task's settings (got {type(task).__name__})")
-    unknown = sorted(str(key) for key in task if key not in TASK_KEYS)
+    unknown = sorted(str(key) for key in task if key not in TASK_KEYS and key not in GATE_TASK_KEYS)
     if unknown:
         raise UsageError(f"{path}: task: unknown key(s) {', '.join(unknown)}; the keys are {', '.join(TASK_KEYS)}")
     return task
@@ -169,7 +172,8 @@ def load_user_task(directory: Path) -> UserTask:
     root = directory.resolve()
     config_file = root / TASK_FILE
     config = read_config(root)
-    name = _text(config, "name", config_file, _slug(root.name))
+    default_name = config["family"] if isinstance(config.get("family"), str) else _slug(root.name)
+    name = _text(config, "name", config_file, default_name)
     if not NAME_PATTERN.match(name):
         raise UsageError(
             f"{config_file}: task.name {name!r} must be lower-case letters, digits, '.', '_' or '-' (at most 63)"
@@ -257,3 +261,21 @@ def test_files(tree: Path, test_paths: Sequence[str]) -> list[str]:
             if file.name.startswith("test_") or file.name.endswith("_test.py"):
                 found.append(file.relative_to(tree).as_posix())
     return found
+
+
+def holds_user_task(directory: Path) -> bool:
+    """Whether ``directory`` is the experiment directory of a task of the user's own (its fixture and cases)."""
+    if not (directory / TASK_FILE).is_file():
+        return False
+    try:
+        config = read_config(directory)
+    except UsageError:
+        return True  # let the loader say what is wrong
+    fixture = config.get("fixture", DEFAULTS["fixture"])
+    cases = config.get("cases", DEFAULTS["cases"])
+    return (
+        isinstance(fixture, str)
+        and isinstance(cases, str)
+        and (directory / fixture).is_dir()
+        and (directory / cases).is_file()
+    )

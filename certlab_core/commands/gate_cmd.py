@@ -73,6 +73,9 @@ def run_command(
         raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
     spec = load_descriptor(descriptor)
     registry = discover()
+    from certlab_core.held_out import register_experiment_task  # a task of the user's own, in this folder
+
+    register_experiment_task(registry, descriptor.resolve().parent)
     manifest = build_manifest(spec, descriptor, registry)
     plan = plan_run(manifest, registry)
     folder = create_run(out, manifest)

@@ -16,6 +16,7 @@ from attrs import frozen
 from certlab_core import failure_modes as fm
 from certlab_core.canonical import unstructure
 from certlab_core.errors import InstrumentError
+from certlab_core.held_out import experiment_lock
 from certlab_core.lab import Task, TrialSpec, grader_chain, preload, prove, run_trial
 from certlab_core.records import AgentAdapter, Defect, Grader, TaskFamily
 
@@ -39,7 +40,7 @@ class FamilyTrials:
         by_id = {d.id: d for d in family.defects}
         defects = tuple(by_id[d] for d in manifest.task.defects)
         graders = tuple(grader_chain(registry))
-        proof = prove(family, graders)
+        proof = prove(family, graders, acceptance_lock=experiment_lock(family.name))
         if not proof.holds:
             raise InstrumentError(f"the instrument does not hold for {family.name}: {proof.problems[0]}")
         preload()
@@ -58,6 +59,7 @@ class FamilyTrials:
             agent_args=tuple(arm.args),
             agent_timeout_s=manifest.budgets.seconds,
             expected_tests=self.expected_tests,
+            acceptance_lock=experiment_lock(self.family.name),
         )
         record = run_trial(spec, self.graders)
         return outcome_of(record, manifest.infra_exit_codes)
