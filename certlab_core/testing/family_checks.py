@@ -1,0 +1,264 @@
+"""Checks a task family's own tests run on itself: seeded trees, the visible suite and held-out cases in subprocesses.
+
+A family proves itself here without the lab: each check builds a tree on disk and runs it
+in a fresh interpreter, so nothing of the test process (its plugins, its imports) can
+make a seeded tree pass or a clean one fail.
+
+- ``build_tree`` copies the clean tree and applies a defect's seeds (optionally leaving
+  some files clean, to show a two-file defect is not fixed by reverting one file);
+- ``run_suite`` runs the visible suite (or a selection of it) in that tree;
+- ``held_out_verdicts`` evaluates every held-out case against that tree, one verdict each;
+- ``leaked_held_out_inputs`` names held-out cases the visible suite calls with the same
+  literal arguments (the scan of ``certlab_core.visible_calls``, as ``certlab lock`` does);
+- ``wheel_family_files`` builds the distribution's wheel and lists the family files it
+  ships beside those it should;
+- ``FamilyChecks``: subclass it with a family's facts and pytest runs the checks every
+  built-in family makes on itself (its record, its seeds, its clean and seeded trees, its
+  held-out cases, its wheel).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from certlab_core.cases import HeldOutCase, read_cases
+from certlab_core.records import Defect, TaskFamily
+from certlab_core.visible_calls import LiteralCall, leaked_inputs, suite_calls
+
+# Evaluates every held-out case (JSON lines on stdin) in the tree given as argv[1]; prints one JSON verdict a line.
+# The comparison happens here, on the value the code returned (a tuple never equals a JSON list).
+CASE_RUNNER = r"""
+import importlib, json, sys
+sys.path.insert(0, sys.argv[1])
+for line in sys.stdin:
+    if not line.strip():
+        continue
+    case = json.loads(line)
+    module_name, function_name = case["call"].split(":")
+    try:
+        module = importlib.import_module(module_name)
+        if not module.__file__.startswith(sys.argv[1]):
+            raise SystemExit(f"{module_name} was imported from {module.__file__}, not from the tree under test")
+        function = getattr(module, function_name)
+        result = function(*case.get("args", []), **case.get("kwargs", {}))
+    except Exception as error:
+        held = "raises" in case and type(error).__name__ == case["raises"]
+        print(json.dumps({"id": case["id"], "held": held, "got": "raised " + type(error).__name__}))
+        continue
+    held = "raises" not in case and result == case["expect"]
+    print(json.dumps({"id": case["id"], "held": held, "got": repr(result)}))
+"""
+
+SUBPROCESS_TIMEOUT_S = 60
+WHEEL_TIMEOUT_S = 120
+
+
+def find_defect(family: TaskFamily, defect_id: str) -> Defect:
+    """The family's defect with this id (StopIteration when it has none)."""
+    return next(defect for defect in family.defects if defect.id == defect_id)
+
+
+def build_tree(
+    family: TaskFamily, destination: Path, seeded: Defect | None = None, keep_clean: Sequence[str] = ()
+) -> Path:
+    """A copy of the clean tree at ``destination/tree`` with ``seeded``'s seeds applied, except on ``keep_clean``."""
+    tree = destination / "tree"
+    shutil.copytree(family.tree_dir, tree)
+    for seed in seeded.seeds if seeded else ():
+        if seed.path in keep_clean:
+            continue
+        target = tree / seed.path
+        text = target.read_text()
+        assert text.count(seed.find) == 1, f"{seed.path}: the seed's text is not there exactly once"
+        target.write_text(text.replace(seed.find, seed.replace))
+    return tree
+
+
+def isolated_env(tree: Path) -> dict[str, str]:
+    """This environment with ``tree`` first on the import path, no pytest plugin autoloading and no bytecode."""
+    env = dict(os.environ)
+    env.update(PYTHONPATH=str(tree), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+def run_suite(tree: Path, *selection: str) -> subprocess.CompletedProcess[str]:
+    """The visible suite (``tests``, or the given files) run by a fresh pytest in ``tree``; its exit code and output."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(selection or ("tests",))]
+    return subprocess.run(
+        command, cwd=tree, env=isolated_env(tree), capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S
+    )
+
+
+def held_out_cases(family: TaskFamily) -> list[HeldOutCase]:
+    """The family's held-out cases, read by the kernel's strict reader (a malformed line raises UsageError)."""
+    return read_cases(Path(family.cases_file))
+
+
+def held_out_verdicts(family: TaskFamily, tree: Path) -> dict[str, bool]:
+    """Whether each held-out case holds against ``tree``, by case id, evaluated in one fresh interpreter."""
+    completed = subprocess.run(
+        [sys.executable, "-c", CASE_RUNNER, str(tree)],
+        input=Path(family.cases_file).read_text(),
+        cwd=tree,
+        env=isolated_env(tree),
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT_S,
+        check=True,
+    )
+    verdicts = [json.loads(line) for line in completed.stdout.splitlines()]
+    return {verdict["id"]: verdict["held"] for verdict in verdicts}
+
+
+def visible_test_files(family: TaskFamily) -> list[Path]:
+    """The ``test_*.py`` files of the clean tree's visible suite (each of ``test_paths``, a file or a folder)."""
+    tree = Path(family.tree_dir)
+    files: list[Path] = []
+    for test_path in family.test_paths:
+        path = tree / test_path
+        files.extend(sorted(path.glob("test_*.py")) if path.is_dir() else [path])
+    return files
+
+
+def visible_literal_calls(family: TaskFamily) -> list[LiteralCall]:
+    """Every call with literal arguments in the clean tree's visible suite (``certlab_core.visible_calls``)."""
+    return suite_calls(visible_test_files(family), Path(family.tree_dir))
+
+
+def leaked_held_out_inputs(family: TaskFamily) -> list[str]:
+    """One line per held-out case the visible suite also calls with equal literal arguments; empty when none."""
+    return leaked_inputs(held_out_cases(family), visible_literal_calls(family), Path(family.cases_file).name)
+
+
+def within_allowed_paths(family: TaskFamily, path: str) -> bool:
+    """Whether the edit policy lets an agent change ``path`` (relative to the tree): allowed, and not a test."""
+    return any(fnmatch.fnmatch(path, pattern) for pattern in family.allowed_paths) and not path.startswith("tests/")
+
+
+def wheel_family_files(distribution_dir: Path, package: str, work_dir: Path) -> tuple[set[str], set[str]]:
+    """``(shipped, expected)``: the ``PACKAGE/family/`` files in the distribution's wheel, and the files on disk.
+
+    The wheel is built without network from a copy of ``distribution_dir`` that leaves out its
+    own ``tests/`` and any build output, so only what the package declares can reach the wheel.
+    """
+    copy = work_dir / package.replace("_", "-")
+    build_output = shutil.ignore_patterns("*.egg-info", "build", "__pycache__")
+
+    def ignored(folder: str, names: list[str]) -> set[str]:
+        own_tests = {"tests"} & set(names) if Path(folder) == distribution_dir else set()
+        return set(build_output(folder, names)) | own_tests
+
+    shutil.copytree(distribution_dir, copy, ignore=ignored)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(work_dir), "."],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=WHEEL_TIMEOUT_S,
+    )
+    assert completed.returncode == 0, completed.stderr
+    (wheel,) = work_dir.glob(f"{package}-*.whl")
+    prefix = f"{package}/family/"
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {name for name in archive.namelist() if name.startswith(prefix)}
+    family_dir = distribution_dir / package / "family"
+    expected = {
+        prefix + path.relative_to(family_dir).as_posix()
+        for path in family_dir.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    return shipped, expected
+
+
+class FamilyChecks:
+    """The checks a built-in family's own tests make on itself; subclass it and set the family's facts.
+
+    ``defect_id`` is parametrized over the family's defects, so a seeded-tree check runs once
+    per defect under that defect's id.
+    """
+
+    family: ClassVar[TaskFamily]
+    """The family record, as the family's own plugin hook returns it."""
+    family_name: ClassVar[str]
+    distribution_dir: ClassVar[Path]
+    """The folder holding the family distribution's ``pyproject.toml``."""
+    package: ClassVar[str]
+    """The import name of the family's package, which ships the family under ``family/``."""
+    visible_test_files: ClassVar[tuple[str, ...]]
+    """The file names in the clean tree's ``tests/`` folder."""
+    allowed_paths: ClassVar[tuple[str, ...]]
+    defect_classes: ClassVar[tuple[str, ...]]
+    visible_call: ClassVar[tuple[str, list[Any]]]
+    """One call the visible suite makes with literal arguments: proves the scan for leaked inputs sees the suite."""
+    shipped_file: ClassVar[str]
+    """A family file the wheel must ship (besides matching the folder on disk), e.g. a visible test."""
+    case_count: ClassVar[tuple[int, int]] = (10, 25)
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "defect_id" in metafunc.fixturenames:
+            metafunc.parametrize("defect_id", [defect.id for defect in self.family.defects])
+
+    def test_family_record_points_at_real_files(self) -> None:
+        family = self.family
+        assert family.name == self.family_name
+        for path in (family.tree_dir, family.prompt_file, family.cases_file):
+            assert Path(path).is_absolute() and Path(path).exists()
+        assert sorted(p.name for p in (Path(family.tree_dir) / "tests").iterdir()) == sorted(self.visible_test_files)
+        assert family.allowed_paths == self.allowed_paths
+        assert not any(pattern.startswith("tests") for pattern in family.allowed_paths)
+
+    def test_defects_of_the_required_distinct_classes(self) -> None:
+        classes = [defect.defect_class for defect in self.family.defects]
+        assert sorted(classes) == sorted(self.defect_classes)
+        assert len({defect.id for defect in self.family.defects}) == len(self.defect_classes)
+
+    def test_each_seed_finds_exactly_one_place_in_the_clean_file(self, defect_id: str) -> None:
+        for seed in find_defect(self.family, defect_id).seeds:
+            assert (Path(self.family.tree_dir) / seed.path).read_text().count(seed.find) == 1
+            assert seed.find != seed.replace
+
+    def test_clean_tree_passes_its_suite_and_every_held_out_case(self, tmp_path: Path) -> None:
+        tree = build_tree(self.family, tmp_path)
+        completed = run_suite(tree)
+        assert completed.returncode == 0, completed.stdout
+        verdicts = held_out_verdicts(self.family, tree)
+        assert len(verdicts) == len(held_out_cases(self.family))
+        assert all(verdicts.values()), {case: held for case, held in verdicts.items() if not held}
+
+    def test_seeded_tree_fails_its_suite_and_some_held_out_case(self, tmp_path: Path, defect_id: str) -> None:
+        tree = build_tree(self.family, tmp_path, find_defect(self.family, defect_id))
+        completed = run_suite(tree)
+        assert completed.returncode == 1, completed.stdout
+        assert " failed" in completed.stdout
+        verdicts = held_out_verdicts(self.family, tree)
+        assert not all(verdicts.values())
+
+    def test_held_out_cases_are_well_formed_and_unique(self) -> None:
+        cases = held_out_cases(self.family)  # the strict reader: exactly one of expect and raises, unique ids
+        low, high = self.case_count
+        assert low <= len(cases) <= high
+        assert len({case.id for case in cases}) == len(cases)
+        for case in cases:
+            assert case.module.split(".")[0] in self.family.module_names, case.id
+
+    def test_held_out_inputs_never_appear_in_the_visible_suite(self) -> None:
+        function, args = self.visible_call
+        visible = visible_literal_calls(self.family)
+        assert any(call.function == function and list(call.args) == args for call in visible)  # the scan sees it
+        assert leaked_held_out_inputs(self.family) == []
+
+    def test_the_wheel_ships_every_family_file(self, tmp_path: Path) -> None:
+        shipped, expected = wheel_family_files(self.distribution_dir, self.package, tmp_path)
+        assert shipped == expected
+        assert f"{self.package}/family/{self.shipped_file}" in shipped
