@@ -109,6 +109,13 @@ def tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+def last_error(text: str) -> str:
+    """pip's last ``ERROR:`` line (its conclusion), else its last line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return (errors or lines or ["no output"])[-1]
+
+
 @dataclass(frozen=True)
 class FreshEnv:
     """The fresh environment: its interpreter, the third party's built wheel, and how long each step took."""
@@ -190,8 +197,8 @@ def build_wheelhouse(destination: Path) -> str | None:
         completed = run([*pip_wheel, *extra, *copies], env=pip_env(use_config=True))
         if completed.returncode == 0:
             return None
-        failures.append(f"{label}: {tail(completed.stderr, 3)}")
-    return "could not build the wheelhouse (" + " | ".join(failures) + ")"
+        failures.append(f"{label}: {last_error(completed.stderr)}")
+    return "could not build the wheelhouse (" + "; ".join(failures) + ")"
 
 
 def _prepare(home: Path) -> dict[str, Any]:
