@@ -12,6 +12,13 @@ CONFIG = """\
 #   certlab lock .            (seal the held-out cases; refuses a layout that leaks them)
 #   certlab certify --task . --agent command --agent-arg "YOUR AGENT COMMAND" --out cert/
 # Every key of task: is optional; the values below are the defaults, except name and allowed_paths.
+#
+# The same folder can be the task of an A/B experiment (certlab run certlab.yaml): replace this
+# file with an experiment descriptor (see certlab schema) whose task names this one,
+#   task: {{family: {name}}}
+#   oracle: graders
+#   arms: {{baseline: {{adapter: command, args: ["..."]}}, candidate: {{adapter: command, args: ["..."]}}}}
+# and keep fixture/, tests/, PROMPT.md and cases/ where they are (the default layout).
 task:
   name: {name}
   version: "1"

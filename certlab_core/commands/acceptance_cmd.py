@@ -105,6 +105,7 @@ def leakscan_command(
     task: list[Path] = typer.Option([], "--task", help="An experiment directory whose held-out cases to look for."),
     family: list[str] = typer.Option([], "--family", help="An installed family whose held-out cases to look for."),
     cases: list[Path] = typer.Option([], "--cases", help="A held-out cases file (acceptance.jsonl) to look for."),
+    show_all: bool = typer.Option(False, "--all", help="Also name each artefact holding a minority of the answers."),
 ) -> None:
     """Name every artefact holding most of the held-out answers; exit 1 when there is one."""
     from certlab_core.leakscan import scan_paths
@@ -116,9 +117,15 @@ def leakscan_command(
     leaks = [f for f in findings if f.majority]
     for finding in leaks:
         typer.echo(f"LEAK: {finding.artefact} holds {finding.found} of the {finding.total} held-out answers")
-    for finding in findings:
-        if not finding.majority:
+    minority = [f for f in findings if not f.majority]
+    if show_all:
+        for finding in minority:
             typer.echo(f"some: {finding.artefact} holds {finding.found} of the {finding.total} held-out answers")
+    elif minority:
+        typer.echo(
+            f"leakscan: {len(minority)} more artefact(s) hold a minority of the answers (at most {minority[0].found}); "
+            "--all names them"
+        )
     if leaks:
         typer.echo(f"leakscan: {len(leaks)} artefact(s) hold most of the held-out answers")
         raise typer.Exit(EXIT_MISMATCH)

@@ -15,6 +15,11 @@ from certlab_core.canonical import canonical_json, sealed
 from certlab_core.lock import predictions_path
 
 
+def relock(task: Path) -> None:
+    """Lock again right before a run: the lock fingerprints the kernel, which moves while certlab is developed."""
+    assert certlab("lock", str(task), "--again").returncode == 0
+
+
 @pytest.fixture(scope="module")
 def locked_task(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("user") / "thermo"
@@ -29,6 +34,7 @@ def locked_task(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def fixed_certification(locked_task: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("cert") / "fixed"
+    relock(locked_task)
     done = certlab(
         "certify", "--task", str(locked_task), "--agent", "command", "--agent-arg", FIX_COMMAND, "--out", str(out)
     )
@@ -40,6 +46,7 @@ def fixed_certification(locked_task: Path, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture(scope="module")
 def overfit_certification(locked_task: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("cert") / "overfit"
+    relock(locked_task)
     done = certlab(
         "certify", "--task", str(locked_task), "--agent", "command", "--agent-arg", OVERFIT_COMMAND, "--out", str(out)
     )
@@ -70,7 +77,7 @@ def test_a_fix_is_certified_under_the_task_lock(fixed_certification: Path, locke
     assert acceptance["held"] == acceptance["cases"] == 7 and acceptance["locked"] is True
     (lock,) = bundle["held_out"]["locks"]
     assert lock["kind"] == "the task's lock (certlab lock)"
-    assert lock["seal"] == read_json(locked_task / ".certlab" / "lock.json")["seal"]
+    assert lock["cases_sha256"] == read_json(locked_task / ".certlab" / "lock.json")["cases"]["sha256"]
     assert bundle["families"][0]["distribution"] == "user task"
     (proof,) = bundle["instrument"]
     assert proof["holds"] and proof["clean_tree"] is False and proof["seeded"][0]["caught_by"] == "suite-failed"
@@ -119,7 +126,7 @@ def test_leakscan_names_every_artefact_holding_most_answers(
     bundle["trials"][0]["changes"][0]["content_b64"] = base64.b64encode(table.encode()).decode()
     (run / "bundle.json").write_text(json.dumps(bundle))
     (run / "logs" / "partial.txt").write_text("parse_reading('98.6F') gave 37.0\n")
-    done = certlab("leakscan", str(run), "--task", str(locked_task))
+    done = certlab("leakscan", str(run), "--task", str(locked_task), "--all")
     assert done.returncode == 1, done.stdout
     leaks = [line for line in done.stdout.splitlines() if line.startswith("LEAK: ")]
     assert leaks == [
