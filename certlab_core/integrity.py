@@ -6,8 +6,8 @@ attempts must be sealed, written once each, numbered 1, 2, ... without a gap, ap
 that order, at most :data:`MAX_ATTEMPTS`, and every attempt but the last must be an
 infrastructure error that is one in fact (its error names a known kind, it carries no
 failure mode, and it agrees with itself: an ``infra-exit-code`` error has an agent that
-exited with one of the manifest's infrastructure codes, an error other than
-``oracle-broken`` was not judged by the oracle). A store in which a failure was replaced by
+exited with one of the manifest's infrastructure codes, and a tool-world error other
+than ``oracle-broken`` was not judged by the oracle). A store in which a failure was replaced by
 a retry (the failure deleted, rewritten as an error, or the retry written before it) fails.
 """
 
@@ -22,7 +22,14 @@ from certlab_core.canonical import seal_of
 
 TRIAL_SCHEMA = "certlab.trial/1"
 MAX_ATTEMPTS = 2
-INFRA_KINDS = ("world-broken:", "injector-broken:", "oracle-broken:", "infra-exit-code:", "runner-broken:")
+INFRA_KINDS = (
+    "world-broken:",
+    "injector-broken:",
+    "oracle-broken:",
+    "infra-exit-code:",
+    "runner-broken:",
+    "grader-broken:",
+)
 
 
 def _parsed(raw_lines: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
@@ -49,7 +56,10 @@ def _retry_reason(line: Mapping[str, Any], infra_exit_codes: Sequence[int]) -> s
     agent = line.get("agent") if isinstance(line.get("agent"), dict) else {}
     if error.startswith("infra-exit-code:") and agent.get("exit_code") not in infra_exit_codes:
         return f"it claims an infrastructure exit code, but the agent exited with {agent.get('exit_code')!r}"
-    if not error.startswith("oracle-broken:") and isinstance(line.get("oracle"), dict):
+    # A tool-world trial judged by its oracle ran to the end (a coding arm's "oracle" is the grader
+    # chain's summary, recorded even when a grader broke, so it proves nothing there).
+    judged = isinstance(line.get("oracle"), dict) and "grades" not in line
+    if judged and not error.startswith("oracle-broken:"):
         return "the oracle judged it, so it ran to the end: it was no infrastructure error"
     return None
 

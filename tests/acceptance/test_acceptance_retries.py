@@ -199,3 +199,21 @@ def test_certlab_gate_refuses_a_store_with_a_forged_retry(retried_store: Path, t
     decision = json.loads(done.stdout)
     assert decision["verdict"] == "ERROR"
     assert any("the oracle judged it, so it ran to the end" in problem for problem in decision["problems"])
+
+
+def test_a_coding_arm_retried_after_a_broken_grader_verifies() -> None:
+    from certlab_core.canonical import sealed
+
+    common = {"schema": "certlab.trial/1", "id": "baseline/clean/0", "identity": "i", "seed": 1, "grades": []}
+    first = dict(
+        common,
+        attempt=1,
+        outcome="error",
+        failure_mode=None,
+        error="grader-broken: grader acceptance broke: InstrumentError: moved since the lock",
+        agent={"status": "completed", "exit_code": 0},
+        oracle={"passed": False, "detail": "recorded by the coding arm even on errors"},
+    )
+    second = dict(common, attempt=2, outcome="success", failure_mode=None, error=None, oracle={"passed": True})
+    lines = [json.dumps(sealed(first)), json.dumps(sealed(second))]
+    assert attempt_problems(lines) == []
