@@ -179,11 +179,11 @@ def install_layers(layers: Mapping[Path, Sequence[Path]]) -> None:
         assert process.returncode == 0, stderr
 
 
-def build_wheelhouse(destination: Path) -> str | None:
+def build_wheelhouse(destination: Path, distributions: Sequence[tuple[str, Path]]) -> str | None:
     """Build the wheelhouse as ``make wheelhouse`` does (from clean copies); None when built, else why not."""
     sources = destination.parent / "wheelhouse-sources"
     shutil.rmtree(sources, ignore_errors=True)
-    copies = [str(copy_distribution(folder, sources / name)) for name, folder in editable_distributions()]
+    copies = [str(copy_distribution(folder, sources / name)) for name, folder in distributions]
     attempts: list[tuple[str, list[str]]] = []
     local = REPO / ".wheelhouse"
     if (local / ".built").is_file():
@@ -205,6 +205,7 @@ def _prepare(home: Path) -> dict[str, Any]:
     """Build everything in ``home``; the outcome as JSON-ready data: the paths, or a skip or error reason."""
     timings: dict[str, float] = {}
     started = time.monotonic()
+    distributions = editable_distributions()  # read once: requirements-dev.txt may change during the run
     given = os.environ.get(WHEELHOUSE_ENV, "").strip()
     if given:
         wheelhouse = Path(given)
@@ -212,7 +213,7 @@ def _prepare(home: Path) -> dict[str, Any]:
             return {"error": f"{WHEELHOUSE_ENV}={given} is not a folder; run 'make wheelhouse'"}
     else:
         wheelhouse = home / "wheelhouse"
-        reason = build_wheelhouse(wheelhouse)
+        reason = build_wheelhouse(wheelhouse, distributions)
         timings["wheelhouse_s"] = time.monotonic() - started
         if reason is not None:
             hint = f"; run 'make wheelhouse' and set {WHEELHOUSE_ENV} to its .wheelhouse folder"
@@ -241,7 +242,6 @@ def _prepare(home: Path) -> dict[str, Any]:
     timings["venv_s"] = time.monotonic() - step
 
     step = time.monotonic()
-    distributions = editable_distributions()  # read once: requirements-dev.txt may change during the run
     names = [name for name, _folder in distributions]
     pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
     # No index, no pip configuration: every wheel must come from the wheelhouse or the example's build.
