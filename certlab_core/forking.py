@@ -7,10 +7,12 @@ inherits a lock held by a thread that does not exist in it.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import selectors
 import signal
+import struct
 import sys
 import threading
 import time
@@ -171,6 +173,8 @@ class ForkPool:
         self.workers = max(1, workers)
         self._running: dict[int, tuple[Any, int, list[bytes], float | None]] = {}  # fd -> (tag, pid, chunks, deadline)
         self._selector = selectors.DefaultSelector()
+        self._zygotes: dict[int, Zygote] = {}  # result fd -> zygote
+        self._in_zygotes = 0
 
     def __enter__(self) -> ForkPool:
         return self
@@ -179,10 +183,18 @@ class ForkPool:
         self.close()
 
     def free(self) -> int:
-        return self.workers - len(self._running)
+        return self.workers - self.busy()
 
     def busy(self) -> int:
-        return len(self._running)
+        return len(self._running) + self._in_zygotes
+
+    def submit_to(self, zygote: Zygote, arg: Any, tag: Any, timeout: float | None = None) -> None:
+        """Run the zygote's call on ``arg`` in a fresh grandchild forked from it; its result comes from ``wait()``."""
+        if zygote.result_fd not in self._zygotes:
+            self._zygotes[zygote.result_fd] = zygote
+            self._selector.register(zygote.result_fd, selectors.EVENT_READ)
+        zygote.send(arg, tag, timeout)
+        self._in_zygotes += 1
 
     def submit(self, fn: Callable[[Any], Any], arg: Any, tag: Any, timeout: float | None = None) -> None:
         pid, read_fd = _spawn(fn, (arg,))
@@ -193,7 +205,7 @@ class ForkPool:
     def wait(self) -> list[tuple[Any, Any]]:
         """Block until at least one child has finished; return each finished ``(tag, result or ChildFailure)``."""
         done: list[tuple[Any, Any]] = []
-        while self._running and not done:
+        while self.busy() and not done:
             deadlines = [d for (_t, _p, _c, d) in self._running.values() if d is not None]
             wait = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
             events = self._selector.select(wait)
@@ -201,6 +213,15 @@ class ForkPool:
             finished: dict[int, bool] = {}
             for key, _mask in events:
                 fd = int(key.fd)
+                zygote = self._zygotes.get(fd)
+                if zygote is not None:
+                    results = zygote.receive()
+                    self._in_zygotes -= len(results)
+                    done.extend(results)
+                    if zygote.closed:
+                        self._selector.unregister(fd)
+                        del self._zygotes[fd]
+                    continue
                 chunk = os.read(fd, 1 << 16)
                 if chunk:
                     self._running[fd][2].append(chunk)
@@ -224,4 +245,217 @@ class ForkPool:
             self._selector.unregister(fd)
             os.close(fd)
         self._running.clear()
+        for fd in list(self._zygotes):
+            self._selector.unregister(fd)
+        self._zygotes.clear()
+        self._in_zygotes = 0
         self._selector.close()
+
+
+# --------------------------------------------------------------------------- zygotes
+
+_FRAME = struct.Struct("!Q")
+_ZYGOTE_FDS: set[int] = set()  # the parent's ends of every live zygote's pipes
+
+
+def _send_frame(fd: int, message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_FRAME.pack(len(data)) + data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _frames(buffer: bytearray) -> list[Any]:
+    """Complete messages at the front of ``buffer`` (consumed); a partial one stays."""
+    messages = []
+    while len(buffer) >= _FRAME.size:
+        (size,) = _FRAME.unpack_from(buffer)
+        if len(buffer) < _FRAME.size + size:
+            break
+        messages.append(pickle.loads(bytes(buffer[_FRAME.size : _FRAME.size + size])))
+        del buffer[: _FRAME.size + size]
+    return messages
+
+
+def _zygote_main(command_fd: int, result_fd: int, preload: Callable[[], Any], call: Callable[[Any, Any], Any]) -> None:
+    """In the zygote: preload once, then fork a fresh grandchild per call and pass its raw result back."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles an interrupt and closes the zygote
+    try:
+        preloaded = preload()
+        if threading.active_count() > 1:
+            raise RuntimeError("preloading started a thread; forking from it would not be safe")
+        gc.collect()
+        gc.freeze()
+    except BaseException as error:
+        _send_frame(result_fd, ("unready", f"{type(error).__name__}: {error}"))
+        return
+    _send_frame(result_fd, ("ready", None))
+    selector = selectors.DefaultSelector()
+    selector.register(command_fd, selectors.EVENT_READ)
+    commands = bytearray()
+    running: dict[int, tuple[int, int, list[bytes], float | None]] = {}  # fd -> (call id, pid, chunks, deadline)
+    open_commands = True
+    try:
+        while open_commands or running:
+            deadlines = [d for (_c, _p, _k, d) in running.values() if d is not None]
+            wait = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+            events = selector.select(wait)
+            now = time.monotonic()
+            finished: dict[int, bool] = {}
+            for key, _mask in events:
+                fd = int(key.fd)
+                if fd == command_fd:
+                    data = os.read(fd, 1 << 16)
+                    if not data:
+                        open_commands = False
+                        selector.unregister(fd)
+                        for child_fd, (_c, pid, _k, _d) in list(running.items()):  # the parent has gone
+                            _kill(pid)
+                            finished[child_fd] = True
+                        continue
+                    commands.extend(data)
+                    for call_id, arg, timeout in _frames(commands):
+                        pid, read_fd = _spawn(call, (preloaded, arg))
+                        deadline = None if timeout is None else time.monotonic() + timeout
+                        running[read_fd] = (call_id, pid, [], deadline)
+                        selector.register(read_fd, selectors.EVENT_READ)
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    running[fd][2].append(chunk)
+                else:
+                    finished[fd] = False
+            for fd, (_c, pid, _k, deadline) in list(running.items()):
+                if deadline is not None and now >= deadline and fd not in finished:
+                    _kill(pid)
+                    finished[fd] = True
+            for fd, timed_out in finished.items():
+                call_id, pid, chunks, _d = running.pop(fd)
+                selector.unregister(fd)
+                os.close(fd)
+                data = b"".join(chunks)
+                if data and not timed_out:
+                    os.waitpid(pid, 0)
+                    _send_frame(result_fd, ("raw", call_id, data))
+                else:
+                    _kind, failure = _decode(pid, data, timed_out)
+                    _send_frame(result_fd, ("failed", call_id, failure))
+    finally:
+        for _fd, (_c, pid, _k, _d) in running.items():
+            _kill(pid)
+
+
+class Zygote:
+    """A forked child that runs ``preload()`` once, then forks a fresh grandchild for every call it is sent.
+
+    Each grandchild runs ``call(preloaded, arg)``: the work of one call happens in a fresh
+    process, as with ``ForkPool.submit``, but what ``preload`` imported is already there (the
+    code under test, which the parent itself never imports). Check ``ready`` after creating
+    it: a preload that raised, or started a thread, leaves ``ready`` false and ``problem``
+    set. Results come through ``ForkPool.submit_to`` and ``ForkPool.wait``.
+    """
+
+    def __init__(
+        self, preload: Callable[[], Any], call: Callable[[Any, Any], Any], start_timeout: float = 120.0
+    ) -> None:
+        _assert_single_threaded()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        command_read, command_write = os.pipe()
+        result_read, result_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.close(command_write)
+                os.close(result_read)
+                for fd in _ZYGOTE_FDS:  # another zygote's pipes: holding them would keep it from seeing its end
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                _zygote_main(command_read, result_write, preload, call)
+            except BaseException:
+                code = 70
+            finally:
+                os._exit(code)
+        os.close(command_read)
+        os.close(result_write)
+        self.pid = pid
+        self.command_fd = command_write
+        self.result_fd = result_read
+        _ZYGOTE_FDS.update((command_write, result_read))
+        self.closed = False
+        self._buffer = bytearray()
+        self._calls: dict[int, Any] = {}  # call id -> tag
+        self._next = 0
+        self.ready = False
+        self.problem: str | None = None
+        first = self._first_message(start_timeout)
+        if first is not None and first[0] == "ready":
+            self.ready = True
+        else:
+            self.problem = first[1] if first is not None else "the zygote did not start"
+            self.close()
+
+    def _first_message(self, timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.result_fd, selectors.EVENT_READ)
+            while True:
+                messages = _frames(self._buffer)
+                if messages:
+                    return messages[0]
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not selector.select(wait):
+                    return None
+                data = os.read(self.result_fd, 1 << 16)
+                if not data:
+                    return None
+                self._buffer.extend(data)
+
+    def send(self, arg: Any, tag: Any, timeout: float | None) -> None:
+        self._next += 1
+        self._calls[self._next] = tag
+        _send_frame(self.command_fd, (self._next, arg, timeout))
+
+    def receive(self) -> list[tuple[Any, Any]]:
+        """Read what is available: each finished call's ``(tag, result or ChildFailure)``."""
+        data = os.read(self.result_fd, 1 << 16)
+        out: list[tuple[Any, Any]] = []
+        if not data:  # the zygote died: every call still out is lost
+            for tag in self._calls.values():
+                out.append((tag, ChildFailure("died", "the zygote that forks these trials died")))
+            self._calls.clear()
+            self.close()
+            return out
+        self._buffer.extend(data)
+        for message in _frames(self._buffer):
+            if message[0] == "raw":
+                _kind, call_id, raw = message
+                try:
+                    _status, value = pickle.loads(raw)
+                except Exception as error:
+                    value = ChildFailure("died", f"the forked process sent an unreadable result ({error})")
+            else:
+                _kind, call_id, value = message
+            out.append((self._calls.pop(call_id), value))
+        return out
+
+    def close(self) -> None:
+        """Stop the zygote: it kills any grandchild still running and exits."""
+        if self.closed:
+            return
+        self.closed = True
+        _ZYGOTE_FDS.difference_update((self.command_fd, self.result_fd))
+        with contextlib.suppress(OSError):
+            os.close(self.command_fd)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            pid, _status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(0.005)
+        else:
+            _kill(self.pid)
+        with contextlib.suppress(OSError):
+            os.close(self.result_fd)

@@ -19,6 +19,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,11 @@ from attrs import define, field, frozen
 from certlab_core import failure_modes as fm
 from certlab_core.canonical import structure, unstructure
 from certlab_core.errors import InstrumentError, UsageError
-from certlab_core.forking import ChildFailure, ForkedCallError, ForkPool, call_in_fork
+from certlab_core.forking import ChildFailure, ForkedCallError, ForkPool, Zygote, call_in_fork
 from certlab_core.gate import boundary as bd
 from certlab_core.gate.decision import walk
 from certlab_core.gate.descriptor import FaultDeclaration, is_reference
-from certlab_core.gate.manifest import Manifest, SealedCondition
+from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
 from certlab_core.gate.references import callable_reference
 from certlab_core.gate.schedule import Identities, TrialKey, key_of, look_order
 from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink, read_raw_lines
@@ -133,8 +134,19 @@ def _build_world(plan: Plan, seed: int) -> WorldInstance:
     return instance
 
 
-def run_tool_trial(plan: Plan, key: TrialKey) -> dict[str, Any]:
-    """In a trial child: build the world, run the agent through the boundary, return what happened (no verdict yet)."""
+def preload_agent(plan: Plan, arm: str) -> Callable[..., Any]:
+    """In an arm's zygote: import the arm's agent once, so that each trial forked from it starts warm."""
+    reference = plan.manifest.arms[arm].agent
+    assert reference is not None
+    return callable_reference(reference, plan.manifest.descriptor_dir)
+
+
+def run_tool_trial(plan: Plan, key: TrialKey, agent: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """In a trial child: build the world, run the agent through the boundary, return what happened (no verdict yet).
+
+    ``agent`` is the arm's agent when the child was forked from a zygote that preloaded it;
+    otherwise the child imports it here.
+    """
     started = time.perf_counter()
     manifest = plan.manifest
     result: dict[str, Any] = {
@@ -171,12 +183,12 @@ def run_tool_trial(plan: Plan, key: TrialKey) -> dict[str, Any]:
     result["task"] = task
     agent_status = result["agent"]
     arm = manifest.arms[key.arm]
-    try:
-        assert arm.agent is not None
-        agent = callable_reference(arm.agent, manifest.descriptor_dir)
-    except Exception as error:
-        agent_status.update(status="crashed", detail=f"the agent does not load: {_detail(error)}")
-        agent = None
+    if agent is None:
+        try:
+            assert arm.agent is not None
+            agent = callable_reference(arm.agent, manifest.descriptor_dir)
+        except Exception as error:
+            agent_status.update(status="crashed", detail=f"the agent does not load: {_detail(error)}")
     if agent is not None:
         previous = signal.signal(signal.SIGALRM, _on_deadline)
         signal.setitimer(signal.ITIMER_REAL, max(0.001, manifest.budgets.seconds - (time.perf_counter() - started)))
@@ -444,25 +456,67 @@ def run_experiment(
     progress: ProgressLine | None = None,
 ) -> RunOutcome:
     """Run the manifest's trials into ``folder/trials.jsonl`` look by look, stopping as the stopping rule says."""
-    if plan.manifest.task.kind == "family":
+    graded_in_child = plan.manifest.task.kind == "family"
+    if graded_in_child:
         from certlab_core.gate.family import FamilyTrials
 
-        family = FamilyTrials.prepare(plan)
-        child: Callable[[Job], Any] = family.child
+        child: Callable[[Job], Any] = FamilyTrials.prepare(plan).child
     else:
-        family = None
 
         def child(job: Job) -> Any:
             return run_tool_trial(plan, job.key)
 
+    result = RunOutcome()
+    gc.collect()
+    gc.freeze()  # children then share the parent's objects without copying them on the collector's account
+    zygotes = {} if graded_in_child else start_zygotes(plan)
+    try:
+        _run_looks(plan, folder, workers, retry_infra, progress, child, graded_in_child, zygotes, result)
+    finally:
+        for zygote in zygotes.values():
+            zygote.close()
+    if progress is not None:
+        progress.finish()
+    return result
+
+
+def _zygote_trial(plan: Plan) -> Callable[[Any, Any], Any]:
+    def call(agent: Any, job: Job) -> Any:
+        return run_tool_trial(plan, job.key, agent)
+
+    return call
+
+
+def start_zygotes(plan: Plan) -> dict[str, Zygote]:
+    """One zygote per arm, each with its own agent preloaded (A's code and B's never share a process).
+
+    An arm whose agent cannot be preloaded runs without one: its trial children import the
+    agent themselves (and a failure to load it is that trial's crash).
+    """
+    zygotes: dict[str, Zygote] = {}
+    for arm in ARMS:
+        zygote = Zygote(partial(preload_agent, plan, arm), _zygote_trial(plan))
+        if zygote.ready:
+            zygotes[arm] = zygote
+    return zygotes
+
+
+def _run_looks(
+    plan: Plan,
+    folder: Path,
+    workers: int,
+    retry_infra: bool,
+    progress: ProgressLine | None,
+    child: Callable[[Job], Any],
+    graded_in_child: bool,
+    zygotes: Mapping[str, Zygote],
+    result: RunOutcome,
+) -> None:
     manifest = plan.manifest
     identities = Identities(manifest)
     looks = len(manifest.schedule.look_sizes)
     counts = {"done": 0, "failed": 0, "errors": 0}
-    result = RunOutcome()
     trial_timeout = manifest.budgets.seconds + KILL_GRACE_S
-    gc.collect()
-    gc.freeze()  # children then share the parent's objects without copying them on the collector's account
     with TrialSink(folder) as sink, ForkPool(workers) as pool:
         conditions: list[str] | None = None
         for look in range(1, looks + 1):
@@ -472,14 +526,18 @@ def run_experiment(
                 while queue and pool.free() > 0 and result.stopped is None:
                     job = queue.popleft()
                     started[f"{job.key.id}#{job.attempt}"] = time.perf_counter()
-                    pool.submit(child, job, ("trial", job), timeout=trial_timeout)
+                    zygote = zygotes.get(job.key.arm)
+                    if zygote is not None and not zygote.closed:
+                        pool.submit_to(zygote, job, ("trial", job), timeout=trial_timeout)
+                    else:
+                        pool.submit(child, job, ("trial", job), timeout=trial_timeout)
                 if result.stopped is not None and not pool.busy():
                     break
                 for tag, value in pool.wait():
                     kind, job = tag[0], tag[1]
                     if kind == "trial":
                         outcome = child_failure_outcome(value, manifest) if isinstance(value, ChildFailure) else value
-                        if family is None and needs_oracle(outcome):
+                        if not graded_in_child and needs_oracle(outcome):
                             oracle_started = time.perf_counter()
                             pool.submit(
                                 _oracle_child(plan, outcome),
@@ -525,9 +583,6 @@ def run_experiment(
                 result.stopped = f"the stopping rule stopped the run after look {look}"
                 break
             conditions = due
-    if progress is not None:
-        progress.finish()
-    return result
 
 
 def _oracle_child(plan: Plan, outcome: Mapping[str, Any]) -> Callable[[Any], dict[str, Any]]:

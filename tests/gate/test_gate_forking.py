@@ -1,0 +1,103 @@
+"""The fork pool and zygotes the gate runs trials on: fresh processes, preloaded once, results over pipes."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from certlab_core.forking import ChildFailure, ForkPool, Zygote
+
+
+def preload() -> dict[str, Any]:
+    return {"loaded_in": os.getpid(), "calls": 0}
+
+
+def call(preloaded: dict[str, Any], arg: Any) -> Any:
+    preloaded["calls"] += 1  # a fresh process each time: never seen by the next call
+    if arg == "raise":
+        raise ValueError("in the grandchild")
+    if arg == "sleep":
+        time.sleep(30)
+    if arg == "exit":
+        os._exit(75)
+    return {"pid": os.getpid(), "loaded_in": preloaded["loaded_in"], "calls": preloaded["calls"], "arg": arg}
+
+
+def test_each_call_runs_in_a_fresh_grandchild_of_the_preloaded_zygote() -> None:
+    zygote = Zygote(preload, call)
+    try:
+        assert zygote.ready
+        with ForkPool(4) as pool:
+            for n in range(6):
+                pool.submit_to(zygote, n, ("z", n))
+            pool.submit(lambda _unused: "direct", None, ("d", 0))
+            results: dict[Any, Any] = {}
+            while pool.busy():
+                results.update(pool.wait())
+    finally:
+        zygote.close()
+    assert results[("d", 0)] == "direct"
+    answers = [results[("z", n)] for n in range(6)]
+    assert {a["loaded_in"] for a in answers} == {zygote.pid}
+    assert len({a["pid"] for a in answers}) == 6 and zygote.pid not in {a["pid"] for a in answers}
+    assert {a["calls"] for a in answers} == {1}
+    assert [a["arg"] for a in answers] == list(range(6))
+
+
+def test_failures_of_a_grandchild_come_back_as_child_failures() -> None:
+    zygote = Zygote(preload, call)
+    try:
+        with ForkPool(3) as pool:
+            pool.submit_to(zygote, "raise", "raise")
+            pool.submit_to(zygote, "sleep", "sleep", timeout=0.3)
+            pool.submit_to(zygote, "exit", "exit")
+            results: dict[Any, Any] = {}
+            while pool.busy():
+                results.update(pool.wait())
+    finally:
+        zygote.close()
+    assert isinstance(results["raise"], ChildFailure) and results["raise"].kind == "exception"
+    assert "ValueError: in the grandchild" in results["raise"].summary
+    assert results["sleep"].kind == "timeout"
+    assert results["exit"].kind == "died" and results["exit"].exit_code == 75
+
+
+def test_a_preload_that_fails_or_starts_a_thread_leaves_the_zygote_not_ready() -> None:
+    def broken() -> None:
+        raise ImportError("no such agent")
+
+    def threaded() -> None:
+        threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+
+    failed = Zygote(broken, call)
+    assert not failed.ready and failed.problem == "ImportError: no such agent" and failed.closed
+    spun = Zygote(threaded, call)
+    assert not spun.ready and spun.problem is not None and "started a thread" in spun.problem
+
+
+def test_closing_a_zygote_stops_its_grandchildren(tmp_path: Any) -> None:
+    marker = tmp_path / "pid"
+
+    def sleeper(_preloaded: Any, _arg: Any) -> None:
+        marker.write_text(str(os.getpid()))
+        time.sleep(30)
+
+    zygote = Zygote(preload, sleeper)
+    pool = ForkPool(1)
+    pool.submit_to(zygote, None, "sleep")
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    grandchild = int(marker.read_text())
+    started = time.monotonic()
+    zygote.close()
+    pool.close()
+    assert time.monotonic() - started < 5.0
+    try:
+        os.kill(grandchild, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive
