@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from certlab_clopper_pearson import rule
-from certlab_clopper_pearson.enumeration import binomial_pmf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -17,9 +12,13 @@ from scipy import stats
 from certlab_core.errors import UsageError
 from certlab_core.looks import look_sizes
 from certlab_core.registry import discover
-
-VERDICTS = ("PASS", "BLOCK", "INCONCLUSIVE")
-
+from certlab_core.testing.rule_checks import (
+    VERDICTS,
+    cached_verdicts,
+    heavy_modules_after_importing,
+    monte_carlo_plan,
+    stepwise_plan,
+)
 
 # --------------------------------------------------------------------------- known values
 
@@ -92,46 +91,7 @@ def test_plan_probabilities_sum_to_one(p_baseline: float, p_candidate: float, n:
     assert sum(chances.values()) == pytest.approx(1.0, abs=1e-12)
 
 
-@pytest.mark.parametrize(
-    ("n", "p"), [(1, 0.3), (16, 0.2), (36, 0.7), (200, 0.95), (2000, 0.5), (5000, 0.8), (7, 0.0), (7, 1.0)]
-)
-def test_binomial_probabilities_match_scipy(n: int, p: float) -> None:
-    mine = binomial_pmf(n, p)
-    reference = stats.binom.pmf(np.arange(n + 1), n, p)
-    assert float(np.abs(mine - reference).sum()) < 1e-14
-
-
-@functools.cache
-def _verdict(b: int, c: int, size: int, alpha: float, delta: float, looks: int) -> str:
-    return rule.decide(b, size, c, size, alpha=alpha, delta=delta, looks=looks).verdict
-
-
-def _stepwise(
-    p_baseline: float, p_candidate: float, n: int, alpha: float, delta: float, looks: int
-) -> dict[str, float]:
-    """Plain dynamic programming over the per-look increments, calling ``decide`` for every pair of counts."""
-    undecided = {(0, 0): 1.0}
-    totals = dict.fromkeys(VERDICTS, 0.0)
-    done = 0
-    for size in look_sizes(n, looks):
-        step = size - done
-        pmf_b = stats.binom.pmf(np.arange(step + 1), step, p_baseline)
-        pmf_c = stats.binom.pmf(np.arange(step + 1), step, p_candidate)
-        reached: dict[tuple[int, int], float] = {}
-        for (b, c), mass in undecided.items():
-            for i in range(step + 1):
-                for j in range(step + 1):
-                    reached[(b + i, c + j)] = reached.get((b + i, c + j), 0.0) + mass * pmf_b[i] * pmf_c[j]
-        undecided = {}
-        for (b, c), mass in reached.items():
-            verdict = _verdict(b, c, size, alpha, delta, looks)
-            if verdict == "INCONCLUSIVE":
-                undecided[(b, c)] = mass
-            else:
-                totals[verdict] += mass
-        done = size
-    totals["INCONCLUSIVE"] = sum(undecided.values())
-    return totals
+_verdict = cached_verdicts(rule.decide)
 
 
 @pytest.mark.parametrize(
@@ -147,7 +107,7 @@ def test_plan_equals_stepwise_enumeration_through_decide(
     p_baseline: float, p_candidate: float, n: int, alpha: float, delta: float, looks: int
 ) -> None:
     chances = rule.plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
-    reference = _stepwise(p_baseline, p_candidate, n, alpha, delta, looks)
+    reference = stepwise_plan(_verdict, p_baseline, p_candidate, n, alpha, delta, looks)
     assert max(reference["PASS"], reference["BLOCK"]) > 0.01  # a design where the rule decides something
     for verdict in VERDICTS:
         assert chances[verdict] == pytest.approx(reference[verdict], abs=1e-12)
@@ -155,25 +115,11 @@ def test_plan_equals_stepwise_enumeration_through_decide(
 
 def test_plan_agrees_with_a_monte_carlo_estimate() -> None:
     p_baseline, p_candidate, n, alpha, delta, looks = 0.9, 0.8, 40, 0.2, 0.2, 2
-    sizes = look_sizes(n, looks)
-    tables = {
-        size: np.array([[_verdict(b, c, size, alpha, delta, looks) for c in range(size + 1)] for b in range(size + 1)])
-        for size in sizes
-    }
-    rng = np.random.default_rng(20240601)
     runs = 40_000
-    baseline = np.cumsum(rng.random((runs, n)) < p_baseline, axis=1)
-    candidate = np.cumsum(rng.random((runs, n)) < p_candidate, axis=1)
-    outcome = np.full(runs, "INCONCLUSIVE", dtype=object)
-    open_runs = np.ones(runs, dtype=bool)
-    for size in sizes:
-        verdicts = tables[size][baseline[:, size - 1], candidate[:, size - 1]]
-        stops = open_runs & (verdicts != "INCONCLUSIVE")
-        outcome[stops] = verdicts[stops]
-        open_runs &= ~stops
+    estimates = monte_carlo_plan(_verdict, p_baseline, p_candidate, n, alpha, delta, looks, seed=20240601, runs=runs)
     chances = rule.plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
     for verdict in VERDICTS:
-        estimate = float(np.mean(outcome == verdict))
+        estimate = estimates[verdict]
         tolerance = 4.5 * np.sqrt(max(chances[verdict] * (1 - chances[verdict]), 1e-4) / runs)
         assert abs(estimate - chances[verdict]) < tolerance, (verdict, estimate, chances[verdict])
 
@@ -266,9 +212,4 @@ def test_the_plugin_provides_the_rule_through_discovery() -> None:
 
 
 def test_importing_the_plugin_imports_neither_scipy_nor_numpy() -> None:
-    code = (
-        "import sys, certlab_clopper_pearson.plugin\n"
-        "heavy = [m for m in ('scipy', 'numpy') if m in sys.modules]\n"
-        "assert not heavy, heavy\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    assert heavy_modules_after_importing("certlab_clopper_pearson.plugin") == []

@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-import functools
 import math
-import subprocess
-import sys
 from statistics import NormalDist
 
 import numpy as np
 import pytest
 from certlab_newcombe import rule
-from certlab_newcombe.enumeration import binomial_pmf
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
 
 from certlab_core.errors import UsageError
-from certlab_core.looks import look_sizes
 from certlab_core.registry import discover
-
-VERDICTS = ("PASS", "BLOCK", "INCONCLUSIVE")
-
+from certlab_core.testing.rule_checks import (
+    VERDICTS,
+    cached_verdicts,
+    heavy_modules_after_importing,
+    monte_carlo_plan,
+    stepwise_plan,
+)
 
 # --------------------------------------------------------------------------- known values
 
@@ -97,11 +95,6 @@ def test_the_verdict_thresholds_are_strict() -> None:
 # --------------------------------------------------------------------------- planning
 
 
-def test_binomial_probabilities_match_scipy() -> None:
-    for n, p in [(1, 0.3), (16, 0.2), (200, 0.95), (5000, 0.8), (7, 0.0), (7, 1.0)]:
-        assert float(np.abs(binomial_pmf(n, p) - stats.binom.pmf(np.arange(n + 1), n, p)).sum()) < 1e-14
-
-
 @pytest.mark.parametrize(
     ("p_baseline", "p_candidate", "n", "looks"),
     [(0.8, 0.8, 200, 1), (0.9, 0.7, 300, 3), (0.0, 0.0, 50, 1), (1.0, 1.0, 50, 2), (0.5, 0.45, 5000, 4)],
@@ -112,37 +105,7 @@ def test_plan_probabilities_sum_to_one(p_baseline: float, p_candidate: float, n:
     assert sum(chances.values()) == pytest.approx(1.0, abs=1e-12)
 
 
-@functools.cache
-def _verdict(b: int, c: int, size: int, alpha: float, delta: float, looks: int) -> str:
-    return rule.decide(b, size, c, size, alpha=alpha, delta=delta, looks=looks).verdict
-
-
-def _stepwise(
-    p_baseline: float, p_candidate: float, n: int, alpha: float, delta: float, looks: int
-) -> dict[str, float]:
-    """Plain dynamic programming over the per-look increments, calling ``decide`` for every pair of counts."""
-    undecided = {(0, 0): 1.0}
-    totals = dict.fromkeys(VERDICTS, 0.0)
-    done = 0
-    for size in look_sizes(n, looks):
-        step = size - done
-        pmf_b = stats.binom.pmf(np.arange(step + 1), step, p_baseline)
-        pmf_c = stats.binom.pmf(np.arange(step + 1), step, p_candidate)
-        reached: dict[tuple[int, int], float] = {}
-        for (b, c), mass in undecided.items():
-            for i in range(step + 1):
-                for j in range(step + 1):
-                    reached[(b + i, c + j)] = reached.get((b + i, c + j), 0.0) + mass * pmf_b[i] * pmf_c[j]
-        undecided = {}
-        for (b, c), mass in reached.items():
-            verdict = _verdict(b, c, size, alpha, delta, looks)
-            if verdict == "INCONCLUSIVE":
-                undecided[(b, c)] = mass
-            else:
-                totals[verdict] += mass
-        done = size
-    totals["INCONCLUSIVE"] = sum(undecided.values())
-    return totals
+_verdict = cached_verdicts(rule.decide)
 
 
 @pytest.mark.parametrize(
@@ -153,7 +116,7 @@ def test_plan_equals_stepwise_enumeration_through_decide(
     p_baseline: float, p_candidate: float, n: int, alpha: float, delta: float, looks: int
 ) -> None:
     chances = rule.plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
-    reference = _stepwise(p_baseline, p_candidate, n, alpha, delta, looks)
+    reference = stepwise_plan(_verdict, p_baseline, p_candidate, n, alpha, delta, looks)
     assert max(reference["PASS"], reference["BLOCK"]) > 0.01
     for verdict in VERDICTS:
         assert chances[verdict] == pytest.approx(reference[verdict], abs=1e-12)
@@ -161,26 +124,12 @@ def test_plan_equals_stepwise_enumeration_through_decide(
 
 def test_plan_agrees_with_a_monte_carlo_estimate() -> None:
     p_baseline, p_candidate, n, alpha, delta, looks = 0.85, 0.7, 40, 0.2, 0.15, 2
-    sizes = look_sizes(n, looks)
-    tables = {
-        size: np.array([[_verdict(b, c, size, alpha, delta, looks) for c in range(size + 1)] for b in range(size + 1)])
-        for size in sizes
-    }
-    rng = np.random.default_rng(7)
     runs = 40_000
-    baseline = np.cumsum(rng.random((runs, n)) < p_baseline, axis=1)
-    candidate = np.cumsum(rng.random((runs, n)) < p_candidate, axis=1)
-    outcome = np.full(runs, "INCONCLUSIVE", dtype=object)
-    open_runs = np.ones(runs, dtype=bool)
-    for size in sizes:
-        verdicts = tables[size][baseline[:, size - 1], candidate[:, size - 1]]
-        stops = open_runs & (verdicts != "INCONCLUSIVE")
-        outcome[stops] = verdicts[stops]
-        open_runs &= ~stops
+    estimates = monte_carlo_plan(_verdict, p_baseline, p_candidate, n, alpha, delta, looks, seed=7, runs=runs)
     chances = rule.plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
     assert min(chances["PASS"], chances["BLOCK"]) > 0.05  # both verdicts are exercised
     for verdict in VERDICTS:
-        estimate = float(np.mean(outcome == verdict))
+        estimate = estimates[verdict]
         tolerance = 4.5 * np.sqrt(chances[verdict] * (1 - chances[verdict]) / runs)
         assert abs(estimate - chances[verdict]) < tolerance, (verdict, estimate, chances[verdict])
 
@@ -192,7 +141,7 @@ def test_a_decisive_early_look_stops_the_experiment() -> None:
     three_looks = rule.plan(0.95, 0.95, 30, alpha=alpha, delta=delta, looks=looks)
     assert one_look["PASS"] > 0.05
     assert three_looks["PASS"] >= one_look["PASS"]
-    reference = _stepwise(0.95, 0.95, 30, alpha, delta, looks)
+    reference = stepwise_plan(_verdict, 0.95, 0.95, 30, alpha, delta, looks)
     assert three_looks["PASS"] == pytest.approx(reference["PASS"], abs=1e-12)
 
 
@@ -249,9 +198,4 @@ def test_the_plugin_provides_the_rule_through_discovery() -> None:
 
 
 def test_importing_the_plugin_imports_neither_scipy_nor_numpy() -> None:
-    code = (
-        "import sys, certlab_newcombe.plugin\n"
-        "heavy = [m for m in ('scipy', 'numpy') if m in sys.modules]\n"
-        "assert not heavy, heavy\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    assert heavy_modules_after_importing("certlab_newcombe.plugin") == []

@@ -1,5 +1,8 @@
 """Exact P(PASS), P(BLOCK), P(INCONCLUSIVE) of a two-arm rule with looks, by enumerating binomial outcomes.
 
+Shared by the statistical rules that plan exactly (clopper-pearson, newcombe): a rule gives
+its bounds for a grid of count pairs, and this module does the rest.
+
 Each arm's cumulative successes at look ``j`` are binomial; the joint probability of every
 pair of counts that has not stopped yet is carried from look to look (the increments of the
 two arms are independent binomials, so a step is two matrix products), and at each look the
@@ -10,7 +13,8 @@ Binomial probabilities come from Loader's saddle-point form (as in R's ``dbinom`
 to about 1e-15 in total. Counts whose cumulative probability beyond them is below
 ``TAIL_MASS`` (on either side, per arm and look) are not enumerated: that omits at most
 ``4 * looks * TAIL_MASS`` of mass, far below the rounding of the sums.
-numpy and scipy are imported inside the functions, never at module import.
+numpy and scipy are imported inside the functions, never at module import: the kernel
+imports without them, and a rule's plugin module stays light.
 """
 
 from __future__ import annotations
