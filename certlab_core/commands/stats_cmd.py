@@ -155,6 +155,17 @@ def _percent(alpha: float) -> str:
     return f"{100.0 * (1.0 - alpha):.4g}%"
 
 
+def design_fields(alpha: float, delta: float, conditions: int, looks: int) -> dict[str, Any]:
+    """The design's parameters as the JSON output of every stats command carries them."""
+    return {"alpha": alpha, "delta": delta, "conditions": conditions, "looks": looks}
+
+
+def echo_json(schema: str, rule: StatisticalRule, **fields: Any) -> None:
+    """Print a command's JSON output: its schema and rule, then its fields (keys sorted, indented)."""
+    payload = {"schema": schema, "rule": rule.name, **fields}
+    typer.echo(json.dumps(payload, indent=2, sort_keys=True))
+
+
 def _design(alpha: float, delta: float, conditions: int, looks: int) -> str:
     conditions_text = "1 gating condition" if conditions == 1 else f"{conditions} gating conditions"
     looks_text = "1 look" if looks == 1 else f"{looks} looks"
@@ -198,19 +209,15 @@ def bounds(
             "wilson_alpha": alpha,
         }
     if as_json:
-        payload = {
-            "schema": "certlab.stats-bounds/1",
-            "rule": rule.name,
-            "alpha": alpha,
-            "delta": delta,
-            "conditions": conditions,
-            "looks": looks,
-            "baseline": arms["baseline"],
-            "candidate": arms["candidate"],
-            "bounds": {"lower": decision.lower, "upper": decision.upper},
-            "verdict": decision.verdict,
-        }
-        typer.echo(json.dumps(payload, indent=2, sort_keys=True))
+        echo_json(
+            "certlab.stats-bounds/1",
+            rule,
+            **design_fields(alpha, delta, conditions, looks),
+            baseline=arms["baseline"],
+            candidate=arms["candidate"],
+            bounds={"lower": decision.lower, "upper": decision.upper},
+            verdict=decision.verdict,
+        )
         return
     typer.echo(f"rule {rule.name}: {_design(alpha, delta, conditions, looks)}")
     for arm, facts in arms.items():
@@ -271,17 +278,16 @@ def plan(
         chances = plan_of(p_baseline, p_candidate, n, alpha, delta, conditions, looks)
         designs.append({"n": n, "looks": list(look_sizes(n, looks)), **{k: chances[k] for k in _VERDICTS}})
     if as_json:
-        payload = {
-            "schema": "certlab.plan/1",
-            "rule": rule.name,
-            "baseline": p_baseline,
-            "candidate": p_candidate,
-            "alpha": alpha,
-            "delta": delta,
-            "conditions": conditions,
-            "designs": designs,
-        }
-        typer.echo(json.dumps(payload, indent=2, sort_keys=True))
+        echo_json(
+            "certlab.plan/1",
+            rule,
+            baseline=p_baseline,
+            candidate=p_candidate,
+            alpha=alpha,
+            delta=delta,
+            conditions=conditions,
+            designs=designs,
+        )
         return
     parameters = _design(alpha, delta, conditions, looks)
     typer.echo(f"plan: {rule.name}, baseline {p_baseline:g}, candidate {p_candidate:g}, {parameters}")
@@ -361,18 +367,14 @@ def selfcheck(
     holds = all(sweep["holds"] for sweep in sweeps.values())
 
     if as_json:
-        payload = {
-            "schema": "certlab.selfcheck/1",
-            "rule": rule.name,
-            "alpha": alpha,
-            "delta": delta,
-            "conditions": conditions,
-            "looks": looks,
-            "designs": table,
-            "sweep": {"sizes": list(SWEEP_SIZES), "step": SWEEP_STEP, **sweeps},
-            "holds": holds,
-        }
-        typer.echo(json.dumps(payload, indent=2, sort_keys=True))
+        echo_json(
+            "certlab.selfcheck/1",
+            rule,
+            **design_fields(alpha, delta, conditions, looks),
+            designs=table,
+            sweep={"sizes": list(SWEEP_SIZES), "step": SWEEP_STEP, **sweeps},
+            holds=holds,
+        )
     else:
         typer.echo(f"selfcheck: {rule.name}, {_design(alpha, delta, conditions, looks)}; exact enumeration")
         typer.echo("")
