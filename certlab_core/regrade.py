@@ -111,6 +111,11 @@ def regrade(registry: Registry, folder: Path, workers: int, progress: Progress) 
         try:
             family = registry.get("task_families", name)
         except CertlabError as error:
+            if facts.get("distribution") == "user task":
+                raise InstrumentError(
+                    f"{path}: the bundle certifies the user task {name!r}; "
+                    "give its experiment directory with --task DIR"
+                ) from None
             raise InstrumentError(f"{path}: the bundle's family is not installed: {error}") from None
         families[name] = family
         if family.version != facts.get("version") or taskset_sha256(family) != facts.get("taskset_sha256"):

@@ -13,6 +13,7 @@ from certlab_core.certification import (
     cpu_workers,
     write_certification,
 )
+from certlab_core.errors import UsageError
 from certlab_core.lab import log_to_stderr
 from certlab_core.registry import discover
 
@@ -77,11 +78,16 @@ def regrade_command(
     folder: Path = typer.Argument(..., help="A certification folder (or its bundle.json)."),
     workers: int = typer.Option(0, "--workers", "-w", help="Regrades at once (default: the number of CPUs)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
+    task: list[Path] = typer.Option([], "--task", help="The experiment directory of a user task the bundle certified."),
 ) -> None:
     """Re-earn every verdict of a bundle from its recorded changes: consistent, stale or mismatch."""
+    from certlab_core.held_out import register_experiment_task
     from certlab_core.regrade import regrade
 
     registry = discover()
+    for directory in task:
+        if register_experiment_task(registry, directory) is None:
+            raise UsageError(f"--task {directory}: no task of your own there (certlab.yaml, fixture/, cases/)")
     progress = (lambda _m: None) if quiet else log_to_stderr
     result = regrade(registry, folder, workers or cpu_workers(), progress)
     for line in result.lines:

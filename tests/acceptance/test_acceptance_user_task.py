@@ -215,3 +215,12 @@ def test_certify_needs_a_family_or_a_task(tmp_path: Path) -> None:
     done = certlab("certify", "--agent", "null", "--out", str(tmp_path / "cert"))
     assert done.returncode == 4
     assert "or a task of your own with --task DIR" in one_line_error(done)
+
+
+def test_a_user_task_certification_regrades_with_its_task(fixed_certification: Path, locked_task: Path) -> None:
+    without = certlab("regrade", str(fixed_certification))
+    assert without.returncode == 3
+    assert "give its experiment directory with --task DIR" in one_line_error(without)
+    done = certlab("regrade", str(fixed_certification), "--task", str(locked_task))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "regrade: consistent" in done.stdout
