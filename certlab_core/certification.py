@@ -268,9 +268,7 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
         "environment": environment_facts(),
         "harness_commit": harness_commit(),
         "graders": grader_facts(registry),
-        "instrument": [
-            dict(proof_document(p), clean_tree=f.clean_tree) for f, p in zip(families, proofs, strict=True)
-        ],
+        "instrument": [dict(proof_document(p), clean_tree=f.clean_tree) for f, p in zip(families, proofs, strict=True)],
         "held_out": held_out.document(),
         "predictions": held_out.recorded_predictions(),
         "calibration": {

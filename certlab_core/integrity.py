@@ -53,7 +53,8 @@ def _retry_reason(line: Mapping[str, Any], infra_exit_codes: Sequence[int]) -> s
         return f"its error {error!r} names no infrastructure kind ({', '.join(k[:-1] for k in INFRA_KINDS)})"
     if line.get("failure_mode") is not None:
         return f"it also carries the failure mode {line.get('failure_mode')!r}"
-    agent = line.get("agent") if isinstance(line.get("agent"), dict) else {}
+    recorded_agent = line.get("agent")
+    agent: Mapping[str, Any] = recorded_agent if isinstance(recorded_agent, dict) else {}
     if error.startswith("infra-exit-code:") and agent.get("exit_code") not in infra_exit_codes:
         return f"it claims an infrastructure exit code, but the agent exited with {agent.get('exit_code')!r}"
     # A tool-world trial judged by its oracle ran to the end (a coding arm's "oracle" is the grader
