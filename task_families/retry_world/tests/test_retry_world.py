@@ -1,0 +1,122 @@
+"""certlab-retry-world: a deterministic world, an oracle that judges the state, and agents A, B, C as the story says."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from typing import Any
+
+import pytest
+from certlab_retry_world import agents, world
+
+from certlab_core.errors import UsageError
+from certlab_core.gate.boundary import Boundary, DeclaredFault, ToolRejected, Tools, ToolTimeout
+from certlab_core.records import Fault, FaultContext, FaultEffect
+from certlab_core.registry import discover
+
+AGENTS = {"A": agents.agent_a, "B": agents.agent_b, "C": agents.agent_c}
+
+
+def timeout_first_reserve(executed: bool) -> DeclaredFault:
+    def inject(context: FaultContext) -> FaultEffect:
+        return FaultEffect(error="ToolTimeout", message="reserve timed out", execute=executed)
+
+    fault = Fault(name="timeout", description="", inject=inject)
+    return DeclaredFault(
+        index=0, name="timeout", fault=fault, tool="reserve", on_calls=(1,), params={}, rng=random.Random(0)
+    )
+
+
+def run(agent: str, seed: int, faults: list[DeclaredFault] | None = None) -> tuple[bool, str, Any]:
+    instance = world.build({}, seed)
+    boundary = Boundary(instance, faults or [])
+    try:
+        AGENTS[agent](instance.task, Tools.over(boundary), random.Random(seed))
+    except ToolTimeout:
+        return False, "crashed", boundary
+    verdict = world.oracle(instance.task, instance.snapshot())
+    return verdict.passed, verdict.detail, boundary
+
+
+def test_the_plugin_provides_the_world() -> None:
+    registry = discover(only=["retry-world"])
+    record = registry.get("tool_worlds", "retry-inventory")
+    assert record.tools == ("stock", "reserve", "confirm") and record.decisions
+
+
+def test_the_same_seed_builds_the_same_world() -> None:
+    assert world.build({}, 5).snapshot() == world.build({}, 5).snapshot()
+    assert world.build({}, 5).task == world.build({}, 5).task
+    assert any(world.build({}, s).snapshot() != world.build({}, 5).snapshot() for s in range(6, 10))
+
+
+def test_some_orders_are_already_reserved_and_some_confirms_are_busy() -> None:
+    snapshots = [world.build({"orders": 20}, seed).snapshot() for seed in range(20)]
+    existing = sum(len(s["reservations"]) for s in snapshots)
+    assert 0.15 * 400 < existing < 0.35 * 400
+    busy = 0
+    for seed in range(40):
+        _passed, _detail, boundary = run("A", seed)
+        busy += sum(1 for e in boundary.events if e["name"] == "confirm" and e["status"] == "error")
+    assert busy > 0
+
+
+@pytest.mark.parametrize("agent", ["A", "B", "C"])
+def test_on_a_clean_run_every_agent_succeeds(agent: str) -> None:
+    results = [run(agent, seed)[0] for seed in range(30)]
+    assert all(results)
+
+
+@pytest.mark.parametrize("executed", [False, True])
+def test_a_timeout_on_the_first_reserve_separates_b_from_a_and_c(executed: bool) -> None:
+    for seed in range(20):
+        assert run("A", seed, [timeout_first_reserve(executed)])[0]
+        assert run("C", seed, [timeout_first_reserve(executed)])[0]
+        assert run("B", seed, [timeout_first_reserve(executed)])[1] == "crashed"
+
+
+def test_a_and_b_take_the_same_path_until_the_timeout() -> None:
+    _p, _d, a = run("A", 3, [timeout_first_reserve(False)])
+    _p, _d, b = run("B", 3, [timeout_first_reserve(False)])
+    assert a.events[:2] == b.events[:2] and b.events[1]["error"]["type"] == "ToolTimeout"
+    assert len(a.events) > len(b.events) == 2
+
+
+def test_the_oracle_judges_the_state_not_the_agent() -> None:
+    instance = world.build({}, 1)
+    tools = Tools.over(Boundary(instance))
+    order = instance.task["orders"][0]
+    with contextlib.suppress(ToolRejected):
+        tools.call("reserve", order=order["order"], sku=order["sku"], qty=order["qty"])
+    verdict = world.oracle(instance.task, instance.snapshot())
+    assert not verdict.passed and "not confirmed" in verdict.detail
+
+
+def test_reserve_refuses_what_the_order_does_not_say() -> None:
+    instance = world.build({}, 1)
+    tools = Tools.over(Boundary(instance))
+    order = instance.task["orders"][0]
+    with pytest.raises(ToolRejected, match="is for"):
+        tools.call("reserve", order=order["order"], sku=order["sku"], qty=order["qty"] + 1)
+    with pytest.raises(ToolRejected, match="no order"):
+        tools.call("reserve", order="o-999", sku=order["sku"], qty=1)
+
+
+def test_the_decision_channel_answers_from_the_state() -> None:
+    instance = world.build({"orders": 1, "existing_share": 1.0}, 1)
+    tools = Tools.over(Boundary(instance))
+    assert tools.decide("reserved? o-1", ["yes", "no"]) == {"choice": "yes", "confidence": 0.9}
+
+
+@pytest.mark.parametrize(
+    ("task_input", "message"),
+    [
+        ({"orderz": 3}, "has no input 'orderz'"),
+        ({"orders": 0}, "orders must be a whole number from 1 to 1000"),
+        ({"existing_share": 1.5}, "existing_share must be a number from 0 to 1"),
+        ({"skus": []}, "skus must be a non-empty list"),
+    ],
+)
+def test_bad_input_is_one_line(task_input: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        world.check_input(task_input)
