@@ -7,6 +7,9 @@ look:
 - ``stepwise_plan``: plain dynamic programming over the per-look increments (scipy's binomial);
 - ``monte_carlo_plan``: the share of simulated experiments that end in each verdict.
 
+``decide_cases`` draws (with hypothesis) the counts and parameters a property test of
+``decide`` runs on.
+
 ``heavy_modules_after_importing`` names what a fresh interpreter loaded of numpy and scipy
 after importing a rule's plugin module (it must be nothing: trials fork from a lean parent).
 numpy and scipy are imported inside the functions (the kernel imports without them).
@@ -19,9 +22,14 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from attrs import frozen
 
 from certlab_core.looks import look_sizes
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
 
 VERDICTS = ("PASS", "BLOCK", "INCONCLUSIVE")
 HEAVY_MODULES = ("scipy", "numpy")
@@ -38,6 +46,58 @@ def cached_verdicts(decide: Callable[..., Any]) -> VerdictOf:
         return str(decide(b, size, c, size, alpha=alpha, delta=delta, looks=looks).verdict)
 
     return verdict
+
+
+@frozen
+class DecideCase:
+    """One call of ``decide``: each arm's counts, and the parameters."""
+
+    baseline_successes: int
+    baseline_n: int
+    candidate_successes: int
+    candidate_n: int
+    alpha: float
+    delta: float
+    conditions: int
+    looks: int
+
+    @property
+    def estimate(self) -> float:
+        """The observed candidate rate minus the observed baseline rate."""
+        return self.candidate_successes / self.candidate_n - self.baseline_successes / self.baseline_n
+
+    def decide(self, decide: Callable[..., Any]) -> Any:
+        """``decide``'s answer for this case."""
+        return decide(
+            self.baseline_successes,
+            self.baseline_n,
+            self.candidate_successes,
+            self.candidate_n,
+            alpha=self.alpha,
+            delta=self.delta,
+            conditions=self.conditions,
+            looks=self.looks,
+        )
+
+
+def decide_cases() -> SearchStrategy[DecideCase]:
+    """Cases of 1 to 400 trials per arm, any share of successes, alpha 0.001 to 0.5, delta 0 to 0.99, K 1-8, L 1-10."""
+    from hypothesis import strategies as st
+
+    def case(n_b: int, n_c: int, frac_b: float, frac_c: float, alpha: float, delta: float, k: int, looks: int) -> Any:
+        return DecideCase(round(frac_b * n_b), n_b, round(frac_c * n_c), n_c, alpha, delta, k, looks)
+
+    return st.builds(
+        case,
+        n_b=st.integers(1, 400),
+        n_c=st.integers(1, 400),
+        frac_b=st.floats(0, 1),
+        frac_c=st.floats(0, 1),
+        alpha=st.floats(0.001, 0.5),
+        delta=st.floats(0, 0.99),
+        k=st.integers(1, 8),
+        looks=st.integers(1, 10),
+    )
 
 
 def stepwise_plan(

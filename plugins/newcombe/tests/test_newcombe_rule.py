@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 from certlab_newcombe import rule
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from certlab_core.errors import UsageError
 from certlab_core.registry import discover
 from certlab_core.testing.rule_checks import (
     VERDICTS,
+    DecideCase,
     cached_verdicts,
+    decide_cases,
     heavy_modules_after_importing,
     monte_carlo_plan,
     stepwise_plan,
@@ -149,22 +150,11 @@ def test_a_decisive_early_look_stops_the_experiment() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    n_b=st.integers(1, 400),
-    n_c=st.integers(1, 400),
-    frac_b=st.floats(0, 1),
-    frac_c=st.floats(0, 1),
-    alpha=st.floats(0.001, 0.5),
-    delta=st.floats(0, 0.99),
-    conditions=st.integers(1, 8),
-    looks=st.integers(1, 10),
-)
-def test_bounds_are_ordered_within_unit_range_and_decide_the_verdict(
-    n_b: int, n_c: int, frac_b: float, frac_c: float, alpha: float, delta: float, conditions: int, looks: int
-) -> None:
-    b, c = round(frac_b * n_b), round(frac_c * n_c)
-    bounds = rule.decide(b, n_b, c, n_c, alpha=alpha, delta=delta, conditions=conditions, looks=looks)
-    estimate = c / n_c - b / n_b
+@given(case=decide_cases())
+def test_bounds_are_ordered_within_unit_range_and_decide_the_verdict(case: DecideCase) -> None:
+    bounds = case.decide(rule.decide)
+    delta = case.delta
+    estimate = case.estimate
     assert -1.0 <= bounds.lower <= estimate + 1e-12 and estimate - 1e-12 <= bounds.upper <= 1.0
     expected = "PASS" if bounds.lower > -delta else "BLOCK" if bounds.upper < -delta else "INCONCLUSIVE"
     assert bounds.verdict == expected
