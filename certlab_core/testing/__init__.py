@@ -9,6 +9,11 @@ Installed with certlab (entry point ``pytest11``), so any plugin distribution's 
   conformance suite against that installed family: the clean tree passes its suite, each
   seeded tree fails it, the oracle fixes each defect, the null agent fixes none, and the
   other constructed agents score exactly what they must.
+
+Two modules here are imported by the tests that need them, not by the plugin:
+``family_checks`` (seeded trees, the visible suite and held-out cases run in subprocesses,
+and ``FamilyChecks``, the checks every built-in family makes on itself) and ``rule_checks``
+(references a statistical rule's exact ``plan`` is checked against).
 """
 
 from __future__ import annotations
