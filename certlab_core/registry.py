@@ -43,13 +43,27 @@ def new_plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
-def _distributions_by_entry_point() -> dict[tuple[str, str], tuple[str, str]]:
-    found: dict[tuple[str, str], tuple[str, str]] = {}
+def _declared_plugins() -> list[tuple[str, str, str, str]]:
+    """Every entry point of the group, as (name, value, distribution, version), from installed metadata."""
+    found: list[tuple[str, str, str, str]] = []
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
             if ep.group == ENTRY_POINT_GROUP:
-                found[(ep.name, ep.value)] = (dist.metadata["Name"] or "?", dist.version or "?")
+                found.append((ep.name, ep.value, dist.metadata["Name"] or "?", dist.version or "?"))
     return found
+
+
+def _refuse_duplicate_names(declared: list[tuple[str, str, str, str]], wanted: set[str] | None) -> None:
+    by_name: dict[str, list[str]] = {}
+    for name, _value, dist, version in declared:
+        if wanted is None or name in wanted:
+            by_name.setdefault(name, []).append(f"{dist} {version}")
+    for name, dists in sorted(by_name.items()):
+        if len(dists) > 1:
+            raise UsageError(
+                f"two distributions declare the certlab plugin {name!r}: {' and '.join(sorted(dists))}; "
+                "uninstall one of them"
+            )
 
 
 class Registry:
@@ -153,11 +167,13 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
 
     A plugin that fails to import is recorded in ``registry.failures`` and the others still load.
     """
-    from stevedore import ExtensionManager
+    from stevedore import ExtensionManager, NamedExtensionManager
 
     wanted = set(only) if only is not None else _only_from_env()
     registry = Registry(new_plugin_manager())
-    sources = _distributions_by_entry_point()
+    declared = _declared_plugins()
+    _refuse_duplicate_names(declared, wanted)
+    sources = {(name, value): (dist, version) for name, value, dist, version in declared}
 
     def on_failure(_manager: Any, entry_point: Any, error: BaseException) -> None:
         dist = sources.get((entry_point.name, entry_point.value), ("unknown distribution", ""))[0]
@@ -165,24 +181,19 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
             PluginFailure(entry_point=entry_point.name, distribution=dist, error=f"{type(error).__name__}: {error}")
         )
 
-    def check_wanted(ext: Any) -> bool:
-        return wanted is None or ext.name in wanted
-
-    from stevedore import EnabledExtensionManager
-
-    manager: ExtensionManager[Any] = EnabledExtensionManager(
-        namespace=ENTRY_POINT_GROUP,
-        check_func=check_wanted,
-        invoke_on_load=False,
-        on_load_failure_callback=on_failure,
-    )
+    manager: ExtensionManager[Any]
+    if wanted is None:
+        manager = ExtensionManager(namespace=ENTRY_POINT_GROUP, on_load_failure_callback=on_failure)
+    else:  # only the named entry points are imported at all
+        manager = NamedExtensionManager(
+            namespace=ENTRY_POINT_GROUP,
+            names=sorted(wanted),
+            on_load_failure_callback=on_failure,
+            warn_on_missing_entrypoint=False,
+        )
     seen: set[str] = set()
     for ext in sorted(manager.extensions, key=lambda e: e.name):
         dist, version = sources.get((ext.name, ext.entry_point.value), ("unknown distribution", "0"))
-        if ext.name in seen:
-            raise UsageError(
-                f"two distributions declare the certlab plugin {ext.name!r} (one is {dist}); uninstall one of them"
-            )
         seen.add(ext.name)
         try:
             registry.add_plugin(ext.plugin, ext.name, dist, version)

@@ -180,11 +180,6 @@ def test_certlab_plugins_loads_only_the_plugins_named(only_two: dict[str, Any]) 
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="registry.discover uses stevedore's EnabledExtensionManager, which imports every entry point "
-    "before its check_func filters by CERTLAB_PLUGINS (NamedExtensionManager would not)",
-)
 def test_a_plugin_not_named_is_never_imported(only_two: dict[str, Any]) -> None:
     assert only_two["failures"] == []
 
@@ -254,10 +249,6 @@ def test_an_unknown_family_no_distribution_provides_lists_the_valid_names_and_br
     assert "plugins that failed to load: broken" in line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="registry.discover names only one of the two distributions that declare the same entry point name",
-)
 def test_two_distributions_declaring_one_plugin_name_are_refused_naming_both(
     fresh: FreshEnv, layers: dict[str, Path]
 ) -> None:
