@@ -47,3 +47,26 @@ def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
     assert len(errors) == 1, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     return errors[0]
+
+
+KERNEL_MOVED = "moved since the lock: the kernel's file"
+
+
+def locked_run(task: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Lock ``task`` again and run ``certlab ARGS`` under that lock.
+
+    A lock fingerprints the kernel's own files; in a checkout where certlab itself is being
+    edited they can move between the lock and the run, which the run rightly refuses. Only
+    that refusal is retried (at most three times), never any other outcome.
+    """
+    for _attempt in range(3):
+        relocked = certlab("lock", str(task), "--again")
+        assert relocked.returncode == 0, relocked.stderr
+        done = certlab(*args, cwd=cwd)
+        if KERNEL_MOVED not in done.stdout + done.stderr:
+            return done
+        if cwd is not None:
+            import shutil
+
+            shutil.rmtree(cwd / "runs", ignore_errors=True)
+    return done

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import yaml
-from acceptance_helpers import FIX_COMMAND, OVERFIT_COMMAND, certlab, scaffold_task
+from acceptance_helpers import FIX_COMMAND, OVERFIT_COMMAND, certlab, locked_run, scaffold_task
 
 
 def test_an_overfitting_candidate_is_blocked_on_a_user_task(tmp_path: Path) -> None:
@@ -28,8 +28,7 @@ def test_an_overfitting_candidate_is_blocked_on_a_user_task(tmp_path: Path) -> N
     }
     (task / "certlab.yaml").write_text(yaml.safe_dump(descriptor, sort_keys=False))
     assert certlab("predict", str(task), "--expect", "the candidate is blocked").returncode == 0
-    assert certlab("lock", str(task)).returncode == 0
-    done = certlab("run", "certlab.yaml", "--out", "runs", "--quiet", cwd=task)
+    done = locked_run(task, "run", "certlab.yaml", "--out", "runs", "--quiet", cwd=task)
     assert done.returncode == 1, done.stdout + done.stderr
     (store,) = (task / "runs").iterdir()
     lines = [json.loads(line) for line in (store / "trials.jsonl").read_text().splitlines()]

@@ -9,15 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acceptance_helpers import FIX_COMMAND, OVERFIT_COMMAND, certlab, one_line_error, read_json, scaffold_task
+from acceptance_helpers import (
+    FIX_COMMAND,
+    OVERFIT_COMMAND,
+    certlab,
+    locked_run,
+    one_line_error,
+    read_json,
+    scaffold_task,
+)
 
 from certlab_core.canonical import canonical_json, sealed
 from certlab_core.lock import predictions_path
-
-
-def relock(task: Path) -> None:
-    """Lock again right before a run: the lock fingerprints the kernel, which moves while certlab is developed."""
-    assert certlab("lock", str(task), "--again").returncode == 0
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +37,10 @@ def locked_task(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def fixed_certification(locked_task: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("cert") / "fixed"
-    relock(locked_task)
-    done = certlab(
-        "certify", "--task", str(locked_task), "--agent", "command", "--agent-arg", FIX_COMMAND, "--out", str(out)
+    done = locked_run(
+        locked_task,
+        *("certify", "--task", str(locked_task), "--agent", "command", "--agent-arg", FIX_COMMAND),
+        *("--out", str(out)),
     )
     assert done.returncode == 0, done.stderr
     assert "certified: command fixed 1/1" in done.stdout
@@ -46,9 +50,10 @@ def fixed_certification(locked_task: Path, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture(scope="module")
 def overfit_certification(locked_task: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("cert") / "overfit"
-    relock(locked_task)
-    done = certlab(
-        "certify", "--task", str(locked_task), "--agent", "command", "--agent-arg", OVERFIT_COMMAND, "--out", str(out)
+    done = locked_run(
+        locked_task,
+        *("certify", "--task", str(locked_task), "--agent", "command", "--agent-arg", OVERFIT_COMMAND),
+        *("--out", str(out)),
     )
     assert done.returncode == 0, done.stderr
     return out
