@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 WHEELHOUSE := .wheelhouse
 PYPROJECTS := $(shell find . -name pyproject.toml -not -path './.venv/*' -not -path './.wheelhouse/*' -not -path '*/build/*' -not -path './certifications/*')
 # Every package of ours that the type checker reads: the kernel and each plugin distribution's package.
-TYPED_PACKAGES := certlab_core $(shell find task_families adapters graders plugins -mindepth 2 -maxdepth 2 -type d -name 'certlab_*' 2>/dev/null | sort)
+TYPED_PACKAGES := certlab_core $(shell find task_families adapters graders plugins -mindepth 2 -maxdepth 2 -type d -name 'certlab_*' -not -name '*.egg-info' 2>/dev/null | sort)
 
 .PHONY: demo test lint typecheck unit setup wheelhouse clean certifications chromium
 

@@ -85,10 +85,10 @@ def compile_publication(root: Path) -> Publication:
     ]
     for row in rows:
         cells = " | ".join(row["cells"].get(name, "–") for name in families)
-        modes = ", ".join(f"{m} ×{c}" for m, c in row["modes"].items()) or "none"
+        mode_text = ", ".join(f"{m} ×{c}" for m, c in row["modes"].items()) or "none"
         lines.append(
             f"| [{row['run']}]({row['run']}/CONTRACT.md) | {row['agent']} ({row['adapter']} {row['agent_version']}) | "
-            f"{row['origin']} | {row['trials_per_task']} | {cells} | {row['fixed']}/{row['scheduled']} | {modes} | "
+            f"{row['origin']} | {row['trials_per_task']} | {cells} | {row['fixed']}/{row['scheduled']} | {mode_text} | "
             f"`{row['seal'][:12]}` |"
         )
     notes = [f"- `{row['run']}`: {row['note']}" for row in rows if row["note"]]
