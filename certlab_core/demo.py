@@ -17,7 +17,12 @@ from attrs import frozen
 from certlab_core.errors import UsageError
 
 # Each chapter module defines ``steps(context) -> list[DemoStep]``; a capability adds its chapter here.
-CHAPTERS: tuple[str, ...] = ("certlab_core.demo_certify", "certlab_core.demo_gate", "certlab_core.demo_diagnosis")
+CHAPTERS: tuple[str, ...] = (
+    "certlab_core.demo_certify",
+    "certlab_core.demo_acceptance",
+    "certlab_core.demo_gate",
+    "certlab_core.demo_diagnosis",
+)
 
 
 class DemoFailed(Exception):
