@@ -8,7 +8,16 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.diagnosis.events import FaultBefore, common_prefix, describe_call, event_key, fault_before, fault_name
+from certlab_core.diagnosis.events import (
+    FaultBefore,
+    common_prefix,
+    describe_call,
+    event_key,
+    fault_before,
+    fault_name,
+    listed,
+    mapping,
+)
 
 RESULT_SHOWN = 160
 
@@ -36,8 +45,8 @@ class TrialDiff:
 
 
 def diff_trials(trial_a: Mapping[str, Any], trial_b: Mapping[str, Any]) -> TrialDiff:
-    events_a: Sequence[Mapping[str, Any]] = trial_a.get("events") or ()
-    events_b: Sequence[Mapping[str, Any]] = trial_b.get("events") or ()
+    events_a = listed(trial_a.get("events"))
+    events_b = listed(trial_b.get("events"))
     shared = common_prefix(events_a, events_b)
     return TrialDiff(
         trial_a=trial_a,
@@ -57,13 +66,13 @@ def _short(value: Any) -> str:
 def describe_crossing(trial: Mapping[str, Any], event: Mapping[str, Any] | None) -> str:
     """An event as call and answer (``reserve(order='o-1') -> error ToolTimeout: ...``); None: how the trial ended."""
     if event is None:
-        agent = trial.get("agent") or {}
+        agent = mapping(trial.get("agent"))
         ending = f"agent {agent.get('status', '?')}"
         if agent.get("detail"):
             ending += f": {agent['detail']}"
         return f"end of calls ({ending})"
     if event.get("status") == "error":
-        error = event.get("error") or {}
+        error = mapping(event.get("error"))
         answer = f"error {error.get('type')}: {error.get('message')}"
     else:
         answer = f"ok {_short(event.get('result'))}"
@@ -85,13 +94,13 @@ def render_diff(diff: TrialDiff, all_steps: bool = False) -> str:
     id_a, id_b = str(a.get("id")), str(b.get("id"))
     width = max(len(id_a), len(id_b))
     lines = [
-        f"A {id_a} ({_outcome(a)}): {len(a.get('events') or ())} events",
-        f"B {id_b} ({_outcome(b)}): {len(b.get('events') or ())} events",
+        f"A {id_a} ({_outcome(a)}): {len(listed(a.get('events')))} events",
+        f"B {id_b} ({_outcome(b)}): {len(listed(b.get('events')))} events",
         f"common prefix: {diff.common_prefix} event(s)",
     ]
     if all_steps:
         lines.append("")
-        for position, event in enumerate((a.get("events") or ())[: diff.common_prefix]):
+        for position, event in enumerate(listed(a.get("events"))[: diff.common_prefix]):
             lines.append(f"  = #{position:<3} {describe_crossing(a, event)}")
     if diff.identical:
         lines.append("the two recordings are identical")
@@ -111,7 +120,7 @@ def render_diff(diff: TrialDiff, all_steps: bool = False) -> str:
         lines.append("injected fault before it: none")
     if all_steps and not diff.identical:
         for label, trial in (("A", a), ("B", b)):
-            rest = (trial.get("events") or ())[diff.common_prefix :]
+            rest = listed(trial.get("events"))[diff.common_prefix :]
             lines.append(f"after the split, {label} {trial.get('id')}:")
             lines.extend(
                 f"  {label} #{diff.common_prefix + i:<3} {describe_crossing(trial, e)}" for i, e in enumerate(rest)

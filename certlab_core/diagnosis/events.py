@@ -37,11 +37,21 @@ def _without_seq(event: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in event.items() if k != "seq"}
 
 
+def mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else an empty one (for records read from disk)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def listed(value: Any) -> list[Mapping[str, Any]]:
+    """The mappings in ``value`` when it is a list, else none (for records read from disk)."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
 def fault_name(trial: Mapping[str, Any], index: int | None) -> str | None:
     """The declared fault ``index`` of the trial's condition as ``fault on tool``, or None."""
     if index is None:
         return None
-    for declared in trial.get("faults") or ():
+    for declared in listed(trial.get("faults")):
         if declared.get("index") == index:
             return f"{declared.get('fault')} on {declared.get('tool')}"
     return f"fault #{index}"
@@ -56,11 +66,7 @@ def describe_event(trial: Mapping[str, Any], event: Mapping[str, Any] | None) ->
     if event is None:
         return END_OF_CALLS
     name = str(event.get("name"))
-    if event.get("status") == "error":
-        error = event.get("error") or {}
-        answer = f"error {error.get('type', '?')}"
-    else:
-        answer = "ok"
+    answer = f"error {mapping(event.get('error')).get('type', '?')}" if event.get("status") == "error" else "ok"
     return f"{name} -> {answer}" + (" (injected)" if event.get("fault") is not None else "")
 
 
@@ -68,8 +74,8 @@ def describe_call(event: Mapping[str, Any] | None) -> str:
     """An event as the call it was: ``reserve(order='o-1', qty=2)``; ``end of calls`` for None."""
     if event is None:
         return END_OF_CALLS
-    args = event.get("args") or {}
-    shown = ", ".join(f"{key}={value!r}" for key, value in sorted(args.items()))
+    args = mapping(event.get("args"))
+    shown = ", ".join(f"{key}={value!r}" for key, value in sorted(args.items(), key=lambda item: str(item[0])))
     return f"{event.get('name')}({shown})"
 
 
@@ -87,9 +93,11 @@ def fault_before(trial: Mapping[str, Any], events: Sequence[Mapping[str, Any]], 
     for position in range(min(split, len(events)) - 1, -1, -1):
         index = events[position].get("fault")
         if index is not None:
-            name = fault_name(trial, index) or "?"
+            seq = events[position].get("seq")
             return FaultBefore(
-                seq=int(events[position].get("seq", position)), fault=name, events_before_split=split - position
+                seq=seq if isinstance(seq, int) else position,
+                fault=fault_name(trial, index) or "?",
+                events_before_split=split - position,
             )
     return None
 

@@ -234,6 +234,21 @@ def _usage_of(line: Mapping[str, Any]) -> Usage | None:
     )
 
 
+def _well_formed(line: Any) -> bool:
+    """Whether a parsed line has the shapes the report reads (docs/run-store.md)."""
+    if not isinstance(line, Mapping) or not isinstance(line.get("id"), str) or line.get("arm") not in ARMS:
+        return False
+    attempt, index = line.get("attempt"), line.get("index")
+    if not isinstance(attempt, int) or not isinstance(index, int) or isinstance(attempt, bool):
+        return False
+    events, faults = line.get("events") or [], line.get("faults") or []
+    if not isinstance(events, list) or not all(isinstance(e, Mapping) for e in events):
+        return False
+    if not isinstance(faults, list) or not all(isinstance(f, Mapping) for f in faults):
+        return False
+    return isinstance(line.get("condition"), str) and line.get("outcome") in ("success", "failure", "error")
+
+
 class ReportAccumulator:
     """Reads trial lines one at a time (in any order) and keeps only what the report needs.
 
@@ -250,13 +265,20 @@ class ReportAccumulator:
         self.errors: list[tuple[str, int, str]] = []
         self._pending: dict[tuple[str, int], dict[str, Mapping[str, Any]]] = {}
         self._names: dict[str, str] = {}
+        self.skipped = 0
 
     def _interned(self, text: Any) -> str:
         value = str(text)
         return self._names.setdefault(value, value)
 
     def add(self, line: Mapping[str, Any]) -> None:
-        """Take one trial line (any attempt)."""
+        """Take one trial line (any attempt); a line not shaped like a trial record is left out.
+
+        Such a line never counts: the gate's decision over the same lines is ERROR and says why.
+        """
+        if not _well_formed(line):
+            self.skipped += 1
+            return
         trial_id = str(line.get("id"))
         attempt = int(line.get("attempt") or 0)
         outcome = self._interned(line.get("outcome"))
