@@ -258,12 +258,44 @@ _FRAME = struct.Struct("!Q")
 _ZYGOTE_FDS: set[int] = set()  # the parent's ends of every live zygote's pipes
 
 
-def _send_frame(fd: int, message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_FRAME.pack(len(data)) + data)
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def _send_frame(fd: int, message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    _write_all(fd, _FRAME.pack(len(data)) + data)
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = os.read(fd, size)
+        if not chunk:
+            raise EOFError("the pipe closed early")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def spawned_zygote() -> None:
+    """The entry of a zygote started as a fresh interpreter: read its setup, then serve as a forked one does."""
+    command_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
+    code = 0
+    try:
+        (size,) = _FRAME.unpack(_read_exactly(command_fd, _FRAME.size))
+        preload, call = pickle.loads(_read_exactly(command_fd, size))
+        _zygote_main(command_fd, result_fd, preload, call)
+    except BaseException as error:
+        with contextlib.suppress(Exception):
+            _send_frame(result_fd, ("unready", f"{type(error).__name__}: {error}"))
+        code = 70
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
 
 
 def _frames(buffer: bytearray) -> list[Any]:
@@ -357,29 +389,55 @@ class Zygote:
     """
 
     def __init__(
-        self, preload: Callable[[], Any], call: Callable[[Any, Any], Any], start_timeout: float = 120.0
+        self,
+        preload: Callable[[], Any],
+        call: Callable[[Any, Any], Any],
+        start_timeout: float = 120.0,
+        spawn: bool = False,
     ) -> None:
         _assert_single_threaded()
         sys.stdout.flush()
         sys.stderr.flush()
+        self._process: Any = None
+        setup = pickle.dumps((preload, call), protocol=pickle.HIGHEST_PROTOCOL) if spawn else b""  # may refuse
         command_read, command_write = os.pipe()
         result_read, result_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            code = 0
+        if spawn:
+            import subprocess
+
+            bootstrap = "from certlab_core.forking import spawned_zygote; spawned_zygote()"
             try:
-                os.close(command_write)
-                os.close(result_read)
-                for fd in _ZYGOTE_FDS:  # another zygote's pipes: holding them would keep it from seeing its end
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-                _zygote_main(command_read, result_write, preload, call)
+                self._process = subprocess.Popen(
+                    [sys.executable, "-c", bootstrap, str(command_read), str(result_write)],
+                    pass_fds=(command_read, result_write),
+                    stdin=subprocess.DEVNULL,
+                )
             except BaseException:
-                code = 70
+                for fd in (command_write, result_read):
+                    os.close(fd)
+                raise
             finally:
-                os._exit(code)
-        os.close(command_read)
-        os.close(result_write)
+                os.close(command_read)
+                os.close(result_write)
+            pid = int(self._process.pid)
+            _write_all(command_write, _FRAME.pack(len(setup)) + setup)
+        else:
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    os.close(command_write)
+                    os.close(result_read)
+                    for fd in _ZYGOTE_FDS:  # another zygote's pipes: holding them would keep it from seeing its end
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                    _zygote_main(command_read, result_write, preload, call)
+                except BaseException:
+                    code = 70
+                finally:
+                    os._exit(code)
+            os.close(command_read)
+            os.close(result_write)
         self.pid = pid
         self.command_fd = command_write
         self.result_fd = result_read
@@ -396,6 +454,15 @@ class Zygote:
         else:
             self.problem = first[1] if first is not None else "the zygote did not start"
             self.close()
+
+    @classmethod
+    def spawn(cls, preload: Callable[[], Any], call: Callable[[Any, Any], Any], start_timeout: float = 120.0) -> Zygote:
+        """A zygote started as a fresh interpreter rather than forked from this process.
+
+        It holds only what ``preload`` and ``call`` import (both must pickle, as module-level
+        functions and plain data do), so forking from it is cheap.
+        """
+        return cls(preload, call, start_timeout, spawn=True)
 
     def _first_message(self, timeout: float) -> Any:
         deadline = time.monotonic() + timeout
@@ -449,13 +516,20 @@ class Zygote:
         _ZYGOTE_FDS.difference_update((self.command_fd, self.result_fd))
         with contextlib.suppress(OSError):
             os.close(self.command_fd)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
-            pid, _status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                break
-            time.sleep(0.005)
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=5.0)
+            except Exception:
+                self._process.kill()
+                self._process.wait()
         else:
-            _kill(self.pid)
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:
+                pid, _status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    break
+                time.sleep(0.005)
+            else:
+                _kill(self.pid)
         with contextlib.suppress(OSError):
             os.close(self.result_fd)

@@ -90,6 +90,24 @@ def error_type_name(error: BaseException) -> str:
     return "ToolError"
 
 
+_SIGNATURES: dict[Any, inspect.Signature | None] = {}
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    """A tool's signature, cached by its code and defaults (a world builds new closures for every trial)."""
+    code = getattr(fn, "__code__", None)
+    key = (code, getattr(fn, "__defaults__", None), repr(getattr(fn, "__kwdefaults__", None))) if code else None
+    if key is not None and key in _SIGNATURES:
+        return _SIGNATURES[key]
+    try:
+        signature: inspect.Signature | None = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+    if key is not None:
+        _SIGNATURES[key] = signature
+    return signature
+
+
 @define
 class DeclaredFault:
     """One fault declaration of a condition, live in one trial: what it targets and where it fired."""
@@ -206,10 +224,7 @@ class Boundary:
 
     def _check_arguments(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any]) -> str | None:
         if name not in self._signatures:
-            try:
-                self._signatures[name] = inspect.signature(fn)
-            except (TypeError, ValueError):
-                self._signatures[name] = None
+            self._signatures[name] = _signature(fn)
         signature = self._signatures[name]
         if signature is None:
             return None

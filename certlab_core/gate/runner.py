@@ -1,20 +1,20 @@
-"""The trial runner: each trial in a fresh process forked from a lean parent, its oracle in another, records appended.
+"""The trial runner: each trial in a fresh process, its oracle in another, records appended as trials finish.
 
-The parent holds the registry, the manifest and the plugins' records (which import nothing
-heavy) and never imports the code under test: a trial child imports its agent, builds the
-world, runs the agent through the recorded boundary and returns the events and the final
-state; an oracle child (forked from the parent, so it never sees the agent's code) judges
-that state. The parent starts no thread, so forking is safe. Looks: after each look the
-stopping rule is evaluated in a child (the rule's scipy never enters the parent).
+The parent holds the registry, the manifest and the plugins' records and never imports the
+code under test. Each arm has a zygote: a fresh, lean interpreter (or, when a plugin is not
+importable by name, a child forked from the parent) that imports only the trial machinery,
+the world and that arm's agent, and forks one fresh process per trial; the oracles' zygote
+does the same for oracles and never sees an agent's code. A trial's process runs the agent
+through the recorded boundary and returns the events and the final state; an oracle's
+process judges that state. The parent starts no thread. After each look the stopping rule
+is evaluated in a child (the rule's scipy never enters the parent).
 """
 
 from __future__ import annotations
 
 import gc
-import json
+import importlib.util
 import os
-import random
-import signal
 import sys
 import time
 from collections import deque
@@ -23,246 +23,144 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import attrs
 from attrs import define, field, frozen
 
 from certlab_core import failure_modes as fm
-from certlab_core.canonical import structure, unstructure
 from certlab_core.errors import InstrumentError, UsageError
 from certlab_core.forking import ChildFailure, ForkedCallError, ForkPool, Zygote, call_in_fork
 from certlab_core.gate import boundary as bd
+from certlab_core.gate import trial as tr
 from certlab_core.gate.decision import walk
 from certlab_core.gate.descriptor import FaultDeclaration, is_reference
-from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
-from certlab_core.gate.references import callable_reference
-from certlab_core.gate.schedule import Identities, TrialKey, key_of, look_order
+from certlab_core.gate.manifest import ARMS, Manifest
+from certlab_core.gate.schedule import Identities, key_of, look_order
 from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink, read_raw_lines
-from certlab_core.records import Fault, OracleVerdict, StatisticalRule, ToolWorld, Usage, WorldInstance
+from certlab_core.gate.trial import Job, TrialKey, TrialPlan
+from certlab_core.records import Fault, StatisticalRule, ToolWorld
 from certlab_core.registry import Registry
 
 ORACLE_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0
-RETURNED_LIMIT = 64 * 1024
-DETAIL_LIMIT = 2000
+DETAIL_LIMIT = tr.DETAIL_LIMIT
+ORACLES = "oracles"
 
-
-class _Deadline(BaseException):
-    """Raised in a trial child when its seconds budget runs out."""
+__all__ = ["Job", "Plan", "TrialKey", "plan_run", "rerun_trial", "run_experiment", "run_oracle", "run_tool_trial"]
 
 
 @frozen
 class Plan:
-    """What the parent resolved before forking: the world, each condition's faults, the rule, the oracle."""
+    """What the parent resolved before the first trial: the world, the faults, the rule, and the trials' plan."""
 
     manifest: Manifest
     world: ToolWorld | None
-    faults: Mapping[str, Fault]  # plugin faults by name (references are resolved in the child)
+    faults: Mapping[str, Fault]  # plugin faults by name (references are resolved in the trial's process)
     rule: StatisticalRule
     registry: Registry = field(eq=False, repr=False)
+    trial: TrialPlan | None = None
+    spawnable: bool = False  # every plugin the trials need imports by name in a fresh interpreter
+
+    @property
+    def contract(self) -> dict[str, Any]:
+        return _contract_of(self.manifest)
 
 
-@frozen
-class Job:
-    """One attempt of one trial."""
+def _contract_of(manifest: Manifest) -> dict[str, Any]:
+    contract = manifest.contract
+    return {
+        "max_tool_calls": contract.max_tool_calls,
+        "forbidden_tools": list(contract.forbidden_tools),
+        "required_tools": list(contract.required_tools),
+        "max_calls_per_tool": dict(contract.max_calls_per_tool),
+    }
 
-    key: TrialKey
-    attempt: int
-    identity: str
+
+def _module_of(registry: Registry, kind: str, name: str) -> Any:
+    plugin_name = registry.index[kind][name][1]
+    return registry.pm.get_plugin(plugin_name)
+
+
+def _importable(module: Any) -> bool:
+    name = getattr(module, "__name__", None)
+    if not isinstance(name, str) or getattr(module, "__file__", None) is None:
+        return False
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def plan_run(manifest: Manifest, registry: Registry) -> Plan:
     """Resolve the manifest's plugin names against the installed plugins (a missing one is a usage error)."""
     world = None
+    modules: list[Any] = []
+    world_ref: tuple[str, str] | None = None
     if manifest.task.kind == "tool-world" and manifest.task.world and not is_reference(manifest.task.world):
         world = registry.get("tool_worlds", manifest.task.world)
+        module = _module_of(registry, "tool_worlds", manifest.task.world)
+        modules.append(module)
+        world_ref = (module.__name__, world.name)
+        tr.remember(module.__name__, "tool_worlds", world.name, world)
     faults: dict[str, Fault] = {}
+    fault_modules: dict[str, str] = {}
     for condition in manifest.conditions:
         for declared in condition.faults:
             if not is_reference(declared.fault) and declared.fault not in faults:
                 faults[declared.fault] = registry.get("faults", declared.fault)
+                module = _module_of(registry, "faults", declared.fault)
+                modules.append(module)
+                fault_modules[declared.fault] = module.__name__
+                tr.remember(module.__name__, "faults", declared.fault, faults[declared.fault])
     rule = registry.get("statistical_rules", manifest.rule.name)
-    return Plan(manifest=manifest, world=world, faults=faults, rule=rule, registry=registry)
-
-
-# --------------------------------------------------------------------------- the trial child
-
-
-def _detail(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"[:DETAIL_LIMIT]
-
-
-def _on_deadline(_signum: int, _frame: Any) -> None:
-    raise _Deadline()
-
-
-def _declared_faults(plan: Plan, condition: SealedCondition, seed: int) -> list[bd.DeclaredFault]:
-    out = []
-    for index, declared in enumerate(condition.faults):
-        fault = plan.faults.get(declared.fault)
-        if fault is None:
-            try:
-                inject = callable_reference(declared.fault, plan.manifest.descriptor_dir)
-            except Exception as error:
-                raise bd.BoundaryBroken(
-                    f"injector-broken: the fault {declared.fault} does not load ({_detail(error)})"
-                ) from None
-            fault = Fault(name=declared.fault, description=declared.fault, inject=inject, target="any")
-        out.append(
-            bd.DeclaredFault(
-                index=index,
-                name=declared.fault,
-                fault=fault,
-                tool=declared.tool,
-                on_calls=None if declared.on_calls == "all" else tuple(declared.on_calls),
-                params=dict(declared.params),
-                rng=random.Random(f"{seed}/fault/{index}"),
-            )
+    trial = None
+    if manifest.task.kind == "tool-world":
+        toolset = manifest.task.world if manifest.task.world and is_reference(manifest.task.world) else None
+        trial = TrialPlan(
+            descriptor_dir=manifest.descriptor_dir,
+            task_input=manifest.task.input,
+            world=world_ref,
+            toolset=toolset,
+            oracle=manifest.oracle,
+            agents={arm: manifest.arms[arm].agent for arm in ARMS},
+            conditions={
+                c.name: tuple(
+                    tr.FaultSpec(
+                        index=i,
+                        name=d.fault,
+                        module=fault_modules.get(d.fault),
+                        tool=d.tool,
+                        on_calls=None if d.on_calls == "all" else tuple(d.on_calls),
+                        params=d.params,
+                    )
+                    for i, d in enumerate(c.faults)
+                )
+                for c in manifest.conditions
+            },
+            tool_calls=manifest.budgets.tool_calls,
+            model_steps=manifest.budgets.model_steps,
+            seconds=manifest.budgets.seconds,
         )
-    return out
-
-
-def _build_world(plan: Plan, seed: int) -> WorldInstance:
-    task = plan.manifest.task
-    builder: Callable[..., Any]
-    if plan.world is not None:
-        builder = plan.world.build
-    else:
-        assert task.world is not None
-        builder = callable_reference(task.world, plan.manifest.descriptor_dir)
-    instance = builder(json.loads(json.dumps(task.input)), seed)
-    if not isinstance(instance, WorldInstance):
-        raise TypeError(f"the world's build returned {type(instance).__name__}, not WorldInstance")
-    return instance
-
-
-def preload_agent(plan: Plan, arm: str) -> Callable[..., Any]:
-    """In an arm's zygote: import the arm's agent once, so that each trial forked from it starts warm."""
-    reference = plan.manifest.arms[arm].agent
-    assert reference is not None
-    return callable_reference(reference, plan.manifest.descriptor_dir)
+    return Plan(
+        manifest=manifest,
+        world=world,
+        faults=faults,
+        rule=rule,
+        registry=registry,
+        trial=trial,
+        spawnable=trial is not None and all(_importable(m) for m in modules),
+    )
 
 
 def run_tool_trial(plan: Plan, key: TrialKey, agent: Callable[..., Any] | None = None) -> dict[str, Any]:
-    """In a trial child: build the world, run the agent through the boundary, return what happened (no verdict yet).
-
-    ``agent`` is the arm's agent when the child was forked from a zygote that preloaded it;
-    otherwise the child imports it here.
-    """
-    started = time.perf_counter()
-    manifest = plan.manifest
-    result: dict[str, Any] = {
-        "agent": {"status": "completed", "exit_code": None, "detail": "", "returned": None},
-        "events": [],
-        "faults": [],
-        "counts": {"tool_calls": 0, "model_steps": 0, "by_tool": {}},
-        "budget_exceeded": None,
-        "error": None,
-        "uncaught_tool_error": False,
-        "task": None,
-        "snapshot": None,
-        "usage": None,
-    }
-    try:
-        instance = _build_world(plan, key.seed)
-    except Exception as error:
-        result["error"] = f"world-broken: building the world raised {_detail(error)}"
-        return result
-    condition = manifest.condition(key.condition)
-    try:
-        declared = _declared_faults(plan, condition, key.seed)
-    except bd.BoundaryBroken as broken:
-        result["error"] = broken.line
-        return result
-    budgets = bd.Budgets(
-        tool_calls=manifest.budgets.tool_calls,
-        model_steps=manifest.budgets.model_steps,
-        seconds=manifest.budgets.seconds,
-    )
-    boundary = bd.Boundary(instance, declared, budgets, seed=key.seed)
-    tools = bd.Tools.over(boundary)
-    task = bd.to_json(instance.task)
-    result["task"] = task
-    agent_status = result["agent"]
-    arm = manifest.arms[key.arm]
-    if agent is None:
-        try:
-            assert arm.agent is not None
-            agent = callable_reference(arm.agent, manifest.descriptor_dir)
-        except Exception as error:
-            agent_status.update(status="crashed", detail=f"the agent does not load: {_detail(error)}")
-    if agent is not None:
-        previous = signal.signal(signal.SIGALRM, _on_deadline)
-        signal.setitimer(signal.ITIMER_REAL, max(0.001, manifest.budgets.seconds - (time.perf_counter() - started)))
-        try:
-            returned = agent(json.loads(json.dumps(task)), tools, random.Random(key.seed))
-            agent_status["returned"] = _returned(returned)
-            if isinstance(returned, Mapping) and isinstance(returned.get("usage"), Mapping):
-                result["usage"] = _usage(returned["usage"])
-        except _Deadline:
-            agent_status.update(status="timeout", detail=f"the seconds budget ({manifest.budgets.seconds:g} s) ran out")
-            boundary.budget_exceeded = boundary.budget_exceeded or "seconds"
-        except bd.BudgetExceeded as error:
-            agent_status.update(status="budget", detail=_detail(error))
-        except bd.BoundaryBroken as broken:
-            result["error"] = broken.line
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-            agent_status.update(status="exited", exit_code=code, detail=f"the agent called sys.exit({done.code!r})")
-        except bd.ToolError as error:
-            agent_status.update(status="crashed", detail=_detail(error))
-            result["uncaught_tool_error"] = True
-        except BaseException as error:
-            agent_status.update(status="crashed", detail=_detail(error))
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-    if boundary.broken and not result["error"]:
-        result["error"] = boundary.broken  # the agent swallowed it; the world is still broken
-    result["events"] = boundary.events
-    result["faults"] = boundary.fault_summaries()
-    result["counts"] = boundary.counts()
-    result["budget_exceeded"] = boundary.budget_exceeded
-    if result["error"] is None:
-        try:
-            result["snapshot"] = bd.to_json(instance.snapshot())
-        except Exception as error:
-            result["error"] = f"world-broken: the world's snapshot raised {_detail(error)}"
-    result["agent_s"] = time.perf_counter() - started
-    return result
-
-
-def _returned(value: Any) -> Any:
-    data = bd.to_json(value)
-    if len(json.dumps(data)) > RETURNED_LIMIT:
-        return {"truncated": True, "note": f"the agent returned more than {RETURNED_LIMIT} bytes of JSON"}
-    return data
-
-
-def _usage(data: Mapping[str, Any]) -> dict[str, Any] | None:
-    try:
-        usage = structure({"shape": "python-agent", **dict(data)}, Usage)
-    except Exception:
-        return None
-    document: dict[str, Any] = unstructure(usage)
-    return document
-
-
-# --------------------------------------------------------------------------- the oracle child
+    """Run one tool-world trial in this process (call it in a fresh one): see ``certlab_core.gate.trial``."""
+    assert plan.trial is not None
+    return tr.run_tool_trial(plan.trial, key, agent)
 
 
 def run_oracle(plan: Plan, task: Any, snapshot: Any) -> dict[str, Any]:
-    """In an oracle child: judge the final state; anything but a verdict is the oracle's own failure."""
-    manifest = plan.manifest
-    if manifest.oracle == "world":
-        assert plan.world is not None
-        oracle = plan.world.oracle
-    else:
-        oracle = callable_reference(manifest.oracle, manifest.descriptor_dir)
-    verdict = oracle(task, snapshot)
-    if isinstance(verdict, bool):
-        verdict = OracleVerdict(passed=verdict)
-    if not isinstance(verdict, OracleVerdict):
-        raise TypeError(f"the oracle returned {type(verdict).__name__}, not OracleVerdict")
-    return {"passed": bool(verdict.passed), "detail": str(verdict.detail)[:DETAIL_LIMIT]}
+    """Judge a final state in this process (call it in a fresh one)."""
+    assert plan.trial is not None
+    return tr.run_oracle(plan.trial, task, snapshot)
 
 
 # --------------------------------------------------------------------------- the record
@@ -351,9 +249,7 @@ def trial_line(
     manifest = plan.manifest
     verdict, failure_mode, error = classify(manifest, outcome, oracle, oracle_error)
     violations = (
-        bd.contract_violations(
-            unstructure(manifest.contract), outcome["events"], completed=outcome["agent"]["status"] == "completed"
-        )
+        bd.contract_violations(plan.contract, outcome["events"], completed=outcome["agent"]["status"] == "completed")
         if manifest.task.kind == "tool-world"
         else []
     )
@@ -480,24 +376,34 @@ def run_experiment(
     return result
 
 
-def _zygote_trial(plan: Plan) -> Callable[[Any, Any], Any]:
-    def call(agent: Any, job: Job) -> Any:
-        return run_tool_trial(plan, job.key, agent)
-
-    return call
+def _zygote(preload: Callable[[], Any], call: Callable[[Any, Any], Any], spawn: bool) -> Zygote | None:
+    """A ready zygote: a fresh interpreter when ``spawn`` (lean, cheap to fork from), else a forked child."""
+    if spawn:
+        try:
+            zygote = Zygote.spawn(preload, call)
+        except Exception:  # could not start or not picklable: fork one instead
+            zygote = None
+        if zygote is not None and zygote.ready:
+            return zygote
+    zygote = Zygote(preload, call)
+    return zygote if zygote.ready else None
 
 
 def start_zygotes(plan: Plan) -> dict[str, Zygote]:
-    """One zygote per arm, each with its own agent preloaded (A's code and B's never share a process).
+    """One zygote per arm, each with only its own agent preloaded, and one for the oracles (no agent code at all).
 
-    An arm whose agent cannot be preloaded runs without one: its trial children import the
+    An arm whose agent cannot be preloaded runs without one: its trials' processes import the
     agent themselves (and a failure to load it is that trial's crash).
     """
+    assert plan.trial is not None
     zygotes: dict[str, Zygote] = {}
     for arm in ARMS:
-        zygote = Zygote(partial(preload_agent, plan, arm), _zygote_trial(plan))
-        if zygote.ready:
+        zygote = _zygote(partial(tr.preload_agent, plan.trial, arm), tr.trial_call, plan.spawnable)
+        if zygote is not None:
             zygotes[arm] = zygote
+    oracles = _zygote(partial(tr.preload_oracle, plan.trial), tr.oracle_call, plan.spawnable)
+    if oracles is not None:
+        zygotes[ORACLES] = oracles
     return zygotes
 
 
@@ -538,13 +444,13 @@ def _run_looks(
                     if kind == "trial":
                         outcome = child_failure_outcome(value, manifest) if isinstance(value, ChildFailure) else value
                         if not graded_in_child and needs_oracle(outcome):
-                            oracle_started = time.perf_counter()
-                            pool.submit(
-                                _oracle_child(plan, outcome),
-                                None,
-                                ("oracle", job, outcome, oracle_started),
-                                timeout=ORACLE_TIMEOUT_S,
-                            )
+                            oracle_tag = ("oracle", job, outcome, time.perf_counter())
+                            oracles = zygotes.get(ORACLES)
+                            state = (outcome.get("task"), outcome.get("snapshot"))
+                            if oracles is not None and not oracles.closed:
+                                pool.submit_to(oracles, state, oracle_tag, timeout=ORACLE_TIMEOUT_S)
+                            else:
+                                pool.submit(_oracle_child(plan, outcome), None, oracle_tag, timeout=ORACLE_TIMEOUT_S)
                             continue
                         line = trial_line(
                             plan, job, outcome, outcome.get("oracle"), None, _timings(started, job, outcome)
@@ -627,8 +533,6 @@ def rerun_trial(
     if key is None:
         raise UsageError(f"{trial_id!r} is not a trial of this manifest; ids read ARM/CONDITION/INDEX")
     if faults is not None:
-        import attrs
-
         conditions = tuple(
             attrs.evolve(c, faults=tuple(faults)) if c.name == key.condition else c for c in manifest.conditions
         )

@@ -13,24 +13,9 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
-from attrs import frozen
-
 from certlab_core.canonical import canonical_json, unstructure
 from certlab_core.gate.manifest import ARMS, Manifest
-
-
-@frozen
-class TrialKey:
-    """One scheduled trial: its arm, condition, index and seed."""
-
-    arm: str
-    condition: str
-    index: int
-    seed: int
-
-    @property
-    def id(self) -> str:
-        return f"{self.arm}/{self.condition}/{self.index}"
+from certlab_core.gate.trial import TrialKey
 
 
 def trial_seed(manifest: Manifest, index: int) -> int:

@@ -101,3 +101,48 @@ def test_closing_a_zygote_stops_its_grandchildren(tmp_path: Any) -> None:
     except ProcessLookupError:
         alive = False
     assert not alive
+
+
+SPAWNED = """
+import os, sys
+
+def preload():
+    return os.getpid()
+
+def call(preloaded, arg):
+    return {"zygote": preloaded, "pid": os.getpid(), "parent": os.getppid(), "arg": arg,
+            "lean": not any(m in sys.modules for m in ("typer", "pytest", "certlab_core.cli"))}
+"""
+
+
+def test_a_spawned_zygote_is_a_fresh_lean_interpreter(tmp_path: Any, monkeypatch: Any) -> None:
+    (tmp_path / "spawned_helpers.py").write_text(SPAWNED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    import spawned_helpers  # type: ignore[import-not-found]
+
+    zygote = Zygote.spawn(spawned_helpers.preload, spawned_helpers.call)
+    try:
+        assert zygote.ready, zygote.problem
+        with ForkPool(2) as pool:
+            pool.submit_to(zygote, "x", "x")
+            pool.submit_to(zygote, "y", "y")
+            results: dict[Any, Any] = {}
+            while pool.busy():
+                results.update(pool.wait())
+    finally:
+        zygote.close()
+    for arg in ("x", "y"):
+        answer = results[arg]
+        assert answer["zygote"] == zygote.pid and answer["parent"] == zygote.pid and answer["pid"] != zygote.pid
+        assert answer["lean"] and answer["arg"] == arg
+    assert zygote.pid != os.getpid()
+
+
+def test_a_zygote_that_cannot_be_spawned_refuses_before_starting() -> None:
+    import pickle
+
+    import pytest
+
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # a closure does not pickle
+        Zygote.spawn(lambda: None, call)
