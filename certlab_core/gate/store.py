@@ -5,6 +5,7 @@ The formats are documented in docs/run-store.md; this module writes and reads th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -12,7 +13,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from attrs import frozen
 
@@ -85,37 +86,38 @@ def create_run(out: Path, manifest: Manifest) -> Path:
 
 
 class TrialSink:
-    """Appends sealed lines to trials.jsonl, flushed line by line; a failure is an instrument error."""
+    """Appends sealed lines to trials.jsonl, each written whole as it is made; a failure is an instrument error."""
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / TRIALS
-        self._handle: TextIO | None = None
+        self._fd: int | None = None
 
     def __enter__(self) -> TrialSink:
         try:
-            self._handle = self.path.open("a", encoding="utf-8")
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as error:
             raise InstrumentError(f"{self.path}: cannot open the record sink ({error.strerror})") from None
         return self
 
     def append(self, line: Mapping[str, Any]) -> str:
         text = seal_line(line)
+        data = memoryview(text.encode("utf-8"))
         try:
-            assert self._handle is not None
-            self._handle.write(text)
-            self._handle.flush()
-        except (OSError, ValueError) as error:
+            assert self._fd is not None
+            while data:
+                written = os.write(self._fd, data)
+                data = data[written:]
+        except OSError as error:
             raise InstrumentError(f"{self.path}: the record sink failed ({error}); the experiment is invalid") from None
         return text
 
     def __exit__(self, *_exc: object) -> None:
-        if self._handle is not None:
-            try:
-                self._handle.flush()
-                os.fsync(self._handle.fileno())
-            except OSError:
-                pass
-            self._handle.close()
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.fsync(self._fd)
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
 
 
 def write_decision(folder: Path, decision: Mapping[str, Any]) -> Path:

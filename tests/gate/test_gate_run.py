@@ -413,3 +413,20 @@ def test_earlier_runs_are_listed_in_the_report_not_in_the_decision(registry: Reg
     done = certlab("gate", str(second))
     assert f"earlier runs of test-exp (not part of this decision):\n  {first.name}: " in done.stdout
     assert first.name not in (second / "decision.json").read_text()
+
+
+def test_a_broken_record_sink_is_an_instrument_error(registry: Registry, tmp_path: Path) -> None:
+    from certlab_core.errors import InstrumentError
+    from certlab_core.gate.descriptor import load_descriptor
+    from certlab_core.gate.manifest import build_manifest
+    from certlab_core.gate.runner import plan_run, run_experiment
+    from certlab_core.gate.store import create_run
+
+    path = write(tmp_path, descriptor(n_per_arm=2))
+    manifest = build_manifest(load_descriptor(path), path, registry)
+    store = create_run(tmp_path / "runs", manifest)
+    (store / "trials.jsonl").unlink()
+    (store / "trials.jsonl").symlink_to("/dev/full")  # every write fails: no space left
+    with pytest.raises(InstrumentError, match=r"the record sink failed .*; the experiment is invalid") as raised:
+        run_experiment(plan_run(manifest, registry), store, workers=2)
+    assert raised.value.exit_code == 3
