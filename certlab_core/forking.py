@@ -448,19 +448,30 @@ class Zygote:
         self._next = 0
         self.ready = False
         self.problem: str | None = None
-        first = self._first_message(start_timeout)
-        if first is not None and first[0] == "ready":
-            self.ready = True
-        else:
-            self.problem = first[1] if first is not None else "the zygote did not start"
-            self.close()
+        self._start_timeout = start_timeout
+        self._started = False
+        if not spawn:
+            self.wait_ready()
+
+    def wait_ready(self) -> bool:
+        """Wait for the zygote's preload (a spawned one is waited for here, so several can start at once)."""
+        if not self._started:
+            self._started = True
+            first = self._first_message(self._start_timeout)
+            if first is not None and first[0] == "ready":
+                self.ready = True
+            else:
+                self.problem = first[1] if first is not None else "the zygote did not start"
+                self.close()
+        return self.ready
 
     @classmethod
     def spawn(cls, preload: Callable[[], Any], call: Callable[[Any, Any], Any], start_timeout: float = 120.0) -> Zygote:
         """A zygote started as a fresh interpreter rather than forked from this process.
 
         It holds only what ``preload`` and ``call`` import (both must pickle, as module-level
-        functions and plain data do), so forking from it is cheap.
+        functions and plain data do), so forking from it is cheap. It starts in the background:
+        call ``wait_ready()`` before using it.
         """
         return cls(preload, call, start_timeout, spawn=True)
 

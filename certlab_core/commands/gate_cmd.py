@@ -83,7 +83,7 @@ def run_command(
     total = 2 * manifest.n_per_arm * len(manifest.conditions)
     progress = ProgressLine(total, enabled=not quiet)
     outcome = run_experiment(plan, folder, workers or workers_default(), retry_infra, progress)
-    decision = _decide_and_write(folder)
+    decision = _decide_and_write(folder, registry)
     typer.echo(f"run: {folder}")
     if outcome.stopped and decision["verdict"] != "ERROR" and not quiet:
         print(f"certlab: {outcome.stopped}", file=sys.stderr)
@@ -92,13 +92,12 @@ def run_command(
     raise typer.Exit(int(decision["exit_code"]))
 
 
-def _decide_and_write(folder: Path) -> dict[str, Any]:
+def _decide_and_write(folder: Path, registry: Any) -> dict[str, Any]:
     from certlab_core.gate.decision import decide
     from certlab_core.gate.store import read_store, write_decision
-    from certlab_core.registry import discover
 
     store = read_store(folder)
-    rule = discover().get("statistical_rules", store.manifest.rule.name)
+    rule = registry.get("statistical_rules", store.manifest.rule.name)
     decision = decide(store.manifest, store.raw_lines, rule)
     write_decision(folder, decision)
     return decision

@@ -376,34 +376,33 @@ def run_experiment(
     return result
 
 
-def _zygote(preload: Callable[[], Any], call: Callable[[Any, Any], Any], spawn: bool) -> Zygote | None:
-    """A ready zygote: a fresh interpreter when ``spawn`` (lean, cheap to fork from), else a forked child."""
-    if spawn:
-        try:
-            zygote = Zygote.spawn(preload, call)
-        except Exception:  # could not start or not picklable: fork one instead
-            zygote = None
-        if zygote is not None and zygote.ready:
-            return zygote
-    zygote = Zygote(preload, call)
-    return zygote if zygote.ready else None
-
-
 def start_zygotes(plan: Plan) -> dict[str, Zygote]:
     """One zygote per arm, each with only its own agent preloaded, and one for the oracles (no agent code at all).
 
-    An arm whose agent cannot be preloaded runs without one: its trials' processes import the
-    agent themselves (and a failure to load it is that trial's crash).
+    They are fresh interpreters started together when every plugin imports by name, else
+    children forked from this process. An arm whose agent cannot be preloaded runs without
+    one: its trials' processes import the agent themselves (and a failure to load it is that
+    trial's crash).
     """
     assert plan.trial is not None
+    wanted: dict[str, tuple[Callable[[], Any], Callable[[Any, Any], Any]]] = {
+        arm: (partial(tr.preload_agent, plan.trial, arm), tr.trial_call) for arm in ARMS
+    }
+    wanted[ORACLES] = (partial(tr.preload_oracle, plan.trial), tr.oracle_call)
+    started: dict[str, Zygote] = {}
+    if plan.spawnable:
+        for name, (preload, call) in wanted.items():
+            try:
+                started[name] = Zygote.spawn(preload, call)
+            except Exception:  # could not start or not picklable: fork one below
+                continue
     zygotes: dict[str, Zygote] = {}
-    for arm in ARMS:
-        zygote = _zygote(partial(tr.preload_agent, plan.trial, arm), tr.trial_call, plan.spawnable)
-        if zygote is not None:
-            zygotes[arm] = zygote
-    oracles = _zygote(partial(tr.preload_oracle, plan.trial), tr.oracle_call, plan.spawnable)
-    if oracles is not None:
-        zygotes[ORACLES] = oracles
+    for name, (preload, call) in wanted.items():
+        zygote = started.get(name)
+        if zygote is None or not zygote.wait_ready():
+            zygote = Zygote(preload, call)
+        if zygote.ready:
+            zygotes[name] = zygote
     return zygotes
 
 

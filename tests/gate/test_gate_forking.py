@@ -123,7 +123,7 @@ def test_a_spawned_zygote_is_a_fresh_lean_interpreter(tmp_path: Any, monkeypatch
 
     zygote = Zygote.spawn(spawned_helpers.preload, spawned_helpers.call)
     try:
-        assert zygote.ready, zygote.problem
+        assert zygote.wait_ready(), zygote.problem
         with ForkPool(2) as pool:
             pool.submit_to(zygote, "x", "x")
             pool.submit_to(zygote, "y", "y")
