@@ -30,4 +30,15 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "junit": "certlab-report-junit",
         "html": "certlab-report-html",
     },
+    "tool_worlds": {
+        "retry-inventory": "certlab-retry-world",
+    },
+    "faults": {
+        "tool_timeout": "certlab-faults",
+        "tool_error_once": "certlab-faults",
+        "empty_result": "certlab-faults",
+        "latency": "certlab-faults",
+        "decision_low_confidence": "certlab-faults",
+        "decision_unavailable": "certlab-faults",
+    },
 }
