@@ -30,13 +30,25 @@ def parse_trial_id(trial_id: str) -> tuple[str, str, int] | None:
     return parts[0], parts[1], int(parts[2])
 
 
+_NAMES: dict[int, tuple[Manifest, frozenset[str]]] = {}
+
+
+def _condition_names(manifest: Manifest) -> frozenset[str]:
+    cached = _NAMES.get(id(manifest))
+    if cached is None or cached[0] is not manifest:
+        cached = (manifest, frozenset(c.name for c in manifest.conditions))
+        _NAMES.clear()
+        _NAMES[id(manifest)] = cached
+    return cached[1]
+
+
 def key_of(manifest: Manifest, trial_id: str) -> TrialKey | None:
     """The scheduled trial ``trial_id`` names, or None when the manifest schedules no such trial."""
     parsed = parse_trial_id(trial_id)
     if parsed is None:
         return None
     arm, condition, index = parsed
-    if index >= manifest.n_per_arm or condition not in {c.name for c in manifest.conditions}:
+    if index >= manifest.n_per_arm or condition not in _condition_names(manifest):
         return None
     return TrialKey(arm, condition, index, trial_seed(manifest, index))
 
