@@ -94,11 +94,11 @@ def run_command(
 
 def _decide_and_write(folder: Path, registry: Any) -> dict[str, Any]:
     from certlab_core.gate.decision import decide
-    from certlab_core.gate.store import read_store, write_decision
+    from certlab_core.gate.store import TRIALS, iter_raw_lines, open_manifest, write_decision
 
-    store = read_store(folder)
-    rule = registry.get("statistical_rules", store.manifest.rule.name)
-    decision = decide(store.manifest, store.raw_lines, rule)
+    manifest = open_manifest(folder)
+    rule = registry.get("statistical_rules", manifest.rule.name)
+    decision = decide(manifest, iter_raw_lines(folder / TRIALS), rule)
     write_decision(folder, decision)
     return decision
 
@@ -112,12 +112,12 @@ def gate_command(
     """Recompute the verdict from a run store alone; the exit code is the verdict."""
     from certlab_core.canonical import pretty_json, seal_holds
     from certlab_core.gate.decision import decide
-    from certlab_core.gate.store import DECISION, earlier_runs, read_store, summarise_earlier
+    from certlab_core.gate.store import DECISION, TRIALS, earlier_runs, iter_raw_lines, open_manifest, summarise_earlier
     from certlab_core.registry import discover
 
-    store = read_store(rundir)
-    rule = discover().get("statistical_rules", store.manifest.rule.name)
-    decision = decide(store.manifest, store.raw_lines, rule)
+    manifest = open_manifest(rundir)
+    rule = discover().get("statistical_rules", manifest.rule.name)
+    decision = decide(manifest, iter_raw_lines(rundir / TRIALS), rule)
     stored_path = rundir / DECISION
     if stored_path.exists():
         stored_text = stored_path.read_text(encoding="utf-8", errors="replace")
@@ -145,7 +145,7 @@ def gate_command(
         typer.echo(pretty_json(decision), nl=False)
     else:
         typer.echo(f"run: {rundir}")
-        _echo_decision(decision, rundir, summarise_earlier(earlier_runs(rundir, store.manifest)))
+        _echo_decision(decision, rundir, summarise_earlier(earlier_runs(rundir, manifest)))
     _write_reports(rundir, decision, junit, markdown)
     raise typer.Exit(int(decision["exit_code"]))
 

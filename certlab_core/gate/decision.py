@@ -13,7 +13,7 @@ rule's own (scipy is imported there, when the verdict is computed).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from attrs import define, field
@@ -22,7 +22,7 @@ from certlab_core.canonical import sealed
 from certlab_core.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS
 from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
 from certlab_core.gate.schedule import Identities, key_of
-from certlab_core.gate.store import DECISION_SCHEMA, TRIAL_SCHEMA, line_seal_holds
+from certlab_core.gate.store import DECISION_SCHEMA, GATE_PREFIX, TRIAL_SCHEMA, gate_summary, line_seal_holds
 from certlab_core.records import Bounds, StatisticalRule
 
 OUTCOMES = ("success", "failure", "error")
@@ -48,15 +48,48 @@ class ConditionState:
 
 @define
 class Trials:
-    """The verified trial lines of a store: each trial's attempts, and the problems found."""
+    """The verified trial lines of a store: each trial's last attempt (as its ``_gate`` summary), and the problems."""
 
     latest: dict[str, dict[str, Any]] = field(factory=dict)
     attempts: int = 0
     problems: list[str] = field(factory=list)
 
 
-def read_lines(manifest: Manifest, raw_lines: Sequence[str]) -> Trials:
-    """Verify each line (seal, schedule, identity, manifest seal, attempts) and keep each trial's last attempt."""
+_DECODER = json.JSONDecoder()
+_SCHEMA_MARK = f'"schema":"{TRIAL_SCHEMA}"'
+
+
+def _summary(raw: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A line's gate summary and seal check: read from its leading ``_gate`` object, or from the whole line."""
+    if raw.startswith(GATE_PREFIX):
+        try:
+            summary, _end = _DECODER.raw_decode(raw, len(GATE_PREFIX))
+        except (ValueError, RecursionError):
+            return None, "not JSON; the store is damaged or was edited by hand"
+        at = raw.rfind(',"seal":"')
+        seal = raw[at + 9 : at + 9 + 64] if at >= 0 else ""
+        if _SCHEMA_MARK not in raw or not isinstance(summary, dict):
+            return None, f"not a {TRIAL_SCHEMA} record"
+        if not line_seal_holds(raw, {"seal": seal}):
+            return None, "the seal does not match the content; the record was edited after it was written"
+        return summary, None
+    try:
+        line = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None, "not JSON; the store is damaged or was edited by hand"
+    if not isinstance(line, dict) or line.get("schema") != TRIAL_SCHEMA:
+        return None, f"not a {TRIAL_SCHEMA} record"
+    if not line_seal_holds(raw, line):
+        return None, "the seal does not match the content; the record was edited after it was written"
+    return gate_summary(line), None
+
+
+def read_lines(manifest: Manifest, raw_lines: Iterable[str]) -> Trials:
+    """Verify each line (seal, schedule, identity, manifest seal, attempts) and keep each trial's last attempt.
+
+    Lines are read one at a time and only their summaries are kept, so a store of any size
+    is checked in little memory.
+    """
     trials = Trials()
     identities = Identities(manifest)
     by_attempt: dict[str, dict[int, dict[str, Any]]] = {}
@@ -69,29 +102,17 @@ def read_lines(manifest: Manifest, raw_lines: Sequence[str]) -> Trials:
         if not raw.strip():
             problem(f"{where}: empty line; the store was edited by hand")
             continue
-        try:
-            line = json.loads(raw)
-        except (ValueError, RecursionError):
-            problem(f"{where}: not JSON; the store is damaged or was edited by hand")
-            continue
-        if not isinstance(line, dict) or line.get("schema") != TRIAL_SCHEMA:
-            problem(f"{where}: not a {TRIAL_SCHEMA} record")
-            continue
-        if not line_seal_holds(raw, line):
-            problem(f"{where}: the seal does not match the content; the record was edited after it was written")
+        line, wrong = _summary(raw)
+        if line is None:
+            problem(f"{where}: {wrong}")
             continue
         trial_id = line.get("id")
         key = key_of(manifest, trial_id) if isinstance(trial_id, str) else None
         if key is None:
             problem(f"{where}: {trial_id!r} is not a trial this manifest schedules")
             continue
-        if (line.get("arm"), line.get("condition"), line.get("index"), line.get("seed")) != (
-            key.arm,
-            key.condition,
-            key.index,
-            key.seed,
-        ):
-            problem(f"{where}: {trial_id}: arm, condition, index or seed disagree with its id and the manifest")
+        if line.get("seed") != key.seed:
+            problem(f"{where}: {trial_id}: its seed disagrees with its index and the manifest")
             continue
         if line.get("identity") != identities.of(key):
             problem(
@@ -139,7 +160,7 @@ def _count(latest: Mapping[str, Mapping[str, Any]], arm: str, condition: str, si
 
 
 def _violated(line: Mapping[str, Any]) -> bool:
-    return bool(line.get("contract_violations"))
+    return bool(line.get("violations"))
 
 
 @define
@@ -203,7 +224,7 @@ def walk(manifest: Manifest, latest: Mapping[str, Mapping[str, Any]], rule: Stat
     return result
 
 
-def decide(manifest: Manifest, raw_lines: Sequence[str], rule: StatisticalRule) -> dict[str, Any]:
+def decide(manifest: Manifest, raw_lines: Iterable[str], rule: StatisticalRule) -> dict[str, Any]:
     """The decision document (docs/run-store.md) for a manifest and the raw lines of its trials.jsonl."""
     trials = read_lines(manifest, raw_lines)
     problems = list(trials.problems)
@@ -328,8 +349,8 @@ def _condition_document(
                 line = latest.get(f"{arm}/{condition.name}/{i}")
                 if line is None:
                     continue
-                entries = line.get("faults") or []
-                if index < len(entries) and isinstance(entries[index], dict) and entries[index].get("fired"):
+                fired_flags = line.get("fired") or []
+                if index < len(fired_flags) and fired_flags[index] is True:
                     per_arm[arm] += 1
         fired.append(
             {

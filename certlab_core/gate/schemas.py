@@ -90,9 +90,27 @@ class Violation:
 
 
 @frozen(kw_only=True)
+class GateSummary:
+    """What the gate reads of a line, derived from the line when it is sealed; it sorts first, so the gate reads
+    it without parsing the events."""
+
+    attempt: int
+    error: str | None
+    failure_mode: str | None
+    fired: tuple[bool, ...] = field(metadata=_doc("whether each declared fault fired, in order"))
+    id: str
+    identity: str
+    manifest_seal: str
+    outcome: Literal["success", "failure", "error"]
+    seed: int
+    violations: int = field(metadata=_doc("how many contract violations the line records"))
+
+
+@frozen(kw_only=True)
 class TrialLine:
     """One attempt of one trial: a sealed line of trials.jsonl."""
 
+    _gate: GateSummary = field(alias="_gate", metadata=_doc("the summary the gate reads (see GateSummary)"))
     schema: Literal["certlab.trial/1"]
     id: str = field(metadata=_doc("ARM/CONDITION/INDEX"))
     arm: Literal["baseline", "candidate"]

@@ -34,10 +34,40 @@ def _canonical_text(document: Mapping[str, Any]) -> str:
     return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+GATE_SUMMARY = "_gate"
+GATE_PREFIX = '{"' + GATE_SUMMARY + '":'
+
+
+def gate_summary(line: Mapping[str, Any]) -> dict[str, Any]:
+    """What the gate reads of a trial line, derived from the line itself (see docs/run-store.md, ``_gate``)."""
+    faults = line.get("faults")
+    violations = line.get("contract_violations")
+    return {
+        "attempt": line.get("attempt"),
+        "error": line.get("error"),
+        "failure_mode": line.get("failure_mode"),
+        "fired": [bool(f.get("fired")) if isinstance(f, Mapping) else False for f in faults]
+        if isinstance(faults, list)
+        else [],
+        "id": line.get("id"),
+        "identity": line.get("identity"),
+        "manifest_seal": line.get("manifest_seal"),
+        "outcome": line.get("outcome"),
+        "seed": line.get("seed"),
+        "violations": len(violations) if isinstance(violations, list) else 0,
+    }
+
+
 def seal_line(line: Mapping[str, Any]) -> str:
-    """One trial line: canonical JSON with its seal, newline-terminated (``line`` holds plain JSON data only)."""
+    """One trial line: canonical JSON with its ``_gate`` summary and its seal, newline-terminated.
+
+    ``line`` holds plain JSON data only; the summary is always recomputed from the line, so a
+    line re-keyed and resealed here stays consistent.
+    """
     document = dict(line)
     document.pop("seal", None)
+    document.pop(GATE_SUMMARY, None)
+    document[GATE_SUMMARY] = gate_summary(document)
     document["seal"] = hashlib.sha256(_canonical_text(document).encode("utf-8")).hexdigest()
     return _canonical_text(document) + "\n"
 
@@ -172,20 +202,32 @@ class RunStore:
 
 
 def read_raw_lines(path: Path) -> tuple[str, ...]:
+    """Every line of trials.jsonl, without its newline (split on newlines only: a record may hold U+2028 and kin)."""
+    return tuple(iter_raw_lines(path))
+
+
+def iter_raw_lines(path: Path) -> Iterator[str]:
+    """The lines of trials.jsonl one at a time, so a large store is never held in memory whole."""
     try:
         with path.open("r", encoding="utf-8", newline="\n") as handle:
-            return tuple(handle.read().splitlines())
+            for raw in handle:
+                yield raw[:-1] if raw.endswith("\n") else raw
     except FileNotFoundError:
         raise InstrumentError(f"{path}: missing; this run store has no trial records") from None
     except (OSError, UnicodeDecodeError) as error:
         raise InstrumentError(f"{path}: unreadable ({type(error).__name__}); the run store is damaged") from None
 
 
-def read_store(folder: Path) -> RunStore:
-    """Read a run store: the manifest is verified here; the lines are verified by the decision."""
+def open_manifest(folder: Path) -> Manifest:
+    """The verified manifest of the run store ``folder`` (its lines are verified by the decision)."""
     if not folder.is_dir():
         raise UsageError(f"{folder}: not a folder; give a run store made by 'certlab run' (its line 'run: RUNDIR')")
-    manifest = read_manifest(folder / MANIFEST)
+    return read_manifest(folder / MANIFEST)
+
+
+def read_store(folder: Path) -> RunStore:
+    """Read a run store whole: the manifest is verified here; the lines are verified by the decision."""
+    manifest = open_manifest(folder)
     return RunStore(folder=folder, manifest=manifest, raw_lines=read_raw_lines(folder / TRIALS))
 
 

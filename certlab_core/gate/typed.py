@@ -190,7 +190,7 @@ def parse_record(cls: type, data: Any, path: str, problems: Problems) -> Any:
     values: dict[str, Any] = {}
     for name, f in fields.items():
         if name in data:
-            values[name] = convert(types_of[name], data[name], _join(path, name), problems)
+            values[f.alias or name] = convert(types_of[name], data[name], _join(path, name), problems)
         elif f.default is attrs.NOTHING:
             doc = f.metadata.get(DOC, "")
             problems.add(_join(path, name), f"missing; add it ({type_name(types_of[name])}{': ' + doc if doc else ''})")

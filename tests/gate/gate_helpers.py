@@ -84,7 +84,7 @@ def recompute(registry: Registry, folder: Path) -> dict[str, Any]:
 
 
 def lines(folder: Path) -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in (folder / "trials.jsonl").read_text().splitlines()]
+    return [json.loads(raw) for raw in (folder / "trials.jsonl").read_text().split("\n") if raw]
 
 
 def certlab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

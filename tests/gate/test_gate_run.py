@@ -430,3 +430,32 @@ def test_a_broken_record_sink_is_an_instrument_error(registry: Registry, tmp_pat
     with pytest.raises(InstrumentError, match=r"the record sink failed .*; the experiment is invalid") as raised:
         run_experiment(plan_run(manifest, registry), store, workers=2)
     assert raised.value.exit_code == 3
+
+
+def test_the_gate_reads_each_lines_summary_and_still_accepts_a_line_without_one(finished: Path, tmp_path: Path) -> None:
+    import hashlib
+
+    store = copy_store(finished, tmp_path)
+    raw = (store / "trials.jsonl").read_text().splitlines(keepends=True)
+    assert all(text.startswith('{"_gate":{') for text in raw)
+    line = json.loads(raw[0])
+    line.pop("_gate")
+    line.pop("seal")
+    body = json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    line["seal"] = hashlib.sha256(body.encode()).hexdigest()
+    raw[0] = json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+    (store / "trials.jsonl").write_text("".join(raw))
+    (store / "decision.json").unlink()
+    done = certlab("gate", str(store))
+    assert done.returncode == 1 and "verdict: BLOCK" in done.stdout, done.stdout
+
+
+def test_a_record_holding_unicode_line_separators_reads_back_whole(registry: Registry, folder: Path) -> None:
+    write_module(folder, "odd_agents", "def odd(task, tools, rng):\n    tools.call('bump')\n    tools.call('bump')\n"
+                 "    return {'note': 'a\\u2028b\\u2029c\\x85d\\x1ce'}\n")  # fmt: skip
+    data = toolset_descriptor("good", "good", n=2)
+    data["arms"]["candidate"]["agent"] = "odd_agents:odd"
+    store, decision = run(registry, write(folder, data), folder / "runs")
+    assert decision["problems"] == [] and decision["trials"]["run"] == 4
+    odd = next(line for line in lines(store) if line["arm"] == "candidate")
+    assert odd["agent"]["returned"]["note"] == "a\u2028b\u2029c\x85d\x1ce"
