@@ -459,3 +459,51 @@ def test_a_record_holding_unicode_line_separators_reads_back_whole(registry: Reg
     assert decision["problems"] == [] and decision["trials"]["run"] == 4
     odd = next(line for line in lines(store) if line["arm"] == "candidate")
     assert odd["agent"]["returned"]["note"] == "a\u2028b\u2029c\x85d\x1ce"
+
+
+LIGHTS_PLUGIN = """
+from certlab_core import hookimpl
+from certlab_core.records import OracleVerdict, ToolWorld, WorldInstance
+
+def build(task_input, seed):
+    state = {"on": False}
+
+    def switch(on):
+        state["on"] = bool(on)
+        return {"on": state["on"]}
+
+    return WorldInstance(task={}, tools={"switch": switch}, snapshot=lambda: dict(state))
+
+def oracle(task, snapshot):
+    return OracleVerdict(passed=snapshot["on"])
+
+@hookimpl
+def certlab_tool_worlds():
+    return [ToolWorld(name="lights", description="one switch", tools=["switch"], build=build, oracle=oracle)]
+"""
+
+
+def test_a_world_registered_in_process_runs_from_forked_zygotes(tmp_path: Path) -> None:
+    """A plugin no fresh interpreter could import by name: the zygotes are forked from the parent instead."""
+    import types
+
+    from certlab_core.registry import discover
+
+    module = types.ModuleType("lights_in_process")
+    exec(compile(LIGHTS_PLUGIN, module.__name__, "exec"), module.__dict__)
+    registry = discover(only=("clopper-pearson",), extra=[("lights", module)])
+    write_module(tmp_path, "light_agents", "def on(task, tools, rng):\n    tools.call('switch', on=True)\n")
+    data = descriptor(
+        task={"world": "lights"},
+        arms={"baseline": {"agent": "light_agents:on"}, "candidate": {"agent": "light_agents:on"}},
+        conditions=[{"name": "clean", "bucket": "benign"}],
+        n_per_arm=50,
+    )
+    from certlab_core.gate.descriptor import load_descriptor
+    from certlab_core.gate.manifest import build_manifest
+    from certlab_core.gate.runner import plan_run
+
+    path = write(tmp_path, data)
+    assert not plan_run(build_manifest(load_descriptor(path), path, registry), registry).spawnable
+    store, decision = run(registry, path, tmp_path / "runs")
+    assert decision["verdict"] == "PASS" and len(lines(store)) == 100
