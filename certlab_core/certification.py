@@ -258,7 +258,10 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             "name": options.agent_name or agent.name,
             "adapter": agent.name,
             "distribution": agent_plugin.distribution,
-            "version": options.agent_version,
+            # A constructed agent is versioned by the distribution that ships it.
+            "version": agent_plugin.version
+            if agent.calibration is not None and options.agent_version == "unknown"
+            else options.agent_version,
             "adapter_version": agent_plugin.version,
             "args": list(options.agent_args),
         },

@@ -86,8 +86,9 @@ def compile_publication(root: Path) -> Publication:
     for row in rows:
         cells = " | ".join(row["cells"].get(name, "–") for name in families)
         mode_text = ", ".join(f"{m} ×{c}" for m, c in row["modes"].items()) or "none"
+        agent = f"{row['agent']} {row['agent_version']} via {row['adapter']}"
         lines.append(
-            f"| [{row['run']}]({row['run']}/CONTRACT.md) | {row['agent']} ({row['adapter']} {row['agent_version']}) | "
+            f"| [{row['run']}]({row['run']}/CONTRACT.md) | {agent} | "
             f"{row['origin']} | {row['trials_per_task']} | {cells} | {row['fixed']}/{row['scheduled']} | {mode_text} | "
             f"`{row['seal'][:12]}` |"
         )
