@@ -14,7 +14,7 @@ a retry (the failure deleted, rewritten as an error, or the retry written before
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +30,6 @@ INFRA_KINDS = (
     "runner-broken:",
     "grader-broken:",
 )
-
-
-def _parsed(raw_lines: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
-    lines: list[tuple[int, dict[str, Any]]] = []
-    for number, raw in enumerate(raw_lines, start=1):
-        try:
-            document = json.loads(raw)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(document, dict) and document.get("schema") == TRIAL_SCHEMA:
-            lines.append((number, document))
-    return lines
 
 
 def _retry_reason(line: Mapping[str, Any], infra_exit_codes: Sequence[int]) -> str | None:
@@ -65,59 +53,116 @@ def _retry_reason(line: Mapping[str, Any], infra_exit_codes: Sequence[int]) -> s
     return None
 
 
-def attempt_problems(raw_lines: Sequence[str], infra_exit_codes: Sequence[int] = (75,)) -> list[str]:
-    """Every way the attempts of ``trials.jsonl`` break write-once and retry-only-after-error, one line each."""
-    problems: list[str] = []
-    by_trial: dict[str, list[tuple[int, int, dict[str, Any]]]] = {}
-    for number, line in _parsed(raw_lines):
+_Attempt = tuple[int, int, Any, Any, str | None]  # attempt, line number, identity, seed, why it cannot be retried
+
+
+def _parsed_line(raw: str | bytes) -> dict[str, Any] | None:
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return document if isinstance(document, dict) and document.get("schema") == TRIAL_SCHEMA else None
+
+
+class AttemptLedger:
+    """The attempts of a store, taken one line at a time, kept as a few values per attempt (never the lines).
+
+    ``add`` takes each line with, when the caller already verified it, its ``_gate`` summary
+    (docs/run-store.md), whose seal was checked over the line's raw text: then only an
+    infrastructure error's line is parsed (its retry needs the agent and the oracle). A line
+    without a verified summary is parsed whole and its seal checked on its content.
+    """
+
+    def __init__(self, infra_exit_codes: Sequence[int] = (75,)) -> None:
+        self.infra_exit_codes = tuple(infra_exit_codes)
+        self.problems: list[str] = []
+        self._by_trial: dict[str, list[_Attempt]] = {}
+
+    def add(self, number: int, raw: str | bytes, summary: Mapping[str, Any] | None = None) -> None:
         where = f"trials.jsonl line {number}"
-        if line.get("seal") != seal_of(line):
-            problems.append(f"{where}: its seal does not hold: the record was changed after it was written")
-            continue
+        line: Mapping[str, Any] | None = summary
+        if line is None:
+            document = _parsed_line(raw)
+            if document is None:
+                return
+            if document.get("seal") != seal_of(document):
+                self.problems.append(f"{where}: its seal does not hold: the record was changed after it was written")
+                return
+            line = document
         trial_id, attempt = line.get("id"), line.get("attempt")
         if not isinstance(trial_id, str) or not isinstance(attempt, int) or isinstance(attempt, bool):
-            problems.append(f"{where}: no trial id or attempt number")
-            continue
-        by_trial.setdefault(trial_id, []).append((attempt, number, line))
-    for trial_id, attempts in sorted(by_trial.items()):
-        numbers = [attempt for attempt, _n, _l in attempts]
-        duplicated = sorted({n for n in numbers if numbers.count(n) > 1})
-        if duplicated:
-            problems.append(f"{trial_id}: attempt {duplicated[0]} is written more than once; a record is written once")
-            continue
-        if sorted(numbers) != list(range(1, len(numbers) + 1)):
+            self.problems.append(f"{where}: no trial id or attempt number")
+            return
+        reason: str | None
+        if line.get("outcome") != "error":
+            reason = f"it was a {line.get('outcome')!r}, not an infrastructure error"
+        else:
+            whole = line if summary is None else _parsed_line(raw)
+            reason = _retry_reason(whole if whole is not None else line, self.infra_exit_codes)
+        entry = (attempt, number, line.get("identity"), line.get("seed"), reason)
+        self._by_trial.setdefault(trial_id, []).append(entry)
+
+    def finish(self) -> list[str]:
+        """Every way the attempts taken break write-once and retry-only-after-error, one line each."""
+        problems = list(self.problems)
+        for trial_id, attempts in sorted(self._by_trial.items()):
+            problems.extend(_trial_problems(trial_id, attempts))
+        return problems
+
+
+def _trial_problems(trial_id: str, attempts: list[_Attempt]) -> list[str]:
+    problems: list[str] = []
+    numbers = [entry[0] for entry in attempts]
+    if len(numbers) == 1 and numbers[0] == 1:
+        return problems
+    duplicated = sorted({n for n in numbers if numbers.count(n) > 1})
+    if duplicated:
+        return [f"{trial_id}: attempt {duplicated[0]} is written more than once; a record is written once"]
+    if sorted(numbers) != list(range(1, len(numbers) + 1)):
+        return [f"{trial_id}: attempts {sorted(numbers)} do not run 1, 2, ... without a gap: an attempt was removed"]
+    if len(numbers) > MAX_ATTEMPTS:
+        problems.append(f"{trial_id}: {len(numbers)} attempts; an infrastructure error is retried once at most")
+    if numbers != sorted(numbers):
+        problems.append(f"{trial_id}: attempt {sorted(numbers)[-1]} was written before the attempt it retries")
+    ordered = sorted(attempts, key=lambda item: item[0])
+    first = ordered[0]
+    for attempt, number, identity, seed, _reason in ordered[1:]:
+        if (identity, seed) != (first[2], first[3]):
+            problems.append(f"{trial_id}: attempt {attempt} (line {number}) is not the same trial as attempt 1")
+    for attempt, number, _identity, _seed, reason in ordered[:-1]:
+        if reason is not None:
             problems.append(
-                f"{trial_id}: attempts {sorted(numbers)} do not run 1, 2, ... without a gap: an attempt was removed"
+                f"{trial_id}: attempt {attempt + 1} retried attempt {attempt} (line {number}), but {reason}; "
+                "a retry is allowed only after an infrastructure error"
             )
-            continue
-        if len(numbers) > MAX_ATTEMPTS:
-            problems.append(f"{trial_id}: {len(numbers)} attempts; an infrastructure error is retried once at most")
-        if numbers != sorted(numbers):
-            problems.append(f"{trial_id}: attempt {sorted(numbers)[-1]} was written before the attempt it retries")
-        ordered = sorted(attempts, key=lambda item: item[0])
-        first = ordered[0][2]
-        for attempt, number, line in ordered[1:]:
-            if (line.get("identity"), line.get("seed")) != (first.get("identity"), first.get("seed")):
-                problems.append(f"{trial_id}: attempt {attempt} (line {number}) is not the same trial as attempt 1")
-        for attempt, number, line in ordered[:-1]:
-            reason = _retry_reason(line, infra_exit_codes)
-            if reason is not None:
-                problems.append(
-                    f"{trial_id}: attempt {attempt + 1} retried attempt {attempt} (line {number}), but {reason}; "
-                    "a retry is allowed only after an infrastructure error"
-                )
     return problems
 
 
+def attempt_problems(raw_lines: Iterable[str | bytes], infra_exit_codes: Sequence[int] = (75,)) -> list[str]:
+    """Every way the attempts of ``trials.jsonl`` break write-once and retry-only-after-error, one line each."""
+    ledger = AttemptLedger(infra_exit_codes)
+    for number, raw in enumerate(raw_lines, start=1):
+        ledger.add(number, raw)
+    return ledger.finish()
+
+
+def infra_exit_codes_of(manifest: Mapping[str, Any]) -> list[int]:
+    """The manifest document's infrastructure exit codes (75 when it names none)."""
+    return [c for c in manifest.get("infra_exit_codes", [75]) if isinstance(c, int) and not isinstance(c, bool)]
+
+
 def verify_store(folder: Path) -> list[str]:
-    """The attempt problems of a run store folder (its manifest gives the infrastructure exit codes)."""
+    """The attempt problems of a run store folder (its manifest gives the infrastructure exit codes).
+
+    trials.jsonl is streamed and split on newlines only (a record may hold U+2028 and kin).
+    """
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        codes = [c for c in manifest.get("infra_exit_codes", [75]) if isinstance(c, int)]
+        codes = infra_exit_codes_of(manifest)
     except (OSError, ValueError, AttributeError):
         return [f"{folder / 'manifest.json'}: unreadable; the store cannot be verified"]
     try:
-        raw_lines = (folder / "trials.jsonl").read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        with (folder / "trials.jsonl").open("rb") as handle:
+            return attempt_problems((raw[:-1] if raw.endswith(b"\n") else raw for raw in handle), codes)
+    except OSError:
         return [f"{folder / 'trials.jsonl'}: unreadable; the store cannot be verified"]
-    return attempt_problems(raw_lines, codes)

@@ -7,8 +7,11 @@ recomputes the verdict from a run store alone.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,18 @@ def _write_reports(folder: Path, decision: dict[str, Any], junit: Path | None, m
     for path, fmt in ((junit, "junit"), (markdown, "markdown")):
         if path is not None:
             reports.write_report(folder, decision, fmt, path)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a store is read: many small records kept, nothing cyclic to find."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def run_command(
@@ -112,12 +127,24 @@ def gate_command(
     """Recompute the verdict from a run store alone; the exit code is the verdict."""
     from certlab_core.canonical import pretty_json, seal_holds
     from certlab_core.gate.decision import decide
-    from certlab_core.gate.store import DECISION, TRIALS, earlier_runs, iter_raw_lines, open_manifest, summarise_earlier
+    from certlab_core.gate.store import (
+        DECISION,
+        TRIALS,
+        earlier_runs,
+        iter_raw_line_bytes,
+        open_manifest,
+        summarise_earlier,
+    )
+    from certlab_core.integrity import AttemptLedger
     from certlab_core.registry import discover
 
     manifest = open_manifest(rundir)
     rule = discover().get("statistical_rules", manifest.rule.name)
-    decision = decide(manifest, iter_raw_lines(rundir / TRIALS), rule)
+    # One pass over trials.jsonl: the decision's seal and schedule checks, and the retries'
+    # (certlab_core.integrity: each record written once, a retry only after an infrastructure error).
+    ledger = AttemptLedger(manifest.infra_exit_codes)
+    with collector_paused():
+        decision = decide(manifest, iter_raw_line_bytes(rundir / TRIALS), rule, ledger.add)
     stored_path = rundir / DECISION
     if stored_path.exists():
         stored_text = stored_path.read_text(encoding="utf-8", errors="replace")
@@ -135,10 +162,7 @@ def gate_command(
             decision = dict(decision)
             decision["problems"] = [*decision["problems"], f"{note}; the verdict above is recomputed"]
             decision["verdict"], decision["exit_code"] = "ERROR", EXIT_ERROR
-    # Retries (certlab_core.integrity): each record written once, a retry only after an infrastructure error.
-    from certlab_core.integrity import verify_store
-
-    forged = [problem for problem in verify_store(rundir) if problem not in decision["problems"]]
+    forged = [problem for problem in ledger.finish() if problem not in decision["problems"]]
     if forged:
         decision = dict(decision, problems=[*decision["problems"], *forged], verdict="ERROR", exit_code=EXIT_ERROR)
     if as_json:

@@ -10,6 +10,7 @@ prints it.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -249,6 +250,45 @@ def _well_formed(line: Any) -> bool:
     return isinstance(line.get("condition"), str) and line.get("outcome") in ("success", "failure", "error")
 
 
+OUTCOMES = ("success", "failure", "error")
+_UNREAD = object()
+_USAGE_KEY = ',"usage":'
+_USAGE_WINDOW = 4096  # bytes of a line's end decoded to find its usage (a longer usage is read whole)
+
+
+class _RawLine:
+    """A sealed line held as its raw text until its twin arrives; parsed only if the pair holds a failure."""
+
+    __slots__ = ("outcome", "raw")
+
+    def __init__(self, raw: str | bytes, outcome: str) -> None:
+        self.raw, self.outcome = raw, outcome
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.outcome if key == "outcome" else default
+
+    def parsed(self) -> Mapping[str, Any]:
+        line = json.loads(self.raw)
+        return line if isinstance(line, dict) else {}
+
+
+def _last_usage(raw: str | bytes) -> Any:
+    """A canonical trial line's ``usage`` value: its last key (keys are sorted), read without parsing the line.
+
+    The value found after the last ``,"usage":`` is the top-level one exactly when it runs to
+    the line's closing brace (a nested one would be followed by more closing braces);
+    otherwise ``_UNREAD``, and the line is read whole.
+    """
+    text = raw if isinstance(raw, str) else raw[-_USAGE_WINDOW:].decode("utf-8", "ignore")
+    at = text.rfind(_USAGE_KEY)
+    if at < 0 or not text.endswith("}"):
+        return _UNREAD
+    try:
+        return json.loads(text[at + len(_USAGE_KEY) : -1])
+    except (ValueError, RecursionError):
+        return _UNREAD
+
+
 class ReportAccumulator:
     """Reads trial lines one at a time (in any order) and keeps only what the report needs.
 
@@ -263,7 +303,7 @@ class ReportAccumulator:
         self.pass_k = tuple(pass_k)
         self.latest: dict[str, TrialSummary] = {}
         self.errors: list[tuple[str, int, str]] = []
-        self._pending: dict[tuple[str, int], dict[str, Mapping[str, Any]]] = {}
+        self._pending: dict[tuple[str, int], dict[str, Mapping[str, Any] | _RawLine]] = {}
         self._names: dict[str, str] = {}
         self.skipped = 0
 
@@ -310,14 +350,75 @@ class ReportAccumulator:
             self._fingerprint_pair(pair)
             del self._pending[(summary.condition, summary.index)]
 
-    def _fingerprint_pair(self, pair: Mapping[str, Mapping[str, Any]]) -> None:
-        for arm, line in pair.items():
+    def observe(self, _number: int, raw: str | bytes, summary: Mapping[str, Any] | None) -> None:
+        """Take one line as the gate's decision reads it (an observer of ``decide``): raw, with its verified summary.
+
+        A line whose seal held is read from its ``_gate`` summary and its last key, ``usage``;
+        it is parsed whole only when its pair (the twin of another arm) holds a failure, whose
+        fingerprint needs the events. Any other line is parsed whole and taken as by :meth:`add`.
+        """
+        fast = self._from_summary(raw, summary) if summary is not None else None
+        if fast is None:
+            try:
+                line = json.loads(raw)
+            except (ValueError, RecursionError):
+                return
+            if isinstance(line, dict):
+                self.add(line)
+            return
+        trial, error = fast
+        if trial.outcome == "error":
+            self.errors.append((trial.id, trial.attempt, error))
+        kept = self.latest.get(trial.id)
+        if kept is not None and kept.attempt > trial.attempt:
+            return
+        self.latest[trial.id] = trial
+        if trial.outcome == "error":
+            return
+        pair = self._pending.setdefault((trial.condition, trial.index), {})
+        pair[trial.arm] = _RawLine(raw, trial.outcome)
+        if len(pair) == len(ARMS):
+            self._fingerprint_pair(pair)
+            del self._pending[(trial.condition, trial.index)]
+
+    def _from_summary(self, raw: str | bytes, summary: Mapping[str, Any]) -> tuple[TrialSummary, str] | None:
+        """The trial summary of a sealed line from its ``_gate`` summary and its ``usage`` (None: read it whole)."""
+        trial_id, attempt, outcome = summary.get("id"), summary.get("attempt"), summary.get("outcome")
+        if not isinstance(trial_id, str) or not isinstance(attempt, int) or isinstance(attempt, bool):
+            return None
+        parts = trial_id.split("/")
+        if len(parts) != 3 or parts[0] not in ARMS or not parts[2].isdigit() or outcome not in OUTCOMES:
+            return None
+        usage = _last_usage(raw)
+        if usage is _UNREAD:
+            return None
+        mode = summary.get("failure_mode")
+        fired = summary.get("fired")
+        trial = TrialSummary(
+            id=trial_id,
+            arm=self._interned(parts[0]),
+            condition=self._interned(parts[1]),
+            index=int(parts[2]),
+            attempt=attempt,
+            outcome=self._interned(outcome),
+            failure_mode=None if mode is None else self._interned(mode),
+            fired=frozenset(i for i, flag in enumerate(fired) if flag) if isinstance(fired, list) else frozenset(),
+            violated=bool(summary.get("violations")),
+            usage=_usage_of({"usage": usage}),
+        )
+        return trial, str(summary.get("error") or "")
+
+    def _fingerprint_pair(self, pair: Mapping[str, Mapping[str, Any] | _RawLine]) -> None:
+        if not any(line.get("outcome") == "failure" for line in pair.values()):
+            return
+        lines = {arm: line.parsed() if isinstance(line, _RawLine) else line for arm, line in pair.items()}
+        for arm, line in lines.items():
             if line.get("outcome") != "failure":
                 continue
             other = ARMS[1] if arm == ARMS[0] else ARMS[0]
             summary = self.latest.get(str(line.get("id")))
             if summary is not None and summary.attempt == line.get("attempt"):
-                summary.fingerprint = failure_fingerprint(line, pair.get(other))
+                summary.fingerprint = failure_fingerprint(line, lines.get(other))
 
     def _finish_pending(self) -> None:
         for pair in self._pending.values():

@@ -51,9 +51,13 @@ def decision_text(decision: dict[str, Any]) -> str:
 
 def decision_file_state(store: RunStore, decision: dict[str, Any]) -> str:
     """``matches``, ``missing`` or ``differs``: the stored decision.json against the recomputed one, byte for byte."""
+    return _decision_file_state(store.folder, decision)
+
+
+def _decision_file_state(folder: Path, decision: dict[str, Any]) -> str:
     from certlab_core.gate.store import DECISION
 
-    path = store.folder / DECISION
+    path = folder / DECISION
     try:
         stored = path.read_bytes()
     except FileNotFoundError:
@@ -101,29 +105,36 @@ def trial_line(store: RunStore, trial_id: str, attempt: int | None = None) -> di
 
 
 def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tuple[Report, StatisticalRule]:
-    """The report of a run store, with the store's statistical rule (for reporters that plot its plan)."""
-    from certlab_core.diagnosis.model import EarlierRun, ReportAccumulator
-    from certlab_core.gate.manifest import manifest_document
-    from certlab_core.gate.store import earlier_runs, summarise_earlier
+    """The report of a run store, with the store's statistical rule (for reporters that plot its plan).
 
-    store = open_store(rundir)
-    rule = rule_of(store, registry)
-    decision = recompute_decision(store, registry)
-    paths = earlier_runs(store.folder, store.manifest)
+    trials.jsonl is read once: the gate's decision verifies each line (seal, schedule) and
+    hands it to the report's accumulator in the same pass, so no line is held or parsed twice.
+    """
+    from certlab_core.diagnosis.model import EarlierRun, ReportAccumulator
+    from certlab_core.gate.decision import decide
+    from certlab_core.gate.manifest import manifest_document
+    from certlab_core.gate.store import TRIALS, earlier_runs, iter_raw_line_bytes, open_manifest, summarise_earlier
+
+    manifest = open_manifest(rundir)
+    name = manifest.rule.name
+    try:
+        rule: StatisticalRule = registry.get("statistical_rules", name)
+    except UsageError as error:
+        raise UsageError(f"{rundir}: the run was decided by {error.message}") from None
+    paths = earlier_runs(rundir, manifest)
     earlier = []
     for path, summary in zip(paths, summarise_earlier(paths), strict=True):
         verdict = summary.rsplit(": ", 1)[-1]
         earlier.append(EarlierRun(run=path.name, verdict=None if verdict == "no decision" else verdict))
-    accumulator = ReportAccumulator(manifest_document(store.manifest), pass_k)
+    accumulator = ReportAccumulator(manifest_document(manifest), pass_k)
     collecting = gc.isenabled()
     gc.disable()  # many small records kept, nothing cyclic: the collector would only rescan them
     try:
-        for line in store.lines():
-            accumulator.add(line)
+        decision = decide(manifest, iter_raw_line_bytes(rundir / TRIALS), rule, accumulator.observe)
     finally:
         if collecting:
             gc.enable()
     report = accumulator.report(
-        decision, run=store.folder.name, decision_file=decision_file_state(store, decision), earlier_runs=earlier
+        decision, run=rundir.name, decision_file=_decision_file_state(rundir, decision), earlier_runs=earlier
     )
     return report, rule

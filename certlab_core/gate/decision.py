@@ -12,6 +12,8 @@ rule's own (scipy is imported there, when the verdict is computed).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -57,6 +59,55 @@ class Trials:
 
 _DECODER = json.JSONDecoder()
 _SCHEMA_MARK = f'"schema":"{TRIAL_SCHEMA}"'
+_SCHEMA_MARK_BYTES = _SCHEMA_MARK.encode()
+_GATE_PREFIX_BYTES = GATE_PREFIX.encode()
+_SEAL_KEY = b',"seal":"'
+_SUMMARY_WINDOW = 4096  # bytes decoded to read a line's leading summary (more only when it is longer)
+_NOT_JSON = "not JSON; the store is damaged or was edited by hand"
+_NOT_TRIAL = f"not a {TRIAL_SCHEMA} record"
+_SEAL_BROKEN = "the seal does not match the content; the record was edited after it was written"
+
+Observer = Callable[[int, "str | bytes", "dict[str, Any] | None"], None]
+"""Called with each non-empty line's number, its raw text or bytes, and its verified summary (None when refused)."""
+
+
+def _raw_seal_holds(raw: bytes) -> bool:
+    """Whether a line's seal is the sha256 of its raw bytes without the seal field (docs/run-store.md)."""
+    at = raw.rfind(_SEAL_KEY)
+    if at < 0:
+        return False
+    end = at + len(_SEAL_KEY) + 64
+    seal = raw[at + len(_SEAL_KEY) : end]
+    if raw[end : end + 1] != b'"' or raw.count(raw[at : end + 1]) != 1:
+        return False
+    digest = hashlib.sha256(memoryview(raw)[:at])
+    digest.update(memoryview(raw)[end + 1 :])
+    return digest.hexdigest().encode() == seal
+
+
+def _summary_of_bytes(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """The leading ``_gate`` summary of a line read as bytes, its seal checked over those bytes."""
+    if not raw.startswith(_GATE_PREFIX_BYTES):
+        try:
+            return _summary(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None, _NOT_JSON
+    if _SCHEMA_MARK_BYTES not in raw:
+        return None, _NOT_TRIAL
+    if not _raw_seal_holds(raw):
+        return None, _SEAL_BROKEN
+    # The seal holds, so the bytes are the UTF-8 text the writer sealed: only the head is decoded.
+    head = raw[:_SUMMARY_WINDOW].decode("utf-8", "ignore")
+    try:
+        summary, _end = _DECODER.raw_decode(head, len(GATE_PREFIX))
+    except (ValueError, RecursionError):
+        try:
+            summary, _end = _DECODER.raw_decode(raw.decode("utf-8"), len(GATE_PREFIX))
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            return None, _NOT_JSON
+    if not isinstance(summary, dict):
+        return None, _NOT_TRIAL
+    return summary, None
 
 
 def _summary(raw: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -65,34 +116,52 @@ def _summary(raw: str) -> tuple[dict[str, Any] | None, str | None]:
         try:
             summary, _end = _DECODER.raw_decode(raw, len(GATE_PREFIX))
         except (ValueError, RecursionError):
-            return None, "not JSON; the store is damaged or was edited by hand"
+            return None, _NOT_JSON
         at = raw.rfind(',"seal":"')
         seal = raw[at + 9 : at + 9 + 64] if at >= 0 else ""
         if _SCHEMA_MARK not in raw or not isinstance(summary, dict):
-            return None, f"not a {TRIAL_SCHEMA} record"
+            return None, _NOT_TRIAL
         if not line_seal_holds(raw, {"seal": seal}):
-            return None, "the seal does not match the content; the record was edited after it was written"
+            return None, _SEAL_BROKEN
         return summary, None
     try:
         line = json.loads(raw)
     except (ValueError, RecursionError):
-        return None, "not JSON; the store is damaged or was edited by hand"
+        return None, _NOT_JSON
     if not isinstance(line, dict) or line.get("schema") != TRIAL_SCHEMA:
-        return None, f"not a {TRIAL_SCHEMA} record"
+        return None, _NOT_TRIAL
     if not line_seal_holds(raw, line):
-        return None, "the seal does not match the content; the record was edited after it was written"
+        return None, _SEAL_BROKEN
     return gate_summary(line), None
 
 
-def read_lines(manifest: Manifest, raw_lines: Iterable[str]) -> Trials:
+def _kept(line: Mapping[str, Any], shared: dict[Any, Any]) -> dict[str, Any]:
+    """What the decision keeps of a verified summary; repeated values (outcomes, modes, fired flags) are shared."""
+    outcome, mode, fired = line.get("outcome"), line.get("failure_mode"), line.get("fired")
+    if isinstance(fired, list):
+        with contextlib.suppress(TypeError):  # a summary edited to hold something unhashable: kept as it is
+            fired = shared.setdefault(tuple(fired), tuple(fired))
+    return {
+        "outcome": shared.setdefault(outcome, outcome),
+        "error": line.get("error"),
+        "failure_mode": shared.setdefault(mode, mode) if isinstance(mode, str) else mode,
+        "fired": fired,
+        "violations": line.get("violations"),
+    }
+
+
+def read_lines(manifest: Manifest, raw_lines: Iterable[str | bytes], observe: Observer | None = None) -> Trials:
     """Verify each line (seal, schedule, identity, manifest seal, attempts) and keep each trial's last attempt.
 
-    Lines are read one at a time and only their summaries are kept, so a store of any size
-    is checked in little memory.
+    Lines are read one at a time and only what the decision needs of their summaries is
+    kept, so a store of any size is checked in little memory. A line given as bytes has its
+    seal checked over those bytes and only its summary decoded. ``observe``, when given,
+    sees every non-empty line with its verified summary (or None), in the same pass.
     """
     trials = Trials()
     identities = Identities(manifest)
     by_attempt: dict[str, dict[int, dict[str, Any]]] = {}
+    shared: dict[Any, Any] = {}
 
     def problem(text: str) -> None:
         trials.problems.append(text)
@@ -102,7 +171,9 @@ def read_lines(manifest: Manifest, raw_lines: Iterable[str]) -> Trials:
         if not raw.strip():
             problem(f"{where}: empty line; the store was edited by hand")
             continue
-        line, wrong = _summary(raw)
+        line, wrong = _summary_of_bytes(raw) if isinstance(raw, bytes) else _summary(raw)
+        if observe is not None:
+            observe(number, raw, line)
         if line is None:
             problem(f"{where}: {wrong}")
             continue
@@ -134,7 +205,7 @@ def read_lines(manifest: Manifest, raw_lines: Iterable[str]) -> Trials:
         if attempt in seen:
             problem(f"{where}: {trial_id} attempt {attempt} is recorded twice")
             continue
-        seen[attempt] = line
+        seen[attempt] = _kept(line, shared)
         trials.attempts += 1
     for trial_id, attempts in by_attempt.items():
         numbers = sorted(attempts)
@@ -224,9 +295,14 @@ def walk(manifest: Manifest, latest: Mapping[str, Mapping[str, Any]], rule: Stat
     return result
 
 
-def decide(manifest: Manifest, raw_lines: Iterable[str], rule: StatisticalRule) -> dict[str, Any]:
-    """The decision document (docs/run-store.md) for a manifest and the raw lines of its trials.jsonl."""
-    trials = read_lines(manifest, raw_lines)
+def decide(
+    manifest: Manifest, raw_lines: Iterable[str | bytes], rule: StatisticalRule, observe: Observer | None = None
+) -> dict[str, Any]:
+    """The decision document (docs/run-store.md) for a manifest and the raw lines of its trials.jsonl.
+
+    ``observe`` (see :func:`read_lines`) lets a caller read the same lines in the same pass.
+    """
+    trials = read_lines(manifest, raw_lines, observe)
     problems = list(trials.problems)
     latest = trials.latest
     k = manifest.schedule.gating_conditions

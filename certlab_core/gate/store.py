@@ -218,6 +218,30 @@ def iter_raw_lines(path: Path) -> Iterator[str]:
         raise InstrumentError(f"{path}: unreadable ({type(error).__name__}); the run store is damaged") from None
 
 
+def iter_raw_line_bytes(path: Path, chunk: int = 1 << 22) -> Iterator[bytes]:
+    """The lines of trials.jsonl as bytes, without their newline, read in large chunks (split on ``\\n`` only).
+
+    No line is decoded here: a sealed line's seal is checked over its raw bytes, which proves
+    them the UTF-8 text the writer sealed; a reader decodes only what it parses.
+    """
+    try:
+        with path.open("rb") as handle:
+            rest = b""
+            while True:
+                block = handle.read(chunk)
+                if not block:
+                    break
+                pieces = (rest + block).split(b"\n") if rest else block.split(b"\n")
+                rest = pieces.pop()
+                yield from pieces
+            if rest:
+                yield rest
+    except FileNotFoundError:
+        raise InstrumentError(f"{path}: missing; this run store has no trial records") from None
+    except OSError as error:
+        raise InstrumentError(f"{path}: unreadable ({type(error).__name__}); the run store is damaged") from None
+
+
 def open_manifest(folder: Path) -> Manifest:
     """The verified manifest of the run store ``folder`` (its lines are verified by the decision)."""
     if not folder.is_dir():
