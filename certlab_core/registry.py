@@ -189,7 +189,7 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
             namespace=ENTRY_POINT_GROUP,
             names=sorted(wanted),
             on_load_failure_callback=on_failure,
-            warn_on_missing_entrypoint=False,
+            on_missing_entrypoints_callback=lambda _missing: None,  # reported below, in one line
         )
     seen: set[str] = set()
     for ext in sorted(manager.extensions, key=lambda e: e.name):
