@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import gc
 import os
 import shutil
 import sys
@@ -313,6 +314,10 @@ def preload() -> None:
         except ImportError:
             continue
         _preloaded.append(name)
+    # Move everything imported so far out of the collector's reach: a forked child then never
+    # walks (and so never copies) the parent's pages during a collection. Halves a grade's CPU.
+    gc.collect()
+    gc.freeze()
 
 
 def run_trials(
