@@ -102,6 +102,20 @@ class AttemptLedger:
         entry = (attempt, number, line.get("identity"), line.get("seed"), reason)
         self._by_trial.setdefault(trial_id, []).append(entry)
 
+    def observe(self, number: int, raw: str | bytes, summary: Mapping[str, Any] | None) -> None:
+        """:meth:`add`, as an observer of the decision's pass (``certlab_core.gate.decision.read_file``)."""
+        self.add(number, raw, summary)
+
+    def fresh(self) -> AttemptLedger:
+        """An empty ledger with the same exit codes, for a part of the lines read elsewhere."""
+        return AttemptLedger(self.infra_exit_codes)
+
+    def absorb(self, other: AttemptLedger) -> None:
+        """Take the attempts of a ledger that read the lines after those taken here."""
+        self.problems.extend(other.problems)
+        for trial_id, attempts in other._by_trial.items():
+            self._by_trial.setdefault(trial_id, []).extend(attempts)
+
     def finish(self) -> list[str]:
         """Every way the attempts taken break write-once and retry-only-after-error, one line each."""
         problems = list(self.problems)

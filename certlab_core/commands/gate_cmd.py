@@ -126,15 +126,8 @@ def gate_command(
 ) -> None:
     """Recompute the verdict from a run store alone; the exit code is the verdict."""
     from certlab_core.canonical import pretty_json, seal_holds
-    from certlab_core.gate.decision import decide
-    from certlab_core.gate.store import (
-        DECISION,
-        TRIALS,
-        earlier_runs,
-        iter_raw_line_bytes,
-        open_manifest,
-        summarise_earlier,
-    )
+    from certlab_core.gate.decision import decide_file
+    from certlab_core.gate.store import DECISION, TRIALS, earlier_runs, open_manifest, summarise_earlier
     from certlab_core.integrity import AttemptLedger
     from certlab_core.registry import discover
 
@@ -144,7 +137,7 @@ def gate_command(
     # (certlab_core.integrity: each record written once, a retry only after an infrastructure error).
     ledger = AttemptLedger(manifest.infra_exit_codes)
     with collector_paused():
-        decision = decide(manifest, iter_raw_line_bytes(rundir / TRIALS), rule, ledger.add)
+        decision = decide_file(manifest, rundir / TRIALS, rule, ledger)
     stored_path = rundir / DECISION
     if stored_path.exists():
         stored_text = stored_path.read_text(encoding="utf-8", errors="replace")

@@ -253,6 +253,8 @@ def _well_formed(line: Any) -> bool:
 OUTCOMES = ("success", "failure", "error")
 _UNREAD = object()
 _USAGE_KEY = ',"usage":'
+_NO_USAGE = ',"usage":null}'
+_NO_USAGE_BYTES = _NO_USAGE.encode()
 _USAGE_WINDOW = 4096  # bytes of a line's end decoded to find its usage (a longer usage is read whole)
 
 
@@ -279,6 +281,8 @@ def _last_usage(raw: str | bytes) -> Any:
     the line's closing brace (a nested one would be followed by more closing braces);
     otherwise ``_UNREAD``, and the line is read whole.
     """
+    if raw.endswith(_NO_USAGE) if isinstance(raw, str) else raw.endswith(_NO_USAGE_BYTES):
+        return None
     text = raw if isinstance(raw, str) else raw[-_USAGE_WINDOW:].decode("utf-8", "ignore")
     at = text.rfind(_USAGE_KEY)
     if at < 0 or not text.endswith("}"):
@@ -305,6 +309,7 @@ class ReportAccumulator:
         self.errors: list[tuple[str, int, str]] = []
         self._pending: dict[tuple[str, int], dict[str, Mapping[str, Any] | _RawLine]] = {}
         self._names: dict[str, str] = {}
+        self._patterns: dict[tuple[Any, ...], frozenset[int]] = {}
         self.skipped = 0
 
     def _interned(self, text: Any) -> str:
@@ -381,6 +386,50 @@ class ReportAccumulator:
             self._fingerprint_pair(pair)
             del self._pending[(trial.condition, trial.index)]
 
+    def _fired(self, flags: Any) -> frozenset[int]:
+        """The indices of the faults that fired, one shared set per pattern of flags."""
+        if not isinstance(flags, list):
+            return frozenset()
+        try:
+            return self._patterns[tuple(flags)]
+        except KeyError:
+            fired = self._patterns[tuple(flags)] = frozenset(i for i, flag in enumerate(flags) if flag)
+            return fired
+        except TypeError:  # an unhashable flag (the decision reports the store as damaged)
+            return frozenset(i for i, flag in enumerate(flags) if flag)
+
+    def fresh(self) -> ReportAccumulator:
+        """An empty accumulator for the same manifest, to read a part of the lines elsewhere (a forked worker)."""
+        return ReportAccumulator(self.manifest, self.pass_k)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Sent back from a forked worker: each kept trial as a plain tuple, which pickles far faster than a record.
+        rows = [
+            (t.id, t.arm, t.condition, t.index, t.attempt, t.outcome, t.failure_mode, t.fired, t.violated, t.usage,
+             t.fingerprint)
+            for t in self.latest.values()
+        ]  # fmt: skip
+        return _restored, (self.manifest, self.pass_k, rows, self.errors, self._pending, self.skipped)
+
+    def absorb(self, other: ReportAccumulator) -> None:
+        """Take what an accumulator that read the lines after those read here has kept.
+
+        Later attempts replace earlier ones as in one pass; a pair whose twins were read on
+        either side of the split is completed here and its failures fingerprinted.
+        """
+        self.skipped += other.skipped
+        self.errors.extend(other.errors)
+        for trial_id, trial in other.latest.items():
+            kept = self.latest.get(trial_id)
+            if kept is None or kept.attempt <= trial.attempt:
+                self.latest[trial_id] = trial
+        for key, lines in other._pending.items():
+            pair = self._pending.setdefault(key, {})
+            pair.update(lines)
+            if len(pair) == len(ARMS):
+                self._fingerprint_pair(pair)
+                del self._pending[key]
+
     def _from_summary(self, raw: str | bytes, summary: Mapping[str, Any]) -> tuple[TrialSummary, str] | None:
         """The trial summary of a sealed line from its ``_gate`` summary and its ``usage`` (None: read it whole)."""
         trial_id, attempt, outcome = summary.get("id"), summary.get("attempt"), summary.get("outcome")
@@ -402,7 +451,7 @@ class ReportAccumulator:
             attempt=attempt,
             outcome=self._interned(outcome),
             failure_mode=None if mode is None else self._interned(mode),
-            fired=frozenset(i for i, flag in enumerate(fired) if flag) if isinstance(fired, list) else frozenset(),
+            fired=self._fired(fired),
             violated=bool(summary.get("violations")),
             usage=_usage_of({"usage": usage}),
         )
@@ -578,6 +627,23 @@ class ReportAccumulator:
             decision_file=decision_file,
             earlier_runs=earlier_runs,
         )
+
+
+def _restored(
+    manifest: Mapping[str, Any],
+    pass_k: Sequence[int],
+    rows: Sequence[tuple[Any, ...]],
+    errors: list[tuple[str, int, str]],
+    pending: dict[tuple[str, int], dict[str, Mapping[str, Any] | _RawLine]],
+    skipped: int,
+) -> ReportAccumulator:
+    """A report accumulator from what ``ReportAccumulator.__reduce__`` sent."""
+    accumulator = ReportAccumulator(manifest, pass_k)
+    latest = accumulator.latest
+    for row in rows:
+        latest[row[0]] = TrialSummary(*row)
+    accumulator.errors, accumulator._pending, accumulator.skipped = errors, pending, skipped
+    return accumulator
 
 
 def _agent_reference(arm_entry: Mapping[str, Any]) -> str:

@@ -109,11 +109,13 @@ def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tu
 
     trials.jsonl is read once: the gate's decision verifies each line (seal, schedule) and
     hands it to the report's accumulator in the same pass, so no line is held or parsed twice.
+    The file is split at a newline and its parts read in forked workers, each with its own
+    accumulator, merged back in file order (``certlab_core.gate.decision.read_file``).
     """
     from certlab_core.diagnosis.model import EarlierRun, ReportAccumulator
-    from certlab_core.gate.decision import decide
+    from certlab_core.gate.decision import decide_file
     from certlab_core.gate.manifest import manifest_document
-    from certlab_core.gate.store import TRIALS, earlier_runs, iter_raw_line_bytes, open_manifest, summarise_earlier
+    from certlab_core.gate.store import TRIALS, earlier_runs, open_manifest, summarise_earlier
 
     manifest = open_manifest(rundir)
     name = manifest.rule.name
@@ -130,7 +132,7 @@ def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tu
     collecting = gc.isenabled()
     gc.disable()  # many small records kept, nothing cyclic: the collector would only rescan them
     try:
-        decision = decide(manifest, iter_raw_line_bytes(rundir / TRIALS), rule, accumulator.observe)
+        decision = decide_file(manifest, rundir / TRIALS, rule, accumulator)
     finally:
         if collecting:
             gc.enable()

@@ -16,15 +16,23 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from attrs import define, field
 
 from certlab_core.canonical import sealed
-from certlab_core.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS
+from certlab_core.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS, InstrumentError
 from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
 from certlab_core.gate.schedule import Identities, key_of
-from certlab_core.gate.store import DECISION_SCHEMA, GATE_PREFIX, TRIAL_SCHEMA, gate_summary, line_seal_holds
+from certlab_core.gate.store import (
+    DECISION_SCHEMA,
+    GATE_PREFIX,
+    TRIAL_SCHEMA,
+    gate_summary,
+    iter_raw_line_bytes,
+    line_seal_holds,
+)
 from certlab_core.records import Bounds, StatisticalRule
 
 OUTCOMES = ("success", "failure", "error")
@@ -158,65 +166,183 @@ def read_lines(manifest: Manifest, raw_lines: Iterable[str | bytes], observe: Ob
     seal checked over those bytes and only its summary decoded. ``observe``, when given,
     sees every non-empty line with its verified summary (or None), in the same pass.
     """
-    trials = Trials()
+    problems, entries = _scan(manifest, raw_lines, observe, 1)
+    return _collect(problems, entries)
+
+
+_Entry = tuple[int, str, int, dict[str, Any]]  # line number, trial id, attempt, what the decision keeps
+
+
+def _scan(
+    manifest: Manifest, raw_lines: Iterable[str | bytes], observe: Observer | None, first: int
+) -> tuple[list[tuple[int, str]], list[_Entry]]:
+    """The per-line checks of :func:`read_lines` over lines numbered from ``first``: problems and kept attempts."""
     identities = Identities(manifest)
-    by_attempt: dict[str, dict[int, dict[str, Any]]] = {}
     shared: dict[Any, Any] = {}
-
-    def problem(text: str) -> None:
-        trials.problems.append(text)
-
-    for number, raw in enumerate(raw_lines, 1):
+    problems: list[tuple[int, str]] = []
+    entries: list[_Entry] = []
+    for number, raw in enumerate(raw_lines, first):
         where = f"trials.jsonl line {number}"
         if not raw.strip():
-            problem(f"{where}: empty line; the store was edited by hand")
+            problems.append((number, f"{where}: empty line; the store was edited by hand"))
             continue
         line, wrong = _summary_of_bytes(raw) if isinstance(raw, bytes) else _summary(raw)
         if observe is not None:
             observe(number, raw, line)
         if line is None:
-            problem(f"{where}: {wrong}")
+            problems.append((number, f"{where}: {wrong}"))
             continue
         trial_id = line.get("id")
         key = key_of(manifest, trial_id) if isinstance(trial_id, str) else None
         if key is None:
-            problem(f"{where}: {trial_id!r} is not a trial this manifest schedules")
+            problems.append((number, f"{where}: {trial_id!r} is not a trial this manifest schedules"))
             continue
         if line.get("seed") != key.seed:
-            problem(f"{where}: {trial_id}: its seed disagrees with its index and the manifest")
+            problems.append((number, f"{where}: {trial_id}: its seed disagrees with its index and the manifest"))
             continue
         if line.get("identity") != identities.of(key):
-            problem(
-                f"{where}: {trial_id}: its identity does not match the manifest "
-                "(the manifest was resealed with other parameters after the trial ran)"
+            problems.append(
+                (
+                    number,
+                    f"{where}: {trial_id}: its identity does not match the manifest "
+                    "(the manifest was resealed with other parameters after the trial ran)",
+                )
             )
             continue
         if line.get("manifest_seal") != manifest.seal:
-            problem(f"{where}: {trial_id} was recorded under another manifest (its manifest_seal differs)")
+            problems.append(
+                (number, f"{where}: {trial_id} was recorded under another manifest (its manifest_seal differs)")
+            )
             continue
         attempt = line.get("attempt")
         if not isinstance(attempt, int) or isinstance(attempt, bool) or not 1 <= attempt <= MAX_ATTEMPTS:
-            problem(f"{where}: {trial_id}: attempt {attempt!r} is not 1..{MAX_ATTEMPTS}")
+            problems.append((number, f"{where}: {trial_id}: attempt {attempt!r} is not 1..{MAX_ATTEMPTS}"))
             continue
         if line.get("outcome") not in OUTCOMES:
-            problem(f"{where}: {trial_id}: outcome {line.get('outcome')!r} is not one of {', '.join(OUTCOMES)}")
+            problems.append(
+                (
+                    number,
+                    f"{where}: {trial_id}: outcome {line.get('outcome')!r} is not one of {', '.join(OUTCOMES)}",
+                )
+            )
             continue
-        seen = by_attempt.setdefault(key.id, {})
+        entries.append((number, key.id, attempt, _kept(line, shared)))
+    return problems, entries
+
+
+def _collect(line_problems: list[tuple[int, str]], entries: Iterable[_Entry]) -> Trials:
+    """The trials from the per-line checks of every line, in file order: duplicates and retries checked here."""
+    trials = Trials()
+    by_attempt: dict[str, dict[int, dict[str, Any]]] = {}
+    found = list(line_problems)
+    for number, trial_id, attempt, kept in entries:
+        seen = by_attempt.setdefault(trial_id, {})
         if attempt in seen:
-            problem(f"{where}: {trial_id} attempt {attempt} is recorded twice")
+            found.append((number, f"trials.jsonl line {number}: {trial_id} attempt {attempt} is recorded twice"))
             continue
-        seen[attempt] = _kept(line, shared)
+        seen[attempt] = kept
         trials.attempts += 1
+    found.sort(key=lambda item: item[0])  # one problem at most per line: the order of a single pass
+    trials.problems = [text for _number, text in found]
     for trial_id, attempts in by_attempt.items():
         numbers = sorted(attempts)
         if numbers != list(range(1, len(numbers) + 1)):
-            problem(f"{trial_id}: attempts {numbers} are not numbered from 1 without gaps")
+            trials.problems.append(f"{trial_id}: attempts {numbers} are not numbered from 1 without gaps")
             continue
         for n in numbers[:-1]:
             if attempts[n]["outcome"] != "error":
-                problem(f"{trial_id}: attempt {n + 1} retried an attempt that was not an infrastructure error")
+                trials.problems.append(
+                    f"{trial_id}: attempt {n + 1} retried an attempt that was not an infrastructure error"
+                )
         trials.latest[trial_id] = attempts[numbers[-1]]
     return trials
+
+
+class SplitObserver(Protocol):
+    """An observer of the lines that can watch part of the file in a forked worker and be merged back."""
+
+    def observe(self, number: int, raw: str | bytes, summary: dict[str, Any] | None) -> None: ...
+
+    def fresh(self) -> SplitObserver: ...
+
+    def absorb(self, other: Any) -> None: ...
+
+
+_Part = tuple[list[tuple[int, str]], list[_Entry], Any]
+
+
+def read_file(
+    manifest: Manifest, path: Path, observer: SplitObserver | None = None, workers: int = 2, least: int = 1 << 20
+) -> Trials:
+    """:func:`read_lines` over trials.jsonl at ``path``, its lines split at a newline into parts read in forked workers.
+
+    Every line is still checked, each by one worker (seal, summary, schedule, identity); the
+    parent merges the parts in file order and checks what spans them (duplicates, retries).
+    ``observer`` sees the lines of each part in a fresh copy (``fresh``), merged back in order
+    (``absorb``). A store smaller than ``least`` bytes is read in one pass here; a worker that fails is an
+    instrument error.
+    """
+    from certlab_core.forking import ChildFailure, map_in_forks
+
+    ranges = _line_ranges(path, workers, least)
+    if len(ranges) < 2:
+        return read_lines(manifest, iter_raw_line_bytes(path), None if observer is None else observer.observe)
+
+    def part(bounds: tuple[int, int, int]) -> _Part:
+        start, end, first = bounds
+        watcher = None if observer is None else observer.fresh()
+        found, entries = _scan(
+            manifest,
+            iter_raw_line_bytes(path, start=start, end=end),
+            None if watcher is None else watcher.observe,
+            first,
+        )
+        return found, entries, watcher
+
+    parts: dict[int, _Part] = {}
+    for index, result in map_in_forks(part, ranges, workers=len(ranges)):
+        if isinstance(result, ChildFailure):
+            raise InstrumentError(f"{path}: a worker reading part of it failed ({result.kind}: {result.summary})")
+        parts[index] = result
+    problems: list[tuple[int, str]] = []
+    entries: list[_Entry] = []
+    for index in range(len(ranges)):
+        found, kept, watcher = parts.pop(index)
+        problems.extend(found)
+        entries.extend(kept)
+        if observer is not None:
+            observer.absorb(watcher)
+    return _collect(problems, entries)
+
+
+def _line_ranges(path: Path, workers: int, least: int) -> list[tuple[int, int, int]]:
+    """``workers`` byte ranges of the file, each starting after a newline, with the number of its first line."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return []
+    if workers < 2 or size < least:
+        return []
+    ranges: list[tuple[int, int, int]] = []
+    start, first = 0, 1
+    with path.open("rb") as handle:
+        for share in range(1, workers):
+            handle.seek(max(start, size * share // workers))
+            handle.readline()
+            cut = handle.tell()
+            if cut >= size or cut <= start:
+                break
+            handle.seek(start)
+            lines = 0
+            left = cut - start
+            while left:
+                block = handle.read(min(left, 1 << 22))
+                lines += block.count(b"\n")
+                left -= len(block)
+            ranges.append((start, cut, first))
+            start, first = cut, first + lines
+    ranges.append((start, size, first))
+    return ranges if len(ranges) > 1 else []
 
 
 def _count(latest: Mapping[str, Mapping[str, Any]], arm: str, condition: str, size: int) -> dict[str, int]:
@@ -302,7 +428,18 @@ def decide(
 
     ``observe`` (see :func:`read_lines`) lets a caller read the same lines in the same pass.
     """
-    trials = read_lines(manifest, raw_lines, observe)
+    return decision_of(manifest, read_lines(manifest, raw_lines, observe), rule)
+
+
+def decide_file(
+    manifest: Manifest, path: Path, rule: StatisticalRule, observer: SplitObserver | None = None, workers: int = 2
+) -> dict[str, Any]:
+    """:func:`decide` over the trials.jsonl at ``path``, its lines checked in forked workers (:func:`read_file`)."""
+    return decision_of(manifest, read_file(manifest, path, observer, workers), rule)
+
+
+def decision_of(manifest: Manifest, trials: Trials, rule: StatisticalRule) -> dict[str, Any]:
+    """The decision document for the verified lines of a store (:func:`read_lines`)."""
     problems = list(trials.problems)
     latest = trials.latest
     k = manifest.schedule.gating_conditions

@@ -218,17 +218,23 @@ def iter_raw_lines(path: Path) -> Iterator[str]:
         raise InstrumentError(f"{path}: unreadable ({type(error).__name__}); the run store is damaged") from None
 
 
-def iter_raw_line_bytes(path: Path, chunk: int = 1 << 22) -> Iterator[bytes]:
+def iter_raw_line_bytes(path: Path, chunk: int = 1 << 22, start: int = 0, end: int | None = None) -> Iterator[bytes]:
     """The lines of trials.jsonl as bytes, without their newline, read in large chunks (split on ``\\n`` only).
 
     No line is decoded here: a sealed line's seal is checked over its raw bytes, which proves
-    them the UTF-8 text the writer sealed; a reader decodes only what it parses.
+    them the UTF-8 text the writer sealed; a reader decodes only what it parses. ``start`` and
+    ``end`` read only that byte range (``start`` just after a newline, ``end`` just after one
+    or the file's end).
     """
     try:
         with path.open("rb") as handle:
+            handle.seek(start)
+            left = None if end is None else end - start
             rest = b""
             while True:
-                block = handle.read(chunk)
+                block = handle.read(chunk if left is None else min(chunk, left))
+                if left is not None:
+                    left -= len(block)
                 if not block:
                     break
                 pieces = (rest + block).split(b"\n") if rest else block.split(b"\n")

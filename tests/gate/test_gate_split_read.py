@@ -1,0 +1,86 @@
+"""The decision's pass split over forked workers reads a store as one pass does: same trials, problems, report."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from certlab_core.canonical import unstructure
+from certlab_core.diagnosis.model import ReportAccumulator
+from certlab_core.gate.decision import _line_ranges, decision_of, read_file, read_lines
+from certlab_core.gate.manifest import manifest_document
+from certlab_core.gate.store import TRIALS, iter_raw_line_bytes, open_manifest
+from certlab_core.integrity import AttemptLedger
+from certlab_core.registry import discover
+
+ARCHIVED = Path(__file__).resolve().parent.parent / "archived_stores"
+
+
+def _store(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(ARCHIVED / name, folder)
+    return folder
+
+
+def _both(folder: Path, workers: int) -> tuple[tuple, tuple]:
+    manifest = open_manifest(folder)
+    assert len(_line_ranges(folder / TRIALS, workers, 0)) == workers
+    rule = discover().get("statistical_rules", manifest.rule.name)
+    results = []
+    for split in (False, True):
+        ledger = AttemptLedger(manifest.infra_exit_codes)
+        accumulator = ReportAccumulator(manifest_document(manifest))
+        if split:
+            splitter = _Both(ledger, accumulator)
+            trials = read_file(manifest, folder / TRIALS, splitter, workers=workers, least=0)
+        else:
+            splitter = _Both(ledger, accumulator)
+            trials = read_lines(manifest, iter_raw_line_bytes(folder / TRIALS), splitter.observe)
+        decision = decision_of(manifest, trials, rule)
+        report = splitter.accumulator.report(decision)
+        results.append(
+            (trials.latest, trials.attempts, trials.problems, decision, splitter.ledger.finish(), unstructure(report))
+        )
+    return results[0], results[1]
+
+
+class _Both:
+    """The gate's ledger and the report's accumulator watching the same pass."""
+
+    def __init__(self, ledger: AttemptLedger, accumulator: ReportAccumulator) -> None:
+        self.ledger, self.accumulator = ledger, accumulator
+
+    def observe(self, number, raw, summary) -> None:
+        self.ledger.observe(number, raw, summary)
+        self.accumulator.observe(number, raw, summary)
+
+    def fresh(self) -> _Both:
+        return _Both(self.ledger.fresh(), self.accumulator.fresh())
+
+    def absorb(self, other: _Both) -> None:
+        self.ledger.absorb(other.ledger)
+        self.accumulator.absorb(other.accumulator)
+
+
+@pytest.mark.parametrize(
+    ("name", "workers"), [("block", 2), ("block", 3), ("inconclusive", 2), ("inconclusive", 3), ("error", 2)]
+)
+def test_split_read_equals_one_pass(tmp_path: Path, name: str, workers: int) -> None:
+    one, split = _both(_store(tmp_path, name), workers)
+    assert split == one
+
+
+def test_split_read_equals_one_pass_on_a_damaged_store(tmp_path: Path) -> None:
+    folder = _store(tmp_path, "block")
+    lines = (folder / TRIALS).read_bytes().split(b"\n")[:-1]
+    assert len(lines) > 10
+    broken = lines[3][:-3] + b'"}'  # its seal cut short: it no longer holds
+    # a broken seal early, an empty line, and the first line written again at the end (after any split)
+    damaged = [*lines[:3], broken, b"", *lines[4:], lines[0]]
+    (folder / TRIALS).write_bytes(b"\n".join(damaged) + b"\n")
+    one, split = _both(folder, 2)
+    assert one[2], "the damaged store has problems"
+    assert any("recorded twice" in problem for problem in one[2])
+    assert split == one
