@@ -276,13 +276,14 @@ def read_file(
 ) -> Trials:
     """:func:`read_lines` over trials.jsonl at ``path``, its lines split at a newline into parts read in forked workers.
 
-    Every line is still checked, each by one worker (seal, summary, schedule, identity); the
-    parent merges the parts in file order and checks what spans them (duplicates, retries).
-    ``observer`` sees the lines of each part in a fresh copy (``fresh``), merged back in order
-    (``absorb``). A store smaller than ``least`` bytes is read in one pass here; a worker that fails is an
+    Every line is still checked, each by one process (seal, summary, schedule, identity): the
+    first part here, the others in forked children; the parts are merged in file order and
+    what spans them (duplicates, retries) is checked here. ``observer`` sees the first part
+    itself and each other part in a fresh copy (``fresh``), merged back in order (``absorb``).
+    A store smaller than ``least`` bytes is read in one pass here; a worker that fails is an
     instrument error.
     """
-    from certlab_core.forking import ChildFailure, map_in_forks
+    from certlab_core.forking import ChildFailure, ForkPool
 
     ranges = _line_ranges(path, workers, least)
     if len(ranges) < 2:
@@ -300,13 +301,25 @@ def read_file(
         return found, entries, watcher
 
     parts: dict[int, _Part] = {}
-    for index, result in map_in_forks(part, ranges, workers=len(ranges)):
-        if isinstance(result, ChildFailure):
-            raise InstrumentError(f"{path}: a worker reading part of it failed ({result.kind}: {result.summary})")
-        parts[index] = result
-    problems: list[tuple[int, str]] = []
-    entries: list[_Entry] = []
-    for index in range(len(ranges)):
+    with ForkPool(len(ranges) - 1) as pool:
+        for index in range(1, len(ranges)):
+            pool.submit(part, ranges[index], index)
+        # The first part is read here meanwhile, by the observer itself (nothing to send back).
+        start, end, first = ranges[0]
+        problems, entries = _scan(
+            manifest,
+            iter_raw_line_bytes(path, start=start, end=end),
+            None if observer is None else observer.observe,
+            first,
+        )
+        while pool.busy():
+            for index, result in pool.wait():
+                if isinstance(result, ChildFailure):
+                    raise InstrumentError(
+                        f"{path}: a worker reading part of it failed ({result.kind}: {result.summary})"
+                    )
+                parts[index] = result
+    for index in range(1, len(ranges)):
         found, kept, watcher = parts.pop(index)
         problems.extend(found)
         entries.extend(kept)
