@@ -268,6 +268,7 @@ class SplitObserver(Protocol):
     def absorb(self, other: Any) -> None: ...
 
 
+FIRST_SHARE = 0.4  # the parent reads less than its children: the decision and the report are its alone afterwards
 _Part = tuple[list[tuple[int, str]], list[_Entry], Any]
 
 
@@ -285,7 +286,7 @@ def read_file(
     """
     from certlab_core.forking import ChildFailure, ForkPool
 
-    ranges = _line_ranges(path, workers, least)
+    ranges = _line_ranges(path, workers, least, FIRST_SHARE)
     if len(ranges) < 2:
         return read_lines(manifest, iter_raw_line_bytes(path), None if observer is None else observer.observe)
 
@@ -328,8 +329,11 @@ def read_file(
     return _collect(problems, entries)
 
 
-def _line_ranges(path: Path, workers: int, least: int) -> list[tuple[int, int, int]]:
-    """``workers`` byte ranges of the file, each starting after a newline, with the number of its first line."""
+def _line_ranges(path: Path, workers: int, least: int, first_share: float = 0.0) -> list[tuple[int, int, int]]:
+    """``workers`` byte ranges of the file, each starting after a newline, with the number of its first line.
+
+    The first range holds about ``first_share`` of the bytes (an even share when 0), the others share the rest.
+    """
     try:
         size = path.stat().st_size
     except OSError:
@@ -339,8 +343,9 @@ def _line_ranges(path: Path, workers: int, least: int) -> list[tuple[int, int, i
     ranges: list[tuple[int, int, int]] = []
     start, first = 0, 1
     with path.open("rb") as handle:
+        head = int(size * first_share) if first_share else size // workers
         for share in range(1, workers):
-            handle.seek(max(start, size * share // workers))
+            handle.seek(max(start, head + (size - head) * (share - 1) // (workers - 1)))
             handle.readline()
             cut = handle.tell()
             if cut >= size or cut <= start:
