@@ -16,6 +16,7 @@ from attrs import frozen
 from certlab_core import failure_modes as fm
 from certlab_core.canonical import unstructure
 from certlab_core.errors import InstrumentError
+from certlab_core.fingerprints import check_unmoved
 from certlab_core.held_out import experiment_lock
 from certlab_core.lab import Task, TrialSpec, grader_chain, preload, prove, run_trial
 from certlab_core.records import AgentAdapter, Defect, Grader, TaskFamily
@@ -40,9 +41,13 @@ class FamilyTrials:
         by_id = {d.id: d for d in family.defects}
         defects = tuple(by_id[d] for d in manifest.task.defects)
         graders = tuple(grader_chain(registry))
-        proof = prove(family, graders, acceptance_lock=experiment_lock(family.name))
+        lock = experiment_lock(family.name)
+        proof = prove(family, graders, acceptance_lock=lock)
         if not proof.holds:
             raise InstrumentError(f"the instrument does not hold for {family.name}: {proof.problems[0]}")
+        if lock is not None:  # the arms interleave, so "before every arm" is before the first trial of either
+            for side in manifest.arms:
+                check_unmoved(lock, f"before the {side} arm ({family.name})")
         preload()
         adapters = {side: registry.get("agents", arm.adapter) for side, arm in manifest.arms.items()}
         return cls(plan, family, defects, graders, proof.expected_tests, adapters)
