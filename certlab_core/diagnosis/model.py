@@ -18,7 +18,7 @@ from typing import Any
 from attrs import define, field, frozen
 
 from certlab_core.cost import cost_report
-from certlab_core.diagnosis.events import failure_fingerprint
+from certlab_core.diagnosis.events import boundary_marks, fingerprint_of_marks, well_formed_marks
 from certlab_core.diagnosis.intervals import clopper_pearson, pass_hat_k, wilson
 from certlab_core.records import Usage
 
@@ -259,7 +259,10 @@ _USAGE_WINDOW = 4096  # bytes of a line's end decoded to find its usage (a longe
 
 
 class _RawLine:
-    """A sealed line held as its raw text until its twin arrives; parsed only if the pair holds a failure."""
+    """A sealed line held as its raw text until its twin arrives; parsed only if the pair holds a failure.
+
+    Kept only for a line whose summary has no boundary marks (see :class:`_Marked`).
+    """
 
     __slots__ = ("outcome", "raw")
 
@@ -272,6 +275,36 @@ class _RawLine:
     def parsed(self) -> Mapping[str, Any]:
         line = json.loads(self.raw)
         return line if isinstance(line, dict) else {}
+
+
+class _Marked:
+    """What a failure's fingerprint needs of a line: its id, attempt, outcome, failure mode and boundary marks.
+
+    Taken from a sealed line's ``_gate`` summary, so a pair holding a failure is fingerprinted
+    without parsing either line.
+    """
+
+    __slots__ = ("attempt", "failure_mode", "id", "marks", "outcome")
+
+    def __init__(self, trial_id: Any, attempt: Any, outcome: Any, failure_mode: Any, marks: Sequence[str]) -> None:
+        self.id, self.attempt, self.outcome, self.failure_mode = trial_id, attempt, outcome, failure_mode
+        self.marks = marks
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.outcome if key == "outcome" else default
+
+    @classmethod
+    def of(cls, line: Mapping[str, Any] | _RawLine | _Marked) -> _Marked:
+        if isinstance(line, _Marked):
+            return line
+        whole = line.parsed() if isinstance(line, _RawLine) else line
+        return cls(
+            whole.get("id"),
+            whole.get("attempt"),
+            whole.get("outcome"),
+            whole.get("failure_mode"),
+            boundary_marks(whole.get("events") or []),
+        )
 
 
 def _last_usage(raw: str | bytes) -> Any:
@@ -307,7 +340,7 @@ class ReportAccumulator:
         self.pass_k = tuple(pass_k)
         self.latest: dict[str, TrialSummary] = {}
         self.errors: list[tuple[str, int, str]] = []
-        self._pending: dict[tuple[str, int], dict[str, Mapping[str, Any] | _RawLine]] = {}
+        self._pending: dict[tuple[str, int], dict[str, Mapping[str, Any] | _RawLine | _Marked]] = {}
         self._names: dict[str, str] = {}
         self._patterns: dict[tuple[Any, ...], frozenset[int]] = {}
         self.skipped = 0
@@ -359,8 +392,9 @@ class ReportAccumulator:
         """Take one line as the gate's decision reads it (an observer of ``decide``): raw, with its verified summary.
 
         A line whose seal held is read from its ``_gate`` summary and its last key, ``usage``;
-        it is parsed whole only when its pair (the twin of another arm) holds a failure, whose
-        fingerprint needs the events. Any other line is parsed whole and taken as by :meth:`add`.
+        a failure's fingerprint comes from the boundary marks of the summaries of its pair (the
+        twin of the other arm); a summary without marks is parsed whole only when its pair holds
+        a failure. Any other line is parsed whole and taken as by :meth:`add`.
         """
         fast = self._from_summary(raw, summary) if summary is not None else None
         if fast is None:
@@ -381,7 +415,12 @@ class ReportAccumulator:
         if trial.outcome == "error":
             return
         pair = self._pending.setdefault((trial.condition, trial.index), {})
-        pair[trial.arm] = _RawLine(raw, trial.outcome)
+        marks: Any = summary.get("boundary") if summary is not None else None
+        pair[trial.arm] = (
+            _Marked(trial.id, trial.attempt, trial.outcome, trial.failure_mode, marks)
+            if well_formed_marks(marks)
+            else _RawLine(raw, trial.outcome)
+        )
         if len(pair) == len(ARMS):
             self._fingerprint_pair(pair)
             del self._pending[(trial.condition, trial.index)]
@@ -457,17 +496,18 @@ class ReportAccumulator:
         )
         return trial, str(summary.get("error") or "")
 
-    def _fingerprint_pair(self, pair: Mapping[str, Mapping[str, Any] | _RawLine]) -> None:
+    def _fingerprint_pair(self, pair: Mapping[str, Mapping[str, Any] | _RawLine | _Marked]) -> None:
         if not any(line.get("outcome") == "failure" for line in pair.values()):
             return
-        lines = {arm: line.parsed() if isinstance(line, _RawLine) else line for arm, line in pair.items()}
+        lines = {arm: _Marked.of(line) for arm, line in pair.items()}
         for arm, line in lines.items():
-            if line.get("outcome") != "failure":
+            if line.outcome != "failure":
                 continue
-            other = ARMS[1] if arm == ARMS[0] else ARMS[0]
-            summary = self.latest.get(str(line.get("id")))
-            if summary is not None and summary.attempt == line.get("attempt"):
-                summary.fingerprint = failure_fingerprint(line, lines.get(other))
+            twin = lines.get(ARMS[1] if arm == ARMS[0] else ARMS[0])
+            summary = self.latest.get(str(line.id))
+            if summary is not None and summary.attempt == line.attempt:
+                passing = twin.marks if twin is not None and twin.outcome == "success" else None
+                summary.fingerprint = fingerprint_of_marks(line.failure_mode, line.marks, passing)
 
     def _finish_pending(self) -> None:
         for pair in self._pending.values():
@@ -634,7 +674,7 @@ def _restored(
     pass_k: Sequence[int],
     rows: Sequence[tuple[Any, ...]],
     errors: list[tuple[str, int, str]],
-    pending: dict[tuple[str, int], dict[str, Mapping[str, Any] | _RawLine]],
+    pending: dict[tuple[str, int], dict[str, Mapping[str, Any] | _RawLine | _Marked]],
     skipped: int,
 ) -> ReportAccumulator:
     """A report accumulator from what ``ReportAccumulator.__reduce__`` sent."""

@@ -95,6 +95,12 @@ class GateSummary:
     it without parsing the events."""
 
     attempt: int
+    boundary: tuple[str, ...] = field(
+        metadata=_doc(
+            "each event's mark, in order: 16 hex of the sha256 of the event's canonical JSON without seq, "
+            "a flag e (error) or -, a flag f (a fault altered it) or -, then its label"
+        )
+    )
     error: str | None
     failure_mode: str | None
     fired: tuple[bool, ...] = field(metadata=_doc("whether each declared fault fired, in order"))

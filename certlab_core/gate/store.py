@@ -18,6 +18,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.canonical import pretty_json
+from certlab_core.diagnosis.events import boundary_marks
 from certlab_core.errors import InstrumentError, UsageError
 from certlab_core.gate.manifest import Manifest, manifest_document, read_manifest
 
@@ -44,6 +45,7 @@ def gate_summary(line: Mapping[str, Any]) -> dict[str, Any]:
     violations = line.get("contract_violations")
     return {
         "attempt": line.get("attempt"),
+        "boundary": boundary_marks(line.get("events")),
         "error": line.get("error"),
         "failure_mode": line.get("failure_mode"),
         "fired": [bool(f.get("fired")) if isinstance(f, Mapping) else False for f in faults]
