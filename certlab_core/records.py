@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -64,6 +65,21 @@ class TaskFamily:
     # False for a user's own task (``certlab_core.user_task``): the tree as issued holds the
     # defect and no fixed tree is known, so proving means the issued tree fails its grading.
     clean_tree: bool = True
+
+    #: The standard layout of a family folder shipped in a distribution.
+    TREE, PROMPT, CASES = "tree", "TASK.md", "acceptance.jsonl"
+
+    @classmethod
+    def in_folder(cls, folder: str | os.PathLike[str], **fields: Any) -> TaskFamily:
+        """A family laid out the standard way: ``folder/tree`` (the clean tree with its visible
+        tests), ``folder/TASK.md`` (the prompt) and ``folder/acceptance.jsonl`` (held-out cases)."""
+        root = os.fspath(folder)
+        return cls(
+            tree_dir=os.path.join(root, cls.TREE),
+            prompt_file=os.path.join(root, cls.PROMPT),
+            cases_file=os.path.join(root, cls.CASES),
+            **fields,
+        )
 
 
 # --------------------------------------------------------------------------- agents

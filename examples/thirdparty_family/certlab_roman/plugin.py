@@ -50,13 +50,11 @@ DEFECTS = (
 def certlab_task_families() -> list[TaskFamily]:
     """The roman family, its files at absolute paths inside this installed package."""
     return [
-        TaskFamily(
+        TaskFamily.in_folder(
+            FAMILY_DIR,
             name="roman",
             version=VERSION,
             description="one module of Roman numerals: to_roman, from_roman, is_roman, compare, add, numeral_range",
-            tree_dir=str(FAMILY_DIR / "tree"),
-            prompt_file=str(FAMILY_DIR / "TASK.md"),
-            cases_file=str(FAMILY_DIR / "acceptance.jsonl"),
             allowed_paths=[MODULE],
             test_paths=["tests"],
             module_names=["roman"],

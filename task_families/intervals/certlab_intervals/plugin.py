@@ -54,13 +54,11 @@ DEFECTS = (
 def certlab_task_families() -> list[TaskFamily]:
     """The intervals family, with its files at absolute paths inside this installed package."""
     return [
-        TaskFamily(
+        TaskFamily.in_folder(
+            FAMILY_DIR,
             name="intervals",
             version="1.0.0",
             description="one module of half-open integer intervals: length, contains, overlaps, merge, clamp, gaps",
-            tree_dir=str(FAMILY_DIR / "tree"),
-            prompt_file=str(FAMILY_DIR / "TASK.md"),
-            cases_file=str(FAMILY_DIR / "acceptance.jsonl"),
             allowed_paths=[MODULE],
             test_paths=["tests"],
             module_names=["intervals"],

@@ -76,13 +76,11 @@ DEFECTS = (
 def certlab_task_families() -> list[TaskFamily]:
     """The ledger family, with its files at absolute paths inside this installed package."""
     return [
-        TaskFamily(
+        TaskFamily.in_folder(
+            FAMILY_DIR,
             name="ledger",
             version="1.0.1",
             description="a three-module double-entry ledger package: models, then validate, then report",
-            tree_dir=str(FAMILY_DIR / "tree"),
-            prompt_file=str(FAMILY_DIR / "TASK.md"),
-            cases_file=str(FAMILY_DIR / "acceptance.jsonl"),
             allowed_paths=["ledger/*.py"],
             test_paths=["tests"],
             module_names=["ledger"],

@@ -118,13 +118,11 @@ DEFECTS = (
 def certlab_task_families() -> list[TaskFamily]:
     """The machine family, with its files at absolute paths inside this installed package."""
     return [
-        TaskFamily(
+        TaskFamily.in_folder(
+            FAMILY_DIR,
             name="machine",
             version="1.0.0",
             description="a four-module integer expression interpreter: tokenizer, parser, evaluator and api",
-            tree_dir=str(FAMILY_DIR / "tree"),
-            prompt_file=str(FAMILY_DIR / "TASK.md"),
-            cases_file=str(FAMILY_DIR / "acceptance.jsonl"),
             allowed_paths=["machine/*.py"],
             test_paths=["tests"],
             module_names=["machine"],
