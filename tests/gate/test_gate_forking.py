@@ -77,11 +77,22 @@ def test_a_preload_that_fails_or_starts_a_thread_leaves_the_zygote_not_ready() -
     assert not spun.ready and spun.problem is not None and "started a thread" in spun.problem
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def test_closing_a_zygote_stops_its_grandchildren(tmp_path: Any) -> None:
     marker = tmp_path / "pid"
 
     def sleeper(_preloaded: Any, _arg: Any) -> None:
-        marker.write_text(str(os.getpid()))
+        staged = tmp_path / "pid.tmp"
+        staged.write_text(str(os.getpid()))
+        staged.rename(marker)  # appears whole, never half written
         time.sleep(30)
 
     zygote = Zygote(preload, sleeper)
@@ -95,12 +106,10 @@ def test_closing_a_zygote_stops_its_grandchildren(tmp_path: Any) -> None:
     zygote.close()
     pool.close()
     assert time.monotonic() - started < 5.0
-    try:
-        os.kill(grandchild, 0)
-        alive = True
-    except ProcessLookupError:
-        alive = False
-    assert not alive
+    deadline = time.monotonic() + 5
+    while _running(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _running(grandchild)
 
 
 SPAWNED = """
