@@ -157,8 +157,7 @@ def run_chain(graders: Sequence[Grader], request: GradeRequest) -> ChainResult:
     return ChainResult(tuple(grades))
 
 
-def _issued_bytes(task: Task, relpath: str) -> bytes | None:
-    seeded = apply_seeds(task.family, task.defect)
+def _issued_bytes(task: Task, seeded: dict[str, bytes], relpath: str) -> bytes | None:
     if relpath in seeded:
         return seeded[relpath]
     source = Path(task.family.tree_dir) / relpath
@@ -168,8 +167,9 @@ def _issued_bytes(task: Task, relpath: str) -> bytes | None:
 def readable_diff(task: Task, work: Path, changes: Iterable[Change]) -> str:
     """A unified diff of the text files an agent changed (binary and link changes are named)."""
     out: list[str] = []
+    seeded = apply_seeds(task.family, task.defect)
     for change in changes:
-        before = _issued_bytes(task, change.path) if change.kind != "added" else None
+        before = _issued_bytes(task, seeded, change.path) if change.kind != "added" else None
         after_path = work / change.path
         after = (
             after_path.read_bytes()

@@ -13,7 +13,7 @@ from attrs import frozen
 
 from certlab_core.canonical import seal_holds, structure
 from certlab_core.certification import BUNDLE_FILE, BUNDLE_SCHEMA, load_json
-from certlab_core.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
+from certlab_core.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
 from certlab_core.forking import ChildFailure, map_in_forks
 from certlab_core.lab import Progress, grader_chain, preload, prove, run_chain
 from certlab_core.records import Defect, Grader, GradeRequest, TaskFamily
@@ -184,6 +184,3 @@ def regrade(registry: Registry, folder: Path, workers: int, progress: Progress) 
         return RegradeResult("mismatch", EXIT_MISMATCH, tuple(lines + [f"mismatch: {m}" for m in mismatches]))
     lines.append(f"consistent: {len(graded)} graded trial(s) re-earned their recorded verdicts")
     return RegradeResult("consistent", EXIT_OK, tuple(lines))
-
-
-__all__ = ["EXIT_ERROR", "RegradeResult", "read_bundle", "regrade"]

@@ -9,6 +9,9 @@ on a second try. They never decide their own success: the world's oracle does.
   retries only ``ToolUnavailable`` (the confirm's busy error), so a timed-out reserve is no
   longer retried. On a clean run A and B behave the same.
 - C is B with the helper's default fixed to retry timeouts as well.
+
+B and C each keep their own copy of the helper on purpose: they stand for two versions of
+one agent, so a change to one (as a repair, or an edit before a replay) never moves the other.
 """
 
 from __future__ import annotations
