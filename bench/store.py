@@ -4,8 +4,8 @@ The store follows docs/run-store.md exactly (sealed manifest, sealed lines with 
 identities the schedule implies), so both commands do their full seal and schedule checks.
 Its lines are real: a small run of the retry world (A against B, a timed-out reserve and a
 clean condition) is made first, and each of its trial lines is copied to many indices,
-re-keyed and resealed (``seal_line`` recomputes each ``_gate`` summary, the events' boundary
-marks included, so a store built here has the current line format), since running 100,000
+re-keyed and resealed (``seal_line`` recomputes each ``_gate`` summary and ``_marks``, so a
+store built here has the current line format), since running 100,000
 agents is not what this measures. Each command runs as a fresh process; its wall time, CPU
 time and peak memory (max RSS of that process, from ``wait4``) are printed. Targets: at most 5 s and 300 MB each.
 

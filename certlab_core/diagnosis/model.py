@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from attrs import define, field, frozen
 
 from certlab_core.cost import cost_report
 from certlab_core.diagnosis.events import boundary_marks, fingerprint_of_marks, well_formed_marks
 from certlab_core.diagnosis.intervals import clopper_pearson, pass_hat_k, wilson
+from certlab_core.gate.store import MARKS_KEY
 from certlab_core.records import Usage
 
 REPORT_SCHEMA = "certlab.report/1"
@@ -252,37 +253,53 @@ def _well_formed(line: Any) -> bool:
 
 OUTCOMES = ("success", "failure", "error")
 _UNREAD = object()
+_DECODER = json.JSONDecoder()
+_MARKS_START = "}" + MARKS_KEY + "["  # the end of a line's ``_gate`` summary and the start of its ``_marks``
+_MARKS_END = '],"'  # the end of the ``_marks`` list (the first ``],"`` after it starts)
+_MARKS_START_BYTES, _MARKS_END_BYTES = _MARKS_START.encode(), _MARKS_END.encode()
 _USAGE_KEY = ',"usage":'
 _NO_USAGE = ',"usage":null}'
 _NO_USAGE_BYTES = _NO_USAGE.encode()
 _USAGE_WINDOW = 4096  # bytes of a line's end decoded to find its usage (a longer usage is read whole)
 
 
-class _RawLine:
-    """A sealed line held as its raw text until its twin arrives; parsed only if the pair holds a failure.
+_Pending: TypeAlias = tuple[TrialSummary, str | bytes] | Mapping[str, Any]
+"""A line waiting for its twin: a sealed line's trial summary with its raw text, or a line parsed whole."""
 
-    Kept only for a line whose summary has no boundary marks (see :class:`_Marked`).
+
+def _raw_marks(raw: str | bytes) -> list[str]:
+    """A sealed line's boundary marks: its ``_marks`` list right after its ``_gate`` summary, else made from its events.
+
+    The list is found without decoding the summary: neither ``},"_marks":[`` nor ``],"``
+    can occur inside a JSON string, and the summary seal_line writes holds no object, so
+    the first of the one and the first of the other after it bracket the list. (A sealed
+    line is trusted for its marks as for its summary; a hand-made line that nests objects
+    in its summary is fingerprinted from whatever ``_marks`` it carries, which changes no
+    verdict.)
     """
-
-    __slots__ = ("outcome", "raw")
-
-    def __init__(self, raw: str | bytes, outcome: str) -> None:
-        self.raw, self.outcome = raw, outcome
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.outcome if key == "outcome" else default
-
-    def parsed(self) -> Mapping[str, Any]:
-        line = json.loads(self.raw)
-        return line if isinstance(line, dict) else {}
+    if isinstance(raw, bytes):
+        start = raw.find(_MARKS_START_BYTES)
+        end = raw.find(_MARKS_END_BYTES, start)
+    else:
+        start = raw.find(_MARKS_START)
+        end = raw.find(_MARKS_END, start)
+    if 0 < start < end:
+        piece = raw[start + len(_MARKS_START) - 1 : end + 1]
+        try:
+            marks = _DECODER.decode(piece.decode("utf-8") if isinstance(piece, bytes) else piece)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            marks = None
+        if well_formed_marks(marks):
+            return list(marks)
+    try:
+        line = json.loads(raw)
+    except (ValueError, RecursionError):
+        return []
+    return boundary_marks(line.get("events")) if isinstance(line, dict) else []
 
 
 class _Marked:
-    """What a failure's fingerprint needs of a line: its id, attempt, outcome, failure mode and boundary marks.
-
-    Taken from a sealed line's ``_gate`` summary, so a pair holding a failure is fingerprinted
-    without parsing either line.
-    """
+    """What a failure's fingerprint needs of a line: its id, attempt, outcome, failure mode and boundary marks."""
 
     __slots__ = ("attempt", "failure_mode", "id", "marks", "outcome")
 
@@ -290,21 +307,22 @@ class _Marked:
         self.id, self.attempt, self.outcome, self.failure_mode = trial_id, attempt, outcome, failure_mode
         self.marks = marks
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.outcome if key == "outcome" else default
-
     @classmethod
-    def of(cls, line: Mapping[str, Any] | _RawLine | _Marked) -> _Marked:
-        if isinstance(line, _Marked):
-            return line
-        whole = line.parsed() if isinstance(line, _RawLine) else line
+    def of(cls, line: _Pending) -> _Marked:
+        if isinstance(line, tuple):
+            trial, raw = line
+            return cls(trial.id, trial.attempt, trial.outcome, trial.failure_mode, _raw_marks(raw))
         return cls(
-            whole.get("id"),
-            whole.get("attempt"),
-            whole.get("outcome"),
-            whole.get("failure_mode"),
-            boundary_marks(whole.get("events") or []),
+            line.get("id"),
+            line.get("attempt"),
+            line.get("outcome"),
+            line.get("failure_mode"),
+            boundary_marks(line.get("events") or []),
         )
+
+
+def _outcome(line: _Pending) -> Any:
+    return line[0].outcome if isinstance(line, tuple) else line.get("outcome")
 
 
 def _last_usage(raw: str | bytes) -> Any:
@@ -340,7 +358,7 @@ class ReportAccumulator:
         self.pass_k = tuple(pass_k)
         self.latest: dict[str, TrialSummary] = {}
         self.errors: list[tuple[str, int, str]] = []
-        self._pending: dict[tuple[str, int], dict[str, Mapping[str, Any] | _RawLine | _Marked]] = {}
+        self._pending: dict[tuple[str, int], dict[str, _Pending]] = {}
         self._names: dict[str, str] = {}
         self._patterns: dict[tuple[Any, ...], frozenset[int]] = {}
         self.skipped = 0
@@ -392,12 +410,12 @@ class ReportAccumulator:
         """Take one line as the gate's decision reads it (an observer of ``decide``): raw, with its verified summary.
 
         A line whose seal held is read from its ``_gate`` summary and its last key, ``usage``;
-        a failure's fingerprint comes from the boundary marks of the summaries of its pair (the
-        twin of the other arm); a summary without marks is parsed whole only when its pair holds
-        a failure. Any other line is parsed whole and taken as by :meth:`add`.
+        a failure's fingerprint comes from the boundary marks (``_marks``) of its pair (the
+        twin of the other arm), read only when the pair holds a failure. Any other line is
+        parsed whole and taken as by :meth:`add`.
         """
-        fast = self._from_summary(raw, summary) if summary is not None else None
-        if fast is None:
+        trial = self._from_summary(raw, summary) if summary is not None else None
+        if trial is None:
             try:
                 line = json.loads(raw)
             except (ValueError, RecursionError):
@@ -405,25 +423,23 @@ class ReportAccumulator:
             if isinstance(line, dict):
                 self.add(line)
             return
-        trial, error = fast
         if trial.outcome == "error":
-            self.errors.append((trial.id, trial.attempt, error))
+            self.errors.append((trial.id, trial.attempt, str(summary.get("error") or "") if summary else ""))
         kept = self.latest.get(trial.id)
         if kept is not None and kept.attempt > trial.attempt:
             return
         self.latest[trial.id] = trial
         if trial.outcome == "error":
             return
-        pair = self._pending.setdefault((trial.condition, trial.index), {})
-        marks: Any = summary.get("boundary") if summary is not None else None
-        pair[trial.arm] = (
-            _Marked(trial.id, trial.attempt, trial.outcome, trial.failure_mode, marks)
-            if well_formed_marks(marks)
-            else _RawLine(raw, trial.outcome)
-        )
+        key = (trial.condition, trial.index)
+        pair = self._pending.get(key)
+        if pair is None:
+            self._pending[key] = {trial.arm: (trial, raw)}
+            return
+        pair[trial.arm] = (trial, raw)
         if len(pair) == len(ARMS):
+            del self._pending[key]
             self._fingerprint_pair(pair)
-            del self._pending[(trial.condition, trial.index)]
 
     def _fired(self, flags: Any) -> frozenset[int]:
         """The indices of the faults that fired, one shared set per pattern of flags."""
@@ -469,35 +485,43 @@ class ReportAccumulator:
                 self._fingerprint_pair(pair)
                 del self._pending[key]
 
-    def _from_summary(self, raw: str | bytes, summary: Mapping[str, Any]) -> tuple[TrialSummary, str] | None:
-        """The trial summary of a sealed line from its ``_gate`` summary and its ``usage`` (None: read it whole)."""
-        trial_id, attempt, outcome = summary.get("id"), summary.get("attempt"), summary.get("outcome")
-        if not isinstance(trial_id, str) or not isinstance(attempt, int) or isinstance(attempt, bool):
-            return None
-        parts = trial_id.split("/")
-        if len(parts) != 3 or parts[0] not in ARMS or not parts[2].isdigit() or outcome not in OUTCOMES:
-            return None
-        usage = _last_usage(raw)
-        if usage is _UNREAD:
-            return None
-        mode = summary.get("failure_mode")
-        fired = summary.get("fired")
-        trial = TrialSummary(
-            id=trial_id,
-            arm=self._interned(parts[0]),
-            condition=self._interned(parts[1]),
-            index=int(parts[2]),
-            attempt=attempt,
-            outcome=self._interned(outcome),
-            failure_mode=None if mode is None else self._interned(mode),
-            fired=self._fired(fired),
-            violated=bool(summary.get("violations")),
-            usage=_usage_of({"usage": usage}),
-        )
-        return trial, str(summary.get("error") or "")
+    def _from_summary(self, raw: str | bytes, summary: Mapping[str, Any]) -> TrialSummary | None:
+        """The trial summary of a sealed line from its ``_gate`` summary and its ``usage`` (None: read it whole).
 
-    def _fingerprint_pair(self, pair: Mapping[str, Mapping[str, Any] | _RawLine | _Marked]) -> None:
-        if not any(line.get("outcome") == "failure" for line in pair.values()):
+        Called once per line of a store, so it is written for speed: the id is cut with
+        ``partition`` and repeated strings are shared through one dictionary.
+        """
+        trial_id, attempt, outcome = summary.get("id"), summary.get("attempt"), summary.get("outcome")
+        if type(trial_id) is not str or type(attempt) is not int or outcome not in OUTCOMES:
+            return None
+        arm, _slash, rest = trial_id.partition("/")
+        condition, _slash, index = rest.partition("/")
+        if arm not in ARMS or not (index.isascii() and index.isdigit()):
+            return None
+        if raw.endswith(_NO_USAGE_BYTES) if isinstance(raw, bytes) else raw.endswith(_NO_USAGE):
+            usage = None
+        else:
+            reported = _last_usage(raw)
+            if reported is _UNREAD:
+                return None
+            usage = _usage_of({"usage": reported})
+        names = self._names
+        mode = summary.get("failure_mode")
+        return TrialSummary(
+            trial_id,
+            names.setdefault(arm, arm),
+            names.setdefault(condition, condition),
+            int(index),
+            attempt,
+            names.setdefault(outcome, outcome),
+            None if mode is None else self._interned(mode),
+            self._fired(summary.get("fired")),
+            bool(summary.get("violations")),
+            usage,
+        )
+
+    def _fingerprint_pair(self, pair: Mapping[str, _Pending]) -> None:
+        if not any(_outcome(line) == "failure" for line in pair.values()):
             return
         lines = {arm: _Marked.of(line) for arm, line in pair.items()}
         for arm, line in lines.items():
@@ -674,7 +698,7 @@ def _restored(
     pass_k: Sequence[int],
     rows: Sequence[tuple[Any, ...]],
     errors: list[tuple[str, int, str]],
-    pending: dict[tuple[str, int], dict[str, Mapping[str, Any] | _RawLine | _Marked]],
+    pending: dict[tuple[str, int], dict[str, _Pending]],
     skipped: int,
 ) -> ReportAccumulator:
     """A report accumulator from what ``ReportAccumulator.__reduce__`` sent."""

@@ -24,7 +24,7 @@ from attrs import define, field
 from certlab_core.canonical import sealed
 from certlab_core.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS, InstrumentError
 from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
-from certlab_core.gate.schedule import Identities, key_of
+from certlab_core.gate.schedule import Identities
 from certlab_core.gate.store import (
     DECISION_SCHEMA,
     GATE_PREFIX,
@@ -70,7 +70,7 @@ _SCHEMA_MARK = f'"schema":"{TRIAL_SCHEMA}"'
 _SCHEMA_MARK_BYTES = _SCHEMA_MARK.encode()
 _GATE_PREFIX_BYTES = GATE_PREFIX.encode()
 _SEAL_KEY = b',"seal":"'
-_SUMMARY_WINDOW = 4096  # bytes decoded to read a line's leading summary (more only when it is longer)
+_SUMMARY_WINDOW = 1024  # bytes decoded to read a line's leading summary (more only when it is longer)
 _NOT_JSON = "not JSON; the store is damaged or was edited by hand"
 _NOT_TRIAL = f"not a {TRIAL_SCHEMA} record"
 _SEAL_BROKEN = "the seal does not match the content; the record was edited after it was written"
@@ -104,11 +104,18 @@ def _summary_of_bytes(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
         return None, _NOT_TRIAL
     if not _raw_seal_holds(raw):
         return None, _SEAL_BROKEN
-    # The seal holds, so the bytes are the UTF-8 text the writer sealed: only the head is decoded.
-    head = raw[:_SUMMARY_WINDOW].decode("utf-8", "ignore")
+    # Only the head is decoded: the summary comes first, and is short unless it holds a long error.
+    try:
+        head = raw[:_SUMMARY_WINDOW].decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.start < _SUMMARY_WINDOW - 3 or len(raw) <= _SUMMARY_WINDOW:
+            return None, _NOT_JSON  # not UTF-8 text (a character cut at the window's end is not an error)
+        head = raw[: error.start].decode("utf-8")
     try:
         summary, _end = _DECODER.raw_decode(head, len(GATE_PREFIX))
     except (ValueError, RecursionError):
+        if len(raw) <= _SUMMARY_WINDOW:
+            return None, _NOT_JSON
         try:
             summary, _end = _DECODER.raw_decode(raw.decode("utf-8"), len(GATE_PREFIX))
         except (ValueError, RecursionError, UnicodeDecodeError):
@@ -178,83 +185,108 @@ def _scan(
 ) -> tuple[list[tuple[int, str]], list[_Entry]]:
     """The per-line checks of :func:`read_lines` over lines numbered from ``first``: problems and kept attempts."""
     identities = Identities(manifest)
+    manifest_seal = manifest.seal
     shared: dict[Any, Any] = {}
     problems: list[tuple[int, str]] = []
     entries: list[_Entry] = []
     for number, raw in enumerate(raw_lines, first):
-        where = f"trials.jsonl line {number}"
         if not raw.strip():
-            problems.append((number, f"{where}: empty line; the store was edited by hand"))
+            problems.append((number, f"trials.jsonl line {number}: empty line; the store was edited by hand"))
             continue
         line, wrong = _summary_of_bytes(raw) if isinstance(raw, bytes) else _summary(raw)
         if observe is not None:
             observe(number, raw, line)
         if line is None:
-            problems.append((number, f"{where}: {wrong}"))
+            problems.append((number, f"trials.jsonl line {number}: {wrong}"))
             continue
         trial_id = line.get("id")
-        key = key_of(manifest, trial_id) if isinstance(trial_id, str) else None
-        if key is None:
-            problems.append((number, f"{where}: {trial_id!r} is not a trial this manifest schedules"))
-            continue
-        if line.get("seed") != key.seed:
-            problems.append((number, f"{where}: {trial_id}: its seed disagrees with its index and the manifest"))
-            continue
-        if line.get("identity") != identities.of(key):
-            problems.append(
-                (
-                    number,
-                    f"{where}: {trial_id}: its identity does not match the manifest "
-                    "(the manifest was resealed with other parameters after the trial ran)",
-                )
-            )
-            continue
-        if line.get("manifest_seal") != manifest.seal:
-            problems.append(
-                (number, f"{where}: {trial_id} was recorded under another manifest (its manifest_seal differs)")
-            )
+        scheduled = identities.of_id(trial_id) if isinstance(trial_id, str) else None
+        if (
+            scheduled is None
+            or not isinstance(trial_id, str)
+            or line.get("seed") != scheduled[0]
+            or line.get("identity") != scheduled[1]
+            or line.get("manifest_seal") != manifest_seal
+        ):
+            problems.append((number, _schedule_problem(f"trials.jsonl line {number}", trial_id, line, scheduled)))
             continue
         attempt = line.get("attempt")
         if not isinstance(attempt, int) or isinstance(attempt, bool) or not 1 <= attempt <= MAX_ATTEMPTS:
-            problems.append((number, f"{where}: {trial_id}: attempt {attempt!r} is not 1..{MAX_ATTEMPTS}"))
+            problems.append(
+                (number, f"trials.jsonl line {number}: {trial_id}: attempt {attempt!r} is not 1..{MAX_ATTEMPTS}")
+            )
             continue
         if line.get("outcome") not in OUTCOMES:
             problems.append(
                 (
                     number,
-                    f"{where}: {trial_id}: outcome {line.get('outcome')!r} is not one of {', '.join(OUTCOMES)}",
+                    f"trials.jsonl line {number}: {trial_id}: outcome {line.get('outcome')!r} "
+                    f"is not one of {', '.join(OUTCOMES)}",
                 )
             )
             continue
-        entries.append((number, key.id, attempt, _kept(line, shared)))
+        entries.append((number, trial_id, attempt, _kept(line, shared)))
     return problems, entries
 
 
+def _schedule_problem(where: str, trial_id: Any, line: Mapping[str, Any], scheduled: tuple[int, str] | None) -> str:
+    """Why a line's id, seed, identity or manifest seal does not fit the manifest's schedule (the first that fails)."""
+    if scheduled is None:
+        return f"{where}: {trial_id!r} is not a trial this manifest schedules"
+    if line.get("seed") != scheduled[0]:
+        return f"{where}: {trial_id}: its seed disagrees with its index and the manifest"
+    if line.get("identity") != scheduled[1]:
+        return (
+            f"{where}: {trial_id}: its identity does not match the manifest "
+            "(the manifest was resealed with other parameters after the trial ran)"
+        )
+    return f"{where}: {trial_id} was recorded under another manifest (its manifest_seal differs)"
+
+
 def _collect(line_problems: list[tuple[int, str]], entries: Iterable[_Entry]) -> Trials:
-    """The trials from the per-line checks of every line, in file order: duplicates and retries checked here."""
+    """The trials from the per-line checks of every line, in file order: duplicates and retries checked here.
+
+    Most trials have one attempt; it is kept as a pair ``(attempt, kept)`` until a second one
+    turns it into a dictionary by attempt, so the common case builds nothing per trial.
+    """
     trials = Trials()
-    by_attempt: dict[str, dict[int, dict[str, Any]]] = {}
+    by_trial: dict[str, tuple[int, dict[str, Any]] | dict[int, dict[str, Any]]] = {}
     found = list(line_problems)
+    attempts = 0
     for number, trial_id, attempt, kept in entries:
-        seen = by_attempt.setdefault(trial_id, {})
+        seen = by_trial.get(trial_id)
+        if seen is None:
+            by_trial[trial_id] = (attempt, kept)
+            attempts += 1
+            continue
+        if isinstance(seen, tuple):
+            seen = by_trial[trial_id] = {seen[0]: seen[1]}
         if attempt in seen:
             found.append((number, f"trials.jsonl line {number}: {trial_id} attempt {attempt} is recorded twice"))
             continue
         seen[attempt] = kept
-        trials.attempts += 1
+        attempts += 1
+    trials.attempts = attempts
     found.sort(key=lambda item: item[0])  # one problem at most per line: the order of a single pass
     trials.problems = [text for _number, text in found]
-    for trial_id, attempts in by_attempt.items():
-        numbers = sorted(attempts)
+    latest = trials.latest
+    for trial_id, seen in by_trial.items():
+        if isinstance(seen, tuple):
+            if seen[0] == 1:
+                latest[trial_id] = seen[1]
+            else:
+                trials.problems.append(f"{trial_id}: attempts {[seen[0]]} are not numbered from 1 without gaps")
+            continue
+        numbers = sorted(seen)
         if numbers != list(range(1, len(numbers) + 1)):
             trials.problems.append(f"{trial_id}: attempts {numbers} are not numbered from 1 without gaps")
             continue
         for n in numbers[:-1]:
-            if attempts[n]["outcome"] != "error":
+            if seen[n]["outcome"] != "error":
                 trials.problems.append(
                     f"{trial_id}: attempt {n + 1} retried an attempt that was not an infrastructure error"
                 )
-        trials.latest[trial_id] = attempts[numbers[-1]]
+        latest[trial_id] = seen[numbers[-1]]
     return trials
 
 
@@ -268,12 +300,17 @@ class SplitObserver(Protocol):
     def absorb(self, other: Any) -> None: ...
 
 
-FIRST_SHARE = 0.4  # the parent reads less than its children: the decision and the report are its alone afterwards
+FIRST_SHARE = 0.45  # the parent reads a little less than a child: it also warms the rule up meanwhile
 _Part = tuple[list[tuple[int, str]], list[_Entry], Any]
 
 
 def read_file(
-    manifest: Manifest, path: Path, observer: SplitObserver | None = None, workers: int = 2, least: int = 1 << 20
+    manifest: Manifest,
+    path: Path,
+    observer: SplitObserver | None = None,
+    workers: int = 2,
+    least: int = 1 << 20,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Trials:
     """:func:`read_lines` over trials.jsonl at ``path``, its lines split at a newline into parts read in forked workers.
 
@@ -282,7 +319,8 @@ def read_file(
     what spans them (duplicates, retries) is checked here. ``observer`` sees the first part
     itself and each other part in a fresh copy (``fresh``), merged back in order (``absorb``).
     A store smaller than ``least`` bytes is read in one pass here; a worker that fails is an
-    instrument error.
+    instrument error. ``meanwhile``, when given, is called once the first part is read and
+    before the others are awaited (work that would otherwise follow the read).
     """
     from certlab_core.forking import ChildFailure, ForkPool
 
@@ -313,6 +351,8 @@ def read_file(
             None if observer is None else observer.observe,
             first,
         )
+        if meanwhile is not None:
+            meanwhile()
         while pool.busy():
             for index, result in pool.wait():
                 if isinstance(result, ChildFailure):
@@ -345,9 +385,13 @@ def _line_ranges(path: Path, workers: int, least: int, first_share: float = 0.0)
     with path.open("rb") as handle:
         head = int(size * first_share) if first_share else size // workers
         for share in range(1, workers):
-            handle.seek(max(start, head + (size - head) * (share - 1) // (workers - 1)))
+            aim = max(start, head + (size - head) * (share - 1) // (workers - 1))
+            handle.seek(aim)
             handle.readline()
             cut = handle.tell()
+            if cut >= size:  # the aim fell in the last line: cut at the newline before it instead
+                handle.seek(start)
+                cut = start + handle.read(aim - start).rfind(b"\n") + 1
             if cut >= size or cut <= start:
                 break
             handle.seek(start)
@@ -363,12 +407,31 @@ def _line_ranges(path: Path, workers: int, least: int, first_share: float = 0.0)
     return ranges if len(ranges) > 1 else []
 
 
-def _count(latest: Mapping[str, Mapping[str, Any]], arm: str, condition: str, size: int) -> dict[str, int]:
+Groups = dict[tuple[str, str], dict[int, Mapping[str, Any]]]
+"""Each trial's last attempt by arm and condition, then by index (see :func:`grouped`)."""
+
+
+def grouped(latest: Mapping[str, Mapping[str, Any]]) -> Groups:
+    """The trials of ``latest`` by (arm, condition), then by index: one pass, so the looks never build ids."""
+    groups: Groups = {}
+    for trial_id, line in latest.items():
+        arm, condition, index = trial_id.split("/")
+        group = groups.get((arm, condition))
+        if group is None:
+            group = groups[(arm, condition)] = {}
+        group[int(index)] = line
+    return groups
+
+
+def _first(groups: Groups, arm: str, condition: str, size: int) -> list[Mapping[str, Any]]:
+    """The last attempts of trials 0..size-1 of one arm in one condition (those present)."""
+    group = groups.get((arm, condition)) or {}
+    return [line for index, line in group.items() if index < size]
+
+
+def _count(groups: Groups, arm: str, condition: str, size: int) -> dict[str, int]:
     counts = {"successes": 0, "failures": 0, "errors": 0, "trials": size}
-    for index in range(size):
-        line = latest.get(f"{arm}/{condition}/{index}")
-        if line is None:
-            continue
+    for line in _first(groups, arm, condition, size):
         outcome = line["outcome"]
         counts["successes" if outcome == "success" else "failures" if outcome == "failure" else "errors"] += 1
     return counts
@@ -390,26 +453,42 @@ class Walk:
     due_conditions: list[str] = field(factory=list)
 
 
-def walk(manifest: Manifest, latest: Mapping[str, Mapping[str, Any]], rule: StatisticalRule) -> Walk:
-    """Evaluate look after look until a look's trials are missing or every condition has stopped."""
+def walk(
+    manifest: Manifest, latest: Mapping[str, Mapping[str, Any]], rule: StatisticalRule, groups: Groups | None = None
+) -> Walk:
+    """Evaluate look after look until a look's trials are missing or every condition has stopped.
+
+    ``groups`` is :func:`grouped` of ``latest``, when the caller has it already.
+    """
+    if groups is None:
+        groups = grouped(latest)
     sizes = manifest.schedule.look_sizes
     looks = len(sizes)
     k = manifest.schedule.gating_conditions
     result = Walk(states=[ConditionState(c) for c in manifest.conditions])
     active = list(result.states)
+    violated = {tid for tid, line in latest.items() if tid.startswith("candidate/") and _violated(line)}
     for look in range(1, looks + 1):
         size = sizes[look - 1]
-        wanted = {f"{arm}/{s.condition.name}/{i}" for s in active for arm in ARMS for i in range(size)}
-        if any(tid not in latest for tid in wanted):
+        present = {
+            (arm, s.condition.name): len(_first(groups, arm, s.condition.name, size)) for s in active for arm in ARMS
+        }
+        if any(count < size for count in present.values()):
             result.due_look = look
             result.due_conditions = [s.condition.name for s in active]
-            result.required |= {tid for tid in wanted if tid in latest}
+            result.required |= {
+                f"{arm}/{s.condition.name}/{i}"
+                for s in active
+                for arm in ARMS
+                for i in range(size)
+                if f"{arm}/{s.condition.name}/{i}" in latest
+            }
             return result
-        result.required |= wanted
+        result.required |= {f"{arm}/{s.condition.name}/{i}" for s in active for arm in ARMS for i in range(size)}
         for state in active:
             name = state.condition.name
             state.looks_run, state.size = look, size
-            state.counts = {arm: _count(latest, arm, name, size) for arm in ARMS}
+            state.counts = {arm: _count(groups, arm, name, size) for arm in ARMS}
             base, cand = state.counts["baseline"], state.counts["candidate"]
             try:
                 bounds = rule.decide(
@@ -425,7 +504,7 @@ def walk(manifest: Manifest, latest: Mapping[str, Mapping[str, Any]], rule: Stat
             state.bounds = bounds
             if bounds.verdict in ("PASS", "BLOCK") or look == looks:
                 state.verdict, state.look = bounds.verdict, look
-        violation = any(_violated(latest[tid]) for tid in result.required if tid.startswith("candidate/"))
+        violation = any(tid in result.required for tid in violated)
         blocked = any(s.verdict == "BLOCK" and s.condition.gating for s in result.states)
         active = [s for s in active if s.verdict is None]
         if (blocked or violation) and active:
@@ -452,8 +531,22 @@ def decide(
 def decide_file(
     manifest: Manifest, path: Path, rule: StatisticalRule, observer: SplitObserver | None = None, workers: int = 2
 ) -> dict[str, Any]:
-    """:func:`decide` over the trials.jsonl at ``path``, its lines checked in forked workers (:func:`read_file`)."""
-    return decision_of(manifest, read_file(manifest, path, observer, workers), rule)
+    """:func:`decide` over the trials.jsonl at ``path``, its lines checked in forked workers (:func:`read_file`).
+
+    While the workers finish, the rule is warmed up (:func:`warm_up`).
+    """
+    return decision_of(manifest, read_file(manifest, path, observer, workers, meanwhile=lambda: warm_up(rule)), rule)
+
+
+def warm_up(rule: StatisticalRule) -> None:
+    """Call the rule once on made-up counts and discard the answer, so that what it imports is loaded.
+
+    A rule is a pure function of counts (``certlab_core.records.StatisticalRule``); scipy,
+    which the exact rules import lazily, takes a third of a second to load. Anything the
+    made-up call raises is ignored here: the real call reports it.
+    """
+    with contextlib.suppress(Exception):
+        rule.decide(1, 2, 1, 2, 0.05, 0.1, 1, 1)
 
 
 def decision_of(manifest: Manifest, trials: Trials, rule: StatisticalRule) -> dict[str, Any]:
@@ -465,8 +558,9 @@ def decision_of(manifest: Manifest, trials: Trials, rule: StatisticalRule) -> di
     for trial_id in errors:
         problems.append(f"{trial_id}: {latest[trial_id].get('error') or 'infrastructure error'}")
     walked = Walk(states=[ConditionState(c) for c in manifest.conditions])
+    groups = grouped(latest)
     if not problems:
-        walked = walk(manifest, latest, rule)
+        walked = walk(manifest, latest, rule, groups)
         problems.extend(walked.problems)
         if not problems and walked.due_look is not None:
             missing = sorted(
@@ -495,10 +589,9 @@ def decision_of(manifest: Manifest, trials: Trials, rule: StatisticalRule) -> di
     for state in states:
         if state.verdict is None:
             state.verdict = "ERROR" if problems else "INCONCLUSIVE"
-    conditions = [_condition_document(state, latest, problems) for state in states]
-    violations = {
-        arm: sum(1 for tid, line in latest.items() if tid.startswith(arm + "/") and _violated(line)) for arm in ARMS
-    }
+    conditions = [_condition_document(state, groups, problems) for state in states]
+    violations = {arm: sum(1 for (of, _c), group in groups.items() if of == arm for line in group.values()
+                           if _violated(line)) for arm in ARMS}  # fmt: skip
     gating = [s for s in states if s.condition.gating]
     if problems:
         verdict = "ERROR"
@@ -564,22 +657,19 @@ def _reason(state: ConditionState, delta: float) -> str:
     return f"{head}: {why}{suffix}"
 
 
-def _condition_document(
-    state: ConditionState, latest: Mapping[str, Mapping[str, Any]], problems: list[str]
-) -> dict[str, Any]:
+def _condition_document(state: ConditionState, groups: Groups, problems: list[str]) -> dict[str, Any]:
     condition = state.condition
+    name = condition.name
     size = state.size
     if not size:  # never evaluated: count what is there
-        size = max((int(tid.rsplit("/", 1)[1]) + 1 for tid in latest if tid.split("/")[1] == condition.name), default=0)
-        state.counts = {arm: _count(latest, arm, condition.name, size) for arm in ARMS}
+        size = max((max(group) + 1 for (_arm, of), group in groups.items() if of == name and group), default=0)
+        state.counts = {arm: _count(groups, arm, name, size) for arm in ARMS}
+    lines = {arm: _first(groups, arm, name, size) for arm in ARMS}
     fired: list[dict[str, Any]] = []
     for index, declared in enumerate(condition.faults):
         per_arm = {arm: 0 for arm in ARMS}
         for arm in ARMS:
-            for i in range(size):
-                line = latest.get(f"{arm}/{condition.name}/{i}")
-                if line is None:
-                    continue
+            for line in lines[arm]:
                 fired_flags = line.get("fired") or []
                 if index < len(fired_flags) and fired_flags[index] is True:
                     per_arm[arm] += 1
@@ -594,9 +684,8 @@ def _condition_document(
         )
     modes: dict[str, dict[str, int]] = {arm: {} for arm in ARMS}
     for arm in ARMS:
-        for i in range(size):
-            line = latest.get(f"{arm}/{condition.name}/{i}")
-            if line is not None and line.get("outcome") == "failure":
+        for line in lines[arm]:
+            if line.get("outcome") == "failure":
                 mode = str(line.get("failure_mode") or "unknown")
                 modes[arm][mode] = modes[arm].get(mode, 0) + 1
         modes[arm] = dict(sorted(modes[arm].items()))

@@ -25,9 +25,14 @@ def trial_seed(manifest: Manifest, index: int) -> int:
 def parse_trial_id(trial_id: str) -> tuple[str, str, int] | None:
     """``(arm, condition, index)`` of an id, or None when it does not read ``ARM/CONDITION/INDEX``."""
     parts = trial_id.split("/")
-    if len(parts) != 3 or parts[0] not in ARMS or not parts[2].isdigit() or parts[2] != str(int(parts[2])):
+    if len(parts) != 3 or parts[0] not in ARMS or not _plain_index(parts[2]):
         return None
     return parts[0], parts[1], int(parts[2])
+
+
+def _plain_index(text: str) -> bool:
+    """Whether ``text`` is an index as the schedule writes it: ASCII digits, no leading zero."""
+    return text.isascii() and text.isdigit() and (text == "0" or text[0] != "0")
 
 
 _NAMES: dict[int, tuple[Manifest, frozenset[str]]] = {}
@@ -107,6 +112,8 @@ class Identities:
     def __init__(self, manifest: Manifest) -> None:
         self.manifest = manifest
         self._parts: dict[tuple[str, str], tuple[bytes, bytes, bytes] | None] = {}
+        self._heads: dict[tuple[str, str], Any] = {}  # the sha256 state after each template's head
+        self._conditions = frozenset(c.name for c in manifest.conditions)
 
     def _template(self, arm: str, condition: str) -> tuple[bytes, bytes, bytes] | None:
         if (arm, condition) not in self._parts:
@@ -122,8 +129,29 @@ class Identities:
         return self._parts[(arm, condition)]
 
     def of(self, key: TrialKey) -> str:
-        parts = self._template(key.arm, key.condition)
+        return self._identity(key.arm, key.condition, key.index, key.seed)
+
+    def _identity(self, arm: str, condition: str, index: int, seed: int) -> str:
+        parts = self._template(arm, condition)
         if parts is None:  # the probe numbers occur elsewhere in the body: no splicing
-            return trial_identity(self.manifest, key)
-        head, middle, tail = parts
-        return hashlib.sha256(b"%s%d%s%d%s" % (head, key.index, middle, key.seed, tail)).hexdigest()
+            return trial_identity(self.manifest, TrialKey(arm, condition, index, seed))
+        head = self._heads.get((arm, condition))
+        if head is None:
+            head = self._heads[(arm, condition)] = hashlib.sha256(parts[0])
+        digest = head.copy()
+        digest.update(b"%d%s%d%s" % (index, parts[1], seed, parts[2]))
+        return str(digest.hexdigest())
+
+    def of_id(self, trial_id: str) -> tuple[int, str] | None:
+        """The seed and identity of the trial ``trial_id`` names (as :func:`key_of` reads it), None when unscheduled.
+
+        The gate calls this once per stored line, so it builds no ``TrialKey``.
+        """
+        parts = trial_id.split("/")
+        if len(parts) != 3 or parts[0] not in ARMS or parts[1] not in self._conditions or not _plain_index(parts[2]):
+            return None
+        index = int(parts[2])
+        if index >= self.manifest.n_per_arm:
+            return None
+        seed = trial_seed(self.manifest, index)
+        return seed, self._identity(parts[0], parts[1], index, seed)

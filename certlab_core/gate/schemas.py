@@ -95,12 +95,6 @@ class GateSummary:
     it without parsing the events."""
 
     attempt: int
-    boundary: tuple[str, ...] = field(
-        metadata=_doc(
-            "each event's mark, in order: 16 hex of the sha256 of the event's canonical JSON without seq, "
-            "a flag e (error) or -, a flag f (a fault altered it) or -, then its label"
-        )
-    )
     error: str | None
     failure_mode: str | None
     fired: tuple[bool, ...] = field(metadata=_doc("whether each declared fault fired, in order"))
@@ -117,6 +111,13 @@ class TrialLine:
     """One attempt of one trial: a sealed line of trials.jsonl."""
 
     _gate: GateSummary = field(alias="_gate", metadata=_doc("the summary the gate reads (see GateSummary)"))
+    _marks: tuple[str, ...] = field(
+        alias="_marks",
+        metadata=_doc(
+            "each event's boundary mark, in order: 16 hex of the sha256 of the event's canonical JSON without "
+            "seq, a flag e (error) or -, a flag f (a fault altered it) or -, then its label"
+        ),
+    )
     schema: Literal["certlab.trial/1"]
     id: str = field(metadata=_doc("ARM/CONDITION/INDEX"))
     arm: Literal["baseline", "candidate"]

@@ -37,6 +37,8 @@ def _canonical_text(document: Mapping[str, Any]) -> str:
 
 GATE_SUMMARY = "_gate"
 GATE_PREFIX = '{"' + GATE_SUMMARY + '":'
+BOUNDARY_MARKS = "_marks"  # the events' boundary marks; the key sorts right after ``_gate``
+MARKS_KEY = ',"' + BOUNDARY_MARKS + '":'
 
 
 def gate_summary(line: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,7 +47,6 @@ def gate_summary(line: Mapping[str, Any]) -> dict[str, Any]:
     violations = line.get("contract_violations")
     return {
         "attempt": line.get("attempt"),
-        "boundary": boundary_marks(line.get("events")),
         "error": line.get("error"),
         "failure_mode": line.get("failure_mode"),
         "fired": [bool(f.get("fired")) if isinstance(f, Mapping) else False for f in faults]
@@ -61,15 +62,17 @@ def gate_summary(line: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def seal_line(line: Mapping[str, Any]) -> str:
-    """One trial line: canonical JSON with its ``_gate`` summary and its seal, newline-terminated.
+    """One trial line: canonical JSON with its ``_gate`` summary, its ``_marks`` and its seal, newline-terminated.
 
-    ``line`` holds plain JSON data only; the summary is always recomputed from the line, so a
-    line re-keyed and resealed here stays consistent.
+    ``line`` holds plain JSON data only; the summary and the marks are always recomputed from
+    the line, so a line re-keyed and resealed here stays consistent.
     """
     document = dict(line)
     document.pop("seal", None)
     document.pop(GATE_SUMMARY, None)
+    document.pop(BOUNDARY_MARKS, None)
     document[GATE_SUMMARY] = gate_summary(document)
+    document[BOUNDARY_MARKS] = boundary_marks(document.get("events"))
     document["seal"] = hashlib.sha256(_canonical_text(document).encode("utf-8")).hexdigest()
     return _canonical_text(document) + "\n"
 
