@@ -507,3 +507,24 @@ def test_a_world_registered_in_process_runs_from_forked_zygotes(tmp_path: Path) 
     assert not plan_run(build_manifest(load_descriptor(path), path, registry), registry).spawnable
     store, decision = run(registry, path, tmp_path / "runs")
     assert decision["verdict"] == "PASS" and len(lines(store)) == 100
+
+
+@pytest.mark.parametrize("index", ["²", "٣", "07", "-1", ""])
+def test_a_resealed_line_whose_id_is_not_a_scheduled_index_is_error_not_a_crash(
+    finished: Path, tmp_path: Path, index: str
+) -> None:
+    # Each of these passes str.isdigit() or int() in some form; none is an index the schedule writes.
+    store = copy_store(finished, tmp_path)
+    raw = (store / "trials.jsonl").read_text().splitlines(keepends=True)
+    line = json.loads(raw[0])
+    arm, condition, _index = line["id"].split("/")
+    line["id"] = f"{arm}/{condition}/{index}"
+    raw[0] = seal_line(line)
+    (store / "trials.jsonl").write_text("".join(raw))
+    (store / "decision.json").unlink()
+    done = certlab("gate", str(store))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "is not a trial this manifest schedules" in done.stdout and "Traceback" not in done.stderr
+    report = certlab("report", str(store))
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+    assert "ERROR" in report.stdout
