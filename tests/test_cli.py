@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
+import typer
 from conftest import run_certlab
+
+from certlab_core.cli import COMMAND_MODULES
 
 
 @pytest.mark.parametrize(
@@ -36,3 +41,24 @@ def test_help_lists_the_commands() -> None:
 def test_no_arguments_shows_help() -> None:
     done = run_certlab()
     assert "Usage" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("module_name", sorted(COMMAND_MODULES))
+def test_each_command_module_registers_exactly_the_commands_listed_for_it(module_name: str) -> None:
+    # A command line loads only the module listed for its command, so the list must be the truth.
+    app = typer.Typer()
+    importlib.import_module(module_name).register(app)
+    registered = {command.name for command in app.registered_commands}
+    registered |= {group.name for group in app.registered_groups}
+    assert registered == set(COMMAND_MODULES[module_name])
+
+
+def test_every_command_is_listed_once() -> None:
+    names = [name for commands in COMMAND_MODULES.values() for name in commands]
+    assert len(names) == len(set(names))
+
+
+def test_a_command_after_the_debug_flag_still_loads_its_module() -> None:
+    done = run_certlab("--debug", "schema", "trial")
+    assert done.returncode == 0, done.stderr
+    assert '"_marks"' in done.stdout

@@ -10,6 +10,7 @@ prints it.
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -597,7 +598,7 @@ class ReportAccumulator:
                 event=entry["event"],
                 baseline=entry["baseline"],
                 candidate=entry["candidate"],
-                examples=[trial_id for _i, trial_id in sorted(entry["ids"])[:CLUSTER_EXAMPLES]],
+                examples=[trial_id for _i, trial_id in heapq.nsmallest(CLUSTER_EXAMPLES, entry["ids"])],
             )
             for fingerprint, entry in counts.items()
         ]
