@@ -291,7 +291,7 @@ def _raw_marks(raw: str | bytes) -> list[str]:
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             marks = None
         if well_formed_marks(marks):
-            return list(marks)
+            return marks  # a fresh list, checked just above
     try:
         line = json.loads(raw)
     except (ValueError, RecursionError):
