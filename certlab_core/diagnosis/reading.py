@@ -39,9 +39,10 @@ def rule_of(store: RunStore, registry: Registry) -> StatisticalRule:
 
 def recompute_decision(store: RunStore, registry: Registry) -> dict[str, Any]:
     """The decision document over the store's manifest and lines, computed afresh (the gate's own function)."""
-    from certlab_core.gate.decision import decide
+    from certlab_core.gate.decision import decide_file
+    from certlab_core.gate.store import TRIALS
 
-    return decide(store.manifest, store.raw_lines, rule_of(store, registry))
+    return decide_file(store.manifest, store.folder / TRIALS, rule_of(store, registry))
 
 
 def decision_text(decision: dict[str, Any]) -> str:
@@ -68,9 +69,13 @@ def _decision_file_state(folder: Path, decision: dict[str, Any]) -> str:
 
 
 def trial_line(store: RunStore, trial_id: str, attempt: int | None = None) -> dict[str, Any]:
-    """One trial's line (its last attempt unless ``attempt``), with its seal checked; one clear line if absent."""
+    """One trial's line (its last attempt unless ``attempt``), with its seal checked; one clear line if absent.
+
+    The id is checked against the manifest before anything is read; trials.jsonl is then read
+    as bytes, a line at a time, and only a line naming the trial is decoded.
+    """
     from certlab_core.gate.schedule import key_of
-    from certlab_core.gate.store import line_seal_holds
+    from certlab_core.gate.store import TRIALS, iter_raw_line_bytes, line_seal_holds
 
     if key_of(store.manifest, trial_id) is None:
         conditions = ", ".join(c.name for c in store.manifest.conditions)
@@ -78,14 +83,15 @@ def trial_line(store: RunStore, trial_id: str, attempt: int | None = None) -> di
             f"{trial_id!r} is not a trial of {store.folder}; a trial id reads ARM/CONDITION/INDEX with ARM baseline "
             f"or candidate, CONDITION one of {conditions}, INDEX from 0 to {store.manifest.n_per_arm - 1}"
         )
-    marker = f'"id":{json.dumps(trial_id)}'
+    marker = f'"id":{json.dumps(trial_id)}'.encode()
     found: dict[str, Any] | None = None
-    for number, raw in enumerate(store.raw_lines, 1):
-        if marker not in raw:
+    for number, raw_bytes in enumerate(iter_raw_line_bytes(store.folder / TRIALS), 1):
+        if marker not in raw_bytes:
             continue
         try:
+            raw = raw_bytes.decode("utf-8")
             line = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             continue
         if not isinstance(line, dict) or line.get("id") != trial_id:
             continue
@@ -96,12 +102,17 @@ def trial_line(store: RunStore, trial_id: str, attempt: int | None = None) -> di
             )
         if attempt is not None and line.get("attempt") != attempt:
             continue
-        if found is None or int(line.get("attempt", 0)) > int(found.get("attempt", 0)):
+        if found is None or _attempt_of(line) > _attempt_of(found):
             found = line
     if found is None:
         what = f"attempt {attempt} of {trial_id}" if attempt is not None else trial_id
         raise UsageError(f"{what} is not in {store.folder}/trials.jsonl; the run stopped before it or never ran it")
     return found
+
+
+def _attempt_of(line: dict[str, Any]) -> int:
+    attempt = line.get("attempt")
+    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0
 
 
 def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tuple[Report, StatisticalRule]:

@@ -165,11 +165,15 @@ def write_decision(folder: Path, decision: Mapping[str, Any]) -> Path:
 
 @frozen
 class RunStore:
-    """A run store read back: the verified manifest, the raw lines of trials.jsonl, and each line parsed."""
+    """A run store opened for reading: the verified manifest; trials.jsonl is read a line at a time, never held."""
 
     folder: Path
     manifest: Manifest
-    raw_lines: tuple[str, ...]
+
+    @property
+    def raw_lines(self) -> Iterator[str]:
+        """The lines of trials.jsonl, read afresh from the file at each call (see :func:`iter_raw_lines`)."""
+        return iter_raw_lines(self.folder / TRIALS)
 
     def lines(self) -> Iterator[dict[str, Any]]:
         """Each line parsed (lines that are not JSON objects are skipped; the decision reports them)."""
@@ -261,9 +265,11 @@ def open_manifest(folder: Path) -> Manifest:
 
 
 def read_store(folder: Path) -> RunStore:
-    """Read a run store whole: the manifest is verified here; the lines are verified by the decision."""
+    """Open a run store: the manifest is verified here; the lines are read (and verified by the decision) later."""
     manifest = open_manifest(folder)
-    return RunStore(folder=folder, manifest=manifest, raw_lines=read_raw_lines(folder / TRIALS))
+    if not (folder / TRIALS).is_file():
+        raise InstrumentError(f"{folder / TRIALS}: missing; this run store has no trial records")
+    return RunStore(folder=folder, manifest=manifest)
 
 
 def earlier_runs(folder: Path, manifest: Manifest) -> list[Path]:

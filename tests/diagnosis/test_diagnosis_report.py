@@ -111,6 +111,19 @@ def test_diff_of_an_unknown_trial_names_the_valid_form() -> None:
     assert done.returncode == 4 and "ARM/CONDITION/INDEX" in done.stderr and done.stderr.count("\n") == 1
 
 
+def test_diff_reads_its_two_lines_past_damage_elsewhere_which_the_gate_reports(tmp_path: Path) -> None:
+    # diff decodes only the lines naming its trials; a damaged line elsewhere is the gate's ERROR.
+    store = tmp_path / "block"
+    shutil.copytree(ARCHIVED / "block", store)
+    with (store / "trials.jsonl").open("ab") as handle:
+        handle.write(b'{"_gate": \xff\xfe not text}\n')
+    done = run_certlab("diff", str(store), "baseline/reserve-timeout/4", "candidate/reserve-timeout/4")
+    assert done.returncode == 0, done.stderr
+    assert "first divergence at event #2:" in done.stdout
+    gate = run_certlab("gate", str(store))
+    assert gate.returncode == 3 and "trials.jsonl line 41: not a certlab.trial/1 record" in gate.stdout, gate.stdout
+
+
 # --------------------------------------------------------------------------- the pieces, directly
 
 
