@@ -35,7 +35,7 @@ from certlab_core.gate.decision import walk
 from certlab_core.gate.descriptor import FaultDeclaration, is_reference
 from certlab_core.gate.manifest import ARMS, Manifest
 from certlab_core.gate.schedule import Identities, key_of, look_order
-from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink, read_raw_lines
+from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink, iter_raw_line_bytes
 from certlab_core.gate.trial import Job, TrialKey, TrialPlan
 from certlab_core.records import Fault, StatisticalRule, ToolWorld
 from certlab_core.registry import Registry
@@ -335,11 +335,14 @@ class RunOutcome:
     stopped: str | None = None
 
 
-def _walk_child(plan: Plan, raw_lines: Sequence[str]) -> tuple[int | None, list[str], list[str]]:
-    """In a child: where the stopping rule stands on the lines so far (the rule's scipy is imported here)."""
+def _walk_child(plan: Plan, path: Path) -> tuple[int | None, list[str], list[str]]:
+    """In a child: where the stopping rule stands on the lines of ``path`` so far (the rule's scipy is imported here).
+
+    The child reads the file itself, a line at a time, so the parent never holds the store.
+    """
     from certlab_core.gate.decision import read_lines
 
-    trials = read_lines(plan.manifest, raw_lines)
+    trials = read_lines(plan.manifest, iter_raw_line_bytes(path))
     result = walk(plan.manifest, trials.latest, plan.rule)
     return result.due_look, result.due_conditions, result.problems + trials.problems
 
@@ -505,9 +508,8 @@ def _timings(started: Mapping[str, float], job: Job, outcome: Mapping[str, Any])
 
 
 def _interim(plan: Plan, folder: Path) -> tuple[int | None, list[str], list[str]]:
-    raw = read_raw_lines(folder / TRIALS)
     try:
-        return call_in_fork(_walk_child, plan, raw, timeout=600.0)
+        return call_in_fork(_walk_child, plan, folder / TRIALS, timeout=600.0)
     except ForkedCallError as error:
         raise InstrumentError(f"evaluating the stopping rule failed: {error.failure.summary}") from None
 

@@ -210,13 +210,9 @@ class RunStore:
         return document
 
 
-def read_raw_lines(path: Path) -> tuple[str, ...]:
-    """Every line of trials.jsonl, without its newline (split on newlines only: a record may hold U+2028 and kin)."""
-    return tuple(iter_raw_lines(path))
-
-
 def iter_raw_lines(path: Path) -> Iterator[str]:
-    """The lines of trials.jsonl one at a time, so a large store is never held in memory whole."""
+    """The lines of trials.jsonl one at a time, without their newline (split on newlines only: a record may hold
+    U+2028 and kin), so a large store is never held in memory whole."""
     try:
         with path.open("r", encoding="utf-8", newline="\n") as handle:
             for raw in handle:
