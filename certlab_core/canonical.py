@@ -46,7 +46,17 @@ def sealed(document: dict[str, Any], seal_key: str = "seal") -> dict[str, Any]:
 
 
 def seal_holds(document: dict[str, Any], seal_key: str = "seal") -> bool:
-    return isinstance(document.get(seal_key), str) and document[seal_key] == seal_of(document, seal_key)
+    """Whether ``document``'s seal is that of its content; never, when the content has no canonical form (NaN...).
+
+    Every file certlab reads can be hostile: a document certlab could not have sealed fails here,
+    instead of raising from the canonical encoder.
+    """
+    if not isinstance(document.get(seal_key), str):
+        return False
+    try:
+        return document[seal_key] == seal_of(document, seal_key)
+    except (TypeError, ValueError):
+        return False
 
 
 def pretty_json(data: Any) -> str:

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             where = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
             print(f"certlab: error: {error.format_message()}{where}", file=sys.stderr)
             return EXIT_USAGE
-        if isinstance(error, click_exceptions.Abort):
+        if isinstance(error, typer.Abort):
             print("certlab: aborted", file=sys.stderr)
             return 130
         if _state["debug"]:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from certlab_core.canonical import seal_of
+from certlab_core.canonical import seal_holds
 
 TRIAL_SCHEMA = "certlab.trial/1"
 MAX_ATTEMPTS = 2
@@ -85,7 +85,7 @@ class AttemptLedger:
             document = _parsed_line(raw)
             if document is None:
                 return
-            if document.get("seal") != seal_of(document):
+            if not seal_holds(document):
                 self.problems.append(f"{where}: its seal does not hold: the record was changed after it was written")
                 return
             line = document

@@ -62,3 +62,37 @@ def test_a_command_after_the_debug_flag_still_loads_its_module() -> None:
     done = run_certlab("--debug", "schema", "trial")
     assert done.returncode == 0, done.stderr
     assert '"_marks"' in done.stdout
+
+
+def _app_raising(error: BaseException) -> typer.Typer:
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    @app.command("boom")
+    def _boom() -> None:
+        raise error
+
+    return app
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "line"),
+    [
+        (RuntimeError("the unforeseen"), 3, "certlab: internal error: RuntimeError: the unforeseen (run again with"),
+        (typer.Abort(), 130, "certlab: aborted"),
+    ],
+)
+def test_an_unforeseen_error_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: BaseException, code: int, line: str
+) -> None:
+    # The last-resort handler itself must not fail (it once looked Abort up where typer no longer keeps it).
+    from certlab_core import cli
+
+    monkeypatch.setattr(cli, "app", _app_raising(error))
+    monkeypatch.setattr(cli, "_register_for", lambda _args: None)
+    assert cli.main(["boom"]) == code
+    err = capsys.readouterr().err
+    assert err.startswith(line) and err.count("\n") == 1, err

@@ -242,6 +242,28 @@ def write_bundle(path: Path, bundle: Mapping[str, Any]) -> None:
         raise UsageError(f"--out {path}: cannot write ({error.strerror}); choose a writable path") from None
 
 
+def _shape_problem(document: Mapping[str, Any]) -> str | None:
+    """What is missing or of the wrong type in a reproducer's top level (None when its shape is right).
+
+    The seal proves a reproducer unchanged, not well formed: a hand-made one can be resealed.
+    """
+    if not isinstance(document.get("manifest"), dict) or not isinstance(document.get("trial"), dict):
+        return "its manifest slice or its trial is not a JSON object"
+    agent = document.get("agent")
+    if not isinstance(agent, dict) or not isinstance(agent.get("reference"), str) or ":" not in agent["reference"]:
+        return "its agent has no reference of the form module:function"
+    seed = agent.get("rng_seed")
+    if not isinstance(seed, int) or isinstance(seed, bool) or "task" not in agent:
+        return "its agent has no whole-number rng_seed or no task"
+    files = document.get("files")
+    if not isinstance(files, list) or not all(
+        isinstance(entry, dict) and all(isinstance(entry.get(key), str) for key in ("path", "module", "text", "sha256"))
+        for entry in files
+    ):
+        return "its files are not a list of {path, module, text, sha256} strings"
+    return None
+
+
 def read_bundle(path: Path) -> dict[str, Any]:
     """A reproducer read back, its schema, seal, trial seal and identity checked; anything wrong is exit 3."""
     from certlab_core.gate.schedule import key_of, trial_identity
@@ -254,7 +276,14 @@ def read_bundle(path: Path) -> dict[str, Any]:
         raise InstrumentError(f"{path}: not a readable reproducer ({type(error).__name__})") from None
     if not isinstance(document, dict) or document.get("schema") != BUNDLE_SCHEMA:
         raise InstrumentError(f"{path}: not a {BUNDLE_SCHEMA} reproducer")
-    if document.get("seal") != bundle_seal(document):
+    shape = _shape_problem(document)
+    if shape is not None:
+        raise InstrumentError(f"{path}: {shape}; the reproducer is damaged")
+    try:
+        holds = document.get("seal") == bundle_seal(document)
+    except (TypeError, ValueError):  # content with no canonical form (NaN...) was never sealed by certlab
+        holds = False
+    if not holds:
         raise InstrumentError(
             f"{path}: the seal does not match the recording; the reproducer was edited after sealing "
             "(only the included files' text may change)"

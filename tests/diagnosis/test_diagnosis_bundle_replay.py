@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -113,3 +114,36 @@ def test_agent_without_live_and_a_missing_file_are_usage_errors(reproducer: Path
     assert done.returncode == 4 and "--agent needs --live" in done.stderr
     missing = run_certlab("replay", str(tmp_path / "nothing.json"))
     assert missing.returncode == 4 and missing.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("part", "value", "needle"),
+    [
+        ("agent", "baseline/clean/0", "no reference of the form module:function"),
+        ("agent", [], "no reference of the form module:function"),
+        ("files", 10**30, "files are not a list"),
+        ("files", [{"path": "a.py"}], "files are not a list"),
+        ("trial", float("nan"), "manifest slice or its trial is not a JSON object"),
+        ("outcome-nan", float("nan"), "the seal does not match the recording"),
+    ],
+)
+def test_a_resealed_reproducer_of_the_wrong_shape_is_one_line_exit_3(
+    reproducer: Path, tmp_path: Path, part: str, value: object, needle: str
+) -> None:
+    # The seal proves a reproducer unchanged, not well formed: a hand-made one is resealed here.
+    from certlab_core.diagnosis.bundle import bundle_seal
+
+    document = json.loads(reproducer.read_text())
+    if part == "outcome-nan":
+        document["trial"]["outcome"] = value  # NaN has no canonical form: certlab never sealed it
+    else:
+        document[part] = value
+    with contextlib.suppress(TypeError, ValueError, AttributeError):  # unsealable: the old seal stays
+        document["seal"] = bundle_seal(document)
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(document))
+    for live in ((), ("--live",)):
+        done = run_certlab("replay", str(path), *live)
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1 and needle in done.stderr, done.stderr
+        assert "internal error" not in done.stderr

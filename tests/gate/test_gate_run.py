@@ -528,3 +528,20 @@ def test_a_resealed_line_whose_id_is_not_a_scheduled_index_is_error_not_a_crash(
     report = certlab("report", str(store))
     assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
     assert "ERROR" in report.stdout
+
+
+def test_a_line_holding_nan_is_a_broken_seal_not_an_internal_error(finished: Path, tmp_path: Path) -> None:
+    # JSON readers accept NaN; certlab's canonical form refuses it, so no such line was sealed by certlab.
+    store = copy_store(finished, tmp_path)
+    raw = (store / "trials.jsonl").read_text().splitlines(keepends=True)
+    line = json.loads(raw[0])
+    for key in ("_gate", "_marks"):
+        line.pop(key)
+    line["budget_exceeded"] = float("nan")
+    raw[0] = json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n"
+    (store / "trials.jsonl").write_text("".join(raw))
+    for command in ("gate", "report", "rederive"):
+        done = certlab(command, str(store))
+        assert "internal error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    done = certlab("gate", str(store))
+    assert done.returncode == 3 and "trials.jsonl line 1: the seal does not match the content" in done.stdout
