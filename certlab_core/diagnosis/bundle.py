@@ -247,6 +247,8 @@ def _shape_problem(document: Mapping[str, Any]) -> str | None:
 
     The seal proves a reproducer unchanged, not well formed: a hand-made one can be resealed.
     """
+    if not all(isinstance(document.get(key), str) for key in ("experiment", "run", "manifest_seal")):
+        return "its experiment, run or manifest_seal is missing or not text"
     if not isinstance(document.get("manifest"), dict) or not isinstance(document.get("trial"), dict):
         return "its manifest slice or its trial is not a JSON object"
     agent = document.get("agent")

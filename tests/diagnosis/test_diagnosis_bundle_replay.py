@@ -124,6 +124,7 @@ def test_agent_without_live_and_a_missing_file_are_usage_errors(reproducer: Path
         ("files", 10**30, "files are not a list"),
         ("files", [{"path": "a.py"}], "files are not a list"),
         ("trial", float("nan"), "manifest slice or its trial is not a JSON object"),
+        ("experiment", None, "its experiment, run or manifest_seal is missing or not text"),
         ("outcome-nan", float("nan"), "the seal does not match the recording"),
     ],
 )
