@@ -37,6 +37,8 @@ def run_folders(root: Path) -> list[Path]:
 def _family_cells(bundle: dict[str, Any]) -> dict[str, str]:
     cells: dict[str, str] = {}
     for family in bundle["families"]:
+        if not isinstance(family["name"], str):
+            raise TypeError("family name")
         trials = [t for t in bundle["trials"] if t["family"] == family["name"]]
         fixed = sum(t["verdict"] == "fixed" for t in trials)
         cells[family["name"]] = f"{fixed}/{len(trials)}"

@@ -56,3 +56,18 @@ def test_constructed_agents_score_what_they_must_in_the_record() -> None:
     assert scores["null"][0]["fixed"] == 0
     assert scores["test-deleter"][1] == {"policy-tests-modified"}
     assert scores["forbidden-file"][1] == {"policy-planted-file"}
+
+
+def test_compare_refuses_a_resealed_bundle_of_the_wrong_shape_in_one_line(tmp_path: Path) -> None:
+    # The seal proves a bundle unchanged, not well formed: a hand-made one can be resealed.
+    from certlab_core.canonical import sealed
+
+    folder = tmp_path / "null-all"
+    folder.mkdir()
+    bundle = json.loads((REPO / "certifications" / "null-all" / "bundle.json").read_text())
+    bundle.pop("seal")
+    bundle["families"][0]["name"] = None
+    (folder / "bundle.json").write_text(json.dumps(sealed(bundle)))
+    done = run_certlab("compare", str(tmp_path))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "malformed bundle (missing or wrong family name)" in done.stderr
