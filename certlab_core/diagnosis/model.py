@@ -259,9 +259,10 @@ _MARKS_START = "}" + MARKS_KEY + "["  # the end of a line's ``_gate`` summary an
 _MARKS_END = '],"'  # the end of the ``_marks`` list (the first ``],"`` after it starts)
 _MARKS_START_BYTES, _MARKS_END_BYTES = _MARKS_START.encode(), _MARKS_END.encode()
 _USAGE_KEY = ',"usage":'
+_USAGE_KEY_BYTES = _USAGE_KEY.encode()
 _NO_USAGE = ',"usage":null}'
 _NO_USAGE_BYTES = _NO_USAGE.encode()
-_USAGE_WINDOW = 4096  # bytes of a line's end decoded to find its usage (a longer usage is read whole)
+_USAGE_WINDOW = 4096  # bytes of a line's end searched for its usage (a longer usage is read whole)
 
 
 _Pending: TypeAlias = tuple[TrialSummary, str | bytes] | Mapping[str, Any]
@@ -333,14 +334,20 @@ def _last_usage(raw: str | bytes) -> Any:
     the line's closing brace (a nested one would be followed by more closing braces);
     otherwise ``_UNREAD``, and the line is read whole.
     """
-    if raw.endswith(_NO_USAGE) if isinstance(raw, str) else raw.endswith(_NO_USAGE_BYTES):
-        return None
-    text = raw if isinstance(raw, str) else raw[-_USAGE_WINDOW:].decode("utf-8", "ignore")
-    at = text.rfind(_USAGE_KEY)
-    if at < 0 or not text.endswith("}"):
+    if isinstance(raw, bytes):  # only the value is decoded, and only from the line's last _USAGE_WINDOW bytes
+        if raw.endswith(_NO_USAGE_BYTES):
+            return None
+        at = raw.rfind(_USAGE_KEY_BYTES, max(0, len(raw) - _USAGE_WINDOW))
+        ends = raw.endswith(b"}")
+    else:
+        if raw.endswith(_NO_USAGE):
+            return None
+        at = raw.rfind(_USAGE_KEY)
+        ends = raw.endswith("}")
+    if at < 0 or not ends:
         return _UNREAD
     try:
-        return json.loads(text[at + len(_USAGE_KEY) : -1])
+        return json.loads(raw[at + len(_USAGE_KEY) : -1])  # bytes are read as UTF-8; anything else is refused
     except (ValueError, RecursionError):
         return _UNREAD
 
