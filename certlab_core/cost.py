@@ -13,7 +13,9 @@ is rendered with the note that it is the client's own estimate.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from attrs import frozen
 
@@ -72,6 +74,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@lru_cache(maxsize=64)  # the arms' figures share their degrees of freedom
 def t_quantile(p: float, df: float) -> float:
     """The ``p``-quantile of Student's t (bisection on the CDF, to 1e-12)."""
     if not 0.0 < p < 1.0 or df <= 0:
@@ -200,25 +203,52 @@ def _render(quantity: str, figure: Figure, level: str) -> str:
 # ----------------------------------------------------------------------------- computing
 
 
-def _mean_interval(values: Sequence[float], alpha: float) -> tuple[float | None, float | None, float | None]:
+@frozen
+class _Moments:
+    """The values of one quantity of one arm, summed once: count, exact mean and sample variance."""
+
+    n: int
+    mean: float | None
+    variance: float | None  # None below two values
+    total: float | None
+
+
+def _moments(values: Sequence[float]) -> _Moments:
     n = len(values)
     if n == 0:
-        return None, None, None
-    mean = math.fsum(values) / n
+        return _Moments(0, None, None, None)
+    total = math.fsum(values)
+    mean = total / n
     if n == 1:
-        return mean, None, None
-    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
-    half = t_quantile(1 - alpha / 2, n - 1) * math.sqrt(variance / n)
-    return mean, mean - half, mean + half
+        return _Moments(1, mean, None, total)
+    return _Moments(n, mean, math.fsum([(v - mean) ** 2 for v in values]) / (n - 1), total)
+
+
+def _mean_interval(moments: _Moments, alpha: float) -> tuple[float | None, float | None]:
+    if moments.variance is None or moments.mean is None:
+        return None, None
+    half = t_quantile(1 - alpha / 2, moments.n - 1) * math.sqrt(moments.variance / moments.n)
+    return moments.mean - half, moments.mean + half
+
+
+def _values(reports: Sequence[Usage], quantity: str) -> list[float]:
+    return [float(v) for v in map(operator.attrgetter(quantity), reports) if v is not None]
 
 
 def arm_cost(arm: str, usages: Sequence[Usage | None], alpha: float = 0.05) -> ArmCost:
     reports = [u for u in usages if u is not None]
+    moments = {quantity: _moments(_values(reports, quantity)) for quantity in QUANTITIES}
+    return _arm_cost(arm, usages, reports, moments, alpha)
+
+
+def _arm_cost(
+    arm: str, usages: Sequence[Usage | None], reports: Sequence[Usage], moments: Mapping[str, _Moments], alpha: float
+) -> ArmCost:
     figures: dict[str, Figure] = {}
     for quantity in QUANTITIES:
-        values = [float(v) for u in reports if (v := getattr(u, quantity)) is not None]
-        mean, low, high = _mean_interval(values, alpha)
-        figures[quantity] = Figure(quantity, len(values), mean, low, high, math.fsum(values) if values else None)
+        m = moments[quantity]
+        low, high = _mean_interval(m, alpha)
+        figures[quantity] = Figure(quantity, m.n, m.mean, low, high, m.total)
     return ArmCost(
         arm=arm,
         trials=len(usages),
@@ -229,18 +259,16 @@ def arm_cost(arm: str, usages: Sequence[Usage | None], alpha: float = 0.05) -> A
     )
 
 
-def _welch(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[float, float] | None:
+def _welch(a: _Moments, b: _Moments, alpha: float) -> tuple[float, float] | None:
     """Welch's interval on mean(b) - mean(a); None when either side has fewer than two values."""
-    if len(a) < 2 or len(b) < 2:
+    if a.variance is None or b.variance is None or a.mean is None or b.mean is None:
         return None
-    mean_a, mean_b = math.fsum(a) / len(a), math.fsum(b) / len(b)
-    var_a = math.fsum((v - mean_a) ** 2 for v in a) / (len(a) - 1) / len(a)
-    var_b = math.fsum((v - mean_b) ** 2 for v in b) / (len(b) - 1) / len(b)
+    var_a, var_b = a.variance / a.n, b.variance / b.n
     spread = var_a + var_b
-    difference = mean_b - mean_a
+    difference = b.mean - a.mean
     if spread == 0.0:
         return difference, difference
-    df = spread**2 / ((var_a**2) / (len(a) - 1) + (var_b**2) / (len(b) - 1))
+    df = spread**2 / ((var_a**2) / (a.n - 1) + (var_b**2) / (b.n - 1))
     half = t_quantile(1 - alpha / 2, df) * math.sqrt(spread)
     return difference - half, difference + half
 
@@ -275,7 +303,11 @@ def cost_report(
     """Per-arm figures for every arm given, and candidate-against-baseline comparisons (when both are given)."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    figures = {name: arm_cost(name, usages, alpha) for name, usages in arms.items()}
+    reports = {name: [u for u in usages if u is not None] for name, usages in arms.items()}
+    moments = {
+        name: {quantity: _moments(_values(reports[name], quantity)) for quantity in QUANTITIES} for name in arms
+    }  # each quantity of each arm is summed once, for its figure and for the comparison
+    figures = {name: _arm_cost(name, usages, reports[name], moments[name], alpha) for name, usages in arms.items()}
     comparisons: list[CostComparison] = []
     if baseline in figures and candidate in figures:
         base, cand = figures[baseline], figures[candidate]
@@ -286,9 +318,7 @@ def cost_report(
             if reason is not None:
                 comparisons.append(CostComparison(quantity, None, reason))
                 continue
-            values_a = [float(v) for u in arms[baseline] if u is not None and (v := getattr(u, quantity)) is not None]
-            values_b = [float(v) for u in arms[candidate] if u is not None and (v := getattr(u, quantity)) is not None]
-            interval = _welch(values_a, values_b, alpha)
+            interval = _welch(moments[baseline][quantity], moments[candidate][quantity], alpha)
             assert interval is not None
             low, high = interval
             claim = "cheaper" if high < 0 else "costlier" if low > 0 else "no difference shown"

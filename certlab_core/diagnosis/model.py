@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
+import attrs
 from attrs import define, field, frozen
 
 from certlab_core.cost import cost_report
@@ -218,8 +220,20 @@ class TrialSummary:
     fingerprint: tuple[str, str] | None = None
 
 
-def _number(value: Any, kind: type) -> Any:
-    return kind(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _count(value: Any) -> int | None:
+    """A token count as reported: a whole number (a finite float is truncated), else None (bools, NaN, text)."""
+    if type(value) is int:
+        return value
+    if type(value) is float and math.isfinite(value):
+        return int(value)
+    return None
+
+
+def _amount(value: Any) -> float | None:
+    """A dollar amount as reported: a finite number, else None."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    return float(value) if type(value) is int else None
 
 
 def _usage_of(line: Mapping[str, Any]) -> Usage | None:
@@ -227,13 +241,14 @@ def _usage_of(line: Mapping[str, Any]) -> Usage | None:
     usage = line.get("usage")
     if not isinstance(usage, Mapping):
         return None
+    source = usage.get("cost_source")
     return Usage(
-        shape=str(usage.get("shape") or "unstated"),
-        input_tokens=_number(usage.get("input_tokens"), int),
-        output_tokens=_number(usage.get("output_tokens"), int),
-        cached_input_tokens=_number(usage.get("cached_input_tokens"), int),
-        cost_usd=_number(usage.get("cost_usd"), float),
-        cost_source=None if usage.get("cost_source") is None else str(usage.get("cost_source")),
+        str(usage.get("shape") or "unstated"),
+        _count(usage.get("input_tokens")),
+        _count(usage.get("output_tokens")),
+        _count(usage.get("cached_input_tokens")),
+        _amount(usage.get("cost_usd")),
+        None if source is None else str(source),
     )
 
 
@@ -254,6 +269,7 @@ def _well_formed(line: Any) -> bool:
 
 OUTCOMES = ("success", "failure", "error")
 _UNREAD = object()
+_USAGE_FIELDS = tuple(a.name for a in attrs.fields(Usage))  # a Usage sent between processes as a tuple
 _DECODER = json.JSONDecoder()
 _MARKS_START = "}" + MARKS_KEY + "["  # the end of a line's ``_gate`` summary and the start of its ``_marks``
 _MARKS_END = '],"'  # the end of the ``_marks`` list (the first ``],"`` after it starts)
@@ -267,6 +283,31 @@ _USAGE_WINDOW = 4096  # bytes of a line's end searched for its usage (a longer u
 
 _Pending: TypeAlias = tuple[TrialSummary, str | bytes] | Mapping[str, Any]
 """A line waiting for its twin: a sealed line's trial summary with its raw text, or a line parsed whole."""
+
+
+def _whole_json(text: str, otherwise: Any) -> Any:
+    """The JSON value ``text`` holds whole (nothing before or after it), else ``otherwise``.
+
+    ``raw_decode`` with an end check: ``json.loads`` would also run a whitespace pattern over
+    the end, which costs as much again on the short values read here for every line.
+    Undecodable bytes reach here as lone surrogates, which no JSON value holds outside a
+    string; inside one they are refused below.
+    """
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except (ValueError, RecursionError):
+        return otherwise
+    if end != len(text) or (not text.isascii() and _has_surrogate(text)):
+        return otherwise
+    return value
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _raw_marks(raw: str | bytes) -> list[str]:
@@ -287,10 +328,7 @@ def _raw_marks(raw: str | bytes) -> list[str]:
         end = raw.find(_MARKS_END, start)
     if 0 < start < end:
         piece = raw[start + len(_MARKS_START) - 1 : end + 1]
-        try:
-            marks = _DECODER.decode(piece.decode("utf-8") if isinstance(piece, bytes) else piece)
-        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-            marks = None
+        marks = _whole_json(piece.decode("utf-8", "surrogateescape") if isinstance(piece, bytes) else piece, None)
         if well_formed_marks(marks):
             return marks  # a fresh list, checked just above
     try:
@@ -346,10 +384,8 @@ def _last_usage(raw: str | bytes) -> Any:
         ends = raw.endswith("}")
     if at < 0 or not ends:
         return _UNREAD
-    try:
-        return json.loads(raw[at + len(_USAGE_KEY) : -1])  # bytes are read as UTF-8; anything else is refused
-    except (ValueError, RecursionError):
-        return _UNREAD
+    value = raw[at + len(_USAGE_KEY) : -1]
+    return _whole_json(value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value, _UNREAD)
 
 
 class ReportAccumulator:
@@ -468,8 +504,8 @@ class ReportAccumulator:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Sent back from a forked worker: each kept trial as a plain tuple, which pickles far faster than a record.
         rows = [
-            (t.id, t.arm, t.condition, t.index, t.attempt, t.outcome, t.failure_mode, t.fired, t.violated, t.usage,
-             t.fingerprint)
+            (t.id, t.arm, t.condition, t.index, t.attempt, t.outcome, t.failure_mode, t.fired, t.violated,
+             None if t.usage is None else tuple(getattr(t.usage, name) for name in _USAGE_FIELDS), t.fingerprint)
             for t in self.latest.values()
         ]  # fmt: skip
         return _restored, (self.manifest, self.pass_k, rows, self.errors, self._pending, self.skipped)
@@ -713,7 +749,9 @@ def _restored(
     accumulator = ReportAccumulator(manifest, pass_k)
     latest = accumulator.latest
     for row in rows:
-        latest[row[0]] = TrialSummary(*row)
+        trial = latest[row[0]] = TrialSummary(*row)
+        if row[9] is not None:
+            trial.usage = Usage(*row[9])
     accumulator.errors, accumulator._pending, accumulator.skipped = errors, pending, skipped
     return accumulator
 

@@ -557,3 +557,24 @@ def test_a_line_holding_nan_is_a_broken_seal_not_an_internal_error(finished: Pat
         assert "internal error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     done = certlab("gate", str(store))
     assert done.returncode == 3 and "trials.jsonl line 1: the seal does not match the content" in done.stdout
+
+
+def test_a_sealed_line_reporting_infinite_or_odd_usage_is_read_without_a_crash(finished: Path, tmp_path: Path) -> None:
+    # 1e400 reads back as an infinite float: no token count, not a traceback. The seal is made over the raw text.
+    import hashlib
+
+    store = copy_store(finished, tmp_path)
+    raw = (store / "trials.jsonl").read_text().splitlines(keepends=True)
+    for number, odd in ((0, '{"input_tokens":1e400,"shape":"claude-json"}'), (1, '{"cost_usd":true,"shape":7}')):
+        text = raw[number].rstrip("\n")
+        assert text.endswith(',"usage":null}')
+        seal = json.loads(text)["seal"]
+        body = text.replace(f',"seal":"{seal}"', "")[: -len("null}")] + odd + "}"
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        at = body.index(',"seed":')  # the seal sits before seed in sorted keys
+        raw[number] = body[:at] + f',"seal":"{digest}"' + body[at:] + "\n"
+    (store / "trials.jsonl").write_text("".join(raw))
+    done = certlab("report", str(store), "--json")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    usage = {arm["arm"]: arm for arm in json.loads(done.stdout)["usage"]}
+    assert usage["candidate"]["trials_reporting"] + usage["baseline"]["trials_reporting"] == 2
