@@ -3,8 +3,9 @@
 The store follows docs/run-store.md exactly (sealed manifest, sealed lines with the
 identities the schedule implies), so both commands do their full seal and schedule checks.
 Its lines are real: a small run of the retry world (A against B, a timed-out reserve and a
-clean condition) is made first, and each of its trial lines is copied to many indices,
-re-keyed and resealed (``seal_line`` recomputes each ``_gate`` summary and ``_marks``, so a
+clean condition) is made first, and each of its trial lines is copied to many indices, given
+a usage report like a coding agent's (the retry world's agents report none), re-keyed and
+resealed (``seal_line`` recomputes each ``_gate`` summary and ``_marks``, so a
 store built here has the current line format), since running 100,000
 agents is not what this measures. Each command runs ``--repeat`` times as a fresh process;
 the median wall time and CPU time (the command and its forked worker) and the peak memory
@@ -78,6 +79,21 @@ def template_run(folder: Path) -> Path:
     return folder / runs[-1]
 
 
+def usage_of(index: int, arm: str) -> dict[str, object]:
+    """A usage report like the one a coding agent's CLI gives (tokens, the client's own dollar estimate), varied by
+    trial, so the report's usage and cost path runs at scale too (the retry world's agents report none)."""
+    tokens_in = 9_000 + (index * 7919) % 4_000 + (500 if arm == "candidate" else 0)
+    tokens_out = 400 + (index * 104729) % 300
+    return {
+        "shape": "claude-json",
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
+        "cached_input_tokens": tokens_in // 3,
+        "cost_usd": round(tokens_in * 3e-6 + tokens_out * 15e-6, 6),
+        "cost_source": "client-estimate",
+    }
+
+
 def build_store(folder: Path, trials: int, template: Path) -> Path:
     """A sealed store of ``trials`` trials (rounded up per arm and condition): real lines, re-keyed and resealed."""
     from certlab_core.gate.store import read_store
@@ -99,6 +115,7 @@ def build_store(folder: Path, trials: int, template: Path) -> Path:
         for key in full_order(manifest):
             line = dict(lines[(key.arm, key.condition, key.index % TEMPLATE_TRIALS)])
             line.update(id=key.id, index=key.index, seed=key.seed, identity=identities.of(key))
+            line["usage"] = usage_of(key.index, key.arm)
             line["manifest_seal"] = manifest.seal
             handle.write(seal_line(line))
     return folder

@@ -7,11 +7,8 @@ recomputes the verdict from a run store alone.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,18 +51,6 @@ def _write_reports(folder: Path, decision: dict[str, Any], junit: Path | None, m
     for path, fmt in ((junit, "junit"), (markdown, "markdown")):
         if path is not None:
             reports.write_report(folder, decision, fmt, path)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a store is read: many small records kept, nothing cyclic to find."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def run_command(
@@ -127,7 +112,14 @@ def gate_command(
     """Recompute the verdict from a run store alone; the exit code is the verdict."""
     from certlab_core.canonical import pretty_json, seal_holds
     from certlab_core.gate.decision import decide_file
-    from certlab_core.gate.store import DECISION, TRIALS, earlier_runs, open_manifest, summarise_earlier
+    from certlab_core.gate.store import (
+        DECISION,
+        TRIALS,
+        collector_paused,
+        earlier_runs,
+        open_manifest,
+        summarise_earlier,
+    )
     from certlab_core.integrity import AttemptLedger
     from certlab_core.registry import discover
 

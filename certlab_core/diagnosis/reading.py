@@ -6,7 +6,6 @@ a report, a diff or a bundle sees exactly the seals and schedule checks the gate
 
 from __future__ import annotations
 
-import gc
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,7 +125,7 @@ def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tu
     from certlab_core.diagnosis.model import EarlierRun, ReportAccumulator
     from certlab_core.gate.decision import decide_file
     from certlab_core.gate.manifest import manifest_document
-    from certlab_core.gate.store import TRIALS, earlier_runs, open_manifest, summarise_earlier
+    from certlab_core.gate.store import TRIALS, collector_paused, earlier_runs, open_manifest, summarise_earlier
 
     manifest = open_manifest(rundir)
     name = manifest.rule.name
@@ -140,14 +139,9 @@ def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tu
         verdict = summary.rsplit(": ", 1)[-1]
         earlier.append(EarlierRun(run=path.name, verdict=None if verdict == "no decision" else verdict))
     accumulator = ReportAccumulator(manifest_document(manifest), pass_k)
-    collecting = gc.isenabled()
-    gc.disable()  # many small records kept, nothing cyclic: the collector would only rescan them
-    try:
+    with collector_paused():
         decision = decide_file(manifest, rundir / TRIALS, rule, accumulator)
-    finally:
-        if collecting:
-            gc.enable()
-    report = accumulator.report(
-        decision, run=rundir.name, decision_file=_decision_file_state(rundir, decision), earlier_runs=earlier
-    )
+        report = accumulator.report(
+            decision, run=rundir.name, decision_file=_decision_file_state(rundir, decision), earlier_runs=earlier
+        )
     return report, rule
