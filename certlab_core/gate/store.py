@@ -9,6 +9,7 @@ import contextlib
 import gc
 import hashlib
 import json
+import mmap
 import os
 import re
 import time
@@ -237,33 +238,44 @@ def iter_raw_lines(path: Path) -> Iterator[str]:
         raise InstrumentError(f"{path}: unreadable ({type(error).__name__}); the run store is damaged") from None
 
 
-def iter_raw_line_bytes(path: Path, chunk: int = 1 << 22, start: int = 0, end: int | None = None) -> Iterator[bytes]:
-    """The lines of trials.jsonl as bytes, without their newline, read in large chunks (split on ``\\n`` only).
+_RELEASE_BYTES = 16 << 20  # how much of the mapped file is read before its pages are handed back
+
+
+def iter_raw_line_bytes(path: Path, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+    """The lines of trials.jsonl as bytes, without their newline (split on ``\\n`` only), read through a memory map.
 
     No line is decoded here: a sealed line's seal is checked over its raw bytes, which proves
     them the UTF-8 text the writer sealed; a reader decodes only what it parses. ``start`` and
     ``end`` read only that byte range (``start`` just after a newline, ``end`` just after one
-    or the file's end).
+    or the file's end). The file is mapped rather than read, which saves copying it once
+    through a buffer; the pages already read are handed back every 16 MB, so the map never
+    holds much of a large store in the reader's memory. Lines appended while it reads are
+    not seen (the map's size is the file's size when it was opened).
     """
     try:
         with path.open("rb") as handle:
-            handle.seek(start)
-            left = None if end is None else end - start
-            rest = b""
-            while True:
-                block = handle.read(chunk if left is None else min(chunk, left))
-                if left is not None:
-                    left -= len(block)
-                if not block:
-                    break
-                pieces = (rest + block).split(b"\n") if rest else block.split(b"\n")
-                rest = pieces.pop()
-                yield from pieces
-            if rest:
-                yield rest
+            size = os.fstat(handle.fileno()).st_size
+            stop = size if end is None else min(end, size)
+            if stop <= start:
+                return
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                find = view.find
+                position = start
+                released = start - start % mmap.PAGESIZE
+                while position < stop:
+                    newline = find(b"\n", position, stop)
+                    if newline < 0:
+                        yield view[position:stop]
+                        break
+                    yield view[position:newline]
+                    position = newline + 1
+                    if position - released >= _RELEASE_BYTES:
+                        upto = position - position % mmap.PAGESIZE
+                        view.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                        released = upto
     except FileNotFoundError:
         raise InstrumentError(f"{path}: missing; this run store has no trial records") from None
-    except OSError as error:
+    except (OSError, ValueError) as error:  # ValueError: a file that cannot be mapped
         raise InstrumentError(f"{path}: unreadable ({type(error).__name__}); the run store is damaged") from None
 
 
