@@ -1,19 +1,20 @@
-"""Build a sealed run store of 100,000 trials and time ``certlab report`` and ``certlab gate`` on it.
+"""Build sealed run stores of 100,000 trials and time ``certlab report`` and ``certlab gate`` on each.
 
-The store follows docs/run-store.md exactly (sealed manifest, sealed lines with the
-identities the schedule implies), so both commands do their full seal and schedule checks.
-Its lines are real: a small run of the retry world (A against B, a timed-out reserve and a
-clean condition) is made first, and each of its trial lines is copied to many indices, given
-a usage report like a coding agent's (the retry world's agents report none), re-keyed and
-resealed (``seal_line`` recomputes each ``_gate`` summary and ``_marks``, so a
-store built here has the current line format), since running 100,000
-agents is not what this measures. Each command runs ``--repeat`` times as a fresh process;
-the median wall time and CPU time (the command and its forked worker) and the peak memory
-are printed, each run's wall time beside them. Peak memory is the process tree's summed
-proportional set size, sampled every 50 ms (a worker shares the command's pages until it
-writes them, and PSS counts a shared page once), next to the largest single process's max
-RSS from ``wait4``; the target is held against the larger of the two. Targets: a median of
-at most 5 s, and at most 300 MB.
+A store follows docs/run-store.md exactly (sealed manifest, sealed lines with the identities
+the schedule implies), so both commands do their full seal and schedule checks. Its lines
+are real: a small run of the retry world (A against B, a timed-out reserve and a clean
+condition) is made first, and each of its trial lines is copied to many indices, re-keyed
+and resealed (``seal_line`` recomputes each ``_gate`` summary and ``_marks``), since running
+100,000 agents is not what this measures. Two stores are measured: the retry world's lines
+as they are (its agents report no usage), and the same lines each given a usage report like
+a coding agent's (tokens and a client-estimated cost, varied by trial), which the report
+reads and sums. Each command runs ``--repeat`` times as a fresh process; the median wall
+time and CPU time (the command and its forked worker) and the peak memory are printed, each
+run's wall time beside them. Peak memory is the process tree's summed proportional set size,
+sampled every 50 ms (a worker shares the command's pages until it writes them, and PSS
+counts a shared page once), next to the largest single process's max RSS from ``wait4``;
+the target is held against the larger of the two. Targets: a median of at most 5 s, and at
+most 300 MB.
 
     .venv/bin/python bench/store.py [--trials 100000] [--keep DIR] [--repeat 3]
 """
@@ -33,7 +34,7 @@ from pathlib import Path
 from certlab_core.canonical import pretty_json, seal_of
 from certlab_core.gate.manifest import manifest_document, manifest_from_document
 from certlab_core.gate.schedule import Identities, full_order
-from certlab_core.gate.store import DECISION, MANIFEST, TRIALS, seal_line
+from certlab_core.gate.store import MANIFEST, TRIALS, seal_line
 
 TARGET_SECONDS = 5.0
 TARGET_MB = 300.0
@@ -94,8 +95,9 @@ def usage_of(index: int, arm: str) -> dict[str, object]:
     }
 
 
-def build_store(folder: Path, trials: int, template: Path) -> Path:
-    """A sealed store of ``trials`` trials (rounded up per arm and condition): real lines, re-keyed and resealed."""
+def build_store(folder: Path, trials: int, template: Path, with_usage: bool) -> Path:
+    """A sealed store of ``trials`` trials (rounded up per arm and condition): real lines, re-keyed and resealed,
+    each given a coding agent's usage report when ``with_usage``."""
     from certlab_core.gate.store import read_store
 
     real = read_store(template)
@@ -115,7 +117,8 @@ def build_store(folder: Path, trials: int, template: Path) -> Path:
         for key in full_order(manifest):
             line = dict(lines[(key.arm, key.condition, key.index % TEMPLATE_TRIALS)])
             line.update(id=key.id, index=key.index, seed=key.seed, identity=identities.of(key))
-            line["usage"] = usage_of(key.index, key.arm)
+            if with_usage:
+                line["usage"] = usage_of(key.index, key.arm)
             line["manifest_seal"] = manifest.seal
             handle.write(seal_line(line))
     return folder
@@ -174,19 +177,31 @@ def measure(args: list[str]) -> tuple[float, float, float, float, int, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=100_000, help="trials in the store (default 100000)")
-    parser.add_argument("--keep", type=Path, default=None, help="build the store in this folder and keep it")
+    parser.add_argument("--keep", type=Path, default=None, help="build the stores in this folder and keep them")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command (default 3)")
     options = parser.parse_args()
     base = options.keep or Path(tempfile.mkdtemp(prefix="certlab-bench-store-"))
-    folder = base / "bench-store-run"
-    started = time.monotonic()
-    build_store(folder, options.trials, template_run(base / "template"))
-    lines = sum(1 for _ in (folder / TRIALS).open("rb"))
-    size_mb = (folder / TRIALS).stat().st_size / 1e6
-    print(f"store: {lines} trials, trials.jsonl {size_mb:.0f} MB, built in {time.monotonic() - started:.1f} s")
+    template = template_run(base / "template")
+    worst = 0
+    for variant, with_usage in (("tool-world lines, no usage", False), ("every line reporting usage", True)):
+        folder = base / ("bench-store-usage" if with_usage else "bench-store-run")
+        started = time.monotonic()
+        build_store(folder, options.trials, template, with_usage)
+        lines = sum(1 for _ in (folder / TRIALS).open("rb"))
+        size_mb = (folder / TRIALS).stat().st_size / 1e6
+        print(
+            f"store ({variant}): {lines} trials, trials.jsonl {size_mb:.0f} MB, "
+            f"built in {time.monotonic() - started:.1f} s"
+        )
+        worst = max(worst, measure_commands(folder, options.repeat))
+    return worst
+
+
+def measure_commands(folder: Path, repeat: int) -> int:
+    """Run report and gate on one store ``repeat`` times each and print their figures; 1 when a target is missed."""
     worst = 0
     for name, args in (("report", ["report", str(folder)]), ("gate", ["gate", str(folder)])):
-        runs = [measure(args) for _ in range(options.repeat)]
+        runs = [measure(args) for _ in range(repeat)]
         wall = statistics.median(run[0] for run in runs)
         cpu = statistics.median(run[1] for run in runs)
         pss = max(run[2] for run in runs)
@@ -198,13 +213,11 @@ def main() -> int:
         worst = max(worst, 0 if held else 1)
         walls = ", ".join(f"{run[0]:.2f}" for run in runs)
         print(
-            f"certlab {name}: median {wall:.2f} s wall ({walls}), median {cpu:.2f} s CPU, "
+            f"  certlab {name}: median {wall:.2f} s wall ({walls}), median {cpu:.2f} s CPU, "
             f"peak {pss:.0f} MB (summed PSS of the command and its worker; largest single process {largest:.0f} MB) "
             f"(targets {TARGET_SECONDS:.0f} s, {TARGET_MB:.0f} MB) exit {code}: {'held' if held else 'MISSED'}"
-            f"  [{last[:100]}]"
+            f"  [{last[:60]}]"
         )
-    if (folder / DECISION).exists():
-        print(f"decision.json written by certlab gate: {(folder / DECISION).stat().st_size} bytes")
     return worst
 
 
