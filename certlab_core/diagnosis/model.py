@@ -238,8 +238,12 @@ def _amount(value: Any) -> float | None:
 
 def _usage_of(line: Mapping[str, Any]) -> Usage | None:
     """The trial's usage report as the kernel's record (None when it reported nothing)."""
-    usage = line.get("usage")
-    if not isinstance(usage, Mapping):
+    return _usage_record(line.get("usage"))
+
+
+def _usage_record(usage: Any) -> Usage | None:
+    """A usage value read from a line as the kernel's record (None when it is not an object)."""
+    if type(usage) is not dict and not isinstance(usage, Mapping):  # JSON gives dicts: the ABC check is the slow one
         return None
     source = usage.get("cost_source")
     return Usage(
@@ -548,7 +552,7 @@ class ReportAccumulator:
             reported = _last_usage(raw)
             if reported is _UNREAD:
                 return None
-            usage = _usage_of({"usage": reported})
+            usage = _usage_record(reported)
         names = self._names
         mode = summary.get("failure_mode")
         return TrialSummary(
