@@ -84,3 +84,23 @@ def test_split_read_equals_one_pass_on_a_damaged_store(tmp_path: Path) -> None:
     assert one[2], "the damaged store has problems"
     assert any("recorded twice" in problem for problem in one[2])
     assert split == one
+
+
+def test_split_read_equals_one_pass_when_every_line_reports_usage(tmp_path: Path) -> None:
+    # Usage travels back from a worker in its own form (a tuple, not a record): the report must not see a difference.
+    import json
+
+    from certlab_core.gate.store import seal_line
+
+    folder = _store(tmp_path, "block")
+    lines = [json.loads(raw) for raw in (folder / TRIALS).read_bytes().split(b"\n") if raw]
+    resealed = []
+    for number, line in enumerate(lines):
+        line["usage"] = {"shape": "claude-json", "input_tokens": 1000 + number, "output_tokens": 7 * number,
+                         "cost_usd": 0.001 * number, "cost_source": "client-estimate"}  # fmt: skip
+        resealed.append(seal_line(line))
+    (folder / TRIALS).write_text("".join(resealed), encoding="utf-8")
+    one, split = _both(folder, 3)
+    assert split == one
+    usage = {arm["arm"]: arm for arm in one[5]["usage"]}
+    assert usage["baseline"]["trials_reporting"] == usage["candidate"]["trials_reporting"] == 20
