@@ -16,16 +16,16 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run_certlab(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a fresh interpreter, as a user runs it."""
+    """The real CLI in a fresh interpreter, as a user runs it (every test suite's helpers call this one)."""
     return subprocess.run(
         [sys.executable, "-m", "certlab_core.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
         env=env,
-        timeout=600,
+        timeout=timeout,
         check=False,
     )
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from conftest import run_certlab
 
 # Replaces the scaffold's defect (operator precedence) with the fix, through the command agent.
 FIX_COMMAND = "sed -i 's/fahrenheit - 32 \\* 5 \\/ 9/(fahrenheit - 32) * 5 \\/ 9/' temperature.py"
@@ -18,15 +19,8 @@ OVERFIT_COMMAND = (
 
 
 def certlab(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a fresh interpreter, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "certlab_core.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        check=False,
-    )
+    """The real CLI, with more time than the other suites give it: locking and certifying a task run its tests."""
+    return run_certlab(*args, cwd=cwd, timeout=timeout)
 
 
 def scaffold_task(folder: Path) -> Path:

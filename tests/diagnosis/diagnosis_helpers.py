@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from conftest import run_certlab
 
 REPO = Path(__file__).resolve().parents[2]
 ARCHIVED = REPO / "tests" / "archived_stores"
 STORES = {"block": "BLOCK", "inconclusive": "INCONCLUSIVE", "error": "ERROR"}
-
-
-def run_certlab(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a fresh interpreter, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "certlab_core.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def run_experiment(folder: Path, descriptor: str, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import yaml
+from conftest import run_certlab
 
 from certlab_core.gate.decision import decide
 from certlab_core.gate.descriptor import load_descriptor
@@ -88,11 +88,4 @@ def lines(folder: Path) -> list[dict[str, Any]]:
 
 
 def certlab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "certlab_core.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-        check=False,
-    )
+    return run_certlab(*args, cwd=cwd)
