@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from attrs import frozen
 
+from certlab_core.diagnosis.intervals import regularized_beta
 from certlab_core.records import Usage
 
 QUANTITIES = ("cost_usd", "input_tokens", "output_tokens", "cached_input_tokens")
@@ -34,43 +35,9 @@ DOLLAR_NOTE = "the client's own estimate, not a bill"
 # ----------------------------------------------------------------------------- Student's t, exactly enough
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """The continued fraction of the regularised incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        for numerator in (
-            m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)),
-            -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
-
-
 def t_cdf(t: float, df: float) -> float:
     """P(T <= t) for Student's t with ``df`` degrees of freedom (any positive real)."""
-    tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    tail = 0.5 * regularized_beta(df / 2.0, 0.5, df / (df + t * t))
     return 1.0 - tail if t >= 0 else tail
 
 

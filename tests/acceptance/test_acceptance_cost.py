@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certlab_core.cost import cost_report, incomplete_beta, t_quantile
+from certlab_core.cost import cost_report, t_quantile
+from certlab_core.diagnosis.intervals import regularized_beta
 from certlab_core.records import Usage
 
 
@@ -40,7 +41,7 @@ def test_student_t_quantiles_match_scipy() -> None:
 def test_the_incomplete_beta_matches_scipy(a: float, b: float, x: float) -> None:
     from scipy import special
 
-    assert math.isclose(incomplete_beta(a, b, x), float(special.betainc(a, b, x)), rel_tol=1e-7, abs_tol=1e-10)
+    assert math.isclose(regularized_beta(a, b, x), float(special.betainc(a, b, x)), rel_tol=1e-7, abs_tol=1e-10)
 
 
 def test_figures_per_arm_with_intervals_and_a_claim_when_the_reports_allow_it() -> None:
