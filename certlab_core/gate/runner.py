@@ -36,7 +36,7 @@ from certlab_core.gate.descriptor import FaultDeclaration, is_reference
 from certlab_core.gate.manifest import ARMS, Manifest
 from certlab_core.gate.schedule import Identities, key_of, look_order
 from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink, iter_raw_line_bytes
-from certlab_core.gate.trial import Job, TrialKey, TrialPlan
+from certlab_core.gate.trial import Job, TrialKey, TrialPlan, blank_outcome
 from certlab_core.records import Fault, StatisticalRule, ToolWorld
 from certlab_core.registry import Registry
 
@@ -216,15 +216,7 @@ def classify(
 
 def child_failure_outcome(failure: ChildFailure, manifest: Manifest) -> dict[str, Any]:
     """What a trial child that did not report stands for: killed at its deadline, died, or the runner broke."""
-    outcome: dict[str, Any] = {
-        "agent": {"status": "crashed", "exit_code": None, "detail": failure.summary[:DETAIL_LIMIT], "returned": None},
-        "events": [],
-        "faults": [],
-        "counts": {"tool_calls": 0, "model_steps": 0, "by_tool": {}},
-        "budget_exceeded": None,
-        "error": None,
-        "uncaught_tool_error": False,
-    }
+    outcome = blank_outcome("crashed", failure.summary[:DETAIL_LIMIT])
     if failure.kind == "timeout":
         outcome["agent"]["status"] = "timeout"
         outcome["budget_exceeded"] = "seconds"

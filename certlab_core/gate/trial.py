@@ -161,6 +161,22 @@ def load_agent(plan: TrialPlan, arm: str) -> Callable[..., Any]:
     return callable_reference(reference, plan.descriptor_dir)
 
 
+def blank_outcome(status: str, detail: str = "") -> dict[str, Any]:
+    """What a trial's process reports before anything happened: the agent's status, no calls, no faults, no error.
+
+    The trial fills it in as it runs; the runner uses it as it is for a child that never reported.
+    """
+    return {
+        "agent": {"status": status, "exit_code": None, "detail": detail, "returned": None},
+        "events": [],
+        "faults": [],
+        "counts": {"tool_calls": 0, "model_steps": 0, "by_tool": {}},
+        "budget_exceeded": None,
+        "error": None,
+        "uncaught_tool_error": False,
+    }
+
+
 def run_tool_trial(plan: TrialPlan, key: TrialKey, agent: Callable[..., Any] | None = None) -> dict[str, Any]:
     """In a trial's process: build the world, run the agent through the boundary, return what happened (no verdict).
 
@@ -168,18 +184,7 @@ def run_tool_trial(plan: TrialPlan, key: TrialKey, agent: Callable[..., Any] | N
     otherwise it is imported here.
     """
     started = time.perf_counter()
-    result: dict[str, Any] = {
-        "agent": {"status": "completed", "exit_code": None, "detail": "", "returned": None},
-        "events": [],
-        "faults": [],
-        "counts": {"tool_calls": 0, "model_steps": 0, "by_tool": {}},
-        "budget_exceeded": None,
-        "error": None,
-        "uncaught_tool_error": False,
-        "task": None,
-        "snapshot": None,
-        "usage": None,
-    }
+    result: dict[str, Any] = {**blank_outcome("completed"), "task": None, "snapshot": None, "usage": None}
     try:
         instance = build_world(plan, key.seed)
     except Exception as error:
