@@ -395,10 +395,11 @@ def _last_usage(raw: str | bytes) -> Any:
 class ReportAccumulator:
     """Reads trial lines one at a time (in any order) and keeps only what the report needs.
 
-    A failed trial's fingerprint needs its twin's events (the other arm, same condition and
-    index); lines are held only until their twin arrives (the schedule interleaves the arms,
-    so that is soon), then reduced to a ``TrialSummary``. Memory stays proportional to the
-    number of trials, not to the size of their recordings.
+    Each line is reduced to a ``TrialSummary`` as it is read. A failed trial's fingerprint
+    needs its twin's boundary marks (the other arm, same condition and index), so a line's
+    raw text is also held until its twin arrives (the schedule interleaves the arms, so that
+    is soon) and its marks are decoded only if the pair holds a failure. Memory stays
+    proportional to the number of trials, not to the size of their recordings.
     """
 
     def __init__(self, manifest: Mapping[str, Any], pass_k: Sequence[int] = DEFAULT_PASS_K) -> None:
@@ -462,8 +463,8 @@ class ReportAccumulator:
         twin of the other arm), read only when the pair holds a failure. Any other line is
         parsed whole and taken as by :meth:`add`.
         """
-        trial = self._from_summary(raw, summary) if summary is not None else None
-        if trial is None:
+        trial = None if summary is None else self._from_summary(raw, summary)
+        if trial is None or summary is None:
             try:
                 line = json.loads(raw)
             except (ValueError, RecursionError):
@@ -472,7 +473,7 @@ class ReportAccumulator:
                 self.add(line)
             return
         if trial.outcome == "error":
-            self.errors.append((trial.id, trial.attempt, str(summary.get("error") or "") if summary else ""))
+            self.errors.append((trial.id, trial.attempt, str(summary.get("error") or "")))
         kept = self.latest.get(trial.id)
         if kept is not None and kept.attempt > trial.attempt:
             return

@@ -200,30 +200,6 @@ class RunStore:
             if isinstance(document, dict):
                 yield document
 
-    def latest(self) -> dict[str, dict[str, Any]]:
-        """Each trial's last attempt, by id."""
-        out: dict[str, dict[str, Any]] = {}
-        for line in self.lines():
-            trial_id = line.get("id")
-            attempt = line.get("attempt")
-            if not isinstance(trial_id, str) or not isinstance(attempt, int):
-                continue
-            if trial_id not in out or out[trial_id].get("attempt", 0) < attempt:
-                out[trial_id] = line
-        return out
-
-    def decision(self) -> dict[str, Any] | None:
-        path = self.folder / DECISION
-        if not path.exists():
-            return None
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
-            raise InstrumentError(f"{path}: unreadable; recompute it with 'certlab gate {self.folder}'") from None
-        if not isinstance(document, dict):
-            raise InstrumentError(f"{path}: not a decision document")
-        return document
-
 
 def iter_raw_lines(path: Path) -> Iterator[str]:
     """The lines of trials.jsonl one at a time, without their newline (split on newlines only: a record may hold
