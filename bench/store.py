@@ -14,7 +14,8 @@ run's wall time beside them. Peak memory is the process tree's summed proportion
 sampled every 50 ms (a worker shares the command's pages until it writes them, and PSS
 counts a shared page once), next to the largest single process's max RSS from ``wait4``;
 the target is held against the larger of the two. Targets: a median of at most 5 s, and at
-most 300 MB.
+most 300 MB. ``certlab diff`` of a middle pair of twins and ``certlab rederive`` are timed once
+on each store too, for their figures (no target).
 
     .venv/bin/python bench/store.py [--trials 100000] [--keep DIR] [--repeat 3]
 """
@@ -22,6 +23,7 @@ most 300 MB.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -225,7 +227,19 @@ def measure_commands(folder: Path, repeat: int) -> int:
             f"(targets {TARGET_SECONDS:.0f} s, {TARGET_MB:.0f} MB) exit {code}: {'held' if held else 'MISSED'}"
             f"  [{last[:60]}]"
         )
+    # Commands with no target, for their figures: they read one or two lines, or the store once.
+    middle = f"reserve-timeout/{_n_per_arm(folder) // 2}"
+    for name, args in (
+        ("diff", ["diff", str(folder), f"baseline/{middle}", f"candidate/{middle}"]),
+        ("rederive", ["rederive", str(folder)]),
+    ):
+        wall, cpu, pss, largest, code, _last = measure(args)
+        print(f"  certlab {name}: {wall:.2f} s wall, {cpu:.2f} s CPU, peak {max(pss, largest):.0f} MB, exit {code}")
     return worst
+
+
+def _n_per_arm(folder: Path) -> int:
+    return int(json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["n_per_arm"])
 
 
 if __name__ == "__main__":
