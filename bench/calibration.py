@@ -12,7 +12,7 @@ import sys
 import time
 
 from certlab_core.lab import calibrate, constructed_agents, grader_chain, preload, prove
-from certlab_core.registry import discover
+from certlab_core.plugin.registry import discover
 
 
 def measure(family_names: list[str], workers: int) -> float:

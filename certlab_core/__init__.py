@@ -1,11 +1,7 @@
-"""certlab's kernel: hook specs, records, seals, discovery, the trial engine and the CLI."""
+"""certlab's kernel: the author API (``certlab_core.plugin``), the engines that certify and gate, and the CLI."""
 
 from __future__ import annotations
 
-import pluggy
-
-__all__ = ["__version__", "hookimpl"]
+__all__ = ["__version__"]
 
 __version__ = "0.1.0"
-
-hookimpl = pluggy.HookimplMarker("certlab")

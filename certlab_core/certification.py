@@ -20,7 +20,6 @@ from attrs import frozen
 
 from certlab_core import __version__
 from certlab_core.canonical import pretty_json, sealed, unstructure
-from certlab_core.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.held_out import HeldOut, open_held_out
 from certlab_core.lab import (
     InstrumentProof,
@@ -34,9 +33,10 @@ from certlab_core.lab import (
     prove,
     run_trials,
 )
-from certlab_core.records import AgentAdapter, TaskFamily
-from certlab_core.registry import Registry
-from certlab_core.workcopy import sha256_file, taskset_sha256
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.plugin.records import AgentAdapter, TaskFamily
+from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
 
 BUNDLE_SCHEMA = "certlab.certification/1"
 BUNDLE_FILE = "bundle.json"
@@ -317,7 +317,7 @@ def bundle_sha256(path: Path) -> str:
 
 
 def load_json(path: Path, what: str) -> Any:
-    from certlab_core.errors import InstrumentError
+    from certlab_core.plugin.errors import InstrumentError
 
     try:
         return json.loads(path.read_text(encoding="utf-8"))

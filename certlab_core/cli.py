@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from certlab_core.errors import EXIT_USAGE, CertlabError
+from certlab_core.plugin.errors import EXIT_USAGE, CertlabError
 
 app = typer.Typer(
     name="certlab",

@@ -6,8 +6,8 @@ import math
 from collections import Counter, defaultdict
 from typing import Any
 
-from certlab_core.errors import CertlabError
-from certlab_core.registry import Registry
+from certlab_core.plugin.errors import CertlabError
+from certlab_core.plugin.registry import Registry
 
 CONTRACT_ALPHA = 0.05
 DEFAULT_RULE = "clopper-pearson"

@@ -20,7 +20,7 @@ from functools import lru_cache
 from attrs import frozen
 
 from certlab_core.diagnosis.intervals import regularized_beta
-from certlab_core.records import Usage
+from certlab_core.plugin.records import Usage
 
 QUANTITIES = ("cost_usd", "input_tokens", "output_tokens", "cached_input_tokens")
 LABELS = {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from attrs import frozen
 
-from certlab_core.errors import UsageError
+from certlab_core.plugin.errors import UsageError
 
 # Each chapter module defines ``steps(context) -> list[DemoStep]``; a capability adds its chapter here.
 CHAPTERS: tuple[str, ...] = (

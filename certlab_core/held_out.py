@@ -16,13 +16,13 @@ from typing import Any
 
 from attrs import define, field
 
-from certlab_core.fingerprints import check_unmoved
 from certlab_core.lock import LockRefused, lock_refusals, open_lock, read_task_cases, scratch_folder, take_lock
+from certlab_core.plugin.fingerprints import check_unmoved
+from certlab_core.plugin.records import AcceptanceLock, TaskFamily
+from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
 from certlab_core.prediction import check_predictions, recorded_form
-from certlab_core.records import AcceptanceLock, TaskFamily
-from certlab_core.registry import Registry
 from certlab_core.user_task import UserTask, load_user_task, stage_family
-from certlab_core.workcopy import sha256_file, taskset_sha256
 
 
 @define
@@ -118,7 +118,7 @@ def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs:
 
 
 def raise_duplicate(name: str) -> None:
-    from certlab_core.errors import UsageError
+    from certlab_core.plugin.errors import UsageError
 
     raise UsageError(f"two tasks are named {name!r}; give each user task its own task.name in certlab.yaml")
 
@@ -138,7 +138,7 @@ def register_experiment_task(registry: Registry, directory: Path) -> TaskFamily 
     import atexit
     import types
 
-    from certlab_core import hookimpl
+    from certlab_core.plugin import hookimpl
     from certlab_core.user_task import holds_user_task
 
     if not holds_user_task(directory):

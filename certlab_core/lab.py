@@ -15,10 +15,10 @@ from typing import Any
 
 from attrs import field, frozen
 
-from certlab_core import failure_modes as fm
-from certlab_core.errors import InstrumentError, UsageError
-from certlab_core.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
-from certlab_core.records import (
+from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
+from certlab_core.plugin.records import (
     AcceptanceLock,
     AgentAdapter,
     AgentOutcome,
@@ -30,9 +30,9 @@ from certlab_core.records import (
     TaskFamily,
     Usage,
 )
-from certlab_core.registry import Registry
+from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.workcopy import Change, apply_seeds, materialise, record_changes
 from certlab_core.user_task import test_files
-from certlab_core.workcopy import Change, apply_seeds, materialise, record_changes
 
 VERDICTS = ("fixed", "not-fixed", "unavailable")
 GRADER_TIMEOUT_S = 300.0

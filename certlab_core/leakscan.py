@@ -23,7 +23,7 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.cases import HeldOutCase
+from certlab_core.plugin.cases import HeldOutCase
 
 WINDOW = 160
 MAX_FILE_BYTES = 64 * 1024 * 1024

@@ -23,9 +23,9 @@ from typing import Any
 
 from certlab_core import __version__
 from certlab_core.canonical import pretty_json, seal_holds, sealed
-from certlab_core.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
-from certlab_core.errors import InstrumentError, UsageError
-from certlab_core.fingerprints import (
+from certlab_core.plugin.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.fingerprints import (
     CASES_GROUP,
     KERNEL_GROUP,
     PREDICTIONS_GROUP,
@@ -36,10 +36,10 @@ from certlab_core.fingerprints import (
     movements,
     scorer_sources,
 )
-from certlab_core.records import AcceptanceLock
+from certlab_core.plugin.records import AcceptanceLock
+from certlab_core.plugin.workcopy import sha256_file
 from certlab_core.user_task import UserTask
 from certlab_core.visible_calls import leaked_inputs, suite_calls
-from certlab_core.workcopy import sha256_file
 
 LOCK_FOLDER = ".certlab"
 LOCK_FILE = "lock.json"

@@ -21,8 +21,8 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.canonical import canonical_json, seal_holds, seal_of, sealed
-from certlab_core.errors import UsageError
 from certlab_core.lock import lock_path, predictions_path, read_lock
+from certlab_core.plugin.errors import UsageError
 
 PREDICTION_SCHEMA = "certlab.prediction/1"
 MAX_PREDICTION_CHARS = 2000

@@ -10,7 +10,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.certification import BUNDLE_FILE, bundle_sha256
-from certlab_core.errors import InstrumentError, UsageError
+from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.regrade import read_bundle
 
 COMPARISON_FILE = "COMPARISON.md"

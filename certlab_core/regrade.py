@@ -13,12 +13,12 @@ from attrs import frozen
 
 from certlab_core.canonical import seal_holds, structure
 from certlab_core.certification import BUNDLE_FILE, BUNDLE_SCHEMA, load_json
-from certlab_core.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
-from certlab_core.forking import ChildFailure, map_in_forks
 from certlab_core.lab import Progress, grader_chain, preload, prove, run_chain
-from certlab_core.records import Defect, Grader, GradeRequest, TaskFamily
-from certlab_core.registry import Registry
-from certlab_core.workcopy import Change, apply_changes, materialise, sha256_file, taskset_sha256
+from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
+from certlab_core.plugin.forking import ChildFailure, map_in_forks
+from certlab_core.plugin.records import Defect, Grader, GradeRequest, TaskFamily
+from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.workcopy import Change, apply_changes, materialise, sha256_file, taskset_sha256
 
 
 @frozen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from certlab_core.errors import UsageError
+from certlab_core.plugin.errors import UsageError
 from certlab_core.user_task import NAME_PATTERN, TASK_FILE
 
 CONFIG = """\

@@ -25,8 +25,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from certlab_core.errors import UsageError
-from certlab_core.records import Usage
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.records import Usage
 
 CLAUDE_JSON = "claude-json"
 CODEX_JSONL = "codex-jsonl"

@@ -32,8 +32,8 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.errors import UsageError
-from certlab_core.records import Defect, TaskFamily
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.records import Defect, TaskFamily
 
 TASK_FILE = "certlab.yaml"
 TASK_KEYS = (

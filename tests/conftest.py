@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from certlab_core.certification import CertifyOptions, certify, write_certification
-from certlab_core.registry import Registry, discover
+from certlab_core.plugin.registry import Registry, discover
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,8 @@ from conftest import make_certification, run_certlab
 
 from certlab_core.canonical import seal_holds
 from certlab_core.certification import CertifyOptions, certify
-from certlab_core.errors import CertlabError
-from certlab_core.registry import Registry, discover
+from certlab_core.plugin.errors import CertlabError
+from certlab_core.plugin.registry import Registry, discover
 
 BUNDLE_KEYS = {
     "schema", "seal", "origin", "agent", "families", "plugins", "environment", "harness_commit", "graders",
@@ -160,8 +160,8 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 
 UNCAUGHT_FAMILY = """
 import pathlib, tempfile
-from certlab_core import hookimpl
-from certlab_core.records import Defect, Seed, TaskFamily
+from certlab_core.plugin import hookimpl
+from certlab_core.plugin.records import Defect, Seed, TaskFamily
 
 ROOT = pathlib.Path(tempfile.mkdtemp())
 (ROOT / "tree" / "tests").mkdir(parents=True)

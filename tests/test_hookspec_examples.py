@@ -9,8 +9,8 @@ import typing
 
 import pytest
 
-from certlab_core import hookspecs, records
-from certlab_core.registry import HOOK_PREFIX, KINDS, discover
+from certlab_core.plugin import hookspecs, records
+from certlab_core.plugin.registry import HOOK_PREFIX, KINDS, discover
 
 MARKER = "Example plugin::"
 

@@ -33,8 +33,8 @@ FORK_PLUGIN = '''\
 
 from pathlib import Path
 
-from certlab_core import hookimpl
-from certlab_core.records import Defect, Seed, TaskFamily
+from certlab_core.plugin import hookimpl
+from certlab_core.plugin.records import Defect, Seed, TaskFamily
 
 HERE = Path(__file__).parent / "family"
 

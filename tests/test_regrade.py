@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certlab_core.canonical import sealed
-from certlab_core.errors import CertlabError
+from certlab_core.plugin.errors import CertlabError
 from certlab_core.regrade import read_bundle
 
 

@@ -12,8 +12,8 @@ import pytest
 from conftest import run_certlab
 
 from certlab_core.cli import main
-from certlab_core.errors import UsageError
-from certlab_core.looks import look_alpha, look_sizes
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.looks import look_alpha, look_sizes
 
 
 def certlab(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -41,7 +41,7 @@ def test_look_sizes_refuse_impossible_designs(n: object, looks: object) -> None:
 
 def test_look_helpers_and_the_stats_commands_import_nothing_heavy() -> None:
     code = (
-        "import sys, certlab_core.looks, certlab_core.commands.stats_cmd\n"
+        "import sys, certlab_core.plugin.looks, certlab_core.commands.stats_cmd\n"
         "heavy = [m for m in ('scipy', 'numpy') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
@@ -208,8 +208,8 @@ RULE_PLUGINS = '''
 """Two rules installed for the CLI tests: one spends twenty times its alpha, one cannot plan."""
 
 from certlab_clopper_pearson import rule as exact
-from certlab_core import hookimpl
-from certlab_core.records import StatisticalRule
+from certlab_core.plugin import hookimpl
+from certlab_core.plugin.records import StatisticalRule
 
 
 def overspent_decide(b, nb, c, nc, alpha=0.05, delta=0.1, conditions=1, looks=1):

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certlab_core.errors import UsageError
-from certlab_core.records import Usage
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.records import Usage
 from certlab_core.usage_parsers import (
     AIDER_TEXT,
     CLAUDE_JSON,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certlab_core.errors import InstrumentError
-from certlab_core.workcopy import Change, apply_changes, record_changes, tree_hashes
+from certlab_core.plugin.errors import InstrumentError
+from certlab_core.plugin.workcopy import Change, apply_changes, record_changes, tree_hashes
 
 NAMES = st.sampled_from(["a.py", "b.txt", "pkg/c.py", "pkg/d.bin", "tests/test_x.py", "new/deep/e.py"])
 ACTIONS = st.lists(

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from certlab_core.errors import EXIT_ERROR, EXIT_MISMATCH, CertlabError, InstrumentError, UsageError
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, CertlabError, InstrumentError, UsageError
 
 
 def init_task_command(
@@ -33,7 +33,7 @@ def lock_command(
 ) -> None:
     """Seal the held-out cases with their fingerprints, refusing any layout that leaks them."""
     from certlab_core.lock import LockRefused, lock_status, write_lock
-    from certlab_core.registry import discover
+    from certlab_core.plugin.registry import discover
     from certlab_core.user_task import load_user_task
 
     task = load_user_task(directory)
@@ -65,7 +65,7 @@ def lock_command(
 
 
 def _cases_for_scan(rundir: Path, cases: list[Path], tasks: list[Path], families: list[str]) -> list[Any]:
-    from certlab_core.cases import read_cases
+    from certlab_core.plugin.cases import read_cases
 
     found: list[Any] = []
     for file in cases:
@@ -83,7 +83,7 @@ def _cases_for_scan(rundir: Path, cases: list[Path], tasks: list[Path], families
         except (OSError, ValueError, KeyError, TypeError):
             names = []
     if names:
-        from certlab_core.registry import discover
+        from certlab_core.plugin.registry import discover
 
         registry = discover()
         for name in names:

@@ -13,9 +13,9 @@ from certlab_core.certification import (
     cpu_workers,
     write_certification,
 )
-from certlab_core.errors import UsageError
 from certlab_core.lab import log_to_stderr
-from certlab_core.registry import discover
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.registry import discover
 
 
 def certify_command(

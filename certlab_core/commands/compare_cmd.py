@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from certlab_core.errors import EXIT_MISMATCH
+from certlab_core.plugin.errors import EXIT_MISMATCH
 
 
 def compare_command(

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import typer
 
-from certlab_core.errors import EXIT_MISMATCH, EXIT_OK, UsageError
-from certlab_core.registry import discover
+from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, UsageError
+from certlab_core.plugin.registry import discover
 
 RUNDIR_ARGUMENT = typer.Argument(..., help="A run store: the folder 'certlab run' printed as 'run: RUNDIR'.")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from certlab_core.errors import EXIT_ERROR, UsageError
+from certlab_core.plugin.errors import EXIT_ERROR, UsageError
 
 SCHEMA_DOCUMENTS = ("descriptor", "manifest", "trial", "decision")
 
@@ -67,7 +67,7 @@ def run_command(
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.runner import ProgressLine, plan_run, run_experiment, workers_default
     from certlab_core.gate.store import create_run, earlier_runs, summarise_earlier
-    from certlab_core.registry import discover
+    from certlab_core.plugin.registry import discover
 
     if workers < 0:
         raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
@@ -121,7 +121,7 @@ def gate_command(
         summarise_earlier,
     )
     from certlab_core.integrity import AttemptLedger
-    from certlab_core.registry import discover
+    from certlab_core.plugin.registry import discover
 
     manifest = open_manifest(rundir)
     rule = discover().get("statistical_rules", manifest.rule.name)

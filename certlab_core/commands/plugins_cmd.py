@@ -7,7 +7,7 @@ import json
 import typer
 
 from certlab_core.canonical import unstructure
-from certlab_core.registry import KIND_LABELS, discover
+from certlab_core.plugin.registry import KIND_LABELS, discover
 
 
 def plugins(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:

@@ -15,9 +15,9 @@ from typing import Any
 import typer
 
 from certlab_core.diagnosis.intervals import wilson
-from certlab_core.errors import InstrumentError, UsageError
-from certlab_core.looks import look_sizes
-from certlab_core.records import StatisticalRule
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.looks import look_sizes
+from certlab_core.plugin.records import StatisticalRule
 
 DEFAULT_RULE = "clopper-pearson"
 DEFAULT_ALPHA = 0.05
@@ -130,7 +130,7 @@ def parse_rate(flag: str, text: str) -> float:
 
 def load_rule(name: str) -> StatisticalRule:
     """The installed rule ``name``; an unknown name lists the valid ones (the registry's message)."""
-    from certlab_core.registry import discover
+    from certlab_core.plugin.registry import discover
 
     rule: StatisticalRule = discover().get("statistical_rules", name)
     return rule

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from certlab_core.canonical import pretty_json, seal_holds, seal_of
-from certlab_core.errors import InstrumentError, UsageError
-from certlab_core.forking import ForkedCallError, call_in_fork
-from certlab_core.registry import Registry
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.forking import ForkedCallError, call_in_fork
+from certlab_core.plugin.registry import Registry
 
 if TYPE_CHECKING:
     from certlab_core.gate.manifest import Manifest
@@ -68,7 +68,7 @@ def manifest_from_slice(piece: Mapping[str, Any], arm_overrides: Mapping[str, An
     """A sealed manifest rebuilt from a slice (the other arm mirrors this one), so the gate's runner can use it."""
     from certlab_core.canonical import seal_of
     from certlab_core.gate.manifest import manifest_from_document
-    from certlab_core.looks import look_sizes
+    from certlab_core.plugin.looks import look_sizes
 
     document = {key: piece[key] for key in SLICE_KEYS}
     (entry,) = piece["arms"].values()

@@ -18,8 +18,8 @@ from attrs import frozen
 
 from certlab_core.canonical import sealed, unstructure
 from certlab_core.diagnosis.events import failure_fingerprint
-from certlab_core.errors import InstrumentError, UsageError
-from certlab_core.registry import Registry
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.registry import Registry
 
 if TYPE_CHECKING:
     from certlab_core.gate.store import RunStore

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from certlab_core.canonical import pretty_json
-from certlab_core.errors import InstrumentError, UsageError
-from certlab_core.records import StatisticalRule
-from certlab_core.registry import Registry
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.records import StatisticalRule
+from certlab_core.plugin.registry import Registry
 
 if TYPE_CHECKING:
-    from certlab_core.diagnosis.model import Report
     from certlab_core.gate.store import RunStore
+    from certlab_core.plugin.report import Report
 
 
 def open_store(rundir: Path) -> RunStore:

@@ -32,9 +32,9 @@ from attrs import frozen
 from certlab_core.canonical import canonical_json
 from certlab_core.diagnosis.bundle import edited_files, manifest_from_slice
 from certlab_core.diagnosis.events import describe_call
-from certlab_core.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK
-from certlab_core.forking import ForkedCallError, call_in_fork
-from certlab_core.registry import Registry
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK
+from certlab_core.plugin.forking import ForkedCallError, call_in_fork
+from certlab_core.plugin.registry import Registry
 
 KILL_GRACE_S = 5.0
 

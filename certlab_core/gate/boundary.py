@@ -18,40 +18,16 @@ from typing import Any
 
 from attrs import define, field
 
-from certlab_core.records import Fault, FaultContext, FaultEffect, WorldInstance
-
-
-class ToolError(Exception):
-    """A tool refused or failed; the base of every exception an agent may receive from a tool."""
-
-
-class ToolRejected(ToolError):
-    """The tool refused the request (a business rule, a bad argument, an unknown tool)."""
-
-
-class ToolTimeout(ToolError):
-    """The call timed out; whether the work was done is not known to the agent."""
-
-
-class ToolUnavailable(ToolError):
-    """The tool is temporarily unavailable; trying again may work."""
-
-
-class ModelUnavailable(ToolError):
-    """The decision channel (the model) did not answer."""
-
-
-class BudgetExceeded(BaseException):
-    """A budget (tool calls, model steps, seconds) ran out; the trial is a failure whatever follows."""
-
-
-class BoundaryBroken(BaseException):
-    """The world or a fault injector misbehaved: the trial is an infrastructure error, not the agent's failure."""
-
-    def __init__(self, line: str) -> None:
-        super().__init__(line)
-        self.line = line
-
+from certlab_core.plugin.exceptions import (
+    BoundaryBroken,
+    BudgetExceeded,
+    ModelUnavailable,
+    ToolError,
+    ToolRejected,
+    ToolTimeout,
+    ToolUnavailable,
+)
+from certlab_core.plugin.records import Fault, FaultContext, FaultEffect, WorldInstance
 
 BOUNDARY_ERRORS: dict[str, type[BaseException]] = {
     cls.__name__: cls

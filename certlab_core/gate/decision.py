@@ -22,7 +22,6 @@ from typing import Any, Protocol
 from attrs import define, field
 
 from certlab_core.canonical import sealed
-from certlab_core.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS, InstrumentError
 from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
 from certlab_core.gate.schedule import Identities
 from certlab_core.gate.store import (
@@ -33,7 +32,8 @@ from certlab_core.gate.store import (
     iter_raw_line_bytes,
     line_seal_holds,
 )
-from certlab_core.records import Bounds, StatisticalRule
+from certlab_core.plugin.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS, InstrumentError
+from certlab_core.plugin.records import Bounds, StatisticalRule
 
 OUTCOMES = ("success", "failure", "error")
 EXIT_CODES = {"PASS": EXIT_PASS, "BLOCK": EXIT_BLOCK, "INCONCLUSIVE": EXIT_INCONCLUSIVE, "ERROR": EXIT_ERROR}
@@ -321,7 +321,7 @@ def read_file(
     instrument error. ``meanwhile``, when given, is called once the first part is read and
     before the others are awaited (work that would otherwise follow the read).
     """
-    from certlab_core.forking import ChildFailure, ForkPool
+    from certlab_core.plugin.forking import ChildFailure, ForkPool
 
     ranges = _line_ranges(path, workers, least)
     if len(ranges) < 2:
@@ -540,7 +540,7 @@ def decide_file(
 def warm_up(rule: StatisticalRule) -> None:
     """Call the rule once on made-up counts and discard the answer, so that what it imports is loaded.
 
-    A rule is a pure function of counts (``certlab_core.records.StatisticalRule``); scipy,
+    A rule is a pure function of counts (``certlab_core.plugin.records.StatisticalRule``); scipy,
     which the exact rules import lazily, takes a third of a second to load. Anything the
     made-up call raises is ignored here: the real call reports it.
     """

@@ -16,8 +16,8 @@ from typing import Any, Literal
 import attrs
 from attrs import field, frozen
 
-from certlab_core.errors import UsageError
 from certlab_core.gate.typed import DOC, json_schema, parse
+from certlab_core.plugin.errors import UsageError
 
 SCHEMA = "certlab.experiment/1"
 BUCKETS = ("falsify", "benign", "ceiling")

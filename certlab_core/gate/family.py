@@ -13,13 +13,13 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core import failure_modes as fm
 from certlab_core.canonical import unstructure
-from certlab_core.errors import InstrumentError
-from certlab_core.fingerprints import check_unmoved
 from certlab_core.held_out import experiment_lock
 from certlab_core.lab import Task, TrialSpec, grader_chain, preload, prove, run_trial
-from certlab_core.records import AgentAdapter, Defect, Grader, TaskFamily
+from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.errors import InstrumentError
+from certlab_core.plugin.fingerprints import check_unmoved
+from certlab_core.plugin.records import AgentAdapter, Defect, Grader, TaskFamily
 
 
 @frozen

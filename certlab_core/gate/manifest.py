@@ -20,7 +20,6 @@ from attrs import field, frozen
 
 from certlab_core import __version__
 from certlab_core.canonical import seal_of, unstructure
-from certlab_core.errors import InstrumentError, UsageError
 from certlab_core.gate.descriptor import (
     GATING_BUCKETS,
     Budgets,
@@ -34,9 +33,10 @@ from certlab_core.gate.descriptor import (
 )
 from certlab_core.gate.references import ReferenceCheck, check_references
 from certlab_core.gate.typed import DOC, json_schema, parse
-from certlab_core.looks import look_sizes
-from certlab_core.records import Fault, ToolWorld
-from certlab_core.registry import Registry
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.looks import look_sizes
+from certlab_core.plugin.records import Fault, ToolWorld
+from certlab_core.plugin.registry import Registry
 
 SCHEMA = "certlab.manifest/1"
 DECIDE = "decide"

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from certlab_core.errors import CertlabError, UsageError
+from certlab_core.plugin.errors import CertlabError, UsageError
 
 
 def _with_plugin(folder: Path, fmt: str) -> str | None:
-    from certlab_core.registry import discover
+    from certlab_core.plugin.registry import discover
 
     registry = discover()
     if fmt not in registry.names("reporters"):

@@ -26,9 +26,6 @@ from typing import Any
 import attrs
 from attrs import define, field, frozen
 
-from certlab_core import failure_modes as fm
-from certlab_core.errors import InstrumentError, UsageError
-from certlab_core.forking import ChildFailure, ForkedCallError, ForkPool, Zygote, call_in_fork
 from certlab_core.gate import boundary as bd
 from certlab_core.gate import trial as tr
 from certlab_core.gate.decision import walk
@@ -37,8 +34,11 @@ from certlab_core.gate.manifest import ARMS, Manifest
 from certlab_core.gate.schedule import Identities, key_of, look_order
 from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink, iter_raw_line_bytes
 from certlab_core.gate.trial import Job, TrialKey, TrialPlan, blank_outcome
-from certlab_core.records import Fault, StatisticalRule, ToolWorld
-from certlab_core.registry import Registry
+from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.forking import ChildFailure, ForkedCallError, ForkPool, Zygote, call_in_fork
+from certlab_core.plugin.records import Fault, StatisticalRule, ToolWorld
+from certlab_core.plugin.registry import Registry
 
 ORACLE_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0

@@ -21,8 +21,8 @@ from attrs import frozen
 
 from certlab_core.canonical import pretty_json
 from certlab_core.diagnosis.events import boundary_marks
-from certlab_core.errors import InstrumentError, UsageError
 from certlab_core.gate.manifest import Manifest, manifest_document, read_manifest
+from certlab_core.plugin.errors import InstrumentError, UsageError
 
 MANIFEST = "manifest.json"
 TRIALS = "trials.jsonl"

@@ -21,7 +21,7 @@ from attrs import field, frozen
 
 from certlab_core.gate import boundary as bd
 from certlab_core.gate.references import callable_reference
-from certlab_core.records import Fault, OracleVerdict, Usage, WorldInstance
+from certlab_core.plugin.records import Fault, OracleVerdict, Usage, WorldInstance
 
 RETURNED_LIMIT = 64 * 1024
 DETAIL_LIMIT = 2000

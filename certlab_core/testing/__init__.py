@@ -32,7 +32,7 @@ _counter = itertools.count()
 @pytest.fixture
 def certlab_plugin_manager() -> Any:
     """A fresh plugin manager with certlab's hook specs and no plugin registered."""
-    from certlab_core.registry import new_plugin_manager
+    from certlab_core.plugin.registry import new_plugin_manager
 
     return new_plugin_manager()
 
@@ -40,7 +40,7 @@ def certlab_plugin_manager() -> Any:
 @pytest.fixture
 def certlab_temp_plugin() -> Callable[..., Any]:
     """``make(source_or_module, name=None, only=())`` -> a Registry holding just that plugin (and ``only``)."""
-    from certlab_core.registry import discover
+    from certlab_core.plugin.registry import discover
 
     def make(plugin: str | types.ModuleType, name: str | None = None, only: tuple[str, ...] = ()) -> Any:
         if isinstance(plugin, str):
@@ -63,7 +63,7 @@ class FamilyConformance:
     @classmethod
     def conformance(cls) -> dict[str, Any]:
         from certlab_core.lab import calibrate, constructed_agents, grader_chain, prove
-        from certlab_core.registry import discover
+        from certlab_core.plugin.registry import discover
 
         if not cls.family_name:
             pytest.fail("set family_name on the FamilyConformance subclass")

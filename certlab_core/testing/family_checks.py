@@ -32,8 +32,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from certlab_core.cases import HeldOutCase, read_cases
-from certlab_core.records import Defect, TaskFamily
+from certlab_core.plugin.cases import HeldOutCase, read_cases
+from certlab_core.plugin.records import Defect, TaskFamily
 from certlab_core.visible_calls import LiteralCall, leaked_inputs, suite_calls
 
 # Evaluates every held-out case (JSON lines on stdin) in the tree given as argv[1]; prints one JSON verdict a line.

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from certlab_core.looks import look_sizes
+from certlab_core.plugin.looks import look_sizes
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy

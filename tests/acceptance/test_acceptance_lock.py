@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 from acceptance_helpers import certlab, one_line_error, read_json, scaffold_task
 
-from certlab_core.errors import InstrumentError, UsageError
-from certlab_core.fingerprints import check_unmoved, fingerprint, movements
 from certlab_core.lock import (
     LockRefused,
     lock_path,
@@ -22,8 +20,10 @@ from certlab_core.lock import (
     take_lock,
     write_lock,
 )
-from certlab_core.records import AcceptanceLock
-from certlab_core.registry import Registry, discover
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.fingerprints import check_unmoved, fingerprint, movements
+from certlab_core.plugin.records import AcceptanceLock
+from certlab_core.plugin.registry import Registry, discover
 from certlab_core.user_task import load_user_task
 
 
@@ -231,7 +231,7 @@ def test_bad_task_settings_are_one_line(tmp_path: Path) -> None:
 
 
 def test_a_tuple_in_the_tests_equals_a_list_in_the_cases() -> None:
-    from certlab_core.cases import parse_cases
+    from certlab_core.plugin.cases import parse_cases
     from certlab_core.visible_calls import leaked_inputs, literal_calls
 
     cases = parse_cases('{"id": "neg", "call": "intervals:length", "args": [[-4, 6]], "expect": 10}\n', "c.jsonl")

@@ -12,10 +12,10 @@ import yaml
 
 from certlab_core.gate.store import seal_line
 from certlab_core.integrity import attempt_problems, verify_store
-from certlab_core.registry import Registry, discover
+from certlab_core.plugin.registry import Registry, discover
 
 TOOLSET = """
-from certlab_core.records import OracleVerdict, WorldInstance
+from certlab_core.plugin.records import OracleVerdict, WorldInstance
 
 def build(task_input, seed):
     state = {"count": 0}

@@ -142,7 +142,7 @@ def test_leakscan_names_every_artefact_holding_most_answers(
 
 
 def test_leakscan_finds_the_cases_of_an_installed_family_from_the_bundle(tmp_path: Path) -> None:
-    from certlab_core.registry import discover
+    from certlab_core.plugin.registry import discover
 
     family = discover().get("task_families", "intervals")
     run = tmp_path / "run"

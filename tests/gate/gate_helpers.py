@@ -17,7 +17,7 @@ from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import build_manifest
 from certlab_core.gate.runner import plan_run, run_experiment
 from certlab_core.gate.store import create_run, read_store, write_decision
-from certlab_core.registry import Registry
+from certlab_core.plugin.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "retry"

@@ -20,7 +20,7 @@ from certlab_core.gate.boundary import (
     ToolTimeout,
     contract_violations,
 )
-from certlab_core.records import Fault, FaultContext, FaultEffect, WorldInstance
+from certlab_core.plugin.records import Fault, FaultContext, FaultEffect, WorldInstance
 
 
 def counter_world() -> tuple[WorldInstance, dict[str, Any]]:

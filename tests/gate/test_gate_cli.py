@@ -17,7 +17,7 @@ from certlab_core.gate.descriptor import Descriptor
 from certlab_core.gate.manifest import Manifest
 from certlab_core.gate.schemas import Decision, TrialLine, schema_of
 from certlab_core.gate.typed import parse
-from certlab_core.registry import Registry
+from certlab_core.plugin.registry import Registry
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_certlab_run_refuses_a_bad_worker_count(tmp_path: Path) -> None:
 
 
 TOOLSET = """
-from certlab_core.records import OracleVerdict, WorldInstance
+from certlab_core.plugin.records import OracleVerdict, WorldInstance
 
 def build(task_input, seed):
     state = {"on": False}

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from certlab_core.forking import ChildFailure, ForkPool, Zygote
+from certlab_core.plugin.forking import ChildFailure, ForkPool, Zygote
 
 
 def preload() -> dict[str, Any]:

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certlab_core.canonical import pretty_json, seal_of, sealed
-from certlab_core.errors import InstrumentError
 from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import (
     Manifest,
@@ -32,7 +31,8 @@ from certlab_core.gate.schedule import (
     parse_trial_id,
     trial_identity,
 )
-from certlab_core.registry import Registry
+from certlab_core.plugin.errors import InstrumentError
+from certlab_core.plugin.registry import Registry
 
 
 @pytest.fixture(scope="module")

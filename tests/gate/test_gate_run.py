@@ -15,11 +15,11 @@ from certlab_core.canonical import pretty_json, sealed
 from certlab_core.gate.manifest import read_manifest
 from certlab_core.gate.runner import rerun_trial
 from certlab_core.gate.store import seal_line
-from certlab_core.registry import Registry
+from certlab_core.plugin.registry import Registry
 
 TOOLSET = """
 from certlab_core.gate.boundary import ToolRejected
-from certlab_core.records import OracleVerdict, WorldInstance
+from certlab_core.plugin.records import OracleVerdict, WorldInstance
 
 def build(task_input, seed):
     state = {"count": 0}
@@ -400,7 +400,7 @@ def test_the_parent_imports_neither_the_agents_nor_scipy_while_trials_run(tmp_pa
     script = f"""
 import sys, threading
 from pathlib import Path
-from certlab_core.registry import discover
+from certlab_core.plugin.registry import discover
 from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import build_manifest
 from certlab_core.gate.runner import plan_run, run_experiment
@@ -428,11 +428,11 @@ def test_earlier_runs_are_listed_in_the_report_not_in_the_decision(registry: Reg
 
 
 def test_a_broken_record_sink_is_an_instrument_error(registry: Registry, tmp_path: Path) -> None:
-    from certlab_core.errors import InstrumentError
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.runner import plan_run, run_experiment
     from certlab_core.gate.store import create_run
+    from certlab_core.plugin.errors import InstrumentError
 
     path = write(tmp_path, descriptor(n_per_arm=2))
     manifest = build_manifest(load_descriptor(path), path, registry)
@@ -474,8 +474,8 @@ def test_a_record_holding_unicode_line_separators_reads_back_whole(registry: Reg
 
 
 LIGHTS_PLUGIN = """
-from certlab_core import hookimpl
-from certlab_core.records import OracleVerdict, ToolWorld, WorldInstance
+from certlab_core.plugin import hookimpl
+from certlab_core.plugin.records import OracleVerdict, ToolWorld, WorldInstance
 
 def build(task_input, seed):
     state = {"on": False}
@@ -499,7 +499,7 @@ def test_a_world_registered_in_process_runs_from_forked_zygotes(tmp_path: Path) 
     """A plugin no fresh interpreter could import by name: the zygotes are forked from the parent instead."""
     import types
 
-    from certlab_core.registry import discover
+    from certlab_core.plugin.registry import discover
 
     module = types.ModuleType("lights_in_process")
     exec(compile(LIGHTS_PLUGIN, module.__name__, "exec"), module.__dict__)

@@ -13,7 +13,7 @@ from certlab_core.gate.decision import _line_ranges, decision_of, read_file, rea
 from certlab_core.gate.manifest import manifest_document
 from certlab_core.gate.store import TRIALS, iter_raw_line_bytes, open_manifest
 from certlab_core.integrity import AttemptLedger
-from certlab_core.registry import discover
+from certlab_core.plugin.registry import discover
 
 ARCHIVED = Path(__file__).resolve().parent.parent / "archived_stores"
 

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from gate_helpers import EXAMPLES, lines, run, write
 
-from certlab_core.registry import Registry
+from certlab_core.plugin.registry import Registry
 
 
 def first_story(example: str) -> dict[str, Any]:

@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from certlab_core import failure_modes as fm
-from certlab_core import hookimpl
-from certlab_core.records import AgentAdapter, AgentOutcome, AgentRequest, CalibrationExpectation
+from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, CalibrationExpectation, hookimpl
+from certlab_core.plugin import failure_modes as fm
 
 GUTTED_TEST = "def test_nothing():\n    assert True\n"
 

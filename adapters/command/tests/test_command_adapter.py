@@ -7,10 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
-from certlab_command.plugin import TAIL_BYTES, check_command_line, run
+from certlab_command.plugin import check_command_line, run
 
-from certlab_core.errors import UsageError
-from certlab_core.records import AgentRequest
+from certlab_core.plugin.command import TAIL_BYTES
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.records import AgentRequest
 
 
 def request(tmp_path: Path, cmdline: str, timeout: float = 30.0) -> AgentRequest:

@@ -29,13 +29,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from certlab_core import failure_modes as fm
-from certlab_core import hookimpl
-from certlab_core.cases import HeldOutCase, check_modules, read_cases_bytes
-from certlab_core.errors import InstrumentError
-from certlab_core.fingerprints import check_unmoved
-from certlab_core.records import Grader, GradeRequest, GradeResult
-from certlab_core.workcopy import copy_tree, sha256_file
+from certlab_core.plugin import (
+    Grader,
+    GradeRequest,
+    GradeResult,
+    HeldOutCase,
+    InstrumentError,
+    check_modules,
+    check_unmoved,
+    copy_tree,
+    hookimpl,
+    read_cases_bytes,
+    sha256_file,
+)
+from certlab_core.plugin import failure_modes as fm
 
 NAME = "acceptance"
 ORDER = 30

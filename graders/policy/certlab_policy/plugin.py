@@ -5,10 +5,8 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path, PurePosixPath
 
-from certlab_core import failure_modes as fm
-from certlab_core import hookimpl
-from certlab_core.records import Grader, GradeRequest, GradeResult
-from certlab_core.workcopy import Change, record_changes
+from certlab_core.plugin import Change, Grader, GradeRequest, GradeResult, hookimpl, record_changes
+from certlab_core.plugin import failure_modes as fm
 
 NAME = "policy"
 

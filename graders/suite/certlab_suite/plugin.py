@@ -15,11 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from certlab_core import failure_modes as fm
-from certlab_core import hookimpl
-from certlab_core.forking import ForkedCallError, call_in_fork
-from certlab_core.records import Grader, GradeRequest, GradeResult
-from certlab_core.workcopy import copy_tree
+from certlab_core.plugin import ForkedCallError, Grader, GradeRequest, GradeResult, call_in_fork, copy_tree, hookimpl
+from certlab_core.plugin import failure_modes as fm
 
 NAME = "suite"
 SUITE_TIMEOUT_S = 120.0

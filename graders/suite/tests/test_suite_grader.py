@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from certlab_suite.plugin import grade
 
-from certlab_core.records import GradeRequest
-from certlab_core.registry import discover
-from certlab_core.workcopy import materialise
+from certlab_core.plugin.records import GradeRequest
+from certlab_core.plugin.registry import discover
+from certlab_core.plugin.workcopy import materialise
 
 FAMILY = discover(only=("intervals",)).get("task_families", "intervals")
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from certlab_clopper_pearson import rule
-from certlab_core import hookimpl
-from certlab_core.records import StatisticalRule
+from certlab_core.plugin import StatisticalRule, hookimpl
 
 
 @hookimpl

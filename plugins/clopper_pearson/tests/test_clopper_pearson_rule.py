@@ -8,9 +8,9 @@ from certlab_clopper_pearson import rule
 from hypothesis import given, settings
 from scipy import stats
 
-from certlab_core.errors import UsageError
-from certlab_core.looks import look_sizes
-from certlab_core.registry import discover
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.looks import look_sizes
+from certlab_core.plugin.registry import discover
 from certlab_core.testing.rule_checks import (
     VERDICTS,
     DecideCase,

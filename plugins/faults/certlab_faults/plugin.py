@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from certlab_core import hookimpl
-from certlab_core.errors import UsageError
-from certlab_core.records import Fault, FaultContext, FaultEffect
+from certlab_core.plugin import Fault, FaultContext, FaultEffect, UsageError, hookimpl
 
 MAX_LATENCY_S = 10.0
 TOOL_ERRORS = ("ToolError", "ToolRejected", "ToolUnavailable")

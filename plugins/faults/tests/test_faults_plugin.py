@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from certlab_core.errors import UsageError
 from certlab_core.gate.boundary import (
     Boundary,
     DeclaredFault,
@@ -17,8 +16,9 @@ from certlab_core.gate.boundary import (
     ToolTimeout,
     ToolUnavailable,
 )
-from certlab_core.records import Fault, WorldInstance
-from certlab_core.registry import discover
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.records import Fault, WorldInstance
+from certlab_core.plugin.registry import discover
 
 NAMES = {
     "tool_timeout",

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from certlab_core import hookimpl
-from certlab_core.records import StatisticalRule
+from certlab_core.plugin import StatisticalRule, hookimpl
 from certlab_newcombe import rule
 
 

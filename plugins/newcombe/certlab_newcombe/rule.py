@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from certlab_core.looks import look_alpha
-from certlab_core.two_arm_rule import DEFAULT_ALPHA as DEFAULT_ALPHA
-from certlab_core.two_arm_rule import DEFAULT_DELTA as DEFAULT_DELTA
-from certlab_core.two_arm_rule import Decide, Plan, arm_counts, whole
-from certlab_core.two_arm_rule import verdict_of as verdict_of
+from certlab_rule_support.two_arm_rule import DEFAULT_ALPHA as DEFAULT_ALPHA
+from certlab_rule_support.two_arm_rule import DEFAULT_DELTA as DEFAULT_DELTA
+from certlab_rule_support.two_arm_rule import Decide, Plan, arm_counts, whole
+from certlab_rule_support.two_arm_rule import verdict_of as verdict_of
+
+from certlab_core.plugin import look_alpha
 
 if TYPE_CHECKING:
     import numpy as np

@@ -10,8 +10,8 @@ import pytest
 from certlab_newcombe import rule
 from hypothesis import given, settings
 
-from certlab_core.errors import UsageError
-from certlab_core.registry import discover
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.registry import discover
 from certlab_core.testing.rule_checks import (
     VERDICTS,
     DecideCase,

@@ -15,7 +15,7 @@ from certlab_report_html.render import render
 from certlab_report_html.svg import ticks
 
 from certlab_core.diagnosis.model import Report, build_report
-from certlab_core.registry import discover
+from certlab_core.plugin.registry import discover
 
 ARCHIVED = Path(__file__).resolve().parents[3] / "tests" / "archived_stores"
 CHROMIUM_FLAGS = (

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from certlab_core import hookimpl
-from certlab_core.records import Reporter
+from certlab_core.plugin import Reporter, hookimpl
 from certlab_report_junit.render import render
 
 

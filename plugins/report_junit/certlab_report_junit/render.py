@@ -11,8 +11,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from certlab_core.diagnosis import formatting as fmt
-from certlab_core.diagnosis.model import ConditionReport, Report
+from certlab_core.plugin import ConditionReport, Report
+from certlab_core.plugin import report_format as fmt
 
 
 def _condition_details(condition: ConditionReport, report: Report) -> str:

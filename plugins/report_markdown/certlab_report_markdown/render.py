@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from certlab_core.diagnosis import formatting as fmt
-from certlab_core.diagnosis.model import ArmSummary, Report
+from certlab_core.plugin import ArmSummary, Report
+from certlab_core.plugin import report_format as fmt
 
 VERDICT_MARKS = {"PASS": "✅", "BLOCK": "⛔", "INCONCLUSIVE": "❔", "ERROR": "⚠️"}
 

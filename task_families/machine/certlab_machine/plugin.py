@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from certlab_core import hookimpl
-from certlab_core.records import Defect, Seed, TaskFamily
+from certlab_core.plugin import Defect, Seed, TaskFamily, hookimpl
 
 FAMILY_DIR = Path(__file__).parent / "family"
 TOKENIZER = "machine/tokenizer.py"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from certlab_core.gate.boundary import ToolRejected, ToolTimeout, ToolUnavailable
+from certlab_core.plugin import ToolRejected, ToolTimeout, ToolUnavailable
 
 ATTEMPTS = 3
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from certlab_core import hookimpl
-from certlab_core.records import ToolWorld
+from certlab_core.plugin import ToolWorld, hookimpl
 from certlab_retry_world import world
 
 NAME = "retry-inventory"

@@ -21,9 +21,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from certlab_core.errors import UsageError
-from certlab_core.gate.boundary import ToolRejected, ToolUnavailable
-from certlab_core.records import OracleVerdict, WorldInstance
+from certlab_core.plugin import OracleVerdict, ToolRejected, ToolUnavailable, UsageError, WorldInstance
 
 DEFAULT_INPUT: dict[str, Any] = {
     "orders": 4,

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from certlab_core.errors import InstrumentError
-from certlab_core.records import AcceptanceLock
+from certlab_core.plugin.errors import InstrumentError
+from certlab_core.plugin.records import AcceptanceLock
 
 SKIPPED_DIRS = frozenset({"__pycache__"})
 SKIPPED_SUFFIXES = (".pyc", ".pyo")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from certlab_core.errors import UsageError
+from certlab_core.plugin.errors import UsageError
 
 
 def _whole(value: Any, what: str) -> int:

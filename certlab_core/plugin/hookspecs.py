@@ -1,7 +1,7 @@
 """The hook specifications every certlab plugin implements; each docstring holds a complete example plugin.
 
 Every ``certlab_<kind>`` spec returns a list of named, frozen records (see
-``certlab_core.records``); the kernel indexes them by ``name`` per kind, refuses a name
+``certlab_core.plugin.records``); the kernel indexes them by ``name`` per kind, refuses a name
 given by two distributions, and lists the valid names for an unknown one. A plugin is a
 module registered under the entry point group ``certlab.plugins``; it implements any
 subset of these hooks with ``certlab_core.hookimpl``.
@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import pluggy
 
-from certlab_core.records import AgentAdapter, Fault, Grader, Reporter, StatisticalRule, TaskFamily, ToolWorld
+from certlab_core.plugin.records import AgentAdapter, Fault, Grader, Reporter, StatisticalRule, TaskFamily, ToolWorld
 
 PROJECT = "certlab"
 hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+"""Marks a plugin's function as the implementation of the certlab hook of the same name."""
 
 
 @hookspec
@@ -28,8 +30,8 @@ def certlab_task_families() -> list[TaskFamily]:
     Example plugin::
 
         import pathlib, tempfile
-        from certlab_core import hookimpl
-        from certlab_core.records import Defect, Seed, TaskFamily
+        from certlab_core.plugin import hookimpl
+        from certlab_core.plugin.records import Defect, Seed, TaskFamily
 
         ROOT = pathlib.Path(tempfile.mkdtemp())
         (ROOT / "tree" / "tests").mkdir(parents=True)
@@ -64,8 +66,8 @@ def certlab_agents() -> list[AgentAdapter]:
     Example plugin::
 
         import pathlib, time
-        from certlab_core import hookimpl
-        from certlab_core.records import AgentAdapter, AgentOutcome
+        from certlab_core.plugin import hookimpl
+        from certlab_core.plugin.records import AgentAdapter, AgentOutcome
 
         def run(request):
             started = time.monotonic()
@@ -87,8 +89,8 @@ def certlab_graders() -> list[Grader]:
     Example plugin::
 
         import pathlib
-        from certlab_core import hookimpl
-        from certlab_core.records import Grader, GradeResult
+        from certlab_core.plugin import hookimpl
+        from certlab_core.plugin.records import Grader, GradeResult
 
         def grade(request):
             notes = pathlib.Path(request.workdir) / "NOTES.txt"
@@ -110,8 +112,8 @@ def certlab_statistical_rules() -> list[StatisticalRule]:
 
     Example plugin::
 
-        from certlab_core import hookimpl
-        from certlab_core.records import Bounds, StatisticalRule
+        from certlab_core.plugin import hookimpl
+        from certlab_core.plugin.records import Bounds, StatisticalRule
 
         def interval(successes, n, alpha):
             p = successes / n if n else 0.0
@@ -141,8 +143,8 @@ def certlab_reporters() -> list[Reporter]:
 
     Example plugin::
 
-        from certlab_core import hookimpl
-        from certlab_core.records import Reporter
+        from certlab_core.plugin import hookimpl
+        from certlab_core.plugin.records import Reporter
 
         def render(report, rule):
             lines = ["condition,verdict,lower,upper"]
@@ -168,9 +170,9 @@ def certlab_tool_worlds() -> list[ToolWorld]:
 
     Example plugin::
 
-        from certlab_core import hookimpl
+        from certlab_core.plugin import hookimpl
         from certlab_core.gate.boundary import ToolRejected
-        from certlab_core.records import OracleVerdict, ToolWorld, WorldInstance
+        from certlab_core.plugin.records import OracleVerdict, ToolWorld, WorldInstance
 
         def build(task_input, seed):
             state = {"lights": {"hall": False}}
@@ -206,8 +208,8 @@ def certlab_faults() -> list[Fault]:
 
     Example plugin::
 
-        from certlab_core import hookimpl
-        from certlab_core.records import Fault, FaultEffect
+        from certlab_core.plugin import hookimpl
+        from certlab_core.plugin.records import Fault, FaultEffect
 
         def inject(context):
             if context.rng.random() < context.params.get("probability", 0.5):

@@ -7,9 +7,8 @@ import sys
 
 import numpy as np
 import pytest
+from certlab_rule_support.exact_plan import binomial_pmf
 from scipy import stats
-
-from certlab_core.exact_plan import binomial_pmf
 
 
 @pytest.mark.parametrize(
@@ -26,9 +25,9 @@ def test_the_planning_modules_import_without_numpy_or_scipy() -> None:
     code = (
         "import sys\n"
         "sys.modules['numpy'] = sys.modules['scipy'] = None\n"
-        "import certlab_core.exact_plan, certlab_core.two_arm_rule, certlab_core.testing.rule_checks\n"
+        "import certlab_rule_support.exact_plan, certlab_rule_support.two_arm_rule, certlab_core.testing.rule_checks\n"
         "try:\n"
-        "    certlab_core.exact_plan.binomial_pmf(3, 0.5)\n"
+        "    certlab_rule_support.exact_plan.binomial_pmf(3, 0.5)\n"
         "except ImportError:\n"
         "    print('numpy is needed only to plan')\n"
     )

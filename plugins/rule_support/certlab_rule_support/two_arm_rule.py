@@ -7,9 +7,9 @@ A rule of this kind (clopper-pearson, newcombe) supplies two pure functions:
 - ``arm_alpha(alpha, conditions, looks)``: the two-sided level of each per-arm interval at one look.
 
 ``Decide`` and ``Plan`` turn them into the rule's ``decide`` and ``plan`` (see
-``certlab_core.records.StatisticalRule``): both check their arguments the same way (one
+``certlab_core.plugin.records.StatisticalRule``): both check their arguments the same way (one
 ``UsageError`` line naming the bad value), and ``plan`` enumerates exactly with
-``certlab_core.exact_plan``. PASS iff lower > -delta, BLOCK iff upper < -delta (both strict),
+``certlab_rule_support.exact_plan``. PASS iff lower > -delta, BLOCK iff upper < -delta (both strict),
 otherwise INCONCLUSIVE. Nothing here imports numpy or scipy at module import.
 """
 
@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from certlab_core.errors import UsageError
-from certlab_core.exact_plan import exact_plan
-from certlab_core.records import Bounds
+from certlab_core.plugin import Bounds, UsageError
+from certlab_rule_support.exact_plan import exact_plan
 
 if TYPE_CHECKING:
     import numpy as np
@@ -120,7 +119,7 @@ class Decide:
 
 @frozen
 class Plan:
-    """A rule's ``plan``: exact P(PASS), P(BLOCK), P(INCONCLUSIVE), by ``certlab_core.exact_plan``."""
+    """A rule's ``plan``: exact P(PASS), P(BLOCK), P(INCONCLUSIVE), by ``certlab_rule_support.exact_plan``."""
 
     bounds_grid: BoundsGrid
     arm_alpha: ArmAlpha

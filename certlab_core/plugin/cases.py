@@ -19,7 +19,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from certlab_core.errors import UsageError
+from certlab_core.plugin.errors import UsageError
 
 CASE_KEYS = frozenset({"id", "call", "args", "kwargs", "expect", "raises"})
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pluggy
 
-from certlab_core import hookspecs
-from certlab_core.errors import UsageError
-from certlab_core.known import KNOWN_PROVIDERS
-from certlab_core.records import PluginFailure, PluginInfo
+from certlab_core.plugin import hookspecs
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.known import KNOWN_PROVIDERS
+from certlab_core.plugin.records import PluginFailure, PluginInfo
 
 ENTRY_POINT_GROUP = "certlab.plugins"
 ONLY_ENV = "CERTLAB_PLUGINS"

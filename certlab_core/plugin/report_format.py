@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from certlab_core.diagnosis.model import ArmSummary, ConditionReport, Report
+from certlab_core.plugin.report import ArmSummary, ConditionReport, Report
 
 
 def level(alpha: float) -> str:

@@ -405,7 +405,7 @@ class Zygote:
         if spawn:
             import subprocess
 
-            bootstrap = "from certlab_core.forking import spawned_zygote; spawned_zygote()"
+            bootstrap = "from certlab_core.plugin.forking import spawned_zygote; spawned_zygote()"
             try:
                 self._process = subprocess.Popen(
                     [sys.executable, "-c", bootstrap, str(command_read), str(result_write)],

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from attrs import frozen
 
-from certlab_core.errors import InstrumentError
-from certlab_core.records import Defect, TaskFamily
+from certlab_core.plugin.errors import InstrumentError
+from certlab_core.plugin.records import Defect, TaskFamily
 
 CHANGE_KINDS = ("added", "modified", "deleted", "symlink", "hardlink")
 
