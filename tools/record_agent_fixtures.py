@@ -4,7 +4,7 @@ Each scenario starts a :class:`ScriptedModelServer` on 127.0.0.1, lays a small w
 with one file to edit, runs the real CLI headless against the server with a fresh HOME and the
 environment that keeps every connection on loopback, checks the CLI did what the script told it
 (the file was edited, or the run failed as scripted), and saves the CLI's stdout under
-``tests/fixtures/agent_outputs/``. The temporary directory's path is replaced by
+``plugins/usage/tests/fixtures/agent_outputs/``. The temporary directory's path is replaced by
 ``<recording-dir>`` so no machine path is kept. ``VERSIONS.json`` records each CLI's version and,
 per fixture, the exit code and the token figures the server reported.
 
@@ -44,7 +44,7 @@ from certlab_core.testing.scripted_models import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "tests" / "fixtures" / "agent_outputs"
+DEFAULT_OUT = REPO / "plugins" / "usage" / "tests" / "fixtures" / "agent_outputs"
 PLACEHOLDER = "<recording-dir>"
 
 ORIGINAL = 'def greet(name):\n    return "Hello, " + name\n'

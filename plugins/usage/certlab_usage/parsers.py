@@ -25,8 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.records import Usage
+from certlab_core.plugin import Usage, UsageError
 
 CLAUDE_JSON = "claude-json"
 CODEX_JSONL = "codex-jsonl"

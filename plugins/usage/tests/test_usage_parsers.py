@@ -15,9 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.records import Usage
-from certlab_core.usage_parsers import (
+from certlab_core.plugin import Usage, UsageError
+from certlab_usage import (
     AIDER_TEXT,
     CLAUDE_JSON,
     CODEX_JSONL,
@@ -28,8 +27,8 @@ from certlab_core.usage_parsers import (
     parse_usage,
 )
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO / "tests" / "fixtures" / "agent_outputs"
+REPO = Path(__file__).resolve().parents[3]
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "agent_outputs"
 VERSIONS = json.loads((FIXTURES / "VERSIONS.json").read_text())
 PARSERS = {CLAUDE_JSON: parse_claude_code, CODEX_JSONL: parse_codex, AIDER_TEXT: parse_aider}
 SHAPE_OF_CLI = {"claude": CLAUDE_JSON, "codex": CODEX_JSONL, "aider": AIDER_TEXT}
