@@ -12,10 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from certlab_core.plugin import Usage, UsageError
 from certlab_usage import (
     AIDER_TEXT,
     CLAUDE_JSON,
@@ -26,6 +22,10 @@ from certlab_usage import (
     parse_codex,
     parse_usage,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from certlab_core.plugin import Usage, UsageError
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "agent_outputs"
