@@ -152,7 +152,9 @@ class AgentAdapter:
     A constructed agent (one of the instrument's own, like ``oracle``) carries the
     ``calibration`` result it must produce on every task; certification checks it.
     ``check_args(agent_args)``, when given, refuses bad arguments (raising UsageError)
-    before anything runs.
+    before anything runs. ``preflight(agent_args, environment)``, when given, checks what a
+    live run needs (the binary, its version, credentials or base URL) for ``certlab
+    preflight``, which then makes one smoke call through ``run``.
     """
 
     name: str
@@ -160,6 +162,18 @@ class AgentAdapter:
     run: Callable[[AgentRequest], AgentOutcome] = field(eq=False, repr=False)
     calibration: CalibrationExpectation | None = None
     check_args: Callable[[tuple[str, ...]], None] | None = field(default=None, eq=False, repr=False)
+    preflight: Callable[[tuple[str, ...], Mapping[str, str]], Sequence[PreflightCheck]] | None = field(
+        default=None, eq=False, repr=False
+    )
+
+
+@frozen
+class PreflightCheck:
+    """One check ``certlab preflight`` reports: what was checked, whether it holds, what was found."""
+
+    name: str
+    ok: bool
+    detail: str = ""
 
 
 # --------------------------------------------------------------------------- graders
