@@ -10,6 +10,7 @@ SUITE_NOT_RUN = "suite-not-run"
 OVERFIT_TO_VISIBLE_TESTS = "overfit-to-visible-tests"
 AGENT_TIMEOUT = "agent-timeout"
 AGENT_UNAVAILABLE = "agent-unavailable"
+AGENT_RESOURCE_LIMIT = "agent-resource-limit"  # the sandbox stopped the agent: CPU, memory, processes or file size
 # Tool-world trials (the A/B gate): the oracle judged the final state, or the agent never got there.
 ORACLE_REJECTED = "oracle-rejected"
 TOOL_FAULT_UNCAUGHT = "tool-fault-uncaught"
@@ -25,6 +26,7 @@ FAILURE_MODES: tuple[str, ...] = (
     OVERFIT_TO_VISIBLE_TESTS,
     AGENT_TIMEOUT,
     AGENT_UNAVAILABLE,
+    AGENT_RESOURCE_LIMIT,
     ORACLE_REJECTED,
     TOOL_FAULT_UNCAUGHT,
     AGENT_CRASHED,
