@@ -360,7 +360,7 @@ class ToolWorld:
     check_input: Callable[[Mapping[str, Any]], None] | None = field(default=None, eq=False, repr=False)
 
 
-FAULT_TARGETS = ("tool", "decision", "any")
+FAULT_TARGETS = ("tool", "decision", "model", "any")
 
 
 @frozen

@@ -1,4 +1,5 @@
-"""The built-in faults: tool_timeout, tool_error_once, empty_result, latency, and two faults of the model's decisions.
+"""The built-in faults: tool_timeout, tool_error_once, empty_result, latency, two faults of the model's decisions,
+and four of a real agent's model API (declared with ``tool: model``, injected by the model boundary).
 
 Each is a ``Fault`` record whose ``inject(context)`` returns a ``FaultEffect`` for the calls its
 declaration matches (``tool`` and ``on_calls`` in the descriptor). Parameters are checked
@@ -29,6 +30,12 @@ def _checker(
                 raise UsageError(f"the fault {name}'s parameter {key} must be {what[key]}, got {value!r}")
 
     return check
+
+
+def _number(context: FaultContext, key: str, default: float) -> float:
+    """A declared numeric parameter (checked by the fault's ``check_params`` before anything ran), or its default."""
+    value = context.params.get(key, default)
+    return float(value) if isinstance(value, int | float) else default
 
 
 def _is_text(value: Any) -> bool:
@@ -91,7 +98,7 @@ def empty_result(_context: FaultContext) -> FaultEffect:
 
 def latency(context: FaultContext) -> FaultEffect:
     """The call is delayed by ``seconds`` (default 0.05) and otherwise untouched."""
-    return FaultEffect(delay_s=float(context.params.get("seconds", 0.05)))
+    return FaultEffect(delay_s=_number(context, "seconds", 0.05))
 
 
 # --------------------------------------------------------------------------- decision faults
@@ -99,7 +106,7 @@ def latency(context: FaultContext) -> FaultEffect:
 
 def decision_low_confidence(context: FaultContext) -> FaultEffect:
     """The model answers, but with confidence ``confidence`` (default 0.2)."""
-    confidence = float(context.params.get("confidence", 0.2))
+    confidence = _number(context, "confidence", 0.2)
 
     def lower(answer: Any) -> Any:
         return {**answer, "confidence": confidence} if isinstance(answer, dict) else answer
@@ -110,6 +117,38 @@ def decision_low_confidence(context: FaultContext) -> FaultEffect:
 def decision_unavailable(context: FaultContext) -> FaultEffect:
     """The model does not answer (ModelUnavailable)."""
     return FaultEffect(error="ModelUnavailable", message=str(context.params.get("message", "the model is unavailable")))
+
+
+# --------------------------------------------------------------------------- model API faults (the model boundary)
+
+
+def model_rate_limit(context: FaultContext) -> FaultEffect:
+    """The model API answers HTTP 429 (rate limited) instead of forwarding the call."""
+    return FaultEffect(
+        error="ModelRateLimited", message=str(context.params.get("message", "certlab: injected rate limit (429)"))
+    )
+
+
+def model_server_error(context: FaultContext) -> FaultEffect:
+    """The model API answers HTTP 500 instead of forwarding the call."""
+    return FaultEffect(
+        error="ModelServerError", message=str(context.params.get("message", "certlab: injected server error (500)"))
+    )
+
+
+def model_timeout(context: FaultContext) -> FaultEffect:
+    """The model API never answers: the connection is held ``seconds`` (default 1) and dropped."""
+    return FaultEffect(error="ModelTimeout", delay_s=_number(context, "seconds", 1.0))
+
+
+def model_truncated_stream(context: FaultContext) -> FaultEffect:
+    """The upstream answers, but the agent receives only the first ``keep_events`` events (default 1), then the
+    connection drops (the model boundary reads ``keep_events`` from the declaration)."""
+    return FaultEffect(error="ModelStreamCut", execute=True, message="certlab: injected truncated stream")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10_000
 
 
 FAULTS = (
@@ -164,6 +203,38 @@ FAULTS = (
         inject=decision_unavailable,
         target="decision",
         check_params=_checker("decision_unavailable", {"message": _is_text}, {"message": "text"}),
+    ),
+    Fault(
+        name="model_rate_limit",
+        description="the model API answers 429 (params: message)",
+        inject=model_rate_limit,
+        target="model",
+        check_params=_checker("model_rate_limit", {"message": _is_text}, {"message": "text"}),
+    ),
+    Fault(
+        name="model_server_error",
+        description="the model API answers 500 (params: message)",
+        inject=model_server_error,
+        target="model",
+        check_params=_checker("model_server_error", {"message": _is_text}, {"message": "text"}),
+    ),
+    Fault(
+        name="model_timeout",
+        description="the model API never answers (params: seconds held before the connection drops)",
+        inject=model_timeout,
+        target="model",
+        check_params=_checker(
+            "model_timeout", {"seconds": _is_seconds}, {"seconds": f"seconds from 0 to {MAX_LATENCY_S:g}"}
+        ),
+    ),
+    Fault(
+        name="model_truncated_stream",
+        description="the model's stream is cut (params: keep_events)",
+        inject=model_truncated_stream,
+        target="model",
+        check_params=_checker(
+            "model_truncated_stream", {"keep_events": _is_count}, {"keep_events": "a count from 0 to 10000"}
+        ),
     ),
 )
 

@@ -27,6 +27,10 @@ NAMES = {
     "latency",
     "decision_low_confidence",
     "decision_unavailable",
+    "model_rate_limit",
+    "model_server_error",
+    "model_timeout",
+    "model_truncated_stream",
 }
 
 

@@ -1,0 +1,820 @@
+"""The model boundary: a loopback HTTP proxy between an agent CLI and its model API, one per trial.
+
+The agent is pointed at the boundary (``agent_env``: ``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``,
+``OPENAI_API_BASE``) and given a per-trial token as its API key; the real keys stay in this
+process and are put on the forwarded request only. Every model call (Anthropic Messages,
+OpenAI chat completions, OpenAI Responses; one JSON answer or server-sent events) becomes one
+event: the request, what the agent received, the tokens the answer reported and the fault
+that acted on it. Before a call is forwarded the declared model faults are asked
+(``certlab_core.plugin.FaultContext`` with ``kind="model"``) and the budgets checked:
+
+- a fault's ``error`` names what the boundary answers instead of the upstream:
+  ``ModelRateLimited`` (HTTP 429), ``ModelServerError`` (HTTP 500), ``ModelUnavailable``
+  (HTTP 503), ``ModelTimeout`` (no answer: the connection is held ``delay_s`` and dropped),
+  or ``ModelStreamCut`` with ``execute`` (the upstream answers, and the agent receives only
+  the first ``keep_events`` events of the stream before the connection drops);
+- a spent budget (model calls, tokens) is answered HTTP 400 and noted in ``budget_exceeded``.
+
+An error of the real upstream (401, 429, 5xx, unreachable) is relayed to the agent as it came
+and noted in ``infra_error``: it is the harness's infrastructure failing, never the agent's.
+With ``replay`` the boundary has no upstream: the n-th call must ask what the n-th recorded
+call asked (:func:`certlab_model_boundary.wire.fingerprint`) and receives what was recorded;
+the first call that does not is noted in ``departure``.
+
+The boundary listens on 127.0.0.1 (a free port) or on a Unix socket (``unix_socket``), which
+a sandbox binds into the agent's namespace and reaches through ``certlab_model_boundary.relay``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import http.server
+import json
+import os
+import random
+import socket
+import socketserver
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from attrs import define, field, frozen
+
+from certlab_core.plugin import Fault, FaultContext, FaultEffect
+from certlab_model_boundary import wire
+
+DEFAULT_ANTHROPIC = "https://api.anthropic.com"
+DEFAULT_OPENAI = "https://api.openai.com/v1"
+UPSTREAM_TIMEOUT_S = 600.0
+MAX_TEXT = 2000
+REDACTED = "[redacted]"
+
+#: What each fault error makes the boundary answer: an HTTP status, or None for no answer at all.
+FAULT_STATUSES: dict[str, int | None] = {
+    "ModelRateLimited": 429,
+    "ModelServerError": 500,
+    "ModelUnavailable": 503,
+    "ModelTimeout": None,
+    "ModelStreamCut": None,
+}
+MODEL_FAULT_ERRORS = tuple(FAULT_STATUSES)
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "authorization",
+        "x-api-key",
+        "accept-encoding",
+    }
+)
+
+
+@frozen
+class Upstream:
+    """Where model calls go and with which keys: the base URLs and real keys the harness holds.
+
+    ``anthropic`` is an origin (``https://api.anthropic.com``), ``openai`` a base ending in
+    ``/v1``. ``anthropic_bearer`` sends the Anthropic key as ``Authorization: Bearer`` (it came
+    from ``ANTHROPIC_AUTH_TOKEN``) instead of ``x-api-key``.
+    """
+
+    anthropic: str = DEFAULT_ANTHROPIC
+    openai: str = DEFAULT_OPENAI
+    anthropic_key: str | None = field(default=None, repr=False)
+    openai_key: str | None = field(default=None, repr=False)
+    anthropic_bearer: bool = False
+
+    @classmethod
+    def from_environment(
+        cls, env: Mapping[str, str] | None = None, *, anthropic: str | None = None, openai: str | None = None
+    ) -> Upstream:
+        """The upstream the user configured: an option first, else the variables the CLIs themselves read."""
+        source = os.environ if env is None else env
+        bearer = not source.get("ANTHROPIC_API_KEY") and bool(source.get("ANTHROPIC_AUTH_TOKEN"))
+        return cls(
+            anthropic=anthropic or source.get("ANTHROPIC_BASE_URL") or DEFAULT_ANTHROPIC,
+            openai=openai or source.get("OPENAI_BASE_URL") or source.get("OPENAI_API_BASE") or DEFAULT_OPENAI,
+            anthropic_key=source.get("ANTHROPIC_API_KEY") or source.get("ANTHROPIC_AUTH_TOKEN") or None,
+            openai_key=source.get("OPENAI_API_KEY") or None,
+            anthropic_bearer=bearer,
+        )
+
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(key for key in (self.anthropic_key, self.openai_key) if key)
+
+
+@frozen
+class ModelBudgets:
+    """The model limits of one trial: calls, and tokens (input plus output as the answers report them); None: none."""
+
+    calls: int | None = None
+    tokens: int | None = None
+
+
+@define
+class DeclaredModelFault:
+    """One model fault declared by a condition, live in one trial: which calls it may act on and where it fired."""
+
+    index: int
+    name: str
+    fault: Fault
+    on_calls: tuple[int, ...] | None  # None: every model call
+    params: Mapping[str, Any] = field(factory=dict)
+    rng: random.Random = field(factory=random.Random)
+    fired_at: list[int] = field(factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "fault": self.name,
+            "tool": "model",
+            "fired": bool(self.fired_at),
+            "fired_at": list(self.fired_at),
+        }
+
+
+@frozen
+class Decision:
+    """What the boundary decided for one call before anything was forwarded."""
+
+    seq: int
+    call_number: int
+    effect: FaultEffect | None = None
+    fault: int | None = None
+    keep_events: int = 1
+    refusal: tuple[int, str, str] | None = None  # (status, error type, message) answered by the boundary itself
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    owner: ModelBoundary
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError | OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    owner: ModelBoundary
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError | OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class ModelBoundary:
+    """One trial's model boundary; start and stop it with ``with``."""
+
+    def __init__(
+        self,
+        upstream: Upstream | None = None,
+        *,
+        faults: Sequence[DeclaredModelFault] = (),
+        budgets: ModelBudgets | None = None,
+        replay: Sequence[Mapping[str, Any]] | None = None,
+        workdir: str | None = None,
+        unix_socket: str | None = None,
+        token: str | None = None,
+    ) -> None:
+        if upstream is None and replay is None:
+            raise ValueError("a model boundary needs an upstream, or a recording to replay")
+        self.upstream = upstream
+        self.faults = list(faults)
+        self.budgets = budgets or ModelBudgets()
+        self.replay = None if replay is None else [e for e in replay if e.get("kind") == "model"]
+        self.workdir = workdir
+        self.unix_socket = unix_socket
+        self.token = token or f"certlab-trial-{uuid.uuid4().hex}"
+        self.events: list[dict[str, Any]] = []
+        self.model_calls = 0
+        self.tokens = {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
+        self.budget_exceeded: str | None = None
+        self.infra_error: str | None = None
+        self.departure: str | None = None
+        self.replayed = 0
+        self._lock = threading.Lock()
+        self._server: _Server | _UnixServer | None = None
+        self._thread: threading.Thread | None = None
+        self._secrets = upstream.secrets() if upstream is not None else ()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> ModelBoundary:
+        if self._server is not None:
+            raise RuntimeError("the model boundary is already running")
+        server: _Server | _UnixServer
+        if self.unix_socket is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.unix_socket)
+            server = _UnixServer(self.unix_socket, _Handler)
+        else:
+            server = _Server(("127.0.0.1", 0), _Handler)
+        server.owner = self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="certlab-model-boundary", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout=10)
+        if self.unix_socket is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.unix_socket)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> ModelBoundary:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ what the agent is given
+
+    @property
+    def port(self) -> int:
+        if self._server is None or self.unix_socket is not None:
+            raise RuntimeError("the model boundary listens on no port (not started, or on a Unix socket)")
+        address = self._server.server_address
+        assert isinstance(address, tuple)
+        return int(address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``: the Anthropic base URL (the OpenAI one is ``openai_base_url``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.base_url}/v1"
+
+    def agent_env(self, env: Mapping[str, str], base_url: str | None = None) -> dict[str, str]:
+        """``env`` pointed at the boundary, with the trial's token as every API key and no real key left in it.
+
+        ``base_url`` is where the agent reaches the boundary when that is not this process's
+        port (a relay inside a sandbox).
+        """
+        base = (base_url or self.base_url).rstrip("/")
+        out = {k: v for k, v in env.items() if k not in ("ANTHROPIC_AUTH_TOKEN",)}
+        out.update(
+            ANTHROPIC_BASE_URL=base,
+            ANTHROPIC_API_KEY=self.token,
+            OPENAI_BASE_URL=f"{base}/v1",
+            OPENAI_API_BASE=f"{base}/v1",
+            OPENAI_API_KEY=self.token,
+        )
+        return out
+
+    # ------------------------------------------------------------------ the record
+
+    def counts(self) -> dict[str, Any]:
+        return {"model_calls": self.model_calls, **self.tokens}
+
+    def fault_summaries(self) -> list[dict[str, Any]]:
+        return [fault.summary() for fault in self.faults]
+
+    def recording(self) -> dict[str, Any]:
+        """Everything the trial's record keeps of its model traffic (JSON-able, no key in it)."""
+        with self._lock:
+            return {
+                "events": [dict(e) for e in self.events],
+                "faults": self.fault_summaries(),
+                "counts": self.counts(),
+                "budget_exceeded": self.budget_exceeded,
+                "infra_error": self.infra_error,
+                "departure": self.departure,
+                "replayed": None if self.replay is None else {"served": self.replayed, "recorded": len(self.replay)},
+            }
+
+    def _redact(self, value: Any) -> Any:
+        if not self._secrets:
+            return value
+        text = json.dumps(value)
+        if not any(secret in text for secret in self._secrets):
+            return value
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return json.loads(text)
+
+    def _record(self, event: dict[str, Any]) -> None:
+        event = self._redact(event)
+        with self._lock:
+            event["seq"] = len(self.events)
+            self.events.append(event)
+            usage = event.get("usage")
+            if isinstance(usage, Mapping):
+                for key in self.tokens:
+                    self.tokens[key] += int(usage.get(key) or 0)
+
+    def _note_infra(self, line: str) -> None:
+        with self._lock:
+            self.infra_error = self.infra_error or line
+
+    # ------------------------------------------------------------------ deciding a call
+
+    def authorised(self, headers: Mapping[str, str]) -> bool:
+        bearer = headers.get("authorization", "")
+        return headers.get("x-api-key") == self.token or bearer == f"Bearer {self.token}"
+
+    def decide(self, protocol: wire.Protocol, body: Any) -> Decision:
+        """Count the call, check the budgets, ask the declared faults (in declaration order; the first error wins)."""
+        with self._lock:
+            seq = len(self.events)
+            spent = self.tokens["input_tokens"] + self.tokens["output_tokens"]
+            over = None
+            if self.budgets.calls is not None and self.model_calls >= self.budgets.calls:
+                over = "model_calls"
+            elif self.budgets.tokens is not None and spent >= self.budgets.tokens:
+                over = "model_tokens"
+            if over is not None:
+                self.budget_exceeded = self.budget_exceeded or over
+                message = f"certlab: the {over.replace('_', ' ')} budget of this trial is spent"
+                return Decision(seq=seq, call_number=self.model_calls, refusal=(400, "BudgetExceeded", message))
+            self.model_calls += 1
+            call_number = self.model_calls
+            chosen: FaultEffect | None = None
+            chosen_index: int | None = None
+            keep = 1
+            for declared in self.faults:
+                if declared.on_calls is not None and call_number not in declared.on_calls:
+                    continue
+                context = FaultContext(
+                    kind="model",
+                    name=protocol,
+                    args={"model": body.get("model") if isinstance(body, Mapping) else None},
+                    seq=seq,
+                    call_number=call_number,
+                    fired=len(declared.fired_at),
+                    params=declared.params,
+                    rng=declared.rng,
+                )
+                try:
+                    effect = declared.fault.inject(context)
+                except Exception as error:
+                    line = f"injector-broken: fault {declared.name} raised {type(error).__name__}: {error}"
+                    self.infra_error = self.infra_error or line
+                    return Decision(seq=seq, call_number=call_number, refusal=(500, "BoundaryBroken", line))
+                if effect is None:
+                    continue
+                if not isinstance(effect, FaultEffect) or (
+                    effect.error is not None and effect.error not in FAULT_STATUSES
+                ):
+                    line = (
+                        f"injector-broken: fault {declared.name} gave {effect!r}; a model fault's error is one of "
+                        f"{', '.join(MODEL_FAULT_ERRORS)}"
+                    )
+                    self.infra_error = self.infra_error or line
+                    return Decision(seq=seq, call_number=call_number, refusal=(500, "BoundaryBroken", line))
+                declared.fired_at.append(seq)
+                if chosen is None or (chosen.error is None and effect.error is not None):
+                    chosen, chosen_index = effect, declared.index
+                    keep = int(declared.params.get("keep_events", 1))
+            return Decision(seq=seq, call_number=call_number, effect=chosen, fault=chosen_index, keep_events=keep)
+
+    def next_recorded(self, protocol: wire.Protocol, body: Any) -> Mapping[str, Any] | None:
+        """In a replay: the recorded call this one must be, or None (and ``departure`` says why)."""
+        assert self.replay is not None
+        asked = wire.fingerprint(protocol, body, self.workdir)
+        with self._lock:
+            position = self.replayed
+            if self.departure is not None:
+                return None
+            if position >= len(self.replay):
+                self.departure = f"model call #{position + 1}: the recording ended after {len(self.replay)} call(s)"
+                return None
+            event = self.replay[position]
+            if event.get("name") != protocol or event.get("fingerprint") != asked:
+                self.departure = (
+                    f"model call #{position + 1} ({protocol}) asks something else than the recorded "
+                    f"{event.get('name')} call there"
+                )
+                return None
+            self.replayed += 1
+            return event
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "certlab-model-boundary/1"
+    timeout = UPSTREAM_TIMEOUT_S
+    server: _Server | _UnixServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def address_string(self) -> str:
+        return "boundary-client"
+
+    def setup(self) -> None:
+        super().setup()
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._upstreams: dict[tuple[str, str, int], http.client.HTTPConnection] = {}
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            for connection in self._upstreams.values():
+                connection.close()
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def owner(self) -> ModelBoundary:
+        return self.server.owner
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _send(self, status: int, payload: bytes, content_type: str = "application/json", extra: Any = ()) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in extra:
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def _send_json(self, status: int, body: Any, extra: Any = ()) -> None:
+        self._send(status, json.dumps(body).encode(), extra=extra)
+
+    def _drop(self) -> None:
+        """End the connection without (the rest of) an answer."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _start_stream(self, status: int) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _connection_to(self, base: str) -> tuple[http.client.HTTPConnection, str]:
+        parts = urlsplit(base)
+        scheme = parts.scheme or "http"
+        port = parts.port or (443 if scheme == "https" else 80)
+        host = parts.hostname or "127.0.0.1"
+        key = (scheme, host, port)
+        connection = self._upstreams.get(key)
+        if connection is None:
+            cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+            connection = cls(host, port, timeout=UPSTREAM_TIMEOUT_S)
+            self._upstreams[key] = connection
+        return connection, parts.path.rstrip("/")
+
+    # ------------------------------------------------------------------ requests
+
+    def do_HEAD(self) -> None:
+        self._send(200, b"", "text/plain")
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path.rstrip("/") or "/"
+        if path == "/":
+            self._send(200, b"certlab model boundary\n", "text/plain")
+        elif path in ("/v1/models", "/models") and self.owner.upstream is None:
+            self._send_json(200, {"object": "list", "data": []})
+        elif path in ("/v1/models", "/models"):
+            self._aux("GET", b"")
+        else:
+            self._send_json(404, {"error": {"message": f"certlab model boundary: no endpoint GET {path}"}})
+
+    def do_POST(self) -> None:
+        split = urlsplit(self.path)
+        path = split.path.rstrip("/")
+        raw = self._body()
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        protocol = wire.protocol_of(path)
+        if protocol is None:
+            if path == "/v1/messages/count_tokens":
+                self._aux("POST", raw)
+                return
+            self._send_json(404, {"error": {"message": f"certlab model boundary: no endpoint POST {path}"}})
+            return
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        owner = self.owner
+        stream = isinstance(body, Mapping) and body.get("stream") is True
+        args = {"path": path, "stream": stream, "body": body}
+        base_event: dict[str, Any] = {
+            "kind": "model",
+            "name": protocol,
+            "args": args,
+            "fingerprint": wire.fingerprint(protocol, body, owner.workdir),
+        }
+        if not owner.authorised(headers):
+            message = "certlab model boundary: this request does not carry the trial's token"
+            owner._note_infra("model-boundary: a model call without the trial's token (the agent's key is not ours)")
+            owner._record(_error_event(base_event, 401, "Unauthorised", message, executed=False))
+            self._send_json(401, wire.error_body(protocol, 401, message))
+            return
+        decision = owner.decide(protocol, body)
+        if decision.refusal is not None:
+            status, kind, message = decision.refusal
+            owner._record(_error_event(base_event, status, kind, message, executed=False))
+            self._send_json(status, wire.error_body(protocol, status, message))
+            return
+        effect = decision.effect
+        base_event["fault"] = decision.fault
+        if effect is not None and effect.delay_s > 0 and effect.error != "ModelTimeout":
+            time.sleep(effect.delay_s)
+        if effect is not None and effect.error is not None and not effect.execute:
+            self._inject(protocol, base_event, effect)
+            return
+        if owner.replay is not None:
+            self._serve_recorded(protocol, body, base_event)
+            return
+        cut = decision.keep_events if effect is not None and effect.error == "ModelStreamCut" else None
+        self._forward(protocol, split.query, path, raw, headers, base_event, cut)
+
+    def _inject(self, protocol: wire.Protocol, event: dict[str, Any], effect: FaultEffect) -> None:
+        assert effect.error is not None
+        status = FAULT_STATUSES[effect.error]
+        message = effect.message or f"certlab: injected {effect.error}"
+        if status is None:  # ModelTimeout (or a cut with nothing to cut): no answer at all
+            time.sleep(effect.delay_s)
+            self.owner._record(
+                _error_event(event, None, effect.error, message, executed=False, dropped=True, delay_s=effect.delay_s)
+            )
+            self._drop()
+            return
+        self.owner._record(_error_event(event, status, effect.error, message, executed=False))
+        extra = [("retry-after", "0")] if status == 429 else []
+        self._send_json(status, wire.error_body(protocol, status, message), extra=extra)
+
+    def _serve_recorded(self, protocol: wire.Protocol, body: Any, event: dict[str, Any]) -> None:
+        owner = self.owner
+        recorded = owner.next_recorded(protocol, body)
+        if recorded is None:
+            message = f"certlab replay: the agent left the recording ({owner.departure})"
+            self._send_json(500, wire.error_body(protocol, 500, message))
+            return
+        result = recorded.get("result") or {}
+        replayed = {**event, **{k: recorded.get(k) for k in ("status", "result", "error", "usage", "fault")}}
+        replayed["source"] = "replay"
+        owner._record(replayed)
+        if result.get("dropped"):
+            time.sleep(float(result.get("delay_s") or 0.0))
+            self._drop()
+            return
+        status = int(result.get("http_status") or 200)
+        if result.get("events") is not None:
+            self._start_stream(status)
+            self._chunk(wire.encode_events(result["events"]))
+            if result.get("cut"):
+                self._drop()
+                return
+            self._end_stream()
+            return
+        extra = [("retry-after", "0")] if status == 429 else []
+        self._send_json(status, result.get("body"), extra=extra)
+
+    def _aux(self, method: str, raw: bytes) -> None:
+        """A request that is not a model call (token counting, the model list): forwarded with the key, not recorded."""
+        owner = self.owner
+        upstream = owner.upstream
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        if upstream is None or not owner.authorised(headers):
+            self._send_json(401 if upstream is not None else 404, {"error": {"message": "certlab model boundary"}})
+            return
+        path = urlsplit(self.path).path
+        anthropic = path.startswith("/v1/messages")
+        try:
+            response, _ = self._upstream_call(method, anthropic, self.path, raw, headers)
+            payload = response.read()
+        except OSError as error:
+            self._send_json(502, {"error": {"message": f"certlab model boundary: upstream unreachable ({error})"}})
+            return
+        self._send(response.status, payload, response.getheader("Content-Type") or "application/json")
+
+    def _upstream_call(
+        self, method: str, anthropic: bool, full_path: str, raw: bytes, headers: Mapping[str, str]
+    ) -> tuple[http.client.HTTPResponse, float]:
+        upstream = self.owner.upstream
+        assert upstream is not None
+        base = upstream.anthropic if anthropic else upstream.openai
+        relative = full_path if anthropic else full_path.removeprefix("/v1")
+        out = {k: v for k, v in headers.items() if k not in _HOP_BY_HOP}
+        out["accept-encoding"] = "identity"
+        key = upstream.anthropic_key if anthropic else upstream.openai_key
+        if key:
+            if anthropic and not upstream.anthropic_bearer:
+                out["x-api-key"] = key
+            else:
+                out["authorization"] = f"Bearer {key}"
+        started = time.perf_counter()
+        for attempt in (1, 2):
+            connection, prefix = self._connection_to(base)
+            try:
+                connection.request(method, prefix + relative, body=raw if method == "POST" else None, headers=out)
+                return connection.getresponse(), started
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                connection.close()  # a kept-alive connection the upstream closed: once more, on a new one
+                self._upstreams.clear()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _forward(
+        self,
+        protocol: wire.Protocol,
+        query: str,
+        path: str,
+        raw: bytes,
+        headers: Mapping[str, str],
+        event: dict[str, Any],
+        cut: int | None,
+    ) -> None:
+        owner = self.owner
+        full_path = path + (f"?{query}" if query else "")
+        try:
+            response, started = self._upstream_call(
+                "POST", protocol == wire.ANTHROPIC_MESSAGES, full_path, raw, headers
+            )
+        except OSError as error:
+            message = f"certlab model boundary: the upstream is unreachable ({type(error).__name__}: {error})"
+            owner._note_infra(f"model-upstream-unreachable: {type(error).__name__}: {error}"[:MAX_TEXT])
+            owner._record({**_error_event(event, 502, "UpstreamUnreachable", message[:MAX_TEXT]), "source": "upstream"})
+            self._send_json(502, wire.error_body(protocol, 502, message))
+            return
+        status = response.status
+        content_type = response.getheader("Content-Type") or ""
+        if status >= 400:
+            payload = response.read()
+            try:
+                answered: Any = json.loads(payload)
+            except ValueError:
+                answered = payload.decode("utf-8", "replace")[:MAX_TEXT]
+            owner._note_infra(f"model-upstream: the {protocol} upstream answered HTTP {status}")
+            owner._record(
+                {
+                    **event,
+                    "status": "error",
+                    "result": {"http_status": status, "body": answered},
+                    "error": {"type": f"Upstream{status}", "message": f"the upstream answered HTTP {status}"},
+                    "usage": None,
+                    "source": "upstream",
+                    "upstream_s": round(time.perf_counter() - started, 6),
+                }
+            )
+            extra = [(k, v) for k, v in response.getheaders() if k.lower() in ("retry-after",)]
+            self._send(status, payload, content_type or "application/json", extra=extra)
+            return
+        if "text/event-stream" in content_type:
+            self._relay_stream(protocol, response, event, started, cut)
+            return
+        payload = response.read()
+        try:
+            answered = json.loads(payload)
+        except ValueError:
+            answered = payload.decode("utf-8", "replace")
+        owner._record(
+            {
+                **event,
+                "status": "ok",
+                "result": {"http_status": status, "body": answered},
+                "error": None,
+                "usage": wire.usage_of_body(protocol, answered),
+                "source": "upstream",
+                "upstream_s": round(time.perf_counter() - started, 6),
+            }
+        )
+        self._send(status, payload, content_type or "application/json")
+
+    def _relay_stream(
+        self,
+        protocol: wire.Protocol,
+        response: http.client.HTTPResponse,
+        event: dict[str, Any],
+        started: float,
+        cut: int | None,
+    ) -> None:
+        """Forward the upstream's events as they arrive; with ``cut``, only that many, then drop the connection."""
+        self._start_stream(response.status)
+        pending = b""
+        sent: list[bytes] = []
+        every: list[bytes] = []
+        while True:
+            data = response.read1(65536)
+            if not data:
+                break
+            pending += data
+            complete = wire.split_events(pending)
+            if not complete:
+                continue
+            consumed = pending.replace(b"\r\n", b"\n")
+            pending = consumed[consumed.rfind(b"\n\n") + 2 :]
+            every.extend(complete)
+            if cut is None:
+                self._chunk(b"".join(block + b"\n\n" for block in complete))
+                sent.extend(complete)
+            elif len(sent) < cut:
+                room = complete[: cut - len(sent)]
+                self._chunk(b"".join(block + b"\n\n" for block in room))
+                sent.extend(room)
+        received = [list(wire.parse_event(block)) for block in sent]
+        usage = wire.usage_of_events(protocol, [wire.parse_event(block) for block in every])
+        record: dict[str, Any] = {
+            **event,
+            "status": "ok" if cut is None else "error",
+            "result": {"http_status": response.status, "events": received, "cut": cut is not None},
+            "error": None
+            if cut is None
+            else {"type": "ModelStreamCut", "message": f"the stream was cut after {len(sent)} event(s)"},
+            "usage": usage,
+            "source": "upstream",
+            "upstream_s": round(time.perf_counter() - started, 6),
+        }
+        self.owner._record(record)
+        if cut is not None:
+            self._drop()
+            return
+        self._end_stream()
+
+
+def _error_event(
+    event: Mapping[str, Any],
+    status: int | None,
+    kind: str,
+    message: str,
+    *,
+    executed: bool = True,
+    dropped: bool = False,
+    delay_s: float = 0.0,
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"http_status": status, "body": None}
+    if dropped:
+        result.update(dropped=True, delay_s=delay_s)
+    out = {
+        **event,
+        "status": "error",
+        "result": result,
+        "error": {"type": kind, "message": message},
+        "usage": None,
+        "source": "boundary",
+    }
+    if not executed:
+        out["executed"] = False
+    return out
+
+
+def declared_model_faults(
+    declarations: Sequence[Mapping[str, Any]], lookup: Callable[[str], Fault], seed: int
+) -> list[DeclaredModelFault]:
+    """Live faults for one trial from ``{"index", "fault", "on_calls", "params"}`` declarations.
+
+    ``lookup`` finds a fault record by its name."""
+    out: list[DeclaredModelFault] = []
+    for declaration in declarations:
+        on_calls = declaration.get("on_calls", (1,))
+        index = int(declaration.get("index", len(out)))
+        out.append(
+            DeclaredModelFault(
+                index=index,
+                name=str(declaration["fault"]),
+                fault=lookup(str(declaration["fault"])),
+                on_calls=None if on_calls == "all" else tuple(int(n) for n in on_calls),
+                params=dict(declaration.get("params") or {}),
+                rng=random.Random(f"{seed}/fault/{index}"),
+            )
+        )
+    return out
