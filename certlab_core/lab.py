@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import gc
 import os
@@ -16,6 +17,7 @@ from typing import Any
 from attrs import field, frozen
 
 from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.command import become_subreaper, live_descendants, sweep_descendants
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
 from certlab_core.plugin.records import (
@@ -31,6 +33,7 @@ from certlab_core.plugin.records import (
     Usage,
 )
 from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.sandbox import Containment, limits_hit_count, limits_hit_since, use_containment
 from certlab_core.plugin.workcopy import Change, apply_seeds, materialise, record_changes
 from certlab_core.user_task import test_files
 
@@ -68,6 +71,8 @@ class TrialSpec:
     agent_timeout_s: float = 600.0
     expected_tests: tuple[str, ...] = ()
     acceptance_lock: AcceptanceLock | None = None
+    # The agent's sandbox, in force for it and for the graders that run its code; None: as the harness.
+    containment: Containment | None = None
 
     @property
     def id(self) -> str:
@@ -211,6 +216,11 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
     """Issue a seeded work copy, run the agent in it, record what changed, and grade the artifacts."""
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="certlab-trial-"))
+    scope = contextlib.ExitStack()
+    scope.enter_context(use_containment(spec.containment or Containment()))
+    # This trial's process adopts every orphan the agent leaves; what was running before is spared.
+    spare = set(live_descendants()) if become_subreaper() else None
+    limits_mark = limits_hit_count()
     try:
         work = scratch / "work"
         issued = materialise(spec.task.family, spec.task.defect, work)
@@ -238,6 +248,8 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
                 wall_s=time.monotonic() - started,
                 detail=f"the adapter raised {type(error).__name__}: {error}",
             )
+        # Checked again before grading: nothing of the agent's may run while its work is judged.
+        left_before_grading = tuple(sweep_descendants(spare)) if spare is not None else ()
         agent_done = time.monotonic()
         changes = tuple(record_changes(work, issued))
         diff = readable_diff(spec.task, work, changes)
@@ -248,6 +260,8 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
             verdict, failure = "unavailable", fm.AGENT_UNAVAILABLE
         elif outcome.status == "timeout":
             failure = fm.AGENT_TIMEOUT
+        elif limits_hit_since(limits_mark):
+            failure = fm.AGENT_RESOURCE_LIMIT
         else:
             chain = run_chain(
                 graders,
@@ -264,6 +278,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
                 verdict = "fixed"
             else:
                 failure = chain.failure_mode
+        left_after_grading = tuple(sweep_descendants(spare)) if spare is not None else ()
         finished = time.monotonic()
         return TrialRecord(
             id=spec.id,
@@ -285,10 +300,15 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
             agent_status=outcome.status,
             exit_code=outcome.exit_code,
             grades=chain.grades,
-            leftover_processes=outcome.leftover_processes,
+            leftover_processes=(
+                *outcome.leftover_processes,
+                *(f"before grading: {p}" for p in left_before_grading),
+                *(f"after grading: {p}" for p in left_after_grading),
+            ),
             grader_error=chain.error,
         )
     finally:
+        scope.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

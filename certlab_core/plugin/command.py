@@ -1,36 +1,52 @@
-"""The adapter SDK's ``run_command``: run an agent's program once, safely, and say what happened.
+"""The adapter SDK's ``run_command``: run an agent's program once, contained, and say what happened.
 
 An adapter that drives a command-line agent builds its argument vector and calls
-``run_command(request, argv)``. It starts the program in a new process session in the
-work copy, with stdin from ``/dev/null``; at the request's timeout the process group gets
-SIGTERM, then SIGKILL ``KILL_GRACE_S`` later; every process the agent left behind (in its
-session, or carrying this run's token in its environment) is named in the outcome and
-killed; the last ``TAIL_BYTES`` of stdout and stderr are kept, with the wall time.
+``run_command(request, argv)``. The program starts in the work copy, in a new process
+session, with stdin from ``/dev/null``, inside the run's sandbox when it has one
+(``active_containment()``, set by the kernel for the trial), under a small intermediate
+process that is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): every process the
+agent starts, even a daemon in a new session with a cleared environment, is re-parented to
+it rather than to init. At the
+request's timeout the process group gets SIGTERM, then SIGKILL ``KILL_GRACE_S`` later. When
+the program has ended, the intermediate kills every process still below it, round after
+round until none is left, and names each in the outcome (``leftover_processes``); a
+process that carries this run's token in its environment is killed too. The last
+``TAIL_BYTES`` of stdout and stderr are kept, with the wall time.
 
 The program's exit code decides nothing by itself: ``unavailable_exit_codes`` names the
 codes by which the program says its own infrastructure failed (the command adapter uses
 75, ``EX_TEMPFAIL``); the adapter reads the rest (its output, its usage) and may return a
-changed outcome with ``attrs.evolve``.
+changed outcome with ``attrs.evolve``. A run that exceeded one of the sandbox's limits
+(CPU time, memory, processes, file size) is ``resource-limit``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import json
 import os
 import signal
 import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import IO, Literal
+
+from attrs import frozen
 
 from certlab_core.plugin.records import AgentOutcome, AgentRequest
+from certlab_core.plugin.sandbox import Containment, active_containment, record_limits_hit
 
 TAIL_BYTES = 64 * 1024
 KILL_GRACE_S = 5.0
 TOKEN_VARIABLE = "CERTLAB_AGENT_RUN"
 UNAVAILABLE_EXIT_CODE = 75
+PR_SET_CHILD_SUBREAPER = 36
+SWEEP_ROUNDS = 500  # rounds of kill-and-reap before the sweep gives up and names what is left
+SWEEP_PAUSE_S = 0.002
 
 
 def _tail(path: Path) -> str:
@@ -42,6 +58,85 @@ def _tail(path: Path) -> str:
 
 def _proc_ids() -> list[int]:
     return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _command_line(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip() or "?"
+
+
+def _process_table() -> dict[int, tuple[int, str]]:
+    """Every process: pid -> (parent pid, state letter)."""
+    table: dict[int, tuple[int, str]] = {}
+    for pid in _proc_ids():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            table[pid] = (int(fields[1]), fields[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of everything it starts; False where the kernel refuses."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def live_descendants(root: int | None = None, spare: Collection[int] = ()) -> list[int]:
+    """The live processes below ``root`` (this process by default), leaving out ``spare`` and theirs."""
+    me = os.getpid() if root is None else root
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _state) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found: list[int] = []
+    stack = [pid for pid in children.get(me, []) if pid not in spare]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(p for p in children.get(pid, []) if p not in spare)
+    return [pid for pid in found if table[pid][1] not in ("Z", "X")]
+
+
+def sweep_descendants(spare: Collection[int] = ()) -> list[str]:
+    """Kill every live process below this one (a subreaper), round after round, until none is left.
+
+    Returns each process killed as ``pid N: command line``, and ``still alive: ...`` for any
+    that outlived every round. ``spare`` are pids (with their own descendants) left alone.
+    """
+    named: dict[int, str] = {}
+    alive: list[int] = []
+    for _round in range(SWEEP_ROUNDS):
+        _reap()
+        alive = live_descendants(spare=spare)
+        if not alive:
+            break
+        for pid in alive:
+            if pid not in named:
+                named[pid] = f"pid {pid}: {_command_line(pid)}"
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(SWEEP_PAUSE_S)
+    _reap()
+    out = list(named.values())
+    if alive:
+        out.append(f"still alive after {SWEEP_ROUNDS} rounds of killing: {len(alive)} process(es)")
+    return out
 
 
 def find_leftovers(session_id: int, token: str) -> list[tuple[int, str]]:
@@ -60,10 +155,9 @@ def find_leftovers(session_id: int, token: str) -> list[tuple[int, str]]:
             stat_text = Path(f"/proc/{pid}/stat").read_text()
             if stat_text.rsplit(")", 1)[1].split()[0] == "Z":  # already dead, awaiting its parent
                 continue
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
         except (OSError, IndexError):
             continue
-        found.append((pid, cmdline or "?"))
+        found.append((pid, _command_line(pid)))
     return found
 
 
@@ -72,72 +166,190 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+RunStatus = Literal["completed", "timeout", "resource-limit", "unstartable"]
+
+
+@frozen
+class ContainedRun:
+    """What one contained program did: how it ended, its exit code, the limits it hit, what it left behind."""
+
+    status: RunStatus
+    exit_code: int | None
+    wall_s: float
+    leftovers: tuple[str, ...] = ()
+    limits_hit: tuple[str, ...] = ()
+    detail: str = ""
+
+
+def _supervise(
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    timeout_s: float,
+    stdout: IO[bytes] | int,
+    stderr: IO[bytes] | int,
+    before_exec: object,
+) -> dict[str, object]:
+    """In the intermediate process: start the program, wait for it or its timeout, then kill all it left."""
+    if not become_subreaper():
+        return {"error": "the kernel refused PR_SET_CHILD_SUBREAPER"}
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            preexec_fn=before_exec if callable(before_exec) else None,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        program = argv[0] if argv else "(empty command)"
+        return {"error": f"could not start {program}: {getattr(error, 'strerror', None) or error}"}
+    timed_out = False
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _kill_group(process.pid, signal.SIGKILL)
+            process.wait()
+    return {"exit_code": process.returncode, "timed_out": timed_out, "leftovers": sweep_descendants()}
+
+
+def run_contained(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    timeout_s: float,
+    stdout: IO[bytes] | int = subprocess.DEVNULL,
+    stderr: IO[bytes] | int = subprocess.DEVNULL,
+    containment: Containment | None = None,
+    writable: Iterable[str] = (),
+    relay_sockets: Iterable[str] = (),
+    relay_ports: Iterable[int] = (),
+) -> ContainedRun:
+    """Run ``argv`` in ``cwd`` under ``containment`` (uncontained when None) and a child subreaper.
+
+    Every process the program leaves is killed before this returns and named in ``leftovers``;
+    so is any still carrying the run's ``CERTLAB_AGENT_RUN`` token. A grader runs agent-written
+    code through this too.
+    """
+    token = uuid.uuid4().hex
+    environment = dict(env)
+    environment[TOKEN_VARIABLE] = token
+    started = time.monotonic()
+    launch = (containment if containment is not None else Containment()).launch(
+        argv, cwd, environment, writable=writable, relay_sockets=relay_sockets, relay_ports=relay_ports
+    )
+    try:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the intermediate: nothing but supervising, then out without cleanup
+            code = 0
+            try:
+                os.close(read_fd)
+                report = _supervise(launch.argv, cwd, launch.env, timeout_s, stdout, stderr, launch.before_exec)
+                os.write(write_fd, json.dumps(report).encode())
+            except BaseException:  # anything here must end this process, never unwind into the caller's
+                code = 70
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        chunks: list[bytes] = []
+        while chunk := os.read(read_fd, 1 << 16):
+            chunks.append(chunk)
+        os.close(read_fd)
+        _pid, status = os.waitpid(pid, 0)
+        wall = time.monotonic() - started
+        try:
+            report = json.loads(b"".join(chunks) or b"{}")
+        except ValueError:
+            report = {}
+        escaped = [f"pid {p}: {cmd}" for p, cmd in find_leftovers(-1, token)]
+        for line in escaped:
+            with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                os.kill(int(line.split(":", 1)[0].removeprefix("pid ")), signal.SIGKILL)
+        if "error" in report or "exit_code" not in report:
+            why = str(report.get("error") or f"the supervising process ended with status {status}")
+            return ContainedRun(status="unstartable", exit_code=None, wall_s=wall, leftovers=tuple(escaped), detail=why)
+        exit_code = report["exit_code"]
+        exit_code = int(exit_code) if isinstance(exit_code, int) else None
+        named = report.get("leftovers")
+        leftovers = tuple(str(x) for x in (named if isinstance(named, list) else ())) + tuple(escaped)
+        limits = tuple(launch.limits_hit(exit_code))
+    finally:
+        launch.release()
+    if report.get("timed_out"):
+        return ContainedRun("timeout", exit_code, wall, leftovers, limits, f"timed out after {timeout_s:g} s")
+    if limits:
+        record_limits_hit(limits)
+        detail = f"exceeded the sandbox's {', '.join(limits)} limit (exit {exit_code})"
+        return ContainedRun("resource-limit", exit_code, wall, leftovers, limits, detail)
+    return ContainedRun("completed", exit_code, wall, leftovers, limits)
+
+
 def run_command(
     request: AgentRequest,
     argv: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,
     unavailable_exit_codes: Collection[int] = (UNAVAILABLE_EXIT_CODE,),
+    relay_sockets: Iterable[str] = (),
+    relay_ports: Iterable[int] = (),
 ) -> AgentOutcome:
     """Run ``argv`` as the agent for ``request`` and return its outcome.
 
     ``env`` replaces ``request.env`` when given (build it from ``request.env`` to keep the
     harness's variables). A program that cannot be started is ``unavailable``, with the
-    reason in ``detail``; one that outlives the timeout is ``timeout``.
+    reason in ``detail``; one that outlives the timeout is ``timeout``; one that exceeds a
+    sandbox limit is ``resource-limit``. ``relay_sockets`` (host Unix sockets) and
+    ``relay_ports`` (host ``127.0.0.1`` ports) are what a contained agent may reach, such as
+    the model boundary; nothing else of the network is.
     """
-    token = uuid.uuid4().hex
     environment = dict(request.env if env is None else env)
-    environment[TOKEN_VARIABLE] = token
-    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="certlab-command-") as scratch:
         out_path, err_path = Path(scratch) / "stdout", Path(scratch) / "stderr"
         with out_path.open("wb") as out, err_path.open("wb") as err:
-            try:
-                process = subprocess.Popen(
-                    list(argv),
-                    cwd=request.workdir,
-                    env=environment,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                )
-            except OSError as error:
-                program = argv[0] if argv else "(empty command)"
-                return AgentOutcome(
-                    status="unavailable",
-                    wall_s=time.monotonic() - started,
-                    detail=f"could not start {program}: {error.strerror or error}",
-                )
-            status: str = "completed"
-            try:
-                exit_code: int | None = process.wait(timeout=request.timeout_s)
-            except subprocess.TimeoutExpired:
-                status = "timeout"
-                _kill_group(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=KILL_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    _kill_group(process.pid, signal.SIGKILL)
-                    process.wait()
-                exit_code = process.returncode
-        wall = time.monotonic() - started
-        leftovers = find_leftovers(process.pid, token)
-        for pid, _cmd in leftovers:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        detail = ""
-        if status == "timeout":
-            detail = f"timed out after {request.timeout_s:g} s"
-        elif exit_code in unavailable_exit_codes:
+            run = run_contained(
+                argv,
+                cwd=request.workdir,
+                env=environment,
+                timeout_s=request.timeout_s,
+                stdout=out,
+                stderr=err,
+                containment=active_containment(),
+                relay_sockets=relay_sockets,
+                relay_ports=relay_ports,
+            )
+        if run.status == "unstartable":
+            return AgentOutcome(
+                status="unavailable",
+                exit_code=None,
+                stdout_tail=_tail(out_path),
+                stderr_tail=_tail(err_path),
+                wall_s=run.wall_s,
+                leftover_processes=run.leftovers,
+                detail=run.detail,
+            )
+        status: str = run.status
+        detail = run.detail
+        if status == "resource-limit":  # the kernel names it agent-resource-limit from the limits it noted
+            status = "crashed"
+        elif status == "completed" and run.exit_code in unavailable_exit_codes:
             status = "unavailable"
-            detail = f"the agent exited {exit_code}: its own infrastructure failed"
+            detail = f"the agent exited {run.exit_code}: its own infrastructure failed"
         return AgentOutcome(
             status=status,  # type: ignore[arg-type]
-            exit_code=exit_code,
+            exit_code=run.exit_code,
             stdout_tail=_tail(out_path),
             stderr_tail=_tail(err_path),
-            wall_s=wall,
-            leftover_processes=tuple(f"pid {pid}: {cmd}" for pid, cmd in leftovers),
+            wall_s=run.wall_s,
+            leftover_processes=run.leftovers,
             detail=detail,
         )

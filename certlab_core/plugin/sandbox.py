@@ -1,0 +1,321 @@
+"""Sandboxes: the records a ``certlab_sandboxes`` plugin yields, and the containment a run puts in force.
+
+A sandbox plugin (the built-in one is ``certlab-sandbox-bwrap``) turns a program to run into
+a contained one: ``Sandbox.launch(SandboxRequest) -> SandboxLaunch`` gives the argument vector
+and environment that start it inside, a hook the child runs before ``exec`` (resource limits,
+a cgroup), which limits the run exceeded, and a ``release`` to call when it has ended. The
+kernel decides what the program must not see (``hidden``: the answer key, the experiment,
+the run store, certlab's installation) and which one folder it may write (``workdir``).
+
+The sandbox named ``none`` is the kernel's own: no plugin, the program runs as the user
+who runs certlab, with everything that user can read in reach (docs/trust-model.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Literal, Protocol
+
+from attrs import field, frozen
+
+#: What ``--sandbox`` accepts: bwrap where it works else uncontained (auto), bwrap or refuse, never contained.
+SandboxChoice = Literal["auto", "bwrap", "none"]
+SANDBOX_CHOICES: tuple[SandboxChoice, ...] = ("auto", "bwrap", "none")
+#: The name a run records when nothing contained it.
+UNCONTAINED = "none"
+#: The resource limits a sandbox enforces; exceeding one is the trial's ``agent-resource-limit``.
+ResourceLimit = Literal["cpu", "memory", "processes", "file-size"]
+
+
+def _strings(values: Iterable[str] | None) -> tuple[str, ...]:
+    return tuple(str(v) for v in values or ())
+
+
+def _ports(values: Iterable[int] | None) -> tuple[int, ...]:
+    return tuple(int(v) for v in values or ())
+
+
+@frozen
+class ResourceLimits:
+    """Per-run limits: CPU seconds, address space, live processes, and the size of any one file written."""
+
+    cpu_s: int = 900
+    memory_bytes: int = 4 << 30
+    processes: int = 512
+    file_bytes: int = 1 << 30
+
+
+@frozen
+class SandboxRequest:
+    """One program to contain.
+
+    ``workdir`` is bound writable at its own path and is the program's working directory;
+    ``writable`` are further folders bound writable (a grader's scratch folder); ``hidden``
+    are files and folders that must not be visible inside. ``relay_sockets`` are host Unix
+    sockets (such as the model boundary's) bound into the sandbox at the same path, and
+    ``relay_ports`` are host ``127.0.0.1`` ports reachable inside at the same port: the only
+    network a contained program has. ``env`` is the program's whole environment.
+    """
+
+    argv: tuple[str, ...] = field(converter=_strings)
+    workdir: str
+    env: Mapping[str, str] = field(converter=lambda m: dict(m))
+    hidden: tuple[str, ...] = field(converter=_strings, default=())
+    writable: tuple[str, ...] = field(converter=_strings, default=())
+    limits: ResourceLimits = ResourceLimits()
+    relay_sockets: tuple[str, ...] = field(converter=_strings, default=())
+    relay_ports: tuple[int, ...] = field(converter=_ports, default=())
+
+
+class BeforeExec(Protocol):
+    """Runs in the new process just before it starts the contained program (limits, cgroup)."""
+
+    def __call__(self) -> None: ...
+
+
+class LimitsHit(Protocol):
+    """Which limits the ended run exceeded, given its exit code (negative: killed by that signal)."""
+
+    def __call__(self, exit_code: int | None) -> tuple[ResourceLimit, ...]: ...
+
+
+class Release(Protocol):
+    """Frees what the launch holds (a cgroup, a relay) once the program and its processes ended."""
+
+    def __call__(self) -> None: ...
+
+
+def _no_limits(exit_code: int | None) -> tuple[ResourceLimit, ...]:
+    return ()
+
+
+def _nothing() -> None:
+    return None
+
+
+@frozen
+class SandboxLaunch:
+    """How to start one contained program: run ``argv`` with ``env``, ``before_exec`` in the child."""
+
+    argv: tuple[str, ...] = field(converter=_strings)
+    env: Mapping[str, str] = field(converter=lambda m: dict(m))
+    before_exec: BeforeExec | None = field(default=None, eq=False, repr=False)
+    limits_hit: LimitsHit = field(default=_no_limits, eq=False, repr=False)
+    release: Release = field(default=_nothing, eq=False, repr=False)
+
+
+class SandboxProbe(Protocol):
+    """None when the sandbox works on this machine, else one line saying why not."""
+
+    def __call__(self) -> str | None: ...
+
+
+class SandboxLauncher(Protocol):
+    def __call__(self, request: SandboxRequest) -> SandboxLaunch: ...
+
+
+class AgentPython(Protocol):
+    """The interpreter a contained program gets: pytest and nothing of certlab (made on first use)."""
+
+    def __call__(self) -> str: ...
+
+
+@frozen
+class Sandbox:
+    """A way to contain an agent and the code it wrote: ``launch(request)`` once ``probe()`` said it works."""
+
+    name: str
+    description: str
+    probe: SandboxProbe = field(eq=False, repr=False)
+    launch: SandboxLauncher = field(eq=False, repr=False)
+    python: AgentPython = field(eq=False, repr=False)
+
+
+@frozen
+class Containment:
+    """The containment of a run: its sandbox (None: uncontained), what stays hidden, and the limits.
+
+    The kernel makes one per run (``certlab_core.containment``) and hands it to adapters in
+    ``AgentRequest.containment`` and to graders in ``GradeRequest.containment``; the SDK's
+    ``run_command`` applies it, and a grader that runs agent-written code starts that code
+    through :meth:`launch` too.
+    """
+
+    sandbox: Sandbox | None = None
+    hidden: tuple[str, ...] = field(converter=_strings, default=())
+    limits: ResourceLimits = ResourceLimits()
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.sandbox.name if self.sandbox is not None else UNCONTAINED
+
+    @property
+    def contained(self) -> bool:
+        return self.sandbox is not None
+
+    def python(self) -> str:
+        """The interpreter for agent-written code: the sandbox's agent environment, else this one."""
+        return self.sandbox.python() if self.sandbox is not None else sys.executable
+
+    def launch(
+        self,
+        argv: Iterable[str],
+        workdir: str,
+        env: Mapping[str, str],
+        *,
+        writable: Iterable[str] = (),
+        relay_sockets: Iterable[str] = (),
+        relay_ports: Iterable[int] = (),
+    ) -> SandboxLaunch:
+        """How to start ``argv`` under this containment (as it is, when uncontained)."""
+        if self.sandbox is None:
+            return SandboxLaunch(argv=tuple(argv), env=env)
+        return self.sandbox.launch(
+            SandboxRequest(
+                argv=tuple(argv),
+                workdir=workdir,
+                env=env,
+                hidden=self.hidden,
+                writable=tuple(writable),
+                limits=self.limits,
+                relay_sockets=tuple(relay_sockets),
+                relay_ports=tuple(relay_ports),
+            )
+        )
+
+    def document(self) -> dict[str, object]:
+        """What the evidence records: the sandbox used, the limits, and why (never a path of this machine)."""
+        limits = {
+            "cpu_s": self.limits.cpu_s,
+            "memory_bytes": self.limits.memory_bytes,
+            "processes": self.limits.processes,
+            "file_bytes": self.limits.file_bytes,
+        }
+        return {"sandbox": self.name, "limits": limits if self.contained else None, "note": self.note}
+
+
+_active: list[Containment] = []
+
+
+def active_containment() -> Containment:
+    """The containment in force in this process (uncontained unless the kernel set one).
+
+    The kernel sets it in a trial's process before the adapter runs (``use_containment``);
+    forked graders inherit it. ``run_command`` and the graders that run agent-written code
+    read it; a calibration agent's trial runs with none, as the harness.
+    """
+    return _active[-1] if _active else Containment()
+
+
+@contextlib.contextmanager
+def use_containment(containment: Containment) -> Iterator[Containment]:
+    """Make ``containment`` the one in force in this process for the ``with`` block."""
+    _active.append(containment)
+    try:
+        yield containment
+    finally:
+        _active.pop()
+
+
+_limits_hit: list[str] = []
+
+
+def record_limits_hit(limits: Iterable[str]) -> None:
+    """Note, in this process, the limits a contained run exceeded (``run_contained`` does it)."""
+    _limits_hit.extend(limits)
+
+
+def limits_hit_count() -> int:
+    """A mark in this process's log of limits hit; ``limits_hit_since(mark)`` reads what came after it."""
+    return len(_limits_hit)
+
+
+def limits_hit_since(mark: int) -> tuple[str, ...]:
+    """The limits contained runs of this process exceeded since ``mark`` (the trial's ``agent-resource-limit``)."""
+    return tuple(dict.fromkeys(_limits_hit[mark:]))
+
+
+def agent_environment_dir() -> Path:
+    """Where the dedicated agent environment (a venv with pytest, nothing of certlab) lives: the user's cache."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "certlab" / "agent-env"
+
+
+class SandboxIndex(Protocol):
+    """The part of the registry the choice reads: the installed sandboxes by name."""
+
+    def all(self, kind: str) -> dict[str, object]: ...
+
+
+def _checkout_root(path: Path) -> Path | None:
+    """The outermost folder above ``path`` that is a source checkout (holds ``.git``), if any."""
+    found: Path | None = None
+    for parent in [path, *path.parents]:
+        if (parent / ".git").exists():
+            found = parent
+    return found
+
+
+def installation_paths() -> tuple[str, ...]:
+    """certlab's installation as this process sees it: every loaded certlab package, its checkout, the venv.
+
+    These hold the installed families' clean trees and held-out cases (the answer key) and
+    the harness's own code; a contained program must see none of them.
+    """
+    paths: set[str] = set()
+    if sys.prefix != sys.base_prefix:
+        paths.add(sys.prefix)
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("certlab") or "." in name:
+            continue
+        where = getattr(module, "__file__", None)
+        folders = [Path(where).parent] if where else [Path(p) for p in getattr(module, "__path__", [])]
+        for folder in folders:
+            paths.add(str(folder))
+            root = _checkout_root(folder)
+            if root is not None and root != Path(root.anchor):
+                paths.add(str(root))
+    pip_cache = Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")) / "pip"
+    paths.add(str(pip_cache))
+    return tuple(sorted(paths))
+
+
+def choose_containment(
+    sandboxes: SandboxIndex,
+    choice: str,
+    hidden: Iterable[str],
+    warn: Callable[[str], None],
+    limits: ResourceLimits | None = None,
+) -> Containment:
+    """The containment for ``--sandbox CHOICE``: bwrap where it works (auto), bwrap or refuse, or none.
+
+    ``auto`` without a working sandbox runs uncontained and says so in one ``warn`` line;
+    ``bwrap`` without one raises UsageError in one line.
+    """
+    from certlab_core.plugin.errors import UsageError
+
+    if choice not in SANDBOX_CHOICES:
+        raise UsageError(f"--sandbox {choice!r} is not one of {', '.join(SANDBOX_CHOICES)}")
+    if choice == UNCONTAINED:
+        return Containment(note="--sandbox none: the agent ran as the user, uncontained")
+    wanted = "bwrap"
+    installed = sandboxes.all("sandboxes")
+    sandbox = installed.get(wanted)
+    if not isinstance(sandbox, Sandbox):
+        reason = f"the sandbox {wanted} is not installed (pip install certlab-sandbox-bwrap)"
+    else:
+        reason = sandbox.probe() or ""
+    everything_hidden = tuple(sorted({*installation_paths(), *(os.path.abspath(p) for p in hidden if p)}))
+    if isinstance(sandbox, Sandbox) and not reason:
+        return Containment(sandbox=sandbox, hidden=everything_hidden, limits=limits or ResourceLimits())
+    if choice == "bwrap":
+        raise UsageError(
+            f"--sandbox bwrap: {reason}; install bubblewrap (apt-get install bubblewrap) or use --sandbox auto"
+        )
+    warn(f"warning: no sandbox: {reason}; the agent runs uncontained (see docs/trust-model.md)")
+    return Containment(note=f"--sandbox auto found no sandbox ({reason}); the agent ran uncontained")

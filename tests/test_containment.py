@@ -1,0 +1,136 @@
+"""No process outlives its trial, even uncontained: a child subreaper finds what the agent left and kills it all.
+
+The measured failures of issue 12: a daemon started with ``setsid env -i`` (a new session,
+no token in its environment) that copies the clean source into later trials' work copies
+made 5 of 6 trials certified fixed; a background loop that keeps spawning left hundreds of
+processes alive after the certification.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from certlab_core.certification import CertifyOptions, certify
+from certlab_core.plugin.command import live_descendants, run_command
+from certlab_core.plugin.records import AgentRequest
+from certlab_core.plugin.registry import Registry
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def request_for(work: Path, timeout_s: float = 20.0) -> AgentRequest:
+    return AgentRequest(
+        workdir=str(work),
+        prompt="",
+        prompt_file=str(work / "PROMPT.md"),
+        task_id="t",
+        timeout_s=timeout_s,
+        env=dict(os.environ),
+    )
+
+
+def test_a_daemon_in_a_new_session_with_a_cleared_environment_is_found_named_and_killed(tmp_path: Path) -> None:
+    pidfile = tmp_path / "daemon.pid"
+    script = f"setsid env -i /bin/sh -c 'echo $$ > {pidfile}; exec sleep 300' </dev/null >/dev/null 2>&1 &\nsleep 0.3"
+    outcome = run_command(request_for(tmp_path), ["/bin/sh", "-c", script])
+    pid = int(pidfile.read_text())
+    assert not alive(pid), "the daemon outlived its agent"
+    assert any(line.startswith(f"pid {pid}:") and "sleep 300" in line for line in outcome.leftover_processes)
+    assert outcome.status == "completed" and outcome.exit_code == 0
+
+
+def test_a_background_loop_that_keeps_spawning_leaves_nothing_behind(tmp_path: Path) -> None:
+    marker = f"certlab-spawner-{os.getpid()}"
+    loop = f"while :; do sleep 300 & sleep 0.001; done # {marker}"
+    script = f"setsid /bin/sh -c {shlex.quote(loop)} </dev/null >/dev/null 2>&1 &\nsleep 0.5"
+    outcome = run_command(request_for(tmp_path), ["/bin/sh", "-c", script])
+    time.sleep(0.2)  # a survivor would keep spawning; give it the time to show itself
+    survivors = [
+        entry
+        for entry in os.listdir("/proc")
+        if entry.isdigit() and alive(int(entry)) and marker.encode() in _cmdline(int(entry))
+    ]
+    assert survivors == []
+    assert len(outcome.leftover_processes) >= 2  # the loop and the sleeps it had started, each named
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_a_timed_out_agent_and_its_escaped_children_are_killed(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    script = f"setsid env -i /bin/sh -c 'echo $$ > {pidfile}; exec sleep 300' &\nexec sleep 300"
+    outcome = run_command(request_for(tmp_path, timeout_s=0.5), ["/bin/sh", "-c", script])
+    assert outcome.status == "timeout"
+    assert not alive(int(pidfile.read_text()))
+    assert live_descendants() == []
+
+
+def test_a_daemon_copying_the_clean_source_into_later_trials_certifies_nothing(
+    registry: Registry, tmp_path: Path
+) -> None:
+    """Issue 12: 5 of 6 certified on the old code, uncontained. Now the daemon dies with the first trial."""
+    import certlab_intervals
+
+    clean = Path(certlab_intervals.__file__).parent / "family" / "tree" / "intervals.py"
+    first = tmp_path / "first-done"
+    trials_glob = f"{os.environ.get('TMPDIR', '/tmp')}/certlab-trial-*/work"
+    daemon = f"while :; do for w in {trials_glob}; do cp {clean} $w/intervals.py 2>/dev/null; done; sleep 0.01; done"
+    agent = (
+        f"if [ ! -e {first} ]; then touch {first}; "
+        f"setsid env -i /bin/sh -c {shlex.quote(daemon)} </dev/null >/dev/null 2>&1 & fi; exit 0"
+    )
+    result = certify(
+        registry,
+        CertifyOptions(families=("intervals",), agent="command", agent_args=(agent,), workers=1),
+        lambda _m: None,
+    )
+    trials = result.bundle["trials"]
+    assert len(trials) == 6
+    # The first trial's own work copy is the agent's to change; none of the later five is.
+    assert [t["verdict"] for t in trials[1:]] == ["not-fixed"] * 5
+    assert any("sh -c while" in line for line in trials[0]["leftover_processes"])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="child subreapers are Linux's")
+def test_the_trial_checks_again_before_grading_for_what_an_adapter_left(registry: Registry, tmp_path: Path) -> None:
+    """An adapter that starts a process itself (not through run_command) still has it killed and named."""
+    import subprocess
+
+    from certlab_core.lab import Task, TrialSpec, grader_chain, run_trial
+    from certlab_core.plugin.records import AgentAdapter, AgentOutcome
+
+    pidfile = tmp_path / "stray.pid"
+
+    def leaves_a_stray(request: AgentRequest) -> AgentOutcome:
+        subprocess.Popen(["/bin/sh", "-c", f"echo $$ > {pidfile}; exec sleep 300"], start_new_session=True, env={})
+        deadline = time.monotonic() + 5
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        return AgentOutcome(status="completed", exit_code=0)
+
+    family = registry.get("task_families", "intervals")
+    adapter = AgentAdapter(name="stray", description="leaves a process", run=leaves_a_stray)
+    from certlab_core.plugin.forking import call_in_fork
+
+    record = call_in_fork(run_trial, TrialSpec(Task(family, family.defects[0]), adapter, 1), grader_chain(registry))
+    pid = int(pidfile.read_text())
+    assert not alive(pid)
+    assert any(line.startswith(f"before grading: pid {pid}:") for line in record.leftover_processes)
