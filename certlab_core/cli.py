@@ -32,6 +32,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "certlab_core.commands.gate_cmd": ("run", "gate", "schema", "init"),
     "certlab_core.commands.diagnosis_cmd": ("report", "diff", "rederive", "minimize", "bundle", "replay"),
     "certlab_core.commands.acceptance_cmd": ("init-task", "lock", "leakscan", "predict"),
+    "certlab_core.commands.signing_cmd": ("keygen", "sign", "verify"),
 }
 
 _state = {"debug": False}

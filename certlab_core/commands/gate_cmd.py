@@ -61,8 +61,10 @@ def run_command(
     junit: Path = typer.Option(None, "--junit", help="Also write a JUnit XML report here."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write a Markdown report here."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    sign_key: Path = typer.Option(None, "--sign-key", help="Sign the run store when it is written (certlab keygen)."),
 ) -> None:
     """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""
+    from certlab_core.commands.signing_cmd import check_sign_key, sign_evidence
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.runner import ProgressLine, plan_run, run_experiment, workers_default
@@ -71,6 +73,7 @@ def run_command(
 
     if workers < 0:
         raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
+    check_sign_key(sign_key)
     spec = load_descriptor(descriptor)
     registry = discover()
     from certlab_core.held_out import register_experiment_task  # a task of the user's own, in this folder
@@ -89,6 +92,8 @@ def run_command(
         print(f"certlab: {outcome.stopped}", file=sys.stderr)
     _echo_decision(decision, folder, summarise_earlier(earlier_runs(folder, manifest)))
     _write_reports(folder, decision, junit, markdown)
+    if sign_key is not None:
+        typer.echo(sign_evidence(folder, sign_key))
     raise typer.Exit(int(decision["exit_code"]))
 
 
