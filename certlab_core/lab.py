@@ -346,13 +346,39 @@ def run_trials(
     """Run every trial in its own forked process, ``workers`` at a time; return them in schedule order."""
     preload()
     results: list[TrialRecord | None] = [None] * len(specs)
+    started = time.monotonic()
+    if specs:
+        progress(f"[0/{len(specs)}] in flight: {', '.join(s.id for s in specs[:workers])}")
     finished = enumerate(map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers), 1)
     for done, (index, result) in finished:
         if isinstance(result, ChildFailure):
             raise InstrumentError(f"trial {specs[index].id} could not be run: {result.summary}")
         results[index] = result
-        progress(f"[{done}/{len(specs)}] {specs[index].agent.name} on {result.id}: {result.verdict}")
+        line = f"[{done}/{len(specs)}] {specs[index].agent.name} on {result.id}: {result.verdict}"
+        progress(line + progress_facts(specs, results, done, workers, time.monotonic() - started))
     return [r for r in results if r is not None]
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}" if minutes >= 60 else f"{minutes}:{secs:02d}"
+
+
+def progress_facts(
+    specs: Sequence[TrialSpec], results: Sequence[TrialRecord | None], done: int, workers: int, elapsed_s: float
+) -> str:
+    """After a trial: elapsed time, an ETA, the running cost (the client's own estimate) and the trials in flight."""
+    facts = [f"elapsed {_clock(elapsed_s)}"]
+    if done < len(specs):
+        facts.append(f"ETA {_clock(elapsed_s / done * (len(specs) - done))}")
+    usages = [r.usage for r in results if r is not None and r.usage is not None]
+    costs = [u.cost_usd for u in usages if u.cost_usd is not None]
+    if costs:
+        facts.append(f"cost so far ${sum(costs):.4f} (the client's own estimate, {len(costs)} trials)")
+    in_flight = [specs[i].id for i in range(min(len(specs), done + workers)) if results[i] is None]
+    if in_flight:
+        facts.append(f"in flight: {', '.join(in_flight)}")
+    return "; " + "; ".join(facts)
 
 
 # ----------------------------------------------------------------------------- the instrument
