@@ -137,6 +137,36 @@ def summary_of(trials: Sequence[dict[str, Any]]) -> dict[str, int]:
     }
 
 
+USAGE_QUANTITIES = ("input_tokens", "cached_input_tokens", "output_tokens", "cost_usd")
+DOLLAR_NOTE = "the client's own estimate, from its own price table, not a bill"
+
+
+def usage_document(trials: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What the agent's trials reported of their own consumption, summed per report shape (never across shapes).
+
+    Each quantity's total is over the trials whose report carries it, and says how many those are.
+    """
+    by_shape: dict[str, list[dict[str, Any]]] = {}
+    for trial in trials:
+        usage = trial.get("usage")
+        if isinstance(usage, dict):
+            by_shape.setdefault(str(usage.get("shape")), []).append(usage)
+    shapes = []
+    for shape, reports in sorted(by_shape.items()):
+        entry: dict[str, Any] = {"shape": shape, "reported": len(reports)}
+        for quantity in USAGE_QUANTITIES:
+            values = [r[quantity] for r in reports if isinstance(r.get(quantity), int | float)]
+            entry[quantity] = {"total": (round(sum(values), 10) if values else None), "trials": len(values)}
+        entry["cost_sources"] = sorted({str(r["cost_source"]) for r in reports if r.get("cost_source")})
+        shapes.append(entry)
+    return {
+        "trials": len(trials),
+        "reported": sum(s["reported"] for s in shapes),
+        "shapes": shapes,
+        "note": DOLLAR_NOTE,
+    }
+
+
 def proof_document(proof: InstrumentProof) -> dict[str, Any]:
     return {
         "family": proof.family,
@@ -281,6 +311,7 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
         },
         "trials": trial_docs,
         "summary": summary_of(trial_docs),
+        "usage": usage_document(trial_docs),
         "wall_s": round(time.monotonic() - started, 3),
     }
     bundle = sealed(bundle)

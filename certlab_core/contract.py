@@ -39,6 +39,40 @@ def _interval(registry: Registry | None, fixed: int, n: int) -> str:
     return f"[{low:.3f}, {high:.3f}]"
 
 
+def usage_lines(usage: Any) -> list[str]:
+    """The agent's own account of its tokens and cost, per report shape; every dollar figure says whose it is."""
+    if not isinstance(usage, dict) or not usage.get("trials"):
+        return []
+    lines = ["", "## Cost and tokens, as the agent's client reported them", ""]
+    if not usage.get("reported"):
+        return [*lines, f"None of the {usage['trials']} trials reported its usage."]
+    for shape in usage["shapes"]:
+        tokens = []
+        for quantity, label in (
+            ("input_tokens", "input"),
+            ("cached_input_tokens", "of them cached"),
+            ("output_tokens", "output"),
+        ):
+            figure = shape[quantity]
+            if figure["total"] is not None:
+                tokens.append(f"{int(figure['total']):,} {label}")
+        line = f"- `{shape['shape']}` reports from {shape['reported']} of {usage['trials']} trials: "
+        line += (", ".join(tokens) + " tokens") if tokens else "no token figures"
+        cost = shape["cost_usd"]
+        if cost["total"] is None:
+            line += "; no dollar figure (this client reports none)."
+        else:
+            mean = cost["total"] / cost["trials"]
+            line += (
+                f"; ${cost['total']:.4f} in all over {cost['trials']} trials (${mean:.4f} per trial), "
+                f"**the client's own estimate** ({', '.join(shape['cost_sources']) or 'unknown source'}), not a bill."
+            )
+        lines.append(line)
+    if len(usage["shapes"]) > 1:
+        lines.append("- Reports of different shapes count differently and are never added together.")
+    return lines
+
+
 def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
     """The contract a reader can check against the bundle line by line."""
     agent = bundle["agent"]
@@ -133,6 +167,7 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
         modes = Counter(t["failure_mode"] for t in trials if t["failure_mode"])
         if modes:
             lines += ["", "Failure modes: " + ", ".join(f"`{m}` ×{c}" for m, c in sorted(modes.items())) + "."]
+    lines += usage_lines(bundle.get("usage"))
     lines += ["", "## Limits of this claim", ""]
     lines.append(
         f"- Each task ran {repeats} time(s). "
