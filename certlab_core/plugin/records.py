@@ -65,6 +65,9 @@ class TaskFamily:
     # False for a user's own task (``certlab_core.user_task``): the tree as issued holds the
     # defect and no fixed tree is known, so proving means the issued tree fails its grading.
     clean_tree: bool = True
+    # The least share of the clean tree's mutants the visible suite and held-out cases must kill
+    # together (``certlab_core.mutation``); FamilyConformance fails below it, certify warns.
+    mutation_threshold: float = 0.9
 
     #: The standard layout of a family folder shipped in a distribution.
     TREE, PROMPT, CASES = "tree", "TASK.md", "acceptance.jsonl"
