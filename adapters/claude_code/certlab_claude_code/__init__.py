@@ -1,0 +1,1 @@
+"""certlab adapter for the Claude Code CLI."""

@@ -1,0 +1,195 @@
+"""The claude-code adapter: Claude Code run headless (``claude -p``) in the work copy, judged by what it leaves.
+
+The CLI gets the task's prompt, tools restricted to reading, editing and running the suite
+(``Read, Glob, Grep, Edit, Write, Bash(python -m pytest:*)``) with edits accepted, a fresh
+``HOME`` outside the work copy, the variables that keep its traffic on the model API alone,
+and ``CLAUDE_CODE_MAX_RETRIES=0`` so an API error fails fast. Its JSON result gives the
+tokens and the dollars (the CLI's own estimate, from its own price table), the turns and
+any permission denials. A model API error (``api_error_status``, an ``API Error`` result, a
+refused key) is ``unavailable``: an infrastructure failure, never a failed fix.
+
+Options (agent arguments): ``--bin``, ``--model``, ``--base-url`` (else ``ANTHROPIC_BASE_URL``
+from the harness; the model boundary puts its proxy here), ``--max-turns`` (30),
+``--max-retries`` (0), ``--allowed-tools``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from certlab_usage import agent_clis as clis
+from certlab_usage import parse_claude_code
+
+from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, PreflightCheck, hookimpl, run_command
+
+NAME = "claude-code"
+PROGRAM = "claude"
+BIN_VARIABLE = "CERTLAB_CLAUDE_BIN"
+CACHED = "npm/node_modules/.bin/claude"
+ALLOWED_TOOLS = "Read,Glob,Grep,Edit,Write,Bash(python -m pytest:*)"
+DEFAULT_MAX_TURNS = 30
+CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+# Result texts by which the CLI says the model API, not the agent, failed.
+API_FAILURE_MARKS = (
+    "API Error",
+    "Invalid API key",
+    "Please run /login",
+    "Credit balance is too low",
+    "Connection error",
+)
+
+
+def _spec() -> clis.OptionSpec:
+    return clis.OptionSpec(NAME, ("bin", "model", "base-url", "max-turns", "max-retries", "allowed-tools"))
+
+
+def check_args(args: tuple[str, ...]) -> None:
+    """Refuse unknown options or bad numbers before anything runs."""
+    options = clis.parse_options(_spec(), args)
+    clis.positive_int(NAME, "max-turns", clis.one(options, "max-turns"), DEFAULT_MAX_TURNS)
+    clis.positive_int(NAME, "max-retries", clis.one(options, "max-retries"), 0)
+
+
+def command_line(executable: str, prompt: str, options: Mapping[str, Sequence[str]]) -> list[str]:
+    """The ``claude -p`` argument vector for one headless run."""
+    max_turns = clis.positive_int(NAME, "max-turns", clis.one(options, "max-turns"), DEFAULT_MAX_TURNS)
+    argv = [
+        executable,
+        "-p",
+        prompt,
+        "--output-format",
+        "json",
+        "--allowedTools",
+        clis.one(options, "allowed-tools") or ALLOWED_TOOLS,
+        "--permission-mode",
+        "acceptEdits",
+        "--max-turns",
+        str(max_turns),
+    ]
+    model = clis.one(options, "model")
+    if model:
+        argv += ["--model", model]
+    return argv
+
+
+def environment(harness: Mapping[str, str], home: Path, options: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """The CLI's environment: the quiet-traffic settings, fail-fast retries, the base URL and credentials."""
+    extra = dict(clis.CLAUDE_QUIET)
+    extra["CLAUDE_CODE_MAX_RETRIES"] = str(clis.positive_int(NAME, "max-retries", clis.one(options, "max-retries"), 0))
+    base_url = clis.one(options, "base-url") or harness.get("ANTHROPIC_BASE_URL")
+    if base_url:
+        extra["ANTHROPIC_BASE_URL"] = base_url
+    for name in CREDENTIALS:
+        if harness.get(name):
+            extra[name] = harness[name]
+    env: dict[str, str] = clis.quiet_environment(harness, home, extra)
+    return env
+
+
+def result_object(stdout: str) -> Mapping[str, Any] | None:
+    """The ``type: result`` object Claude Code prints last (None when there is none)."""
+    text = stdout.strip()
+    candidates = [text] if text.startswith("{") else []
+    candidates += [line.strip() for line in reversed(text.splitlines()) if line.strip().startswith("{")]
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value.get("type") == "result":
+            return value
+    return None
+
+
+def judge(outcome: AgentOutcome) -> AgentOutcome:
+    """The run's status read from its JSON result, with the usage it reported."""
+    usage = parse_claude_code(outcome.stdout_tail)
+    if outcome.status != "completed":
+        return attrs.evolve(outcome, usage=usage)
+    result = result_object(outcome.stdout_tail)
+    if result is None:
+        if outcome.exit_code == 0:
+            return attrs.evolve(outcome, usage=usage, detail="claude printed no JSON result")
+        said = clis.last_line(outcome.stderr_tail) or clis.last_line(outcome.stdout_tail) or "nothing"
+        return attrs.evolve(
+            outcome,
+            status="unavailable",
+            usage=usage,
+            detail=f"claude exited {outcome.exit_code} without a result: {said}",
+        )
+    text = str(result.get("result") or "")
+    status = result.get("api_error_status")
+    turns = result.get("num_turns")
+    denials = result.get("permission_denials") or []
+    facts = [f"{turns} turns" if isinstance(turns, int) else "", str(result.get("subtype") or "")]
+    if isinstance(denials, list) and denials:
+        names = sorted({str(d.get("tool_name", "?")) for d in denials if isinstance(d, dict)})
+        facts.append(f"{len(denials)} permission denials ({', '.join(names)})")
+    if result.get("is_error") and (status is not None or any(mark in text for mark in API_FAILURE_MARKS)):
+        where = f"HTTP {status}" if status is not None else "no HTTP status"
+        return attrs.evolve(
+            outcome,
+            status="unavailable",
+            usage=usage,
+            detail=f"the model API failed ({where}): {text[:300]}",
+        )
+    return attrs.evolve(outcome, usage=usage, detail="; ".join(f for f in facts if f))
+
+
+def run(request: AgentRequest) -> AgentOutcome:
+    """Run Claude Code once on the request's work copy."""
+    options = clis.parse_options(_spec(), request.agent_args)
+    executable = clis.find_cli(
+        NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=request.env
+    )
+    with clis.scratch_home(NAME) as home:
+        outcome = run_command(
+            request,
+            command_line(executable, request.prompt, options),
+            env=environment(request.env, home, options),
+            unavailable_exit_codes=(),
+        )
+    return judge(outcome)
+
+
+def preflight(args: tuple[str, ...], harness: Mapping[str, str]) -> list[PreflightCheck]:
+    """The binary, its version, the base URL and the credentials a live run needs."""
+    options = clis.parse_options(_spec(), args)
+    checks: list[PreflightCheck] = []
+    try:
+        executable = clis.find_cli(
+            NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=harness
+        )
+    except Exception as error:  # a UsageError naming where it looked
+        return [PreflightCheck("binary", False, str(error))]
+    checks.append(PreflightCheck("binary", True, executable))
+    checks.append(PreflightCheck("version", True, clis.cli_version(executable, harness)))
+    base_url = clis.one(options, "base-url") or harness.get("ANTHROPIC_BASE_URL")
+    source = "--base-url" if clis.one(options, "base-url") else "ANTHROPIC_BASE_URL"
+    checks.append(PreflightCheck("base URL", True, f"{base_url} (from {source})" if base_url else "the vendor's API"))
+    present = [name for name in CREDENTIALS if harness.get(name)]
+    checks.append(
+        PreflightCheck(
+            "credentials",
+            bool(present),
+            f"{', '.join(present)} set" if present else f"none of {', '.join(CREDENTIALS)} is set",
+        )
+    )
+    return checks
+
+
+@hookimpl
+def certlab_agents() -> list[AgentAdapter]:
+    return [
+        AgentAdapter(
+            name=NAME,
+            description="Claude Code, headless (claude -p, JSON result): tokens and the CLI's own cost estimate",
+            run=run,
+            check_args=check_args,
+            preflight=preflight,
+        )
+    ]

@@ -1,0 +1,186 @@
+"""What the real agent CLI adapters share: their options, finding the CLI, a quiet environment, a scratch home.
+
+An adapter for a real CLI (``claude-code``, ``aider``, ``codex``) takes its options as agent
+arguments, ``--name=value`` or ``--name value`` (``certlab certify --agent-arg --model=X``, or
+``args: ["--model=X"]`` in a gate arm). It finds its executable, in this order: the ``--bin``
+option, the adapter's environment variable (``CERTLAB_CLAUDE_BIN``, ``CERTLAB_AIDER_BIN``,
+``CERTLAB_CODEX_BIN``), ``PATH``, then the cache the Makefile installs the pinned CLIs into,
+``${XDG_CACHE_HOME:-~/.cache}/certlab/clis``.
+
+Each run gets a fresh ``HOME`` outside the work copy (the CLI's configuration, history and
+caches land there, never in the evidence) and an environment built from a short list of the
+harness's variables: the CLI sees no key or proxy it was not given on purpose.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from attrs import frozen
+
+from certlab_core.plugin import UsageError
+
+CACHE_SUBDIR = ("certlab", "clis")
+# The harness variables every CLI run keeps (the rest of the harness's environment stays behind).
+KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
+# certlab's own variables for the agent (the prompt, its file, the task id) are kept too.
+KEPT_PREFIX = "CERTLAB_"
+# Variables that keep Claude Code's connections on the model API alone.
+CLAUDE_QUIET = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
+
+
+@frozen
+class OptionSpec:
+    """The options an adapter accepts: ``values`` take one value, ``repeated`` may be given many times."""
+
+    adapter: str
+    values: tuple[str, ...]
+    repeated: tuple[str, ...] = ()
+
+
+def parse_options(spec: OptionSpec, args: Sequence[str]) -> dict[str, list[str]]:
+    """``--name=value`` / ``--name value`` pairs into ``{name: [values]}``; anything else is a UsageError."""
+    found: dict[str, list[str]] = {}
+    words = list(args)
+    known = sorted({*spec.values, *spec.repeated})
+    while words:
+        word = words.pop(0)
+        if not word.startswith("--") or len(word) < 3:
+            raise UsageError(
+                f"the {spec.adapter} adapter takes options like --model=NAME, not {word!r}; "
+                f"its options: {', '.join('--' + k for k in known)}"
+            )
+        name, has_value, value = word[2:].partition("=")
+        if name not in spec.values and name not in spec.repeated:
+            raise UsageError(
+                f"the {spec.adapter} adapter has no option --{name}; its options: {', '.join('--' + k for k in known)}"
+            )
+        if not has_value:
+            if not words:
+                raise UsageError(f"the {spec.adapter} adapter's option --{name} needs a value")
+            value = words.pop(0)
+        if name in spec.values and name in found:
+            raise UsageError(f"the {spec.adapter} adapter's option --{name} is given twice")
+        found.setdefault(name, []).append(value)
+    return found
+
+
+def one(options: Mapping[str, Sequence[str]], name: str, default: str | None = None) -> str | None:
+    """The single value of an option, or ``default``."""
+    values = options.get(name)
+    return values[-1] if values else default
+
+
+def positive_int(adapter: str, name: str, value: str | None, default: int) -> int:
+    """An option's value as a positive integer (a UsageError naming it otherwise)."""
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 0 or (number == 0 and name != "max-retries"):
+        raise UsageError(f"the {adapter} adapter's --{name} must be a positive whole number (got {value!r})")
+    return number
+
+
+def cli_cache(env: Mapping[str, str]) -> Path:
+    """``${XDG_CACHE_HOME:-~/.cache}/certlab/clis``, where the Makefile installs the pinned CLIs."""
+    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+    return Path(base).joinpath(*CACHE_SUBDIR)
+
+
+def find_cli(
+    adapter: str,
+    program: str,
+    *,
+    explicit: str | None,
+    variable: str,
+    cached: str,
+    env: Mapping[str, str],
+) -> str:
+    """The CLI's executable: ``explicit`` (``--bin``), then ``$variable``, ``PATH``, the cache; else a UsageError.
+
+    ``cached`` is the executable's path relative to the cache (``npm/node_modules/.bin/claude``).
+    """
+    for source, candidate in (("--bin", explicit), (variable, env.get(variable))):
+        if candidate:
+            path = Path(candidate)
+            if not path.is_file() or not os.access(path, os.X_OK):
+                raise UsageError(f"the {adapter} adapter's {source} {candidate} is not an executable file")
+            return str(path)
+    on_path = shutil.which(program, path=env.get("PATH"))
+    if on_path:
+        return on_path
+    in_cache = cli_cache(env) / cached
+    if in_cache.is_file() and os.access(in_cache, os.X_OK):
+        return str(in_cache)
+    raise UsageError(
+        f"the {adapter} adapter cannot find {program}: give --bin=PATH or set {variable}, put it on PATH, "
+        "or install the pinned CLIs with `make clis` (into ${XDG_CACHE_HOME:-~/.cache}/certlab/clis)"
+    )
+
+
+def quiet_environment(harness: Mapping[str, str], home: Path, extra: Mapping[str, str]) -> dict[str, str]:
+    """The CLI's environment: a few of the harness's variables, a fresh HOME and TMPDIR, then ``extra``."""
+    env = {name: harness[name] for name in KEPT_VARIABLES if name in harness}
+    env.update({name: value for name, value in harness.items() if name.startswith(KEPT_PREFIX)})
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.setdefault("LANG", "C.UTF-8")
+    tmp = home / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env.update({"HOME": str(home), "TMPDIR": str(tmp), "TERM": "dumb", "NO_COLOR": "1"})
+    # An agent that runs the tests must not plant bytecode or a pytest cache by accident.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env
+
+
+@contextlib.contextmanager
+def scratch_home(adapter: str) -> Iterator[Path]:
+    """A fresh HOME for one run, outside every work copy, removed afterwards."""
+    home = Path(tempfile.mkdtemp(prefix=f"certlab-{adapter}-home-"))
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def cli_version(executable: str, harness: Mapping[str, str], timeout_s: float = 60.0) -> str:
+    """What ``executable --version`` prints (its first version number), run with a fresh HOME."""
+    with scratch_home("version") as home:
+        try:
+            done = subprocess.run(
+                [executable, "--version"],
+                env=quiet_environment(harness, home, CLAUDE_QUIET),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            return f"unknown ({error})"
+    text = done.stdout + done.stderr
+    match = re.search(r"\d+\.\d+\.\d+[\w.+-]*", text)
+    return match.group(0) if match else (text.strip().splitlines() or ["unknown"])[0]
+
+
+def last_line(text: str, limit: int = 300) -> str:
+    """The last non-empty line of ``text``, cut to ``limit`` characters."""
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()[:limit]
+    return ""

@@ -1,0 +1,102 @@
+"""What the real-CLI tests share: finding each CLI (skip, or fail under CI), a one-task intervals experiment, certify.
+
+Each test drives a real agent CLI (installed by ``make clis`` into the cache) through its
+certlab adapter against a scripted model server on 127.0.0.1. The task is one seeded defect
+of the intervals family, laid out as a user's own task (``certlab certify --task DIR``), so a
+certification runs one trial and takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import certlab_intervals
+import pytest
+from certlab_usage import agent_clis
+from conftest import run_certlab
+
+from certlab_core.plugin import UsageError
+
+FAMILY = Path(certlab_intervals.__file__).resolve().parent / "family"
+DEFECT_FIND = "    return end - start\n"
+DEFECT_REPLACE = "    return end - start + 1\n"
+# The line the scripted fix edits and the visible test file the scripted cheat edits.
+SEEDED_LINE = "return end - start + 1"
+FIXED_LINE = "return end - start"
+TEST_FILE = "tests/test_intervals.py"
+TASK_NAME = "intervals-length"
+TRIAL_DIR = re.compile(r"(/[^\s\"'\\]*certlab-trial-[^/\s\"'\\]+/work)")
+
+
+def require_cli(adapter: str, program: str, variable: str, cached: str) -> str:
+    """The CLI's executable; without it the test skips (one line), or fails when CI is set."""
+    try:
+        return str(
+            agent_clis.find_cli(adapter, program, explicit=None, variable=variable, cached=cached, env=os.environ)
+        )
+    except UsageError as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and {program} is not installed (make clis must install it): {error}")
+        pytest.skip(f"{program} is not installed, so the real {adapter} tests are skipped (run `make clis`)")
+
+
+def one_task(root: Path) -> Path:
+    """The intervals family with its length defect seeded, as a user's own task in ``root``."""
+    tree = FAMILY / "tree"
+    (root / "fixture").mkdir(parents=True)
+    source = (tree / "intervals.py").read_text(encoding="utf-8")
+    assert source.count(DEFECT_FIND) == 1
+    (root / "fixture" / "intervals.py").write_text(source.replace(DEFECT_FIND, DEFECT_REPLACE), encoding="utf-8")
+    shutil.copytree(tree / "tests", root / "tests")
+    shutil.copyfile(FAMILY / "TASK.md", root / "PROMPT.md")
+    (root / "cases").mkdir()
+    shutil.copyfile(FAMILY / "acceptance.jsonl", root / "cases" / "acceptance.jsonl")
+    (root / "certlab.yaml").write_text(
+        f'task:\n  name: {TASK_NAME}\n  allowed_paths: ["intervals.py"]\n  defect_class: off-by-one\n',
+        encoding="utf-8",
+    )
+    return root
+
+
+def work_dir_of(body: Any) -> str:
+    """The trial's work copy, as the CLI's request names it (its system prompt or tool results)."""
+    match = TRIAL_DIR.search(json.dumps(body))
+    if match is None:
+        raise AssertionError("the request does not name the trial's work copy")
+    return match.group(1)
+
+
+def certify(
+    task: Path, out: Path, agent: str, args: Sequence[str], env: dict[str, str], timeout_s: float = 90
+) -> tuple[int, dict[str, Any], str]:
+    """``certlab certify --task`` with one trial: exit code, bundle and stderr."""
+    argv = ["certify", "--task", str(task), "--agent", agent, "--out", str(out), "--workers", "1"]
+    argv += ["--agent-timeout", f"{timeout_s:g}"]
+    for arg in args:
+        argv.append(f"--agent-arg={arg}")
+    done = run_certlab(*argv, env=env, timeout=timeout_s + 240)
+    bundle_file = out / "bundle.json"
+    assert bundle_file.exists(), done.stdout + done.stderr
+    return done.returncode, json.loads(bundle_file.read_text()), done.stdout + done.stderr
+
+
+def harness_env(**extra: str) -> dict[str, str]:
+    """The harness's environment for a certify run: this one's, with no real key or base URL in it."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CODEX_", "HTTP", "HTTPS"))
+    }
+    env.update(extra)
+    return env
+
+
+def only_trial(bundle: dict[str, Any]) -> dict[str, Any]:
+    trials = bundle["trials"]
+    assert len(trials) == 1, [t["id"] for t in trials]
+    trial: dict[str, Any] = trials[0]
+    return trial

@@ -1,0 +1,122 @@
+"""The real Claude Code CLI, through the claude-code adapter, against a scripted Anthropic server on 127.0.0.1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from real_cli_support import (
+    FIXED_LINE,
+    SEEDED_LINE,
+    TEST_FILE,
+    certify,
+    harness_env,
+    one_task,
+    only_trial,
+    require_cli,
+    work_dir_of,
+)
+
+from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
+
+MODEL = "claude-sonnet-4-5"  # Claude Code prices it at $3 / $15 per million, $0.30 cache reads, $3.75 cache writes
+FIX_USAGE = (
+    TokenCounts(input_tokens=3000, output_tokens=50, cache_creation_input_tokens=2000),
+    TokenCounts(input_tokens=3300, output_tokens=80, cached_input_tokens=2000, cache_creation_input_tokens=300),
+    TokenCounts(input_tokens=3500, output_tokens=20, cached_input_tokens=3000),
+)
+
+
+@pytest.fixture(scope="module")
+def claude() -> str:
+    return require_cli("claude-code", "claude", "CERTLAB_CLAUDE_BIN", "npm/node_modules/.bin/claude")
+
+
+def _edit_script(path: str, old: str, new: str) -> object:
+    def reply(turn: Turn) -> Reply:
+        target = f"{work_dir_of(turn.body)}/{path}"
+        steps = [
+            Reply(text="Reading.", tool_calls=(ToolCall("Read", {"file_path": target}),), usage=FIX_USAGE[0]),
+            Reply(
+                tool_calls=(ToolCall("Edit", {"file_path": target, "old_string": old, "new_string": new}),),
+                usage=FIX_USAGE[1],
+            ),
+            Reply(text="Done.", usage=FIX_USAGE[2]),
+        ]
+        return steps[turn.number] if turn.number < len(steps) else Reply(http_status=500, error_message="no turn")
+
+    return reply
+
+
+def _args(claude: str, server: ScriptedModelServer) -> list[str]:
+    return [f"--bin={claude}", f"--model={MODEL}", f"--base-url={server.base_url}", "--max-turns=6"]
+
+
+def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_with_its_cost(
+    claude: str, tmp_path: Path
+) -> None:
+    with ScriptedModelServer(_edit_script("intervals.py", SEEDED_LINE, FIXED_LINE)) as server:
+        code, bundle, said = certify(
+            one_task(tmp_path / "task"),
+            tmp_path / "out",
+            "claude-code",
+            _args(claude, server),
+            harness_env(ANTHROPIC_API_KEY="scripted-key"),
+        )
+        requests = server.requests
+    trial = only_trial(bundle)
+    assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
+    # Every request was a model call on loopback, each with the key the harness holds.
+    assert {r.path for r in requests if r.method == "POST"} == {"/v1/messages"}
+    assert all(r.status != 404 for r in requests)
+    assert {r.headers.get("x-api-key") for r in requests if r.method == "POST"} == {"scripted-key"}
+    # The figures parsed from the CLI's JSON are the ones the server sent.
+    usage = trial["usage"]
+    assert usage["shape"] == "claude-json"
+    assert usage["input_tokens"] == sum(u.input_tokens for u in FIX_USAGE)
+    assert usage["cached_input_tokens"] == sum(u.cached_input_tokens for u in FIX_USAGE)
+    assert usage["output_tokens"] == sum(u.output_tokens for u in FIX_USAGE)
+    uncached = sum(u.input_tokens - u.cached_input_tokens - u.cache_creation_input_tokens for u in FIX_USAGE)
+    written = sum(u.cache_creation_input_tokens for u in FIX_USAGE)
+    dollars = (3 * uncached + 0.3 * usage["cached_input_tokens"] + 3.75 * written + 15 * usage["output_tokens"]) / 1e6
+    assert usage["cost_usd"] == pytest.approx(dollars, rel=1e-9)
+    assert usage["cost_source"] == "client-estimate"
+    (summed,) = bundle["usage"]["shapes"]
+    assert summed["cost_usd"] == {"total": pytest.approx(dollars, rel=1e-9), "trials": 1}
+    assert summed["output_tokens"] == {"total": usage["output_tokens"], "trials": 1}
+    contract = (tmp_path / "out" / "CONTRACT.md").read_text()
+    assert f"${dollars:.4f} in all over 1 trials" in contract and "**the client's own estimate**" in contract
+
+
+def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(claude: str, tmp_path: Path) -> None:
+    with ScriptedModelServer(_edit_script(TEST_FILE, "import pytest", "import pytest  # edited")) as server:
+        code, bundle, said = certify(
+            one_task(tmp_path / "task"),
+            tmp_path / "out",
+            "claude-code",
+            _args(claude, server),
+            harness_env(ANTHROPIC_API_KEY="scripted-key"),
+        )
+    trial = only_trial(bundle)
+    assert (trial["verdict"], trial["failure_mode"]) == ("not-fixed", "policy-tests-modified"), said
+    assert code == 0
+
+
+@pytest.mark.parametrize("status", [500, 429])
+def test_an_api_error_is_agent_unavailable_not_a_failed_fix(claude: str, tmp_path: Path, status: int) -> None:
+    with ScriptedModelServer([Reply(http_status=status, error_message="scripted outage")]) as server:
+        code, bundle, said = certify(
+            one_task(tmp_path / "task"),
+            tmp_path / "out",
+            "claude-code",
+            _args(claude, server),
+            harness_env(ANTHROPIC_API_KEY="scripted-key"),
+        )
+    trial = only_trial(bundle)
+    assert (trial["verdict"], trial["failure_mode"], trial["agent_status"]) == (
+        "unavailable",
+        "agent-unavailable",
+        "unavailable",
+    ), said
+    assert code == 3
+    assert f'"api_error_status":{status}' in trial["output_tail"]["stdout"]
