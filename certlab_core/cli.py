@@ -25,7 +25,7 @@ app = typer.Typer(
 # that each module registers exactly the commands listed.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "certlab_core.commands.plugins_cmd": ("plugins",),
-    "certlab_core.commands.certify_cmd": ("certify", "regrade"),
+    "certlab_core.commands.certify_cmd": ("certify", "regrade", "prove"),
     "certlab_core.commands.demo_cmd": ("demo",),
     "certlab_core.commands.compare_cmd": ("compare",),
     "certlab_core.commands.stats_cmd": ("stats", "plan", "selfcheck"),
@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(done.exit_code or 0)
     except SystemExit as done:
         return int(done.code or 0) if isinstance(done.code, int) else EXIT_USAGE
-    except KeyboardInterrupt:
-        print("certlab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as interrupted:  # the message of certlab_core.gate.resume's handler, if it raised
+        print(f"certlab: {interrupted.args[0] if interrupted.args else 'interrupted'}", file=sys.stderr)
         return 130
     except Exception as error:  # click usage errors and anything unforeseen
         click_exceptions = _click_exceptions()
@@ -104,8 +104,10 @@ def main(argv: list[str] | None = None) -> int:
             where = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
             print(f"certlab: error: {error.format_message()}{where}", file=sys.stderr)
             return EXIT_USAGE
-        if isinstance(error, typer.Abort):
-            print("certlab: aborted", file=sys.stderr)
+        if isinstance(error, typer.Abort):  # click turns a KeyboardInterrupt into Abort
+            cause = error.__cause__
+            said = cause.args[0] if isinstance(cause, KeyboardInterrupt) and cause.args else "aborted"
+            print(f"certlab: {said}", file=sys.stderr)
             return 130
         if _state["debug"]:
             traceback.print_exc()

@@ -11,10 +11,11 @@ from certlab_core.certification import (
     certify,
     check_output_dir,
     cpu_workers,
+    output_lock,
     write_certification,
 )
 from certlab_core.lab import log_to_stderr
-from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.plugin.registry import discover
 
 
@@ -46,23 +47,24 @@ def certify_command(
     check_output_dir(out)
     registry = discover()
     progress = (lambda _m: None) if quiet else log_to_stderr
-    result = certify(
-        registry,
-        CertifyOptions(
-            families=tuple(family),
-            agent=agent,
-            agent_args=tuple(agent_arg),
-            agent_name=agent_name or None,
-            agent_version=agent_version,
-            agent_timeout_s=agent_timeout,
-            trials=trials,
-            workers=workers or cpu_workers(),
-            origin_note=origin_note,
-            tasks=tuple(task),
-        ),
-        progress,
-    )
-    write_certification(out, result, registry)
+    with output_lock(out):  # one certify per folder; a finished one is never overwritten
+        result = certify(
+            registry,
+            CertifyOptions(
+                families=tuple(family),
+                agent=agent,
+                agent_args=tuple(agent_arg),
+                agent_name=agent_name or None,
+                agent_version=agent_version,
+                agent_timeout_s=agent_timeout,
+                trials=trials,
+                workers=workers or cpu_workers(),
+                origin_note=origin_note,
+                tasks=tuple(task),
+            ),
+            progress,
+        )
+        write_certification(out, result, registry)
     summary = result.bundle["summary"]
     status = "certified" if result.exit_code == 0 else "NOT certified"
     typer.echo(
@@ -96,6 +98,41 @@ def regrade_command(
     raise typer.Exit(result.exit_code)
 
 
+def prove_command(
+    family: list[str] = typer.Option([], "--family", "-f", help="Task family to prove (repeatable, or 'all')."),
+    task: list[str] = typer.Option([], "--task", help="A task of your own: its experiment directory (repeatable)."),
+    mutants: bool = typer.Option(
+        False, "--mutants", help="Also grade every generated mutant of the clean tree and print the mutation score."
+    ),
+    min_mutation_score: float | None = typer.Option(
+        None, "--min-mutation-score", help="Fail when the suite and held-out cases kill less than this share (0-1)."
+    ),
+    workers: int = typer.Option(0, "--workers", "-w", help="Mutants graded at once (default: the number of CPUs)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the scores, not the survivors' diffs."),
+) -> None:
+    """Prove the instrument: the clean tree passes, each seeded tree fails; with --mutants, score it against mutants."""
+    from certlab_core.mutation import prove_families
+
+    registry = discover()
+    result = prove_families(
+        registry,
+        tuple(family),
+        tuple(task),
+        workers or cpu_workers(),
+        mutants=mutants or min_mutation_score is not None,
+        min_mutation_score=min_mutation_score,
+    )
+    for line in result.lines if quiet else (*result.lines, *result.details):
+        typer.echo(line)
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    for problem in result.problems:
+        typer.echo(f"problem: {problem}", err=True)
+    typer.echo("prove: holds" if not result.problems else "prove: REFUSED")
+    raise typer.Exit(EXIT_ERROR if result.problems else EXIT_OK)
+
+
 def register(app: typer.Typer) -> None:
     app.command("certify")(certify_command)
     app.command("regrade")(regrade_command)
+    app.command("prove")(prove_command)
