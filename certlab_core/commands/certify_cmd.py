@@ -11,7 +11,6 @@ from certlab_core.certification import (
     certify,
     check_output_dir,
     cpu_workers,
-    output_lock,
     write_certification,
 )
 from certlab_core.lab import log_to_stderr
@@ -47,24 +46,23 @@ def certify_command(
     check_output_dir(out)
     registry = discover()
     progress = (lambda _m: None) if quiet else log_to_stderr
-    with output_lock(out):  # one certify per folder; a finished one is never overwritten
-        result = certify(
-            registry,
-            CertifyOptions(
-                families=tuple(family),
-                agent=agent,
-                agent_args=tuple(agent_arg),
-                agent_name=agent_name or None,
-                agent_version=agent_version,
-                agent_timeout_s=agent_timeout,
-                trials=trials,
-                workers=workers or cpu_workers(),
-                origin_note=origin_note,
-                tasks=tuple(task),
-            ),
-            progress,
-        )
-        write_certification(out, result, registry)
+    result = certify(
+        registry,
+        CertifyOptions(
+            families=tuple(family),
+            agent=agent,
+            agent_args=tuple(agent_arg),
+            agent_name=agent_name or None,
+            agent_version=agent_version,
+            agent_timeout_s=agent_timeout,
+            trials=trials,
+            workers=workers or cpu_workers(),
+            origin_note=origin_note,
+            tasks=tuple(task),
+        ),
+        progress,
+    )
+    write_certification(out, result, registry)
     summary = result.bundle["summary"]
     status = "certified" if result.exit_code == 0 else "NOT certified"
     typer.echo(
