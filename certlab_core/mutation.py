@@ -607,8 +607,9 @@ def clean_run(
     return CleanRun(True, tuple(seconds))
 
 
-def stage_timeouts(clean: CleanRun) -> dict[str, float]:
-    return {name: round(max(MIN_STAGE_TIMEOUT_S, TIMEOUT_FACTOR * s), 1) for name, s in clean.seconds}
+def stage_timeouts(clean: CleanRun, minimum_s: float = MIN_STAGE_TIMEOUT_S) -> dict[str, float]:
+    """Each grader's time limit on a mutant: TIMEOUT_FACTOR times its time on the clean tree, at least ``minimum_s``."""
+    return {name: round(max(minimum_s, TIMEOUT_FACTOR * s), 1) for name, s in clean.seconds}
 
 
 def prove_by_mutation(
@@ -618,6 +619,7 @@ def prove_by_mutation(
     workers: int = 2,
     acceptance_lock: AcceptanceLock | None = None,
     mutants: Sequence[Mutant] | None = None,
+    min_timeout_s: float = MIN_STAGE_TIMEOUT_S,
 ) -> MutationProof:
     """Grade every mutant of the family's clean tree (``workers`` at a time) and return the proof.
 
@@ -633,7 +635,7 @@ def prove_by_mutation(
     clean = clean_run(family, graders, expected, acceptance_lock)
     if not clean.passed:
         return MutationProof(family.name, chosen, (), threshold, problems=(f"family {family.name}: {clean.problem}",))
-    timeouts = stage_timeouts(clean)
+    timeouts = stage_timeouts(clean, min_timeout_s)
     budget = sum(timeouts.values()) + 30.0
     results: list[MutantResult | None] = [None] * len(chosen)
     problems: list[str] = []
