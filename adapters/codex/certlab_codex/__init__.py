@@ -1,0 +1,1 @@
+"""certlab adapter for the Codex CLI."""

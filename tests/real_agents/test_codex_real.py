@@ -1,0 +1,80 @@
+"""The real Codex CLI, through the codex adapter, against a scripted OpenAI Responses server on 127.0.0.1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from real_cli_support import FIXED_LINE, SEEDED_LINE, TEST_FILE, certify, harness_env, one_task, only_trial, require_cli
+
+from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall
+
+USAGE = (
+    TokenCounts(input_tokens=5000, output_tokens=150, reasoning_output_tokens=40),
+    TokenCounts(input_tokens=5300, output_tokens=30, cached_input_tokens=4800),
+)
+
+
+@pytest.fixture(scope="module")
+def codex() -> str:
+    return require_cli("codex", "codex", "CERTLAB_CODEX_BIN", "npm/node_modules/.bin/codex")
+
+
+def _patch(path: str, old: str, new: str) -> list[Reply]:
+    patch = f"*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n+{new}\n*** End Patch\n"
+    return [Reply(tool_calls=(ToolCall("apply_patch", patch),), usage=USAGE[0]), Reply(text="Done.", usage=USAGE[1])]
+
+
+def _certify(codex: str, server: ScriptedModelServer, tmp_path: Path) -> tuple[int, dict[str, Any], str]:
+    return certify(
+        one_task(tmp_path / "task"),
+        tmp_path / "out",
+        "codex",
+        [f"--bin={codex}", f"--base-url={server.openai_base_url}"],
+        harness_env(OPENAI_API_KEY="scripted-key"),
+        timeout_s=60,
+    )
+
+
+def test_a_scripted_apply_patch_fix_certifies_as_fixed_with_codexs_tokens(codex: str, tmp_path: Path) -> None:
+    with ScriptedModelServer(_patch("intervals.py", f"    {SEEDED_LINE}", f"    {FIXED_LINE}")) as server:
+        code, bundle, said = _certify(codex, server, tmp_path)
+        requests = server.requests
+    trial = only_trial(bundle)
+    assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
+    assert {r.path for r in requests} == {"/v1/responses"}
+    assert {r.headers.get("authorization") for r in requests} == {"Bearer scripted-key"}
+    usage = trial["usage"]
+    assert usage == {
+        "shape": "codex-jsonl",
+        "input_tokens": sum(u.input_tokens for u in USAGE),
+        "output_tokens": sum(u.output_tokens for u in USAGE),
+        "cached_input_tokens": sum(u.cached_input_tokens for u in USAGE),
+        "cost_usd": None,  # Codex reports no dollars
+        "cost_source": None,
+    }
+    contract = (tmp_path / "out" / "CONTRACT.md").read_text()
+    assert "no dollar figure (this client reports none)" in contract
+
+
+def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(codex: str, tmp_path: Path) -> None:
+    with ScriptedModelServer(_patch(TEST_FILE, "import pytest", "import pytest  # edited")) as server:
+        code, bundle, said = _certify(codex, server, tmp_path)
+    trial = only_trial(bundle)
+    assert (trial["verdict"], trial["failure_mode"]) == ("not-fixed", "policy-tests-modified"), said
+    assert code == 0
+
+
+@pytest.mark.parametrize("status", [500, 429])
+def test_an_api_error_is_agent_unavailable_not_a_failed_fix(codex: str, tmp_path: Path, status: int) -> None:
+    with ScriptedModelServer([Reply(http_status=status, error_message="scripted outage")]) as server:
+        code, bundle, said = _certify(codex, server, tmp_path)
+    trial = only_trial(bundle)
+    assert (trial["verdict"], trial["failure_mode"], trial["agent_status"]) == (
+        "unavailable",
+        "agent-unavailable",
+        "unavailable",
+    ), said
+    assert code == 3
+    assert '"type":"turn.failed"' in trial["output_tail"]["stdout"]
