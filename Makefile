@@ -8,7 +8,7 @@ PYPROJECTS := $(shell find . -name pyproject.toml -not -path './.venv/*' -not -p
 # Every package of ours that the type checker reads: the kernel and each plugin distribution's package.
 TYPED_PACKAGES := certlab_core $(shell find task_families adapters graders plugins -mindepth 2 -maxdepth 2 -type d -name 'certlab_*' -not -name '*.egg-info' 2>/dev/null | sort)
 
-.PHONY: demo test lint typecheck unit setup wheelhouse clean certifications chromium
+.PHONY: demo test lint typecheck unit setup wheelhouse clean certifications chromium clis
 
 setup: $(STAMP) chromium
 
@@ -36,6 +36,14 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "make: chromium is missing and apt-get could not install it; the HTML report's browser test needs it"
 
+# The real agent CLIs the real-agent tests drive, pinned, in a cache outside the repository (tools/install_clis.sh).
+CLI_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/certlab/clis
+CLAUDE_CODE_VERSION := 2.1.197
+CODEX_VERSION := 0.171.0
+AIDER_VERSION := 0.86.2
+clis: $(STAMP)
+	@sh tools/install_clis.sh "$(CLI_CACHE)" $(BIN)/python $(CLAUDE_CODE_VERSION) $(CODEX_VERSION) $(AIDER_VERSION)
+
 demo: $(STAMP)
 	$(BIN)/certlab demo
 
@@ -46,7 +54,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy $(TYPED_PACKAGES)
 
-unit: $(STAMP) $(WHEELHOUSE)/.built chromium
+unit: $(STAMP) $(WHEELHOUSE)/.built chromium clis
 	CERTLAB_WHEELHOUSE=$(CURDIR)/$(WHEELHOUSE) $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test: lint typecheck unit
