@@ -34,7 +34,7 @@ from certlab_core.lab import (
     run_trials,
 )
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
-from certlab_core.plugin.records import AgentAdapter, TaskFamily
+from certlab_core.plugin.records import AgentAdapter, Grader, TaskFamily
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
 
@@ -55,6 +55,8 @@ class CertifyOptions:
     workers: int = 2
     origin_note: str = ""
     tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (certlab_core.user_task)
+    mutants: bool = False  # also the mutation proof of each family (certlab_core.mutation)
+    min_mutation_score: float | None = None  # refuse a family whose mutants survive more than this allows
 
 
 @frozen
@@ -188,6 +190,9 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         raise UsageError(f"--trials must be at least 1 (got {options.trials})")
     if options.agent_timeout_s <= 0:
         raise UsageError(f"--agent-timeout must be positive (got {options.agent_timeout_s:g})")
+    from certlab_core.mutation import check_minimum
+
+    check_minimum(options.min_mutation_score)
     installed = resolve_families(registry, options.families) if options.families or not options.tasks else []
     held_out = open_held_out(registry, installed, options.tasks)
     try:
@@ -225,6 +230,8 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
         for problem in proof.problems:
             progress(f"prove {family.name}: REFUSED: {problem}")
         problems.extend(proof.problems)
+    mutation = _mutation_proofs(families, proofs, graders, options, held_out, progress) if not problems else {}
+    problems.extend(p for record in mutation.values() for p in record["refusals"])
 
     calibration_trials: list[tuple[str, TrialRecord]] = []
     trials: list[TrialRecord] = []
@@ -301,7 +308,10 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
         "environment": environment_facts(),
         "harness_commit": harness_commit(),
         "graders": grader_facts(registry),
-        "instrument": [dict(proof_document(p), clean_tree=f.clean_tree) for f, p in zip(families, proofs, strict=True)],
+        "instrument": [
+            dict(proof_document(p), clean_tree=f.clean_tree, mutation=mutation.get(f.name))
+            for f, p in zip(families, proofs, strict=True)
+        ],
         "held_out": held_out.document(),
         "predictions": held_out.recorded_predictions(),
         "calibration": {
@@ -318,6 +328,36 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
     unavailable = bundle["summary"]["unavailable"]
     exit_code = EXIT_ERROR if problems or unavailable else EXIT_OK
     return CertifyResult(bundle=bundle, exit_code=exit_code, problems=tuple(problems))
+
+
+def _mutation_proofs(
+    families: Sequence[TaskFamily],
+    proofs: Sequence[InstrumentProof],
+    graders: Sequence[Grader],
+    options: CertifyOptions,
+    held_out: HeldOut,
+    progress: Progress,
+) -> dict[str, dict[str, Any]]:
+    """The mutation proof of every family with a clean tree, when asked (``--mutants``, ``--min-mutation-score``)."""
+    if not options.mutants and options.min_mutation_score is None:
+        return {}
+    from certlab_core.mutation import mutation_step
+
+    records: dict[str, dict[str, Any]] = {}
+    for family, proof in zip(families, proofs, strict=True):
+        if not family.clean_tree:
+            progress(f"mutants {family.name}: not made (no fixed tree is known for a task of your own)")
+            continue
+        lock = held_out.lock_for(family.name)
+        record, refusals, warnings = mutation_step(
+            family, graders, proof.expected_tests, options.workers, lock, options.min_mutation_score, progress
+        )
+        for warning in warnings:
+            progress(f"mutants {family.name}: WARNING: {warning}")
+        for refusal in refusals:
+            progress(f"mutants {family.name}: REFUSED: {refusal}")
+        records[family.name] = dict(record, warnings=warnings, refusals=refusals)
+    return records
 
 
 def _score_line(records: Sequence[TrialRecord]) -> str:

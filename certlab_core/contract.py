@@ -73,6 +73,30 @@ def usage_lines(usage: Any) -> list[str]:
     return lines
 
 
+def mutation_lines(instrument: list[dict[str, Any]]) -> list[str]:
+    """The mutation proof of each family: what share of the clean tree's mutants the suite and held-out cases kill."""
+    lines: list[str] = []
+    for proof in instrument:
+        record = proof.get("mutation")
+        if proof.get("clean_tree") is False or not proof["holds"]:
+            continue
+        if not isinstance(record, dict):
+            lines.append(f"- `{proof['family']}` mutation proof: not run (`certlab certify --mutants` runs it).")
+            continue
+        if record["score"] is None:
+            lines.append(f"- `{proof['family']}` mutation proof: no mutant could be made.")
+            continue
+        survivors = [s["mutant"] for s in record["survivors"]]
+        lines.append(
+            f"- `{proof['family']}` mutation proof: the suite and held-out cases kill {100 * record['score']:.1f}% "
+            f"of {record['mutants']} mutants (the visible suite alone {100 * record['suite_score']:.1f}%; "
+            f"the family's threshold {100 * record['threshold']:.0f}%); "
+            + ("surviving: " + ", ".join(f"`{s}`" for s in survivors) if survivors else "none survives")
+            + f". Mutants made by {record['mutator']}, set `{record['mutants_sha256'][:12]}`."
+        )
+    return lines
+
+
 def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
     """The contract a reader can check against the bundle line by line."""
     agent = bundle["agent"]
@@ -105,6 +129,7 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
             )
         else:
             lines.append(f"- `{proof['family']}`: REFUSED: " + "; ".join(proof["problems"]))
+    lines += mutation_lines(bundle["instrument"])
     calibration = bundle["calibration"]
     by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for trial in calibration["trials"]:

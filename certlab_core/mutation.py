@@ -694,7 +694,8 @@ def score_line(proof: MutationProof) -> str:
     return (
         f"{proof.count} mutants: the visible suite kills {percent(proof.suite_score)} ({proof.killed_by_suite}), "
         f"the suite and held-out cases {percent(proof.score)} ({proof.killed}); "
-        f"{len(proof.survivors)} survive (threshold {percent(proof.threshold)})"
+        f"{len(proof.survivors)} {'survives' if len(proof.survivors) == 1 else 'survive'} "
+        f"(threshold {percent(proof.threshold)})"
     )
 
 
@@ -876,3 +877,42 @@ def prove_families(
     finally:
         held_out.close()
     return ProveReport(tuple(lines), tuple(details), tuple(warnings), tuple(problems))
+
+
+def recheck_bundle(
+    bundle: dict[str, Any],
+    families: dict[str, TaskFamily],
+    graders: Sequence[Grader],
+    expected: dict[str, tuple[str, ...]],
+    workers: int,
+    progress: Callable[[str], None],
+) -> tuple[list[str], list[str]]:
+    """``regrade --mutants``: grade every recorded family's mutants again; ``(lines, mismatches)``."""
+    lines: list[str] = []
+    mismatches: list[str] = []
+    for entry in bundle.get("instrument") or []:
+        if not isinstance(entry, dict) or entry.get("family") not in families:
+            continue
+        name = str(entry["family"])
+        recorded = entry.get("mutation")
+        if not isinstance(recorded, dict):
+            lines.append(f"mutants {name}: the bundle records no mutation proof to re-check")
+            continue
+        family = families[name]
+        proof = prove_by_mutation(family, graders, expected[name], workers=workers)
+        differences = list(proof.problems) if proof.problems else recheck(family, recorded, proof)
+        line = (
+            f"mutants {name}: recorded {percent(_recorded_score(recorded))} of {recorded.get('mutants')} mutants, "
+            f"re-earned {percent(proof.score)} of {proof.count}"
+        )
+        progress(("consistent " if not differences else "MISMATCH   ") + line)
+        if differences:
+            mismatches.extend(f"mutants {name}: {d}" for d in differences)
+        else:
+            lines.append(line)
+    return lines, mismatches
+
+
+def _recorded_score(recorded: dict[str, Any]) -> float | None:
+    score = recorded.get("score")
+    return float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None

@@ -45,6 +45,40 @@ def _family_cells(bundle: dict[str, Any]) -> dict[str, str]:
     return cells
 
 
+def mutation_table(root: Path) -> list[str]:
+    """The mutation proof of each family as the published bundles record it, one row per distinct proof."""
+    rows: dict[tuple[str, str, str], str] = {}
+    for folder in run_folders(root):
+        bundle = read_bundle(folder)
+        try:
+            for proof in bundle["instrument"]:
+                record = proof.get("mutation")
+                if not isinstance(record, dict) or record["score"] is None:
+                    continue
+                key = (str(proof["family"]), str(record["taskset_sha256"]), str(record["mutants_sha256"]))
+                if key in rows:
+                    continue
+                survivors = ", ".join(f"`{s['mutant']}`" for s in record["survivors"]) or "none"
+                rows[key] = (
+                    f"| {proof['family']} | {record['mutants']} | {100 * record['suite_score']:.1f}% | "
+                    f"{100 * record['score']:.1f}% | {survivors} | [{folder.name}]({folder.name}/CONTRACT.md) |"
+                )
+        except (KeyError, TypeError) as error:
+            where = folder / BUNDLE_FILE
+            raise InstrumentError(f"{where}: malformed mutation proof (missing or wrong {error})") from None
+    if not rows:
+        return ["", "No published bundle carries a mutation proof yet (`certlab certify --mutants`)."]
+    return [
+        "",
+        "The instrument's mutation proof (`certlab prove --mutants`): the share of each family's generated mutants",
+        "that its visible suite, and its suite with the held-out cases, kill; read from the bundles that carry one.",
+        "",
+        "| family | mutants | visible suite kills | suite + held-out kill | survivors | run |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *(rows[key] for key in sorted(rows)),
+    ]
+
+
 def compile_publication(root: Path) -> Publication:
     """Read every committed bundle (seals checked) and render the comparison and the registry."""
     rows: list[dict[str, Any]] = []
@@ -94,6 +128,7 @@ def compile_publication(root: Path) -> Publication:
             f"{row['origin']} | {row['trials_per_task']} | {cells} | {row['fixed']}/{row['scheduled']} | {mode_text} | "
             f"`{row['seal'][:12]}` |"
         )
+    lines += mutation_table(root)
     notes = [f"- `{row['run']}`: {row['note']}" for row in rows if row["note"]]
     if notes:
         lines += ["", "Origins:", "", *notes]

@@ -93,8 +93,11 @@ def _regrade_one(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def regrade(registry: Registry, folder: Path, workers: int, progress: Progress) -> RegradeResult:
-    """Check the seal, the installed versions, then re-earn each graded verdict in fresh processes."""
+def regrade(registry: Registry, folder: Path, workers: int, progress: Progress, mutants: bool = False) -> RegradeResult:
+    """Check the seal, the installed versions, then re-earn each graded verdict in fresh processes.
+
+    With ``mutants``, each recorded mutation proof is re-earned too (``certlab_core.mutation``).
+    """
     path = folder / BUNDLE_FILE if folder.is_dir() else folder
     bundle = read_bundle(folder)
     trials = _recorded_trials(bundle, path)
@@ -180,6 +183,12 @@ def regrade(registry: Registry, folder: Path, workers: int, progress: Progress) 
     for trial in trials:
         if trial not in graded:
             lines.append(f"{trial.id}: {trial.verdict} ({trial.failure_mode}) comes from the agent run, not regradable")
+    if mutants:
+        from certlab_core.mutation import recheck_bundle
+
+        mutation_lines, mutation_mismatches = recheck_bundle(bundle, families, graders, expected, workers, progress)
+        lines.extend(mutation_lines)
+        mismatches.extend(mutation_mismatches)
     if mismatches:
         return RegradeResult("mismatch", EXIT_MISMATCH, tuple(lines + [f"mismatch: {m}" for m in mismatches]))
     lines.append(f"consistent: {len(graded)} graded trial(s) re-earned their recorded verdicts")

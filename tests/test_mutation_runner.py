@@ -77,9 +77,8 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def toy_family(tmp_path_factory: pytest.TempPathFactory) -> TaskFamily:
-    root = tmp_path_factory.mktemp("toy-family")
+def write_toy_family(root: Path) -> TaskFamily:
+    """The toy family laid out in ``root``: its tree, suite, prompt and held-out cases."""
     (root / "tree" / "tests").mkdir(parents=True)
     (root / "tree" / "toy.py").write_text(TOY)
     (root / "tree" / "tests" / "test_toy.py").write_text(SUITE)
@@ -95,6 +94,11 @@ def toy_family(tmp_path_factory: pytest.TempPathFactory) -> TaskFamily:
         module_names=["toy"],
         defects=[Defect("floor-flipped", "comparison", "floor_at", [Seed("toy.py", "value < low", "value > low")])],
     )
+
+
+@pytest.fixture(scope="module")
+def toy_family(tmp_path_factory: pytest.TempPathFactory) -> TaskFamily:
+    return write_toy_family(tmp_path_factory.mktemp("toy-family"))
 
 
 @pytest.fixture(scope="module")

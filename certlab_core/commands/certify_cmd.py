@@ -41,6 +41,12 @@ def certify_command(
     origin_note: str = typer.Option(
         "", "--origin-note", help="A note on where this run comes from, kept in the bundle."
     ),
+    mutants: bool = typer.Option(
+        False, "--mutants", help="Also prove each family by mutation (certlab prove --mutants); the score is recorded."
+    ),
+    min_mutation_score: float | None = typer.Option(
+        None, "--min-mutation-score", help="Refuse a family whose suite and held-out cases kill less than this share."
+    ),
 ) -> None:
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
     check_output_dir(out)
@@ -59,6 +65,8 @@ def certify_command(
             workers=workers or cpu_workers(),
             origin_note=origin_note,
             tasks=tuple(task),
+            mutants=mutants,
+            min_mutation_score=min_mutation_score,
         ),
         progress,
     )
@@ -79,6 +87,9 @@ def regrade_command(
     workers: int = typer.Option(0, "--workers", "-w", help="Regrades at once (default: the number of CPUs)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
     task: list[Path] = typer.Option([], "--task", help="The experiment directory of a user task the bundle certified."),
+    mutants: bool = typer.Option(
+        False, "--mutants", help="Also grade every family's mutants again and compare with the recorded score."
+    ),
 ) -> None:
     """Re-earn every verdict of a bundle from its recorded changes: consistent, stale or mismatch."""
     from certlab_core.held_out import register_experiment_task
@@ -89,7 +100,7 @@ def regrade_command(
         if register_experiment_task(registry, directory) is None:
             raise UsageError(f"--task {directory}: no task of your own there (certlab.yaml, fixture/, cases/)")
     progress = (lambda _m: None) if quiet else log_to_stderr
-    result = regrade(registry, folder, workers or cpu_workers(), progress)
+    result = regrade(registry, folder, workers or cpu_workers(), progress, mutants=mutants)
     for line in result.lines:
         typer.echo(line)
     typer.echo(f"regrade: {result.status}")
