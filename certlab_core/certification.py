@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import importlib.metadata
-import json
 import os
 import platform
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,38 @@ def trial_document(record: TrialRecord) -> dict[str, Any]:
     return unstructure(record)
 
 
+ACCEPTANCE_GRADER = "acceptance"
+
+
+def held_out_notices(families: Sequence[TaskFamily], graders: Sequence[Grader]) -> list[str]:
+    """What the certification cannot claim with the graders installed: held-out cases nobody scores."""
+    if any(grader.name == ACCEPTANCE_GRADER for grader in graders):
+        return []
+    unscored = [f.name for f in families if _has_cases(Path(f.cases_file))]
+    if not unscored:
+        return []
+    return [
+        f"held-out cases not scored: certlab-acceptance is not installed (families with cases: {', '.join(unscored)})"
+    ]
+
+
+def _has_cases(path: Path) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def agent_details(trials: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The adapter's own one-line accounts (``AgentOutcome.detail``), each with the trials that gave it."""
+    by_detail: dict[str, list[str]] = {}
+    for trial in trials:
+        detail = trial.get("agent_detail") or ""
+        if detail:
+            by_detail.setdefault(detail, []).append(str(trial["id"]))
+    return [{"detail": detail, "trials": ids} for detail, ids in sorted(by_detail.items())]
+
+
 def summary_of(trials: Sequence[dict[str, Any]]) -> dict[str, int]:
     return {
         "scheduled": len(trials),
@@ -207,6 +240,9 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
     if agent.check_args is not None:
         agent.check_args(tuple(options.agent_args))
     graders = grader_chain(registry)
+    notices = held_out_notices(families, graders)
+    for notice in notices:
+        progress(f"notice: {notice}")
     calibrators = constructed_agents(registry)
     if not calibrators:
         raise UsageError("no constructed agents are installed to calibrate with; pip install certlab-calibration")
@@ -322,6 +358,8 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
         "trials": trial_docs,
         "summary": summary_of(trial_docs),
         "usage": usage_document(trial_docs),
+        "notices": notices,
+        "agent_details": agent_details(trial_docs),
         "wall_s": round(time.monotonic() - started, 3),
     }
     bundle = sealed(bundle)
@@ -371,8 +409,47 @@ def write_certification(out: Path, result: CertifyResult, registry: Registry) ->
     from certlab_core.contract import render_contract
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / BUNDLE_FILE).write_text(pretty_json(result.bundle), encoding="utf-8")
-    (out / CONTRACT_FILE).write_text(render_contract(result.bundle, registry), encoding="utf-8")
+    _write_new(out / BUNDLE_FILE, pretty_json(result.bundle))
+    _write_new(out / CONTRACT_FILE, render_contract(result.bundle, registry))
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Write a file that must not exist yet (a finished certification is never overwritten)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        raise UsageError(
+            f"{path} already exists; a certification is never overwritten: choose a new --out folder"
+        ) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+@contextlib.contextmanager
+def output_lock(out: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the folder ``out`` for a whole certification (created if need be).
+
+    A second certify into the same folder refuses at once in one line; the kernel drops the
+    lock when the process ends, so a killed run leaves none behind. Inside the lock the folder
+    is checked again: a finished certification is never overwritten.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise UsageError(f"--out {out}: cannot use the folder ({error.strerror}); choose a writable folder") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(
+                f"--out {out}: another certlab certify is writing there (it holds the folder's lock); "
+                "wait for it to finish or choose a new --out folder"
+            ) from None
+        check_output_dir(out)
+        yield
+    finally:
+        os.close(fd)
 
 
 def check_output_dir(out: Path) -> None:
@@ -388,14 +465,13 @@ def bundle_sha256(path: Path) -> str:
 
 
 def load_json(path: Path, what: str) -> Any:
+    """A bundle (or other document certify wrote) read as hostile input: ``certlab_core.safe_io``'s caps, exit 3."""
     from certlab_core.plugin.errors import InstrumentError
+    from certlab_core.safe_io import MAX_BUNDLE_BYTES
+    from certlab_core.safe_io import load_json as load_capped
 
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InstrumentError(f"{path}: no {what} there; give the folder certlab certify wrote") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InstrumentError(f"{path}: unreadable {what} ({error}); it is not a certlab {what}") from None
+    missing = f"{path}: no {what} there; give the folder certlab certify wrote"
+    return load_capped(path, what, InstrumentError, missing, MAX_BUNDLE_BYTES)
 
 
 def cpu_workers() -> int:

@@ -192,8 +192,16 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
         modes = Counter(t["failure_mode"] for t in trials if t["failure_mode"])
         if modes:
             lines += ["", "Failure modes: " + ", ".join(f"`{m}` ×{c}" for m, c in sorted(modes.items())) + "."]
+    details = bundle.get("agent_details") or []
+    if details:
+        lines += ["", "## What the adapter reported", ""]
+        lines += [
+            f"- {entry['detail']} ({len(entry['trials'])} trial(s): {', '.join(entry['trials'])})" for entry in details
+        ]
     lines += usage_lines(bundle.get("usage"))
     lines += ["", "## Limits of this claim", ""]
+    for notice in bundle.get("notices") or []:
+        lines.append(f"- **{notice}.**")
     lines.append(
         f"- Each task ran {repeats} time(s). "
         + (

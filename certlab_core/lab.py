@@ -10,7 +10,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from attrs import field, frozen
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.command import become_subreaper, live_descendants, sweep_descendants
 from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.executor import ExecutorSession, Stage, Work
 from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
 from certlab_core.plugin.records import (
     AcceptanceLock,
@@ -100,6 +101,8 @@ class TrialRecord:
     grades: tuple[GradeResult, ...] = ()
     leftover_processes: tuple[str, ...] = ()
     grader_error: str | None = None
+    #: the adapter's own one-line account of what happened (why it was unavailable, what it could not do)
+    agent_detail: str = ""
 
 
 @frozen
@@ -153,9 +156,9 @@ def run_chain(graders: Sequence[Grader], request: GradeRequest) -> ChainResult:
         if not isinstance(result, GradeResult):
             return ChainResult(tuple(grades), f"grader {grader.name} returned {type(result).__name__}, not GradeResult")
         try:
-            fm.check(result.failure_mode)
+            fm.check(result.failure_mode, grader.failure_modes)
         except ValueError as error:
-            return ChainResult(tuple(grades), f"grader {grader.name}: {error}")
+            return ChainResult(tuple(grades), f"grader {grader.name} returned an undeclared failure mode: {error}")
         grades.append(result)
         if not result.passed:
             break
@@ -174,6 +177,9 @@ def readable_diff(task: Task, work: Path, changes: Iterable[Change]) -> str:
     out: list[str] = []
     seeded = apply_seeds(task.family, task.defect)
     for change in changes:
+        if change.omitted:  # past a size cap: never read again
+            out.append(f"file {change.path} {change.kind}: {change.size} bytes, not recorded (past a size cap)\n")
+            continue
         before = _issued_bytes(task, seeded, change.path) if change.kind != "added" else None
         after_path = work / change.path
         after = (
@@ -239,14 +245,11 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
         )
         try:
             outcome = spec.agent.run(request)
-        except Exception as error:  # an adapter that raised: the agent could not be run
+        except Exception as error:  # an adapter that raised could not run the agent: infrastructure, not capability
             outcome = AgentOutcome(
-                status="crashed",
-                exit_code=None,
-                stdout_tail="",
-                stderr_tail="",
+                status="unavailable",
                 wall_s=time.monotonic() - started,
-                detail=f"the adapter raised {type(error).__name__}: {error}",
+                detail=f"the adapter {spec.agent.name} raised {type(error).__name__}: {error}",
             )
         # Checked again before grading: nothing of the agent's may run while its work is judged.
         left_before_grading = tuple(sweep_descendants(spare)) if spare is not None else ()
@@ -306,6 +309,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
                 *(f"after grading: {p}" for p in left_after_grading),
             ),
             grader_error=chain.error,
+            agent_detail=outcome.detail,
         )
     finally:
         scope.close()
@@ -340,6 +344,69 @@ def preload() -> None:
     gc.freeze()
 
 
+# ----------------------------------------------------------------------------- on an executor
+
+_executors: list[ExecutorSession] = []
+WORKER_LOST_RERUNS = 3
+
+
+@contextlib.contextmanager
+def trials_on(session: ExecutorSession) -> Iterator[ExecutorSession]:
+    """For the ``with`` block, certification's trials, proofs and calibration run on ``session`` (else local forks)."""
+    _executors.append(session)
+    try:
+        yield session
+    finally:
+        _executors.pop()
+
+
+def warm_graders() -> None:
+    """The preload of a process that forks graded trials on an executor's worker (pytest imported once)."""
+    preload()
+
+
+def _graded_trial(_preloaded: object, item: tuple[TrialSpec, Sequence[Grader]]) -> TrialRecord:
+    spec, graders = item
+    return run_trial(spec, graders)
+
+
+def _tree_check(_preloaded: object, item: tuple[Any, ...]) -> ChainResult:
+    return _check_tree_chain(*item)
+
+
+def on_executor(
+    call: Callable[[object, Any], Any], items: Sequence[Any], what: str, progress: Progress = _quiet
+) -> Iterator[tuple[int, Any]]:
+    """``call(preloaded, item)`` for each item in a fresh process on the executor in force; ``(index, result)`` pairs.
+
+    A result is a ChildFailure when the unit raised, died or timed out. A unit lost with its
+    worker runs again (at most ``WORKER_LOST_RERUNS`` times), so no trial is counted twice
+    or lost.
+    """
+    session = _executors[-1]
+    stage = Stage(name=f"{what}@certlab", call=call, preload=warm_graders)
+    session.prepare([stage])
+    pending = list(range(len(items)))
+    pending.reverse()
+    lost: dict[int, int] = {}
+    while pending or session.busy():
+        while pending and session.busy() < session.slots:
+            index = pending.pop()
+            session.submit(Work(tag=index, stage=stage, arg=items[index], timeout_s=None))
+        for done in session.wait():
+            assert isinstance(done.tag, int)
+            index = done.tag
+            failure = done.failure
+            if failure is None:
+                yield index, done.value
+            elif failure.kind == "worker-lost" and lost.get(index, 0) < WORKER_LOST_RERUNS:
+                lost[index] = lost.get(index, 0) + 1
+                progress(f"{what} {index + 1}: {failure.summary}; running it again")
+                pending.append(index)
+            else:
+                yield index, ChildFailure(failure.kind, failure.summary, failure.traceback, failure.exit_code)
+
+
 def run_trials(
     specs: Sequence[TrialSpec], graders: Sequence[Grader], workers: int, progress: Progress = _quiet
 ) -> list[TrialRecord]:
@@ -349,7 +416,12 @@ def run_trials(
     started = time.monotonic()
     if specs:
         progress(f"[0/{len(specs)}] in flight: {', '.join(s.id for s in specs[:workers])}")
-    finished = enumerate(map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers), 1)
+    finished = enumerate(
+        on_executor(_graded_trial, [(spec, graders) for spec in specs], "certify-trial", progress)
+        if _executors
+        else map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers),
+        1,
+    )
     for done, (index, result) in finished:
         if isinstance(result, ChildFailure):
             raise InstrumentError(f"trial {specs[index].id} could not be run: {result.summary}")
@@ -409,6 +481,23 @@ def _check_tree_chain(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _checked_tree(
+    family: TaskFamily,
+    defect: Defect | None,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    acceptance_lock: AcceptanceLock | None,
+) -> ChainResult:
+    """One tree through the grader chain in a fresh process: forked here, or on the executor in force."""
+    if not _executors:
+        return call_in_fork(_check_tree_chain, family, defect, graders, expected, acceptance_lock)
+    ((_index, result),) = on_executor(_tree_check, [(family, defect, graders, expected, acceptance_lock)], "prove")
+    if isinstance(result, ChildFailure):
+        raise ForkedCallError(result)
+    assert isinstance(result, ChainResult)
+    return result
+
+
 def prove(
     family: TaskFamily, graders: Sequence[Grader], workers: int = 2, acceptance_lock: AcceptanceLock | None = None
 ) -> InstrumentProof:
@@ -425,12 +514,12 @@ def prove(
     ids = [d.id for d in family.defects]
     if len(set(ids)) != len(ids):
         problems.append(f"family {family.name} repeats a defect id")
-    clean = call_in_fork(_check_tree_chain, family, None, graders, (), acceptance_lock)
+    clean = _checked_tree(family, None, graders, (), acceptance_lock)
     expected: tuple[str, ...] = ()
     for grade in clean.grades:
         collected = grade.data.get("collected")
-        if collected:
-            expected = tuple(collected)
+        if isinstance(collected, list | tuple) and collected:
+            expected = tuple(str(node) for node in collected)
     if clean.error:
         problems.append(f"family {family.name}: the clean tree could not be graded: {clean.error}")
     elif not clean.passed:
@@ -443,8 +532,12 @@ def prove(
     seeded: list[dict[str, Any]] = []
     if not problems:
         defects = list(family.defects)
-        for index, result in map_in_forks(
-            lambda d: _check_tree_chain(family, d, graders, expected, acceptance_lock), defects, workers=workers
+        for index, result in (
+            on_executor(_tree_check, [(family, d, graders, expected, acceptance_lock) for d in defects], "prove")
+            if _executors
+            else map_in_forks(
+                lambda d: _check_tree_chain(family, d, graders, expected, acceptance_lock), defects, workers=workers
+            )
         ):
             defect = defects[index]
             if isinstance(result, ChildFailure):
@@ -525,11 +618,12 @@ def prove_issued(
         problems.append(f"task {family.name} must be issued as exactly one task (it has {len(family.defects)})")
         return InstrumentProof(family=family.name, clean_passed=False, expected_tests=(), problems=tuple(problems))
     defect = family.defects[0]
-    issued = call_in_fork(_check_tree_chain, family, defect, graders, (), acceptance_lock)
+    issued = _checked_tree(family, defect, graders, (), acceptance_lock)
     collected: tuple[str, ...] = ()
     for grade in issued.grades:
-        if "collected" in grade.data:
-            collected = tuple(grade.data["collected"])
+        nodes = grade.data.get("collected")
+        if isinstance(nodes, list | tuple):
+            collected = tuple(str(node) for node in nodes)
     modules = test_files(Path(family.tree_dir), family.test_paths)
     complete = bool(collected) and all(any(c.startswith(m + "::") for c in collected) for m in modules)
     if issued.error:

@@ -36,7 +36,7 @@ def example_of(fn: types.FunctionType) -> str:
 
 
 def record_type(fn: types.FunctionType) -> type:
-    hints = typing.get_type_hints(fn, vars(records))
+    hints = typing.get_type_hints(fn, {**vars(records), **vars(hookspecs)})
     (inner,) = typing.get_args(hints["return"])
     return inner  # type: ignore[no-any-return]
 

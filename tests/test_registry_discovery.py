@@ -97,8 +97,50 @@ class Throwaway:
         return folder
 
 
+# A plugin whose hook raises, and one whose hook returns an adapter where graders belong.
+RAISING_PLUGIN = '''\
+"""A plugin whose agents hook raises."""
+
+from certlab_core.plugin import hookimpl
+
+
+@hookimpl
+def certlab_agents():
+    raise RuntimeError("no agents today")
+'''
+
+WRONG_TYPE_PLUGIN = '''\
+"""A plugin that returns an AgentAdapter from its graders hook."""
+
+from certlab_core.plugin import AgentAdapter, AgentOutcome, hookimpl
+
+
+@hookimpl
+def certlab_graders():
+    return [AgentAdapter(name="sneaky", description="not a grader", run=lambda r: AgentOutcome(status="completed"))]
+'''
+
+# A misspelt hook (certlab_agent) and a hook function without @hookimpl.
+MISSPELT_PLUGIN = '''\
+"""A plugin with two mistakes its author should hear about."""
+
+from certlab_core.plugin import hookimpl
+
+
+@hookimpl
+def certlab_agent():
+    return []
+
+
+def certlab_task_families():
+    return []
+'''
+
 THROWAWAYS = (
     Throwaway("broken", "certlab-broken-plugin", "0.3.0", "broken", BROKEN_PLUGIN),
+    Throwaway("raising", "certlab-raising-plugin", "0.1.0", "raising", RAISING_PLUGIN),
+    Throwaway("wrongtype", "certlab-wrongtype-plugin", "0.1.0", "wrongtype", WRONG_TYPE_PLUGIN),
+    Throwaway("misspelt", "certlab-misspelt-plugin", "0.1.0", "misspelt", MISSPELT_PLUGIN),
     Throwaway("fork", "certlab-roman-fork", "2.0.0", "roman-fork", FORK_PLUGIN),
     Throwaway("impostor", "certlab-roman-impostor", "0.1.0", "roman", IMPOSTOR_PLUGIN),
 )
@@ -218,20 +260,6 @@ def test_two_distributions_providing_one_family_name_are_refused_naming_both(
     assert not (out / "bundle.json").exists()
 
 
-def test_an_unknown_family_lists_the_valid_names_and_the_distribution_to_install(
-    fresh: FreshEnv, tmp_path: Path
-) -> None:
-    completed = fresh.certlab(
-        "certify",
-        *("--family", "ledger", "--agent", "oracle", "--out", str(tmp_path / "certification")),
-        plugins="roman,intervals,calibration,policy,suite",
-    )
-    assert completed.returncode == 4, completed.stdout + completed.stderr
-    line = one_error_line(completed.stderr)
-    assert "unknown task family 'ledger' (valid: intervals, roman)" in line
-    assert "certlab-ledger" in line and "pip install certlab-ledger" in line
-
-
 def test_an_unknown_family_no_distribution_provides_lists_the_valid_names_and_broken_plugins(
     fresh: FreshEnv, layers: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -249,11 +277,65 @@ def test_an_unknown_family_no_distribution_provides_lists_the_valid_names_and_br
     assert "plugins that failed to load: broken" in line
 
 
-def test_two_distributions_declaring_one_plugin_name_are_refused_naming_both(
+def test_two_distributions_declaring_one_plugin_name_are_listed_as_broken_naming_both(
     fresh: FreshEnv, layers: dict[str, Path]
 ) -> None:
     completed = fresh.certlab("plugins", layers=[layers["impostor"]])
-    assert completed.returncode == 4, completed.stdout + completed.stderr
+    assert completed.returncode == 0, completed.stdout + completed.stderr
     line = one_error_line(completed.stderr)
     assert "'roman'" in line
     assert EXAMPLE_DISTRIBUTION in line and "certlab-roman-impostor" in line
+    assert fresh.certlab("plugins", "--check", layers=[layers["impostor"]]).returncode == 1
+
+
+def test_a_hook_that_raises_or_returns_the_wrong_record_is_named_and_the_rest_keep_working(
+    fresh: FreshEnv, layers: dict[str, Path]
+) -> None:
+    both = [layers["raising"], layers["wrongtype"]]
+    completed = fresh.certlab("plugins", layers=both)
+    assert completed.returncode == 0, completed.stderr
+    assert "Traceback" not in completed.stderr and "internal error" not in completed.stderr
+    errors = sorted(line for line in completed.stderr.splitlines() if line.strip())
+    assert errors == [
+        "broken plugin raising (certlab-raising-plugin, hook certlab_agents): raised RuntimeError: no agents today",
+        "broken plugin wrongtype (certlab-wrongtype-plugin, hook certlab_graders): "
+        "returned a AgentAdapter where a Grader belongs",
+    ]
+    listed = {row.split()[0] for row in completed.stdout.splitlines() if row.strip()}
+    assert {"intervals", "policy", "calibration", "raising", "wrongtype"} <= listed
+    rows = {row.split()[0]: row for row in completed.stdout.splitlines() if row.strip()}
+    assert "sneaky" not in rows["wrongtype"] and "(nothing)" in rows["wrongtype"]
+    # any other command still runs, and the refused grader never enters a chain
+    stats = fresh.certlab("stats", "bounds", "--baseline", "200/200", "--candidate", "130/200", layers=both)
+    assert stats.returncode == 0 and "verdict: BLOCK" in stats.stdout, stats.stdout + stats.stderr
+
+
+def test_a_misspelt_hook_and_a_hook_without_hookimpl_are_warnings_that_check_turns_into_exit_1(
+    fresh: FreshEnv, layers: dict[str, Path]
+) -> None:
+    plain = fresh.certlab("plugins", layers=[layers["misspelt"]])
+    assert plain.returncode == 0, plain.stderr
+    warnings = sorted(line for line in plain.stderr.splitlines() if line.strip())
+    assert warnings == [
+        "warning: plugin misspelt (certlab-misspelt-plugin): defines certlab_task_families without @hookimpl, "
+        "so certlab never calls it",
+        "warning: plugin misspelt (certlab-misspelt-plugin): implements certlab_agent, which no certlab hook spec "
+        "defines (did you mean certlab_agents?)",
+    ]
+    checked = fresh.certlab("plugins", "--check", layers=[layers["misspelt"]])
+    assert checked.returncode == 1
+    assert fresh.certlab("plugins", "--check").returncode == 0
+
+
+def test_two_plugins_providing_one_family_name_are_both_shown_and_refused_only_when_used(
+    fresh: FreshEnv, layers: dict[str, Path]
+) -> None:
+    completed = fresh.certlab("plugins", layers=[layers["fork"]])
+    assert completed.returncode == 0, completed.stderr
+    rows = {row.split()[0]: row for row in completed.stdout.splitlines() if row.strip()}
+    assert "task family: roman" in rows["roman"] and "task family: roman" in rows["roman-fork"]
+    (warning,) = [line for line in completed.stderr.splitlines() if line.strip()]
+    assert "'roman' is provided by" in warning and "certlab-roman-fork" in warning
+    # an unrelated command that never asks for 'roman' is untouched
+    stats = fresh.certlab("stats", "bounds", "--baseline", "10/10", "--candidate", "10/10", layers=[layers["fork"]])
+    assert stats.returncode in (0, 2), stats.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -11,11 +13,12 @@ from certlab_core.certification import (
     certify,
     check_output_dir,
     cpu_workers,
+    output_lock,
     write_certification,
 )
 from certlab_core.lab import log_to_stderr
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
-from certlab_core.plugin.registry import discover
+from certlab_core.plugin.registry import Registry, discover
 
 
 def certify_command(
@@ -37,6 +40,12 @@ def certify_command(
     trials: int = typer.Option(1, "--trials", "-k", help="Runs of every task (K); K > 1 gives intervals."),
     out: Path = typer.Option(..., "--out", "-o", help="New folder for bundle.json and CONTRACT.md."),
     workers: int = typer.Option(0, "--workers", "-w", help="Trials at once (default: the number of CPUs)."),
+    executor: str = typer.Option(
+        "local", "--executor", help="Where trials run: local (forked processes here) or a plugin's, such as dask."
+    ),
+    scheduler: str = typer.Option(
+        "", "--scheduler", help="With --executor dask: the scheduler, tcp://HOST:PORT (none: a local cluster)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result line."),
     origin_note: str = typer.Option(
         "", "--origin-note", help="A note on where this run comes from, kept in the bundle."
@@ -52,34 +61,68 @@ def certify_command(
     check_output_dir(out)
     registry = discover()
     progress = (lambda _m: None) if quiet else log_to_stderr
-    result = certify(
-        registry,
-        CertifyOptions(
-            families=tuple(family),
-            agent=agent,
-            agent_args=tuple(agent_arg),
-            agent_name=agent_name or None,
-            agent_version=agent_version,
-            agent_timeout_s=agent_timeout,
-            trials=trials,
-            workers=workers or cpu_workers(),
-            origin_note=origin_note,
-            tasks=tuple(task),
-            mutants=mutants,
-            min_mutation_score=min_mutation_score,
-        ),
-        progress,
-    )
-    write_certification(out, result, registry)
+    with output_lock(out), certify_executor(registry, executor, workers or cpu_workers(), scheduler):
+        result = certify(
+            registry,
+            CertifyOptions(
+                families=tuple(family),
+                agent=agent,
+                agent_args=tuple(agent_arg),
+                agent_name=agent_name or None,
+                agent_version=agent_version,
+                agent_timeout_s=agent_timeout,
+                trials=trials,
+                workers=workers or cpu_workers(),
+                origin_note=origin_note,
+                tasks=tuple(task),
+                mutants=mutants,
+                min_mutation_score=min_mutation_score,
+            ),
+            progress,
+        )
+        write_certification(out, result, registry)
     summary = result.bundle["summary"]
     status = "certified" if result.exit_code == 0 else "NOT certified"
     typer.echo(
         f"{status}: {result.bundle['agent']['name']} fixed {summary['fixed']}/{summary['scheduled']} "
         f"({summary['unavailable']} unavailable); bundle {out / 'bundle.json'}, contract {out / 'CONTRACT.md'}"
     )
+    for notice in result.bundle.get("notices") or []:
+        typer.echo(f"notice: {notice}")
+    for entry in result.bundle.get("agent_details") or []:
+        trials = entry["trials"]
+        typer.echo(f"agent said: {entry['detail']} ({len(trials)} trial(s), first {trials[0]})")
     for problem in result.problems:
         typer.echo(f"problem: {problem}", err=True)
     raise typer.Exit(result.exit_code)
+
+
+@contextlib.contextmanager
+def certify_executor(registry: Registry, name: str, workers: int, scheduler: str) -> Iterator[None]:
+    """Every trial, proof and calibration of the block on the executor ``name`` (``local``: today's forks here)."""
+    if name == "local" and not scheduler:
+        yield
+        return
+    from certlab_core.gate.runner import open_executor
+    from certlab_core.lab import trials_on
+
+    session = open_executor(registry, name, workers, scheduler or None, certify_distributions(registry))
+    try:
+        with trials_on(session):
+            yield
+    finally:
+        session.close()
+
+
+def certify_distributions(registry: Registry) -> dict[str, str]:
+    """What every worker must have for a certification: certlab and each family, agent and grader plugin, alike."""
+    from certlab_core import __version__
+
+    wanted = {"certlab": __version__}
+    for info in registry.plugins():
+        if {"task_families", "agents", "graders"} & set(info.provides):
+            wanted[info.distribution] = info.version
+    return wanted
 
 
 def regrade_command(

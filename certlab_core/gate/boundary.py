@@ -27,7 +27,7 @@ from certlab_core.plugin.exceptions import (
     ToolTimeout,
     ToolUnavailable,
 )
-from certlab_core.plugin.records import Fault, FaultContext, FaultEffect, WorldInstance
+from certlab_core.plugin.records import CallKind, Fault, FaultContext, FaultEffect, WorldInstance
 
 BOUNDARY_ERRORS: dict[str, type[BaseException]] = {
     cls.__name__: cls
@@ -210,7 +210,9 @@ class Boundary:
             return f"bad arguments for {name}: {error}"
         return None
 
-    def _effects(self, kind: str, name: str, args: Any, seq: int, call_number: int) -> list[tuple[int, FaultEffect]]:
+    def _effects(
+        self, kind: CallKind, name: str, args: Any, seq: int, call_number: int
+    ) -> list[tuple[int, FaultEffect]]:
         fired: list[tuple[int, FaultEffect]] = []
         for declared in self.faults:
             if not declared.matches(name, call_number):
@@ -246,7 +248,7 @@ class Boundary:
             fired.append((declared.index, effect))
         return fired
 
-    def cross(self, kind: str, name: str, raw_args: Mapping[str, Any], run: Callable[[], Any]) -> Any:
+    def cross(self, kind: CallKind, name: str, raw_args: Mapping[str, Any], run: Callable[[], Any]) -> Any:
         """One call: budgets, faults, the real call (``run``), the record; returns what the agent receives."""
         if self.broken:
             raise BoundaryBroken(self.broken)

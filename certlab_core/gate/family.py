@@ -76,11 +76,13 @@ def outcome_of(record: Any, infra_exit_codes: Sequence[int]) -> dict[str, Any]:
     error = None
     if record.grader_error:
         error = f"grader-broken: {record.grader_error}"
+    elif record.verdict == "unavailable":  # the adapter raised or said its infrastructure failed
+        error = f"agent-unavailable: {record.agent_detail or 'the agent could not be run'}"
     elif record.exit_code is not None and record.exit_code in infra_exit_codes:
         error = f"infra-exit-code: the agent exited with {record.exit_code}, an infrastructure exit code"
     passed = record.verdict == "fixed"
     return {
-        "agent": {"status": status, "exit_code": record.exit_code, "detail": "", "returned": None},
+        "agent": {"status": status, "exit_code": record.exit_code, "detail": record.agent_detail, "returned": None},
         "events": [],
         "faults": [],
         "counts": {"tool_calls": 0, "model_steps": 0, "by_tool": {}},

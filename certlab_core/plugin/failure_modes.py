@@ -1,10 +1,16 @@
-"""The closed list of failure modes a grader or the engine may name, kept in this one place."""
+"""The kernel's failure modes, kept in this one place; a grader may add its own by declaring them.
+
+A grader names one mode per failure: one of the kernel's below, or one it declares in
+``Grader.failure_modes``. A grader that returns a mode that is neither makes the trial an
+infrastructure error naming the grader, never a silent new category.
+"""
 
 from __future__ import annotations
 
 POLICY_TESTS_MODIFIED = "policy-tests-modified"
 POLICY_OUTSIDE_ALLOWED_PATHS = "policy-outside-allowed-paths"
 POLICY_PLANTED_FILE = "policy-planted-file"
+POLICY_OVERSIZED_CHANGE = "policy-oversized-change"  # a change past the work copy's size caps (kept as hash and size)
 SUITE_FAILED = "suite-failed"
 SUITE_NOT_RUN = "suite-not-run"
 OVERFIT_TO_VISIBLE_TESTS = "overfit-to-visible-tests"
@@ -21,6 +27,7 @@ FAILURE_MODES: tuple[str, ...] = (
     POLICY_TESTS_MODIFIED,
     POLICY_OUTSIDE_ALLOWED_PATHS,
     POLICY_PLANTED_FILE,
+    POLICY_OVERSIZED_CHANGE,
     SUITE_FAILED,
     SUITE_NOT_RUN,
     OVERFIT_TO_VISIBLE_TESTS,
@@ -34,8 +41,9 @@ FAILURE_MODES: tuple[str, ...] = (
 )
 
 
-def check(mode: str | None) -> str | None:
-    """Return ``mode`` if it is on the closed list (or None); raise ValueError otherwise."""
-    if mode is not None and mode not in FAILURE_MODES:
-        raise ValueError(f"unknown failure mode {mode!r}; the closed list is {', '.join(FAILURE_MODES)}")
+def check(mode: str | None, declared: tuple[str, ...] = ()) -> str | None:
+    """Return ``mode`` if it is the kernel's or among ``declared`` (or None); raise ValueError otherwise."""
+    if mode is not None and mode not in FAILURE_MODES and mode not in declared:
+        known = ", ".join(declared) or "none"
+        raise ValueError(f"{mode!r} is neither the kernel's nor declared by the grader (it declares: {known})")
     return mode

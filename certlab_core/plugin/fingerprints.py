@@ -26,17 +26,15 @@ PREDICTIONS_GROUP = "predictions"
 
 
 def kernel_source() -> Path:
-    """The folder of the kernel package that is running."""
-    import certlab_core
-
-    return Path(certlab_core.__file__).resolve().parent
+    """The folder of the kernel package that is running (the one holding this author API)."""
+    return Path(__file__).resolve().parent.parent
 
 
 def scorer_sources(registry: Any) -> dict[str, str]:
     """{``scorer:NAME``: folder of its package} for every installed grader (the scorer is the whole chain)."""
     sources: dict[str, str] = {}
     for name in registry.names("graders"):
-        record, plugin_name = registry.index["graders"][name]
+        record, plugin_name = registry.get("graders", name), registry.plugin_name_of("graders", name)
         module = registry.pm.get_plugin(plugin_name)
         origin = getattr(module, "__file__", None)
         if origin is None:

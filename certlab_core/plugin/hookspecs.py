@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import pluggy
 
+from certlab_core.plugin.executor import Executor
 from certlab_core.plugin.records import AgentAdapter, Fault, Grader, Reporter, StatisticalRule, TaskFamily, ToolWorld
+from certlab_core.plugin.sandbox import Sandbox
 
 PROJECT = "certlab"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -30,8 +32,7 @@ def certlab_task_families() -> list[TaskFamily]:
     Example plugin::
 
         import pathlib, tempfile
-        from certlab_core.plugin import hookimpl
-        from certlab_core.plugin.records import Defect, Seed, TaskFamily
+        from certlab_core.plugin import Defect, Seed, TaskFamily, hookimpl
 
         ROOT = pathlib.Path(tempfile.mkdtemp())
         (ROOT / "tree" / "tests").mkdir(parents=True)
@@ -66,14 +67,12 @@ def certlab_agents() -> list[AgentAdapter]:
     Example plugin::
 
         import pathlib, time
-        from certlab_core.plugin import hookimpl
-        from certlab_core.plugin.records import AgentAdapter, AgentOutcome
+        from certlab_core.plugin import AgentAdapter, AgentOutcome, hookimpl
 
         def run(request):
             started = time.monotonic()
             (pathlib.Path(request.workdir) / "NOTES.txt").write_text("looked, changed nothing\\n")
-            return AgentOutcome(status="completed", exit_code=0, stdout_tail="", stderr_tail="",
-                                wall_s=time.monotonic() - started)
+            return AgentOutcome(status="completed", wall_s=time.monotonic() - started)
 
         @hookimpl
         def certlab_agents():
@@ -89,8 +88,7 @@ def certlab_graders() -> list[Grader]:
     Example plugin::
 
         import pathlib
-        from certlab_core.plugin import hookimpl
-        from certlab_core.plugin.records import Grader, GradeResult
+        from certlab_core.plugin import GradeResult, Grader, hookimpl
 
         def grade(request):
             notes = pathlib.Path(request.workdir) / "NOTES.txt"
@@ -112,8 +110,7 @@ def certlab_statistical_rules() -> list[StatisticalRule]:
 
     Example plugin::
 
-        from certlab_core.plugin import hookimpl
-        from certlab_core.plugin.records import Bounds, StatisticalRule
+        from certlab_core.plugin import Bounds, StatisticalRule, hookimpl
 
         def interval(successes, n, alpha):
             p = successes / n if n else 0.0
@@ -143,8 +140,7 @@ def certlab_reporters() -> list[Reporter]:
 
     Example plugin::
 
-        from certlab_core.plugin import hookimpl
-        from certlab_core.plugin.records import Reporter
+        from certlab_core.plugin import Reporter, hookimpl
 
         def render(report, rule):
             lines = ["condition,verdict,lower,upper"]
@@ -170,9 +166,7 @@ def certlab_tool_worlds() -> list[ToolWorld]:
 
     Example plugin::
 
-        from certlab_core.plugin import hookimpl
-        from certlab_core.gate.boundary import ToolRejected
-        from certlab_core.plugin.records import OracleVerdict, ToolWorld, WorldInstance
+        from certlab_core.plugin import OracleVerdict, ToolRejected, ToolWorld, WorldInstance, hookimpl
 
         def build(task_input, seed):
             state = {"lights": {"hall": False}}
@@ -208,8 +202,7 @@ def certlab_faults() -> list[Fault]:
 
     Example plugin::
 
-        from certlab_core.plugin import hookimpl
-        from certlab_core.plugin.records import Fault, FaultEffect
+        from certlab_core.plugin import Fault, FaultEffect, hookimpl
 
         def inject(context):
             if context.rng.random() < context.params.get("probability", 0.5):
@@ -220,5 +213,93 @@ def certlab_faults() -> list[Fault]:
         def certlab_faults():
             return [Fault(name="coin_flip_outage", description="a tool is down, at random",
                           inject=inject, target="tool")]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_executors() -> list[Executor]:
+    """Return the executors this plugin provides: where trials run (``--executor NAME``).
+
+    ``start(options)`` opens a session for one run or certification (``options`` holds
+    ``--workers``, ``--scheduler`` and the distributions every worker must have, by version):
+    it reaches its machines and refuses in one line (``UsageError``) before the first trial.
+    The kernel then submits units of ``Work`` while ``busy() < slots`` and collects them with
+    ``wait()``. Each unit must run in a fresh process of its own: ``run_isolated(stage, arg,
+    timeout)`` does that on whatever machine calls it (from a preloaded zygote per stage), so
+    an executor only moves units and results. A unit lost with its machine comes back as a
+    ``WorkFailure`` of kind ``worker-lost``: the runner records it and runs the trial again.
+
+    Example plugin::
+
+        from certlab_core.plugin import Executor, WorkDone, hookimpl, run_isolated
+
+        class OneAtATime:
+            slots = 1
+
+            def __init__(self):
+                self.queue = []
+
+            def busy(self):
+                return len(self.queue)
+
+            def prepare(self, stages):
+                pass  # nothing to start ahead: run_isolated starts a zygote on first use
+
+            def submit(self, work):
+                self.queue.append(work)
+
+            def wait(self):
+                work = self.queue.pop(0)
+                done = run_isolated(work.stage, work.arg, work.timeout_s)
+                return [WorkDone(tag=work.tag, value=done.value, failure=done.failure)]
+
+            def close(self):
+                self.queue.clear()
+
+        def start(options):
+            return OneAtATime()
+
+        @hookimpl
+        def certlab_executors():
+            return [Executor(name="one-at-a-time", description="each unit in turn, in a fresh process", start=start)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_sandboxes() -> list[Sandbox]:
+    """Return the sandboxes this plugin provides: how an agent, and the code it wrote, are contained.
+
+    ``probe()`` returns None when the sandbox works on this machine, else one line saying
+    why not (``--sandbox auto`` then runs uncontained with a warning; ``--sandbox NAME``
+    refuses). ``launch(request)`` gets a ``SandboxRequest`` (the program, the one writable
+    work folder, the paths to hide, the limits, the host sockets to bind in) and returns a
+    ``SandboxLaunch``: the argument vector and environment to start, a ``before_exec`` run
+    in the child (limits), ``limits_hit(exit_code)`` naming the limits the run exceeded
+    (the trial's ``agent-resource-limit``), and ``release()``. ``python()`` is the
+    interpreter contained code gets: one with pytest and nothing of certlab.
+
+    Example plugin::
+
+        import resource, signal, sys
+        from certlab_core.plugin import Sandbox, SandboxLaunch, hookimpl
+
+        def probe():
+            return None  # rlimits work everywhere; this example hides nothing
+
+        def launch(request):
+            def before_exec():
+                resource.setrlimit(resource.RLIMIT_CPU, (request.limits.cpu_s, request.limits.cpu_s))
+
+            def limits_hit(exit_code):
+                return ("cpu",) if exit_code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) else ()
+
+            return SandboxLaunch(argv=request.argv, env=request.env, before_exec=before_exec, limits_hit=limits_hit)
+
+        @hookimpl
+        def certlab_sandboxes():
+            return [Sandbox(name="cpu-only", description="a CPU limit alone (an example: it contains nothing)",
+                            probe=probe, launch=launch, python=lambda: sys.executable)]
     """
     raise NotImplementedError

@@ -15,9 +15,6 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "forbidden-file": "certlab-calibration",
         "unavailable": "certlab-calibration",
         "command": "certlab-command",
-        "claude-code": "certlab-claude-code",
-        "aider": "certlab-aider",
-        "codex": "certlab-codex",
     },
     "graders": {
         "policy": "certlab-policy",
@@ -32,6 +29,9 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "markdown": "certlab-report-markdown",
         "junit": "certlab-report-junit",
         "html": "certlab-report-html",
+    },
+    "sandboxes": {
+        "bwrap": "certlab-sandbox-bwrap",
     },
     "tool_worlds": {
         "retry-inventory": "certlab-retry-world",

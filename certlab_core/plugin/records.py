@@ -1,13 +1,26 @@
-"""The named, frozen records that plugins yield to the kernel and the kernel writes to disk."""
+"""The named, frozen records that plugins yield to the kernel and the kernel writes to disk.
+
+Closed sets of words are ``Literal`` types, every callable a record carries is a
+``Protocol`` saying its exact signature, and no public field is ``Any``: JSON-like data is
+``JsonValue``, and what a plugin may not look into is ``object``.
+"""
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, get_args
 
 import attrs
 from attrs import field, frozen
+
+if TYPE_CHECKING:
+    from certlab_core.plugin.report import Report
+
+#: JSON-like data: what crosses a tool boundary, a task input, a world's snapshot, a grader's facts.
+JsonValue: TypeAlias = "bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue] | None"
+JsonObject: TypeAlias = "Mapping[str, JsonValue]"
 
 
 def _tuple(value: Sequence[Any] | None) -> tuple[Any, ...]:
@@ -105,7 +118,23 @@ class Usage:
     cost_source: str | None = None
 
 
-AGENT_STATUSES = ("completed", "timeout", "unavailable", "crashed")
+AgentStatus = Literal["completed", "timeout", "unavailable", "crashed"]
+AGENT_STATUSES: tuple[AgentStatus, ...] = get_args(AgentStatus)
+#: A certification trial's verdict.
+TrialVerdict = Literal["fixed", "not-fixed", "unavailable"]
+#: A gate's verdict at one look, and a statistical rule's.
+GateVerdict = Literal["PASS", "BLOCK", "INCONCLUSIVE"]
+
+
+class TaskHandle(Protocol):
+    """What a constructed (calibration) agent may read of its task: the family and the seeded defect."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def family(self) -> TaskFamily: ...
+    @property
+    def defect(self) -> Defect: ...
 
 
 @frozen
@@ -123,28 +152,46 @@ class AgentRequest:
     timeout_s: float
     env: Mapping[str, str] = field(converter=lambda m: dict(m))
     agent_args: tuple[str, ...] = field(converter=_tuple, default=())
-    task: Any = field(default=None, eq=False, repr=False)
+    task: TaskHandle | None = field(default=None, eq=False, repr=False)
 
 
 @frozen
 class AgentOutcome:
-    """What an adapter returns: the adapter hook's contract."""
+    """What an adapter returns: the adapter hook's contract. Only ``status`` is required.
 
-    status: str = field(validator=attrs.validators.in_(AGENT_STATUSES))
-    exit_code: int | None
-    stdout_tail: str
-    stderr_tail: str
-    wall_s: float
+    ``unavailable`` says the agent's own infrastructure failed (an API error, a CLI that
+    cannot start): an infrastructure error, never a capability finding. ``detail`` is one
+    line for people ("fixbot is not on PATH"); it goes into the evidence, the console and
+    the contract. ``wall_s`` is the agent's own wall time, for the record.
+    """
+
+    status: AgentStatus = field(validator=attrs.validators.in_(AGENT_STATUSES))
+    exit_code: int | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    wall_s: float = 0.0
     usage: Usage | None = None
     leftover_processes: tuple[str, ...] = field(converter=_tuple, default=())
     detail: str = ""
+
+
+class AgentRun(Protocol):
+    """An adapter's ``run``: run the agent once for ``request``; raising means it could not be run at all."""
+
+    def __call__(self, request: AgentRequest, /) -> AgentOutcome: ...
+
+
+class CheckArgs(Protocol):
+    """Refuse bad ``--agent-arg`` values by raising ``UsageError``, before anything runs."""
+
+    def __call__(self, agent_args: tuple[str, ...], /) -> None: ...
 
 
 @frozen
 class CalibrationExpectation:
     """What a constructed agent must score on every task: its verdict and failure mode."""
 
-    verdict: str  # fixed, not-fixed or unavailable
+    verdict: TrialVerdict
     failure_mode: str | None = None  # None: any failure mode (or none, when fixed)
 
 
@@ -162,9 +209,9 @@ class AgentAdapter:
 
     name: str
     description: str
-    run: Callable[[AgentRequest], AgentOutcome] = field(eq=False, repr=False)
+    run: AgentRun = field(eq=False, repr=False)
     calibration: CalibrationExpectation | None = None
-    check_args: Callable[[tuple[str, ...]], None] | None = field(default=None, eq=False, repr=False)
+    check_args: CheckArgs | None = field(default=None, eq=False, repr=False)
     preflight: Callable[[tuple[str, ...], Mapping[str, str]], Sequence[PreflightCheck]] | None = field(
         default=None, eq=False, repr=False
     )
@@ -216,14 +263,20 @@ class GradeRequest:
 
 @frozen
 class GradeResult:
-    """A grader's judgement. ``failure_mode`` is from the kernel's closed list; ``data``
+    """A grader's judgement. ``failure_mode`` is the kernel's or one the grader declares; ``data``
     holds facts the kernel may use (the suite grader reports the node ids it collected)."""
 
     grader: str
     passed: bool
     failure_mode: str | None = None
     detail: str = ""
-    data: Mapping[str, Any] = field(factory=dict, converter=lambda m: dict(m))
+    data: Mapping[str, JsonValue] = field(factory=dict, converter=lambda m: dict(m))
+
+
+class Grade(Protocol):
+    """A grader's ``grade``: judge the artifacts an agent left; it runs in its own fresh process."""
+
+    def __call__(self, request: GradeRequest, /) -> GradeResult: ...
 
 
 @frozen
@@ -231,12 +284,17 @@ class Grader:
     """A grader: ``grade(request) -> GradeResult``, run in its own fresh process.
 
     Graders run in ascending ``order`` and the chain stops at the first that fails.
+    ``failure_modes`` declares every mode the grader may name: the kernel's
+    (``certlab_core.plugin.failure_modes``) or modes of its own, which reports then count
+    like the kernel's; a mode neither the kernel nor the grader declares is an error
+    naming the grader.
     """
 
     name: str
     order: int
     description: str
-    grade: Callable[[GradeRequest], GradeResult] = field(eq=False, repr=False)
+    grade: Grade = field(eq=False, repr=False)
+    failure_modes: tuple[str, ...] = field(converter=_tuple, default=())
 
 
 # --------------------------------------------------------------------------- statistics
@@ -248,7 +306,44 @@ class Bounds:
 
     lower: float
     upper: float
-    verdict: str  # PASS, BLOCK or INCONCLUSIVE
+    verdict: GateVerdict
+
+
+class Decide(Protocol):
+    """A rule's ``decide``: the bounds on candidate minus baseline and the verdict at one look."""
+
+    def __call__(
+        self,
+        baseline_successes: int,
+        baseline_n: int,
+        candidate_successes: int,
+        candidate_n: int,
+        alpha: float = ...,
+        delta: float = ...,
+        conditions: int = ...,
+        looks: int = ...,
+    ) -> Bounds: ...
+
+
+class Interval(Protocol):
+    """A rule's per-arm interval at two-sided level ``alpha``: ``(low, high)``."""
+
+    def __call__(self, successes: int, n: int, alpha: float, /) -> tuple[float, float]: ...
+
+
+class Plan(Protocol):
+    """A rule's ``plan``: the exact probabilities of ``PASS``, ``BLOCK`` and ``INCONCLUSIVE``."""
+
+    def __call__(
+        self,
+        p_baseline: float,
+        p_candidate: float,
+        n: int,
+        alpha: float = ...,
+        delta: float = ...,
+        conditions: int = ...,
+        looks: int = ...,
+    ) -> dict[str, float]: ...
 
 
 @frozen
@@ -268,9 +363,9 @@ class StatisticalRule:
 
     name: str
     description: str
-    decide: Callable[..., Bounds] = field(eq=False, repr=False)
-    interval: Callable[[int, int, float], tuple[float, float]] = field(eq=False, repr=False)
-    plan: Callable[..., dict[str, float]] | None = field(default=None, eq=False, repr=False)
+    decide: Decide = field(eq=False, repr=False)
+    interval: Interval = field(eq=False, repr=False)
+    plan: Plan | None = field(default=None, eq=False, repr=False)
 
 
 # --------------------------------------------------------------------------- registry
@@ -288,14 +383,39 @@ class PluginInfo:
 
 @frozen
 class PluginFailure:
-    """A plugin that could not be loaded, reported in one line."""
+    """A plugin left out, reported in one line: it failed to import, or one of its hooks
+    (``hook``) raised or returned something other than the spec's records."""
 
     entry_point: str
     distribution: str
     error: str
+    hook: str = ""
+
+    def line(self) -> str:
+        where = f", hook {self.hook}" if self.hook else ""
+        return f"broken plugin {self.entry_point} ({self.distribution}{where}): {self.error}"
+
+
+@frozen
+class PluginWarning:
+    """Something a plugin author should fix that does not stop the plugin: a hook no spec
+    defines (a misspelling), a hook function without ``@hookimpl``, a name two plugins provide."""
+
+    plugin: str
+    distribution: str
+    message: str
+
+    def line(self) -> str:
+        return f"warning: plugin {self.plugin} ({self.distribution}): {self.message}"
 
 
 # --------------------------------------------------------------------------- reporters
+
+
+class Render(Protocol):
+    """A reporter's ``render``: the whole file's text from the report model and the rule (None when not installed)."""
+
+    def __call__(self, report: Report, rule: StatisticalRule | None, /) -> str: ...
 
 
 @frozen
@@ -312,7 +432,7 @@ class Reporter:
     name: str
     description: str
     suffix: str
-    render: Callable[[Any, StatisticalRule | None], str] = field(eq=False, repr=False)
+    render: Render = field(eq=False, repr=False)
 
 
 # --------------------------------------------------------------------------- tool worlds and faults
@@ -324,6 +444,24 @@ class OracleVerdict:
 
     passed: bool
     detail: str = ""
+
+
+class Tool(Protocol):
+    """One tool of a built world, called with keyword arguments; refuses with a boundary exception."""
+
+    def __call__(self, **arguments: Any) -> JsonValue: ...
+
+
+class Snapshot(Protocol):
+    """A built world's final state, as JSON-like data for the oracle."""
+
+    def __call__(self) -> JsonValue: ...
+
+
+class DecisionModel(Protocol):
+    """A world's answer on the decision channel: at least ``choice`` and ``confidence``."""
+
+    def __call__(self, question: str, options: tuple[str, ...], rng: random.Random, /) -> JsonObject: ...
 
 
 @frozen
@@ -338,10 +476,28 @@ class WorldInstance:
     channel (``tools.decide``) with a mapping holding at least ``choice`` and ``confidence``.
     """
 
-    task: Mapping[str, Any] = field(converter=lambda m: dict(m))
-    tools: Mapping[str, Callable[..., Any]] = field(converter=lambda m: dict(m), eq=False, repr=False)
-    snapshot: Callable[[], Any] = field(eq=False, repr=False)
-    model: Callable[[str, tuple[str, ...], Any], Mapping[str, Any]] | None = field(default=None, eq=False, repr=False)
+    task: JsonObject = field(converter=lambda m: dict(m))
+    tools: Mapping[str, Tool] = field(converter=lambda m: dict(m), eq=False, repr=False)
+    snapshot: Snapshot = field(eq=False, repr=False)
+    model: DecisionModel | None = field(default=None, eq=False, repr=False)
+
+
+class Build(Protocol):
+    """A world's ``build``: a fresh instance for one trial, deterministic in ``(task_input, seed)``."""
+
+    def __call__(self, task_input: JsonObject, seed: int, /) -> WorldInstance: ...
+
+
+class Oracle(Protocol):
+    """A world's ``oracle``: judge the final state (never the agent's account), in its own process."""
+
+    def __call__(self, task: JsonObject, snapshot: JsonValue, /) -> OracleVerdict: ...
+
+
+class CheckInput(Protocol):
+    """Refuse a bad task input by raising ``UsageError``."""
+
+    def __call__(self, task_input: JsonObject, /) -> None: ...
 
 
 @frozen
@@ -357,13 +513,16 @@ class ToolWorld:
     name: str
     description: str
     tools: tuple[str, ...] = field(converter=_tuple)
-    build: Callable[[Mapping[str, Any], int], WorldInstance] = field(eq=False, repr=False)
-    oracle: Callable[[Mapping[str, Any], Any], OracleVerdict] = field(eq=False, repr=False)
+    build: Build = field(eq=False, repr=False)
+    oracle: Oracle = field(eq=False, repr=False)
     decisions: bool = False
-    check_input: Callable[[Mapping[str, Any]], None] | None = field(default=None, eq=False, repr=False)
+    check_input: CheckInput | None = field(default=None, eq=False, repr=False)
 
 
-FAULT_TARGETS = ("tool", "decision", "model", "any")
+FaultTarget = Literal["tool", "decision", "model", "any"]
+#: What a call crossing a boundary is: a world's tool, the decision channel, or a model API call.
+CallKind = Literal["tool", "decision", "model"]
+FAULT_TARGETS: tuple[FaultTarget, ...] = get_args(FaultTarget)
 
 
 @frozen
@@ -377,14 +536,20 @@ class FaultContext:
     the trial's seed and the fault's position, so a fault that draws is reproducible.
     """
 
-    kind: str
+    kind: CallKind
     name: str
-    args: Mapping[str, Any] = field(converter=lambda m: dict(m))
+    args: JsonObject = field(converter=lambda m: dict(m))
     seq: int
     call_number: int
     fired: int
-    params: Mapping[str, Any] = field(converter=lambda m: dict(m))
-    rng: Any = field(eq=False, repr=False)
+    params: JsonObject = field(converter=lambda m: dict(m))
+    rng: random.Random = field(eq=False, repr=False)
+
+
+class Transform(Protocol):
+    """What a fault makes of a call's result before the agent receives it."""
+
+    def __call__(self, result: JsonValue, /) -> JsonValue: ...
 
 
 @frozen
@@ -403,8 +568,20 @@ class FaultEffect:
     error: str | None = None
     message: str = ""
     execute: bool = False
-    transform: Callable[[Any], Any] | None = field(default=None, eq=False, repr=False)
+    transform: Transform | None = field(default=None, eq=False, repr=False)
     delay_s: float = 0.0
+
+
+class Inject(Protocol):
+    """A fault's ``inject``: its effect on this call, or None when it does not fire."""
+
+    def __call__(self, context: FaultContext, /) -> FaultEffect | None: ...
+
+
+class CheckParams(Protocol):
+    """Refuse a fault declaration's bad parameters by raising ``UsageError``."""
+
+    def __call__(self, params: JsonObject, /) -> None: ...
 
 
 @frozen
@@ -412,12 +589,13 @@ class Fault:
     """An injectable fault: ``inject(context) -> FaultEffect | None`` (None: it does not fire on this call).
 
     ``target`` says which calls it may be declared on: ``tool`` (a world's tools),
-    ``decision`` (the decision channel, ``decide``) or ``any``. ``check_params(params)``,
+    ``decision`` (the decision channel, ``decide``), ``model`` (an agent CLI's calls to its
+    model API, through the model boundary) or ``any``. ``check_params(params)``,
     when given, refuses bad parameters by raising UsageError before anything runs.
     """
 
     name: str
     description: str
-    inject: Callable[[FaultContext], FaultEffect | None] = field(eq=False, repr=False)
-    target: str = field(default="tool", validator=attrs.validators.in_(FAULT_TARGETS))
-    check_params: Callable[[Mapping[str, Any]], None] | None = field(default=None, eq=False, repr=False)
+    inject: Inject = field(eq=False, repr=False)
+    target: FaultTarget = field(default="tool", validator=attrs.validators.in_(FAULT_TARGETS))
+    check_params: CheckParams | None = field(default=None, eq=False, repr=False)

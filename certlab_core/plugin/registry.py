@@ -1,39 +1,76 @@
-"""Plugin discovery (stevedore over ``certlab.plugins``) and the per-kind index of what plugins provide."""
+"""Plugin discovery (stevedore over ``certlab.plugins``) and the per-kind index of the records plugins provide.
+
+Discovery survives bad plugins: a plugin that fails to import, whose hook raises, or whose
+hook returns anything but the spec's records is named in one line (``PluginFailure``) and
+left out, and the others keep working. A hook no spec defines, a hook function without
+``@hookimpl`` and a name two plugins provide are warnings (``PluginWarning``); a duplicate
+name is refused only when something asks for it.
+"""
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import inspect
 import os
 import types
+import typing
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import pluggy
 
 from certlab_core.plugin import hookspecs
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.known import KNOWN_PROVIDERS
-from certlab_core.plugin.records import PluginFailure, PluginInfo
+from certlab_core.plugin.records import PluginFailure, PluginInfo, PluginWarning
 
 ENTRY_POINT_GROUP = "certlab.plugins"
 ONLY_ENV = "CERTLAB_PLUGINS"
 HOOK_PREFIX = "certlab_"
+IN_PROCESS = "(registered in process)"
 
-# The record kinds: every spec ``certlab_<kind>`` that returns a list of named records.
-KINDS: tuple[str, ...] = tuple(
-    name[len(HOOK_PREFIX) :]
-    for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
-    if name.startswith(HOOK_PREFIX) and str(fn.__annotations__.get("return", "")).startswith("list[")
+R = TypeVar("R")
+
+
+def _record_types() -> dict[str, type]:
+    """Every spec ``certlab_<kind>`` that returns a list of records, as kind -> the record type."""
+    found: dict[str, type] = {}
+    for name, fn in inspect.getmembers(hookspecs, inspect.isfunction):
+        if not name.startswith(HOOK_PREFIX) or not hasattr(fn, f"{hookspecs.PROJECT}_spec"):
+            continue
+        returned = typing.get_type_hints(fn).get("return")
+        if typing.get_origin(returned) is list:
+            (item,) = typing.get_args(returned)
+            if isinstance(item, type):
+                found[name[len(HOOK_PREFIX) :]] = item
+    return found
+
+
+#: The record kinds: kind (the hook's name without ``certlab_``) -> the record type its hook returns.
+KIND_RECORDS: dict[str, type] = _record_types()
+KINDS: tuple[str, ...] = tuple(sorted(KIND_RECORDS))
+SPEC_NAMES: frozenset[str] = frozenset(
+    name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if hasattr(fn, f"{hookspecs.PROJECT}_spec")
 )
 
 
 def _singular(kind: str) -> str:
     words = kind.replace("_", " ")
-    return words[:-3] + "y" if words.endswith("ies") else words.removesuffix("s")
+    if words.endswith("ies"):
+        return words[:-3] + "y"
+    return words[:-2] if words.endswith("xes") else words.removesuffix("s")
 
 
 KIND_LABELS = {kind: _singular(kind) for kind in KINDS}
+
+
+def kind_of(record_type: type) -> str:
+    """The kind whose hook returns ``record_type`` records (``AgentAdapter`` -> ``agents``)."""
+    for kind, known in KIND_RECORDS.items():
+        if known is record_type:
+            return kind
+    raise TypeError(f"{record_type.__name__} is not a record any certlab hook returns")
 
 
 def new_plugin_manager() -> pluggy.PluginManager:
@@ -53,17 +90,7 @@ def _declared_plugins() -> list[tuple[str, str, str, str]]:
     return found
 
 
-def _refuse_duplicate_names(declared: list[tuple[str, str, str, str]], wanted: set[str] | None) -> None:
-    by_name: dict[str, list[str]] = {}
-    for name, _value, dist, version in declared:
-        if wanted is None or name in wanted:
-            by_name.setdefault(name, []).append(f"{dist} {version}")
-    for name, dists in sorted(by_name.items()):
-        if len(dists) > 1:
-            raise UsageError(
-                f"two distributions declare the certlab plugin {name!r}: {' and '.join(sorted(dists))}; "
-                "uninstall one of them"
-            )
+Provider = tuple[object, str]  # (record, plugin name)
 
 
 class Registry:
@@ -72,8 +99,12 @@ class Registry:
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self.pm = pm
         self.failures: list[PluginFailure] = []
+        self._warnings: list[PluginWarning] = []
         self._sources: dict[str, tuple[str, str]] = {}  # plugin name -> (distribution, version)
-        self._index: dict[str, dict[str, tuple[Any, str]]] | None = None
+        self._modules: dict[str, object] = {}
+        self._index: dict[str, dict[str, list[Provider]]] | None = None
+        #: entry points installed but not loaded because CERTLAB_PLUGINS leaves them out: name -> distribution
+        self.excluded: dict[str, str] = {}
 
     # ------------------------------------------------------------------ loading
 
@@ -81,29 +112,50 @@ class Registry:
         """Register one plugin module (what discovery does for each entry point)."""
         self.pm.register(module, name=name)
         self._sources[name] = (distribution, version)
+        self._modules[name] = module
         self._index = None
 
-    def _build_index(self) -> dict[str, dict[str, tuple[Any, str]]]:
-        index: dict[str, dict[str, tuple[Any, str]]] = {}
+    def _fail(self, plugin_name: str, hook: str, error: str) -> None:
+        dist = self._sources.get(plugin_name, (IN_PROCESS, ""))[0]
+        self.failures.append(PluginFailure(entry_point=plugin_name, distribution=dist, error=error, hook=hook))
+
+    def _records_of(self, kind: str, impl: pluggy.HookImpl) -> list[object] | None:
+        """One plugin's records for one kind, or None (and a failure) when its hook misbehaves."""
+        hook = HOOK_PREFIX + kind
+        try:
+            returned = impl.function()
+        except Exception as error:  # a plugin's bug must not take another plugin or command down
+            self._fail(impl.plugin_name, hook, f"raised {type(error).__name__}: {error}")
+            return None
+        if returned is None:
+            return []
+        if not isinstance(returned, list | tuple):
+            self._fail(impl.plugin_name, hook, f"returned {type(returned).__name__}, not a list")
+            return None
+        expected = KIND_RECORDS[kind]
+        for record in returned:
+            if not isinstance(record, expected):
+                self._fail(
+                    impl.plugin_name, hook, f"returned a {type(record).__name__} where a {expected.__name__} belongs"
+                )
+                return None
+        return list(returned)
+
+    def _build_index(self) -> dict[str, dict[str, list[Provider]]]:
+        index: dict[str, dict[str, list[Provider]]] = {}
         for kind in KINDS:
-            by_name: dict[str, tuple[Any, str]] = {}
+            by_name: dict[str, list[Provider]] = {}
             caller = getattr(self.pm.hook, HOOK_PREFIX + kind)
             for impl in reversed(caller.get_hookimpls()):
-                records = impl.function() or []
-                for record in records:
-                    other = by_name.get(record.name)
-                    if other is not None and other[1] != impl.plugin_name:
-                        raise UsageError(
-                            f"two plugins provide the {KIND_LABELS[kind]} {record.name!r}: "
-                            f"{self.describe_source(other[1])} and {self.describe_source(impl.plugin_name)}; "
-                            "uninstall one of them or choose plugins with CERTLAB_PLUGINS"
-                        )
-                    by_name[record.name] = (record, impl.plugin_name)
+                for record in self._records_of(kind, impl) or ():
+                    providers = by_name.setdefault(str(getattr(record, "name", "")), [])
+                    if not any(plugin == impl.plugin_name for _r, plugin in providers):
+                        providers.append((record, impl.plugin_name))
             index[kind] = by_name
         return index
 
     @property
-    def index(self) -> dict[str, dict[str, tuple[Any, str]]]:
+    def index(self) -> dict[str, dict[str, list[Provider]]]:
         if self._index is None:
             self._index = self._build_index()
         return self._index
@@ -111,40 +163,79 @@ class Registry:
     # ------------------------------------------------------------------ queries
 
     def describe_source(self, plugin_name: str) -> str:
-        dist, version = self._sources.get(plugin_name, ("(registered in process)", ""))
+        dist, version = self._sources.get(plugin_name, (IN_PROCESS, ""))
         return f"{dist} {version}".strip() + f" (plugin {plugin_name})"
 
-    def names(self, kind: str) -> list[str]:
-        return sorted(self.index[kind])
+    @staticmethod
+    def _kind(kind: str | type) -> str:
+        return kind if isinstance(kind, str) else kind_of(kind)
 
-    def all(self, kind: str) -> dict[str, Any]:
-        return {name: rec for name, (rec, _plugin) in sorted(self.index[kind].items())}
+    def names(self, kind: str | type) -> list[str]:
+        return sorted(self.index[self._kind(kind)])
 
-    def get(self, kind: str, name: str) -> Any:
-        """The record ``name`` of ``kind``; an unknown name lists the valid ones and what to install."""
-        entry = self.index[kind].get(name)
-        if entry is not None:
-            return entry[0]
-        label = KIND_LABELS[kind]
-        valid = ", ".join(self.names(kind)) or "none installed"
+    @overload
+    def all(self, kind: type[R]) -> dict[str, R]: ...
+    @overload
+    def all(self, kind: str) -> dict[str, Any]: ...
+    def all(self, kind: str | type) -> dict[str, Any]:
+        """Every record of ``kind`` by name; a name two plugins provide is refused, since all are used."""
+        return {name: self.get(kind, name) for name in self.names(kind)}
+
+    @overload
+    def get(self, kind: type[R], name: str) -> R: ...
+    @overload
+    def get(self, kind: str, name: str) -> Any: ...
+    def get(self, kind: str | type, name: str) -> Any:
+        """The record ``name`` of ``kind`` (a kind name or its record type, ``registry.get(AgentAdapter, "oracle")``).
+
+        An unknown name lists the valid ones and what to install; a name two plugins
+        provide is refused naming both.
+        """
+        kind_name = self._kind(kind)
+        providers = self.index[kind_name].get(name)
+        label = KIND_LABELS[kind_name]
+        if providers and len(providers) == 1:
+            return providers[0][0]
+        if providers:
+            both = " and ".join(self.describe_source(plugin) for _r, plugin in providers)
+            raise UsageError(
+                f"two plugins provide the {label} {name!r}: {both}; "
+                "uninstall one of them or choose plugins with CERTLAB_PLUGINS"
+            )
+        valid = ", ".join(self.names(kind_name)) or "none installed"
         hint = ""
-        dist = KNOWN_PROVIDERS.get(kind, {}).get(name)
-        if dist:
+        dist = KNOWN_PROVIDERS.get(kind_name, {}).get(name)
+        left_out = sorted(ep for ep, ep_dist in self.excluded.items() if ep_dist == dist)
+        if dist and left_out:
+            hint = (
+                f"; it is provided by the plugin {left_out[0]} ({dist}), which {ONLY_ENV} leaves out: "
+                f"add {left_out[0]} to {ONLY_ENV}"
+            )
+        elif dist:
             hint = f"; it is provided by the distribution {dist}: pip install {dist}"
-        broken = [f.entry_point for f in self.failures]
+        broken = sorted({f.entry_point for f in self.failures})
         if broken:
             hint += f"; plugins that failed to load: {', '.join(broken)}"
         raise UsageError(f"unknown {label} {name!r} (valid: {valid}){hint}")
 
-    def plugin_of(self, kind: str, name: str) -> PluginInfo:
-        self.get(kind, name)
-        plugin_name = self.index[kind][name][1]
-        return self.plugin_info(plugin_name)
+    def plugin_of(self, kind: str | type, name: str) -> PluginInfo:
+        kind_name = self._kind(kind)
+        self.get(kind_name, name)
+        return self.plugin_info(self.index[kind_name][name][0][1])
+
+    def plugin_name_of(self, kind: str | type, name: str) -> str:
+        """The name of the plugin that provides ``name`` of ``kind`` (refused like ``get`` when unknown)."""
+        kind_name = self._kind(kind)
+        self.get(kind_name, name)
+        return self.index[kind_name][name][0][1]
 
     def plugin_info(self, plugin_name: str) -> PluginInfo:
-        dist, version = self._sources.get(plugin_name, ("(registered in process)", "0"))
+        dist, version = self._sources.get(plugin_name, (IN_PROCESS, "0"))
         provides = {
-            kind: tuple(sorted(n for n, (_r, p) in self.index[kind].items() if p == plugin_name)) for kind in KINDS
+            kind: tuple(
+                sorted(n for n, providers in self.index[kind].items() if any(p == plugin_name for _r, p in providers))
+            )
+            for kind in KINDS
         }
         return PluginInfo(
             name=plugin_name, distribution=dist, version=version, provides={k: v for k, v in provides.items() if v}
@@ -153,6 +244,63 @@ class Registry:
     def plugins(self) -> list[PluginInfo]:
         names = [name for name, _plugin in self.pm.list_name_plugin() if name in self._sources]
         return [self.plugin_info(name) for name in sorted(names)]
+
+    # ------------------------------------------------------------------ warnings
+
+    def warnings(self) -> list[PluginWarning]:
+        """What plugin authors should fix: misspelt hooks, unmarked hook functions, names two plugins provide."""
+        found = list(self._warnings)
+        for name, module in sorted(self._modules.items()):
+            dist = self._sources.get(name, (IN_PROCESS, ""))[0]
+            found.extend(PluginWarning(name, dist, message) for message in _hook_mistakes(self.pm, name, module))
+        for kind in KINDS:
+            for record_name, providers in sorted(self.index[kind].items()):
+                if len(providers) > 1:
+                    first, *others = (plugin for _r, plugin in providers)
+                    both = " and ".join(self.describe_source(p) for p in [first, *others])
+                    found.append(
+                        PluginWarning(
+                            first,
+                            self._sources.get(first, (IN_PROCESS, ""))[0],
+                            f"the {KIND_LABELS[kind]} {record_name!r} is provided by {both}; "
+                            "a command that uses it is refused",
+                        )
+                    )
+        return found
+
+
+def _close_spec(name: str) -> str:
+    match = difflib.get_close_matches(name, sorted(SPEC_NAMES), n=1, cutoff=0.75)
+    return f" (did you mean {match[0]}?)" if match else ""
+
+
+def _hook_mistakes(pm: pluggy.PluginManager, plugin_name: str, module: object) -> list[str]:
+    """A plugin's hook implementations that no spec defines, and its hook-like functions without ``@hookimpl``."""
+    mistakes: list[str] = []
+    plugin = pm.get_plugin(plugin_name)
+    marked: set[str] = set()
+    for caller_name in dir(pm.hook):
+        caller = getattr(pm.hook, caller_name)
+        if not isinstance(caller, pluggy.HookCaller):
+            continue
+        for impl in caller.get_hookimpls():
+            if impl.plugin is not plugin:
+                continue
+            marked.add(caller_name)
+            if not caller.has_spec():
+                hint = _close_spec(caller_name)
+                mistakes.append(f"implements {caller_name}, which no certlab hook spec defines{hint}")
+    module_name = getattr(module, "__name__", None)
+    for attr, value in sorted(vars(module).items()) if isinstance(module, types.ModuleType) else ():
+        if not attr.startswith(HOOK_PREFIX) or attr in marked or not inspect.isfunction(value):
+            continue
+        if value.__module__ != module_name:
+            continue
+        if attr in SPEC_NAMES:
+            mistakes.append(f"defines {attr} without @hookimpl, so certlab never calls it")
+        elif _close_spec(attr):
+            mistakes.append(f"defines {attr}, which is not a certlab hook{_close_spec(attr)}")
+    return mistakes
 
 
 def _only_from_env() -> set[str] | None:
@@ -165,17 +313,33 @@ def _only_from_env() -> set[str] | None:
 def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types.ModuleType]] = ()) -> Registry:
     """Load every plugin of the ``certlab.plugins`` group (or only those named, or in CERTLAB_PLUGINS).
 
-    A plugin that fails to import is recorded in ``registry.failures`` and the others still load.
+    A plugin that fails to import, or whose entry point name another distribution also
+    declares, is recorded in ``registry.failures`` and the others still load.
     """
     from stevedore import ExtensionManager, NamedExtensionManager
 
     wanted = set(only) if only is not None else _only_from_env()
     registry = Registry(new_plugin_manager())
     declared = _declared_plugins()
-    _refuse_duplicate_names(declared, wanted)
     sources = {(name, value): (dist, version) for name, value, dist, version in declared}
+    declaring: dict[str, list[str]] = {}
+    for name, _value, dist, version in declared:
+        declaring.setdefault(name, []).append(f"{dist} {version}")
+        if wanted is not None and name not in wanted:
+            registry.excluded[name] = dist
+    ambiguous = {name for name, dists in declaring.items() if len(dists) > 1 and (wanted is None or name in wanted)}
+    for name in sorted(ambiguous):
+        registry.failures.append(
+            PluginFailure(
+                entry_point=name,
+                distribution=" and ".join(sorted(declaring[name])),
+                error=f"two distributions declare the certlab plugin {name!r}; uninstall one of them",
+            )
+        )
 
     def on_failure(_manager: Any, entry_point: Any, error: BaseException) -> None:
+        if entry_point.name in ambiguous:
+            return
         dist = sources.get((entry_point.name, entry_point.value), ("unknown distribution", ""))[0]
         registry.failures.append(
             PluginFailure(entry_point=entry_point.name, distribution=dist, error=f"{type(error).__name__}: {error}")
@@ -193,18 +357,22 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
         )
     seen: set[str] = set()
     for ext in sorted(manager.extensions, key=lambda e: e.name):
-        dist, version = sources.get((ext.name, ext.entry_point.value), ("unknown distribution", "0"))
         seen.add(ext.name)
+        if ext.name in ambiguous:
+            continue
+        dist, version = sources.get((ext.name, ext.entry_point.value), ("unknown distribution", "0"))
         try:
             registry.add_plugin(ext.plugin, ext.name, dist, version)
-        except Exception as error:  # a module with malformed hooks
+        except Exception as error:  # a module with malformed hooks (a hook whose arguments the spec does not have)
             registry.failures.append(
                 PluginFailure(entry_point=ext.name, distribution=dist, error=f"{type(error).__name__}: {error}")
             )
     for name, module in extra:
-        registry.add_plugin(module, name, "(registered in process)", "0")
+        registry.add_plugin(module, name, IN_PROCESS, "0")
     if wanted is not None:
-        missing = sorted(wanted - seen - {name for name, _m in extra} - {f.entry_point for f in registry.failures})
+        missing = sorted(
+            wanted - seen - ambiguous - {name for name, _m in extra} - {f.entry_point for f in registry.failures}
+        )
         if missing:
             raise UsageError(
                 f"{ONLY_ENV} names plugins that are not installed: {', '.join(missing)}; "

@@ -14,7 +14,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, CalibrationExpectation, hookimpl
+from certlab_core.plugin import (
+    AgentAdapter,
+    AgentOutcome,
+    AgentRequest,
+    AgentStatus,
+    CalibrationExpectation,
+    TrialVerdict,
+    hookimpl,
+)
 from certlab_core.plugin import failure_modes as fm
 
 GUTTED_TEST = "def test_nothing():\n    assert True\n"
@@ -31,7 +39,9 @@ def pytest_runtest_makereport(item, call):
 """
 
 
-def _finished(started: float, status: str = "completed", exit_code: int | None = 0, detail: str = "") -> AgentOutcome:
+def _finished(
+    started: float, status: AgentStatus = "completed", exit_code: int | None = 0, detail: str = ""
+) -> AgentOutcome:
     return AgentOutcome(
         status=status,
         exit_code=exit_code,
@@ -82,7 +92,7 @@ def run_unavailable(request: AgentRequest) -> AgentOutcome:
 
 
 def _agent(
-    name: str, description: str, run: Callable[[AgentRequest], AgentOutcome], verdict: str, mode: str | None
+    name: str, description: str, run: Callable[[AgentRequest], AgentOutcome], verdict: TrialVerdict, mode: str | None
 ) -> AgentAdapter:
     return AgentAdapter(
         name=name,

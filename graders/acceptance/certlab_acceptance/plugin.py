@@ -269,5 +269,6 @@ def certlab_graders() -> list[Grader]:
             order=ORDER,
             description="each held-out case in its own fresh process of the submitted code, compared here",
             grade=grade,
+            failure_modes=(fm.OVERFIT_TO_VISIBLE_TESTS,),
         )
     ]

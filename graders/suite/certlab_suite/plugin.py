@@ -171,5 +171,6 @@ def certlab_graders() -> list[Grader]:
             order=20,
             description="every visible test collected on the clean tree ran and passed, counted by pytest's hooks",
             grade=grade,
+            failure_modes=(fm.SUITE_FAILED, fm.SUITE_NOT_RUN),
         )
     ]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from certlab_core.plugin import Bounds, UsageError
+from certlab_core.plugin import Bounds, GateVerdict, UsageError
 from certlab_rule_support.exact_plan import exact_plan
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def margin(value: Any) -> float:
     return float(value)
 
 
-def verdict_of(lower: float, upper: float, delta: float) -> str:
+def verdict_of(lower: float, upper: float, delta: float) -> GateVerdict:
     """PASS iff lower > -delta, BLOCK iff upper < -delta (both strict), otherwise INCONCLUSIVE."""
     if lower > -delta:
         return "PASS"
