@@ -1,0 +1,96 @@
+"""``certlab preflight --agent NAME``: check that a real agent can run, before a live run spends time and money.
+
+The adapter's own checks come first (``AgentAdapter.preflight``: its binary, the version it
+prints, the base URL it will call, whether its credentials are set); then one smoke call runs
+the agent through the adapter, exactly as a trial would, in a scratch folder with a prompt
+asking it to change nothing and answer OK. Every check is one line, ``ok`` or ``FAIL``; the
+exit code is 0 when all hold and 3 otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import typer
+
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK
+from certlab_core.plugin.records import AgentAdapter, AgentRequest, PreflightCheck
+from certlab_core.plugin.registry import discover
+
+SMOKE_PROMPT = (
+    "This is a connectivity check by certlab preflight. Do not read, create or change any file "
+    "and do not run any command. Reply with the single word OK."
+)
+SMOKE_TASK = "preflight/smoke"
+
+
+def smoke_call(adapter: AgentAdapter, agent_args: tuple[str, ...], timeout_s: float) -> PreflightCheck:
+    """Run the agent once through its adapter on a scratch folder; it must complete."""
+    scratch = Path(tempfile.mkdtemp(prefix="certlab-preflight-"))
+    try:
+        work = scratch / "work"
+        work.mkdir()
+        (work / "README.md").write_text("A scratch folder for certlab preflight's smoke call.\n", encoding="utf-8")
+        prompt_file = scratch / "PROMPT.md"
+        prompt_file.write_text(SMOKE_PROMPT, encoding="utf-8")
+        env = dict(os.environ)
+        env.update({"CERTLAB_PROMPT": SMOKE_PROMPT, "CERTLAB_PROMPT_FILE": str(prompt_file)})
+        env.update({"CERTLAB_TASK_ID": SMOKE_TASK, "PYTHONDONTWRITEBYTECODE": "1"})
+        request = AgentRequest(
+            workdir=str(work),
+            prompt=SMOKE_PROMPT,
+            prompt_file=str(prompt_file),
+            task_id=SMOKE_TASK,
+            timeout_s=timeout_s,
+            env=env,
+            agent_args=agent_args,
+        )
+        try:
+            outcome = adapter.run(request)
+        except Exception as error:  # an adapter that raised: the agent cannot be run
+            return PreflightCheck("smoke call", False, f"the adapter raised {type(error).__name__}: {error}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    facts = [f"{outcome.status} in {outcome.wall_s:.1f} s"]
+    if outcome.exit_code is not None:
+        facts.append(f"exit {outcome.exit_code}")
+    usage = outcome.usage
+    if usage is not None:
+        tokens = [f"{value} {label}" for label, value in (("in", usage.input_tokens), ("out", usage.output_tokens))]
+        facts.append(f"tokens {', '.join(tokens)}")
+        if usage.cost_usd is not None:
+            facts.append(f"${usage.cost_usd:.4f} (the client's own estimate)")
+    if outcome.detail:
+        facts.append(outcome.detail)
+    return PreflightCheck("smoke call", outcome.status == "completed", "; ".join(facts))
+
+
+def preflight_command(
+    agent: str = typer.Option(..., "--agent", "-a", help="The agent (adapter) to check, e.g. claude-code."),
+    agent_arg: list[str] = typer.Option([], "--agent-arg", help="Argument for the adapter, as for certify."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds the smoke call may take."),
+    smoke: bool = typer.Option(True, "--smoke/--no-smoke", help="Make one smoke call through the adapter."),
+) -> None:
+    """Check an agent's binary, version, credentials or base URL, and make one smoke call, before a live run."""
+    adapter = discover().get("agents", agent)
+    args = tuple(agent_arg)
+    if adapter.check_args is not None:
+        adapter.check_args(args)
+    if adapter.preflight is not None:
+        checks = list(adapter.preflight(args, dict(os.environ)))
+    else:
+        checks = [PreflightCheck("checks", True, f"the {agent} adapter declares no checks of its own")]
+    if smoke and all(check.ok for check in checks if check.name == "binary"):
+        checks.append(smoke_call(adapter, args, timeout))
+    for check in checks:
+        typer.echo(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
+    passed = all(check.ok for check in checks)
+    typer.echo(f"preflight {agent}: {'ready' if passed else 'NOT ready'}")
+    raise typer.Exit(EXIT_OK if passed else EXIT_ERROR)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("preflight")(preflight_command)
