@@ -33,6 +33,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "certlab_core.commands.diagnosis_cmd": ("report", "diff", "rederive", "minimize", "bundle", "replay"),
     "certlab_core.commands.acceptance_cmd": ("init-task", "lock", "leakscan", "predict"),
     "certlab_core.commands.signing_cmd": ("keygen", "sign", "verify"),
+    "certlab_core.commands.preflight_cmd": ("preflight",),
 }
 
 _state = {"debug": False}
