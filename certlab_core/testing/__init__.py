@@ -7,8 +7,11 @@ Installed with certlab (entry point ``pytest11``), so any plugin distribution's 
   fresh registry, and get the registry back;
 - ``FamilyConformance``: subclass it with ``family_name = "NAME"`` and pytest runs the
   conformance suite against that installed family: the clean tree passes its suite, each
-  seeded tree fails it, the oracle fixes each defect, the null agent fixes none, and the
-  other constructed agents score exactly what they must.
+  seeded tree fails it, the oracle fixes each defect, the null agent fixes none, the
+  other constructed agents score exactly what they must, and the visible suite with the
+  held-out cases kills at least the family's ``mutation_threshold`` (default 0.9) of the
+  clean tree's generated mutants (``certlab_core.mutation``; the score and every survivor
+  are reported).
 
 Two modules here are imported by the tests that need them, not by the plugin:
 ``family_checks`` (seeded trees, the visible suite and held-out cases run in subprocesses,
@@ -77,6 +80,39 @@ class FamilyConformance:
             agents = constructed_agents(registry)
             trials, problems = calibrate([(family, proof)], agents, graders, workers=cls.workers)
         return {"family": family, "proof": proof, "trials": trials, "problems": problems}
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def mutation(cls, conformance: dict[str, Any]) -> Any:
+        from certlab_core.lab import grader_chain
+        from certlab_core.mutation import prove_by_mutation
+        from certlab_core.plugin.registry import discover
+
+        proof = conformance["proof"]
+        if not proof.holds:
+            pytest.skip("the instrument's proof does not hold, so its mutants are not graded")
+        graders = grader_chain(discover())
+        return prove_by_mutation(conformance["family"], graders, proof.expected_tests, workers=cls.workers)
+
+    def test_suite_and_held_out_cases_kill_the_family_threshold_of_its_mutants(
+        self, conformance: dict[str, Any], mutation: Any, request: pytest.FixtureRequest
+    ) -> None:
+        from certlab_core.mutation import report_lines
+
+        family = conformance["family"]
+        lines = report_lines(family, mutation)
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("")
+            reporter.write_line(lines[0])
+        print("\n".join(lines))
+        assert not mutation.problems, mutation.problems
+        assert mutation.count, f"family {family.name}: no mutant could be made of its clean tree"
+        assert not mutation.below(mutation.threshold), (
+            f"family {family.name}: the suite and held-out cases kill less than its threshold "
+            f"{mutation.threshold:.0%} of its mutants; write a test or held-out case that kills each survivor:\n"
+            + "\n".join(lines)
+        )
 
     def _scores(self, conformance: dict[str, Any], agent: str) -> list[Any]:
         return [record for name, record in conformance["trials"] if name == agent]
