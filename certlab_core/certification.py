@@ -28,15 +28,18 @@ from certlab_core.lab import (
     Task,
     TrialRecord,
     TrialSpec,
+    answer_key_paths,
     calibrate,
     constructed_agents,
     grader_chain,
+    log_to_stderr,
     prove,
     run_trials,
 )
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.plugin.records import AgentAdapter, Grader, TaskFamily
 from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.sandbox import choose_containment
 from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
 
 BUNDLE_SCHEMA = "certlab.certification/1"
@@ -56,6 +59,8 @@ class CertifyOptions:
     workers: int = 2
     origin_note: str = ""
     tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (certlab_core.user_task)
+    sandbox: str = "auto"  # --sandbox: auto, bwrap or none (certlab_core.plugin.sandbox)
+    hidden: tuple[str, ...] = ()  # more paths the agent must not see (the output folder)
     mutants: bool = False  # also the mutation proof of each family (certlab_core.mutation)
     min_mutation_score: float | None = None  # refuse a family whose mutants survive more than this allows
 
@@ -240,6 +245,8 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
     if agent.check_args is not None:
         agent.check_args(tuple(options.agent_args))
     graders = grader_chain(registry)
+    hidden = [*answer_key_paths(families), str(held_out.scratch), *options.tasks, *options.hidden]
+    containment = choose_containment(registry, options.sandbox, hidden, log_to_stderr)
     notices = held_out_notices(families, graders)
     for notice in notices:
         progress(f"notice: {notice}")
@@ -303,6 +310,7 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
                 agent_timeout_s=options.agent_timeout_s,
                 expected_tests=expected[family.name],
                 acceptance_lock=held_out.lock_for(family.name),
+                containment=containment,
             )
             for repeat in range(1, options.trials + 1)
             for family in families
@@ -339,6 +347,7 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             "args": list(options.agent_args),
         },
         "settings": {"trials": options.trials, "agent_timeout_s": options.agent_timeout_s},
+        "containment": containment.document(),
         "families": [held_out.family_facts(f) or family_facts(registry, f) for f in families],
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version} for p in registry.plugins()],
         "environment": environment_facts(),

@@ -97,6 +97,27 @@ def mutation_lines(instrument: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def containment_line(containment: Any) -> str:
+    """How the agent was contained, in one line: the sandbox and its limits, or what running uncontained allowed."""
+    if not isinstance(containment, dict) or not isinstance(containment.get("sandbox"), str):
+        return "- Containment: not recorded (a bundle written before certlab recorded it)"
+    name = containment["sandbox"]
+    if name == "none":
+        return (
+            "- Containment: **none**: the agent ran as the user who ran certlab and could read all that user can, "
+            "the installed answer key included (docs/trust-model.md)"
+        )
+    limits = containment.get("limits") or {}
+    figures = (
+        f"CPU {limits.get('cpu_s')} s, memory {int(limits.get('memory_bytes', 0)) >> 20} MiB, "
+        f"{limits.get('processes')} processes, files up to {int(limits.get('file_bytes', 0)) >> 20} MiB"
+    )
+    return (
+        f"- Containment: the `{name}` sandbox, for the agent and for the graders that ran its code: "
+        f"the answer key, the experiment, the run store and other trials hidden; no network; limits {figures}"
+    )
+
+
 def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
     """The contract a reader can check against the bundle line by line."""
     agent = bundle["agent"]
@@ -110,6 +131,7 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
         "- Families: "
         + ", ".join(f"`{f['name']}` {f['version']} (taskset `{f['taskset_sha256'][:12]}`)" for f in bundle["families"]),
         f"- Graders, in order: {', '.join(g['name'] + ' ' + g['version'] for g in bundle['graders'])}",
+        containment_line(bundle.get("containment")),
         f"- Bundle seal: `{bundle['seal']}`; produced by {bundle['origin']['produced_by']} "
         f"at commit `{bundle['harness_commit'][:12]}`",
         "",

@@ -208,6 +208,12 @@ def readable_diff(task: Task, work: Path, changes: Iterable[Change]) -> str:
     return text if len(text) <= OUTPUT_TAIL_BYTES else text[:OUTPUT_TAIL_BYTES] + "\n[diff cut at 64 KiB]\n"
 
 
+def answer_key_paths(families: Iterable[TaskFamily]) -> list[str]:
+    """The folders holding each family's clean tree, prompt and held-out cases: hidden from a contained agent."""
+    folders = {os.path.dirname(p) for f in families for p in (f.prompt_file, f.cases_file)}
+    return sorted(folders | {f.tree_dir for f in families})
+
+
 def agent_environment(task: Task, prompt: str, prompt_file: Path) -> dict[str, str]:
     env = dict(os.environ)
     # An agent that runs the tests must not plant bytecode or a pytest cache by accident.

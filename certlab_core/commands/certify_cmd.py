@@ -56,6 +56,12 @@ def certify_command(
     min_mutation_score: float | None = typer.Option(
         None, "--min-mutation-score", help="Refuse a family whose suite and held-out cases kill less than this share."
     ),
+    sandbox: str = typer.Option(
+        "auto",
+        "--sandbox",
+        help="Contain the agent and its code: auto (bwrap where it works, else uncontained with a warning), "
+        "bwrap (refuse without it) or none (run as you, uncontained).",
+    ),
 ) -> None:
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
     check_output_dir(out)
@@ -75,6 +81,8 @@ def certify_command(
                 workers=workers or cpu_workers(),
                 origin_note=origin_note,
                 tasks=tuple(task),
+                sandbox=sandbox,
+                hidden=(str(out),),
                 mutants=mutants,
                 min_mutation_score=min_mutation_score,
             ),

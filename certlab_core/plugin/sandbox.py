@@ -35,10 +35,6 @@ def _strings(values: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(str(v) for v in values or ())
 
 
-def _ports(values: Iterable[int] | None) -> tuple[int, ...]:
-    return tuple(int(v) for v in values or ())
-
-
 @frozen
 class ResourceLimits:
     """Per-run limits: CPU seconds, address space, live processes, and the size of any one file written."""
@@ -54,11 +50,11 @@ class SandboxRequest:
     """One program to contain.
 
     ``workdir`` is bound writable at its own path and is the program's working directory;
-    ``writable`` are further folders bound writable (a grader's scratch folder); ``hidden``
+    ``writable`` are further folders bound writable (a grader's scratch folder), ``readable``
+    files or folders shown read-only (the prompt file); ``hidden``
     are files and folders that must not be visible inside. ``relay_sockets`` are host Unix
-    sockets (such as the model boundary's) bound into the sandbox at the same path, and
-    ``relay_ports`` are host ``127.0.0.1`` ports reachable inside at the same port: the only
-    network a contained program has. ``env`` is the program's whole environment.
+    sockets (such as the model boundary's) bound into the sandbox at the same path: the only
+    network a contained program has (its loopback is its own, empty). ``env`` is the program's whole environment.
     """
 
     argv: tuple[str, ...] = field(converter=_strings)
@@ -66,9 +62,9 @@ class SandboxRequest:
     env: Mapping[str, str] = field(converter=lambda m: dict(m))
     hidden: tuple[str, ...] = field(converter=_strings, default=())
     writable: tuple[str, ...] = field(converter=_strings, default=())
+    readable: tuple[str, ...] = field(converter=_strings, default=())
     limits: ResourceLimits = ResourceLimits()
     relay_sockets: tuple[str, ...] = field(converter=_strings, default=())
-    relay_ports: tuple[int, ...] = field(converter=_ports, default=())
 
 
 class BeforeExec(Protocol):
@@ -169,8 +165,8 @@ class Containment:
         env: Mapping[str, str],
         *,
         writable: Iterable[str] = (),
+        readable: Iterable[str] = (),
         relay_sockets: Iterable[str] = (),
-        relay_ports: Iterable[int] = (),
     ) -> SandboxLaunch:
         """How to start ``argv`` under this containment (as it is, when uncontained)."""
         if self.sandbox is None:
@@ -182,9 +178,9 @@ class Containment:
                 env=env,
                 hidden=self.hidden,
                 writable=tuple(writable),
+                readable=tuple(readable),
                 limits=self.limits,
                 relay_sockets=tuple(relay_sockets),
-                relay_ports=tuple(relay_ports),
             )
         )
 
@@ -310,7 +306,10 @@ def choose_containment(
         reason = f"the sandbox {wanted} is not installed (pip install certlab-sandbox-bwrap)"
     else:
         reason = sandbox.probe() or ""
-    everything_hidden = tuple(sorted({*installation_paths(), *(os.path.abspath(p) for p in hidden if p)}))
+    wanted_hidden = sorted({*installation_paths(), *(os.path.abspath(p) for p in hidden if p)})
+    everything_hidden = tuple(
+        p for p in wanted_hidden if not any(p.startswith(q.rstrip("/") + "/") for q in wanted_hidden)
+    )
     if isinstance(sandbox, Sandbox) and not reason:
         return Containment(sandbox=sandbox, hidden=everything_hidden, limits=limits or ResourceLimits())
     if choice == "bwrap":

@@ -1,0 +1,263 @@
+"""The bwrap sandbox: a contained program sees a read-only system, its work copy, a private /tmp and HOME, no network.
+
+``bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp`` gives the read-only view; every
+hidden path (the installed families, certlab's installation and checkout, the experiment,
+the run store) is covered by an empty tmpfs (a hidden file by ``/dev/null``); the work copy
+and any further writable folder are bound back at their own paths; ``HOME`` is a fresh
+``/home/agent``; the dedicated agent environment (a venv with pytest and nothing of
+certlab) is bound read-only and first on ``PATH``. ``--unshare-pid --die-with-parent``: every
+process the program starts dies with it. ``--unshare-net``: no network at all, not even the
+host's loopback; host Unix sockets named in ``relay_sockets`` are bound in at their paths.
+
+Limits: CPU time and file size as rlimits; memory through a memory cgroup when one can be
+made (else ``RLIMIT_AS``); processes through a cgroup's ``pids.max`` (root ignores
+``RLIMIT_NPROC``), else ``RLIMIT_NPROC`` when not root. A limit is reported hit from the
+signal that ended the program (SIGXCPU, SIGXFSZ) or the cgroup's own counters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from certlab_core.plugin import (
+    ResourceLimit,
+    Sandbox,
+    SandboxLaunch,
+    SandboxRequest,
+    agent_environment_dir,
+    hookimpl,
+)
+
+NAME = "bwrap"
+AGENT_HOME = "/home/agent"
+PIDS_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")
+MEMORY_ROOTS = ("/sys/fs/cgroup/memory",)
+AGENT_ENV_MARKER = ".certlab-agent-env"
+AGENT_ENV_PACKAGES = ("pytest",)
+# Variables that would point a contained Python at the harness's installation.
+DROPPED_VARIABLES = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE")
+PROBE_TIMEOUT_S = 10.0
+
+_probed: list[str | None] = []
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or ["no message"])[0]
+
+
+def agent_python() -> str:
+    """The agent environment's interpreter, made on first use (a venv with pytest, outside any checkout)."""
+    folder = agent_environment_dir()
+    python = folder / "bin" / "python"
+    if (folder / AGENT_ENV_MARKER).is_file() and python.exists():
+        return str(python)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with (folder.parent / "agent-env.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / AGENT_ENV_MARKER).is_file() and python.exists():
+            return str(python)
+        shutil.rmtree(folder, ignore_errors=True)
+        base = getattr(sys, "_base_executable", sys.executable)
+        steps = [
+            [base, "-m", "venv", str(folder)],
+            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *AGENT_ENV_PACKAGES],
+        ]
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"the agent environment could not be made ({_first_line(done.stderr)})")
+        (folder / AGENT_ENV_MARKER).write_text("pytest, nothing of certlab\n", encoding="utf-8")
+    return str(python)
+
+
+def probe() -> str | None:
+    """None when bwrap makes a sandbox here and the agent environment exists (or can be made)."""
+    if _probed:
+        return _probed[0]
+    reason: str | None = None
+    program = shutil.which("bwrap")
+    if program is None:
+        reason = "bubblewrap (bwrap) is not installed"
+    else:
+        argv = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net"]
+        try:
+            done = subprocess.run([*argv, "/bin/true"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+            if done.returncode != 0:
+                reason = f"bwrap cannot make a sandbox here ({_first_line(done.stderr)})"
+        except (OSError, subprocess.TimeoutExpired) as error:
+            reason = f"bwrap cannot make a sandbox here ({error})"
+    if reason is None:
+        try:
+            agent_python()
+        except (OSError, RuntimeError) as error:
+            reason = str(error)
+    _probed.append(reason)
+    return reason
+
+
+def _inside(path: str, folders: list[str]) -> bool:
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
+
+
+def _new_cgroup(roots: tuple[str, ...], control: str, value: int) -> Path | None:
+    """A fresh cgroup under the first writable hierarchy holding ``control``, set to ``value``; None when none is."""
+    for root in roots:
+        base = Path(root)
+        own = _own_cgroup(base)
+        for parent in (base / own.lstrip("/"), base) if own else (base,):
+            if not (parent / control).exists() and not (parent / "cgroup.procs").exists():
+                continue
+            group = parent / f"certlab-{uuid.uuid4().hex[:12]}"
+            try:
+                group.mkdir()
+                (group / control).write_text(str(value))
+                return group
+            except OSError:
+                with contextlib.suppress(OSError):
+                    group.rmdir()
+    return None
+
+
+def _own_cgroup(base: Path) -> str:
+    """This process's cgroup path in the hierarchy mounted at ``base`` (v1 names the controller)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return ""
+    controller = base.name
+    for line in lines:
+        _id, names, path = line.split(":", 2)
+        if controller in names.split(","):
+            return path
+    return ""
+
+
+def _counter(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        return 0
+    return 0
+
+
+def _failcnt(group: Path) -> int:
+    try:
+        return int((group / "memory.failcnt").read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
+def _remove(group: Path | None) -> None:
+    if group is None:
+        return
+    for _attempt in range(50):
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            procs = (group / "cgroup.procs").read_text().split() if (group / "cgroup.procs").exists() else []
+            for pid in procs:
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            time.sleep(0.01)
+
+
+def launch(request: SandboxRequest) -> SandboxLaunch:
+    """The bwrap command line for ``request``, its limits, and how to read which were hit."""
+    program = shutil.which("bwrap") or "bwrap"
+    environment = agent_environment_dir()
+    python_bin = environment / "bin"
+    shown = [request.workdir, *request.writable]
+    argv: list[str] = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in request.hidden:
+        if not os.path.lexists(path) or path in ("/", "/tmp"):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            argv += ["--tmpfs", path]
+        else:
+            argv += ["--ro-bind", "/dev/null", path]
+    argv += ["--tmpfs", "/home", "--dir", AGENT_HOME]
+    if environment.is_dir():
+        argv += ["--ro-bind", str(environment), str(environment)]
+    for path in request.readable:
+        if os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    for path in shown:
+        argv += ["--bind", path, path]
+    for socket_path in request.relay_sockets:
+        argv += ["--bind", socket_path, socket_path]
+    argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
+    argv += ["--chdir", request.workdir, "--", *request.argv]
+
+    hidden = [p for p in request.hidden if p not in ("/",)]
+    env = {k: v for k, v in request.env.items() if k not in DROPPED_VARIABLES}
+    path_entries = [p for p in env.get("PATH", os.defpath).split(":") if p and not _inside(p, hidden)]
+    env["PATH"] = ":".join([str(python_bin), *path_entries])
+    env["HOME"] = AGENT_HOME
+    env["TMPDIR"] = "/tmp"
+
+    limits = request.limits
+    pids_group = _new_cgroup(PIDS_ROOTS, "pids.max", limits.processes)
+    memory_group = _new_cgroup(MEMORY_ROOTS, "memory.limit_in_bytes", limits.memory_bytes)
+    if memory_group is not None:
+        with contextlib.suppress(OSError):
+            (memory_group / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
+    groups = [g for g in (pids_group, memory_group) if g is not None]
+
+    def before_exec() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        if memory_group is None:
+            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        if pids_group is None and os.geteuid() != 0:
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+        me = str(os.getpid())
+        for group in groups:
+            (group / "cgroup.procs").write_text(me)
+
+    def limits_hit(exit_code: int | None) -> tuple[ResourceLimit, ...]:
+        hit: list[ResourceLimit] = []
+        signals = {-exit_code, exit_code - 128} if exit_code is not None else set()
+        if signal.SIGXCPU in signals:
+            hit.append("cpu")
+        if signal.SIGXFSZ in signals:
+            hit.append("file-size")
+        if memory_group is not None and _failcnt(memory_group) > 0:
+            hit.append("memory")
+        if pids_group is not None and _counter(pids_group / "pids.events", "max") > 0:
+            hit.append("processes")
+        return tuple(hit)
+
+    def release() -> None:
+        for group in groups:
+            _remove(group)
+
+    return SandboxLaunch(argv=argv, env=env, before_exec=before_exec, limits_hit=limits_hit, release=release)
+
+
+@hookimpl
+def certlab_sandboxes() -> list[Sandbox]:
+    return [
+        Sandbox(
+            name=NAME,
+            description="bubblewrap: read-only system, hidden answer key, no network, per-trial limits",
+            probe=probe,
+            launch=launch,
+            python=agent_python,
+        )
+    ]
