@@ -231,8 +231,8 @@ def run_contained(
     stderr: IO[bytes] | int = subprocess.DEVNULL,
     containment: Containment | None = None,
     writable: Iterable[str] = (),
+    readable: Iterable[str] = (),
     relay_sockets: Iterable[str] = (),
-    relay_ports: Iterable[int] = (),
 ) -> ContainedRun:
     """Run ``argv`` in ``cwd`` under ``containment`` (uncontained when None) and a child subreaper.
 
@@ -245,7 +245,7 @@ def run_contained(
     environment[TOKEN_VARIABLE] = token
     started = time.monotonic()
     launch = (containment if containment is not None else Containment()).launch(
-        argv, cwd, environment, writable=writable, relay_sockets=relay_sockets, relay_ports=relay_ports
+        argv, cwd, environment, writable=writable, readable=readable, relay_sockets=relay_sockets
     )
     try:
         read_fd, write_fd = os.pipe()
@@ -300,17 +300,19 @@ def run_command(
     *,
     env: Mapping[str, str] | None = None,
     unavailable_exit_codes: Collection[int] = (UNAVAILABLE_EXIT_CODE,),
+    readable: Iterable[str] = (),
     relay_sockets: Iterable[str] = (),
-    relay_ports: Iterable[int] = (),
 ) -> AgentOutcome:
     """Run ``argv`` as the agent for ``request`` and return its outcome.
 
     ``env`` replaces ``request.env`` when given (build it from ``request.env`` to keep the
     harness's variables). A program that cannot be started is ``unavailable``, with the
     reason in ``detail``; one that outlives the timeout is ``timeout``; one that exceeds a
-    sandbox limit is ``resource-limit``. ``relay_sockets`` (host Unix sockets) and
-    ``relay_ports`` (host ``127.0.0.1`` ports) are what a contained agent may reach, such as
-    the model boundary; nothing else of the network is.
+    sandbox limit is ``crashed``, and the kernel names it ``agent-resource-limit``.
+    ``readable`` are files a contained agent is shown read-only besides its work copy and
+    the prompt (its own program, when that lives in a hidden folder); ``relay_sockets``
+    (host Unix sockets, such as the model boundary's) are bound into the sandbox at their
+    paths: the only network a contained agent reaches.
     """
     environment = dict(request.env if env is None else env)
     with tempfile.TemporaryDirectory(prefix="certlab-command-") as scratch:
@@ -324,8 +326,8 @@ def run_command(
                 stdout=out,
                 stderr=err,
                 containment=active_containment(),
+                readable=(request.prompt_file, *readable),
                 relay_sockets=relay_sockets,
-                relay_ports=relay_ports,
             )
         if run.status == "unstartable":
             return AgentOutcome(

@@ -46,7 +46,27 @@ def run(request: AgentRequest) -> AgentOutcome:
     """Run the command line given as the agent's argument and report what happened."""
     if not request.agent_args:
         raise UsageError("the command agent needs its command line: --agent-arg 'COMMAND ...'")
-    return run_command(request, ["/bin/sh", "-c", " ".join(request.agent_args)])
+    cmdline = " ".join(request.agent_args)
+    return run_command(request, ["/bin/sh", "-c", cmdline], readable=program_files(cmdline))
+
+
+INTERPRETERS = frozenset({"sh", "bash", "dash", "python", "python3", "node", "perl", "ruby"})
+
+
+def program_files(cmdline: str) -> list[str]:
+    """The agent's own program: executable files the command line names, and an interpreter's script.
+
+    A sandbox shows these read-only (they may live in a hidden folder, such as a checkout);
+    any other file the command line names stays hidden.
+    """
+    try:
+        words = shlex.split(cmdline)
+    except ValueError:
+        return []
+    shown = {w for w in words if "/" in w and os.path.isfile(w) and os.access(w, os.X_OK)}
+    if len(words) > 1 and os.path.basename(words[0]) in INTERPRETERS and os.path.isfile(words[1]):
+        shown.add(words[1])
+    return sorted(os.path.abspath(w) for w in shown)
 
 
 @hookimpl

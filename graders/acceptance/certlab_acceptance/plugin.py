@@ -35,6 +35,7 @@ from certlab_core.plugin import (
     GradeResult,
     HeldOutCase,
     InstrumentError,
+    active_containment,
     check_modules,
     check_unmoved,
     copy_tree,
@@ -114,15 +115,26 @@ class CaseHost:
     def __init__(self, tree: Path, log: Path, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self.log = log
+        containment = active_containment()
+        if containment.contained:  # the agent's code under the run's sandbox, by the agent environment's Python
+            host = tree.parent / HOST_FILE.name
+            shutil.copyfile(HOST_FILE, host)
+            python = containment.python()
+            site_dirs = [str(p) for p in sorted(Path(python).parent.parent.glob("lib/python*/site-packages"))]
+            argv = [python, "-I", "-S", str(host), str(tree), repr(timeout_s), *site_dirs]
+        else:
+            argv = [sys.executable, "-I", "-S", str(HOST_FILE), str(tree), repr(timeout_s), *site.getsitepackages()]
+        self.launch = containment.launch(argv, str(tree), case_environment(), writable=(str(tree.parent),))
         with log.open("ab") as log_handle:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(HOST_FILE), str(tree), repr(timeout_s), *site.getsitepackages()],
+                list(self.launch.argv),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log_handle,
                 cwd=tree,
-                env=case_environment(),
+                env=dict(self.launch.env),
                 start_new_session=True,
+                preexec_fn=self.launch.before_exec,
             )
         self.buffer = b""
 
@@ -174,6 +186,7 @@ class CaseHost:
             self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
+        self.launch.release()
 
 
 # ----------------------------------------------------------------------------- judging, here only

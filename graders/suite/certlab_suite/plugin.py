@@ -8,92 +8,33 @@ prints success, exits at import time or collects nothing cannot pass.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from certlab_core.plugin import ForkedCallError, Grader, GradeRequest, GradeResult, call_in_fork, copy_tree, hookimpl
+from certlab_core.plugin import (
+    ForkedCallError,
+    Grader,
+    GradeRequest,
+    GradeResult,
+    active_containment,
+    call_in_fork,
+    copy_tree,
+    hookimpl,
+    run_contained,
+)
 from certlab_core.plugin import failure_modes as fm
+from certlab_suite import test_process
+from certlab_suite.test_process import run_pytest
 
 NAME = "suite"
 SUITE_TIMEOUT_S = 120.0
 LOG_TAIL_BYTES = 4096
-
-
-class OutcomeCollector:
-    """A pytest plugin object that records collected node ids and each test's outcome."""
-
-    def __init__(self) -> None:
-        self.collected: list[str] = []
-        self.outcomes: dict[str, str] = {}
-        self.collect_errors: list[str] = []
-
-    def pytest_collectreport(self, report: Any) -> None:
-        if report.failed:
-            self.collect_errors.append(str(report.nodeid))
-
-    def pytest_collection_finish(self, session: Any) -> None:
-        self.collected = [item.nodeid for item in session.items]
-
-    def pytest_runtest_logreport(self, report: Any) -> None:
-        nodeid = str(report.nodeid)
-        previous = self.outcomes.get(nodeid)
-        if report.when == "call":
-            if previous != "failed":
-                self.outcomes[nodeid] = str(report.outcome)
-        elif report.failed:  # an error in setup or teardown fails the test
-            self.outcomes[nodeid] = "failed"
-        elif report.when == "setup" and report.skipped:
-            self.outcomes[nodeid] = "skipped"
-
-
-def _run_pytest(tree: str, test_paths: tuple[str, ...], module_names: tuple[str, ...], log: str) -> dict[str, Any]:
-    """In the fresh test process: run pytest on the copy and report what its hooks saw."""
-    import pytest
-
-    os.chdir(tree)
-    sys.dont_write_bytecode = True
-    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    os.environ.pop("PYTEST_ADDOPTS", None)
-    os.environ.pop("PYTEST_PLUGINS", None)
-    sys.path.insert(0, tree)
-    for name in module_names:  # the parent never imports code under test; make sure of it
-        if name in sys.modules:
-            raise RuntimeError(f"the module {name} was already imported before the tests ran")
-    log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    ini = Path(log).with_name("pytest.ini")
-    ini.write_text("[pytest]\n", encoding="utf-8")
-    collector = OutcomeCollector()
-    args = [
-        *test_paths,
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-c",
-        str(ini),
-        "--rootdir",
-        tree,
-    ]
-    exit_code = pytest.main(args, plugins=[collector])
-    strays: list[str] = []
-    for name in module_names:
-        module = sys.modules.get(name)
-        origin = getattr(module, "__file__", None) if module is not None else None
-        if origin and not os.path.realpath(origin).startswith(os.path.realpath(tree) + os.sep):
-            strays.append(f"{name} from {origin}")
-    return {
-        "exit_code": int(exit_code),
-        "collected": collector.collected,
-        "outcomes": collector.outcomes,
-        "collect_errors": collector.collect_errors,
-        "strays": strays,
-    }
+# Variables the contained test process must not inherit: the lab's own, and those that steer Python or pytest.
+DROPPED_PREFIXES = ("CERTLAB_", "PYTHON", "PYTEST_")
 
 
 def _tail(path: Path, tree: Path) -> str:
@@ -142,9 +83,11 @@ def grade(request: GradeRequest) -> GradeResult:
         tree = scratch / "tree"
         copy_tree(Path(request.workdir), tree)
         log = scratch / "pytest.log"
+        if active_containment().contained:
+            return _grade_contained(request, scratch, tree, log)
         try:
             run = call_in_fork(
-                _run_pytest,
+                run_pytest,
                 str(tree),
                 tuple(request.family.test_paths),
                 tuple(request.family.module_names),
@@ -161,6 +104,42 @@ def grade(request: GradeRequest) -> GradeResult:
         return judge(run, tuple(request.expected_tests), _tail(log, tree))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path) -> GradeResult:
+    """The agent's code under the run's sandbox: a new interpreter of the agent environment, out of the key's reach.
+
+    The test process is this distribution's ``test_process.py``, copied into the scratch
+    folder (certlab's installation is hidden inside); it writes the hooks' report as JSON.
+    """
+    containment = active_containment()
+    runner = scratch / "runner"
+    runner.mkdir()
+    script = runner / "test_process.py"
+    shutil.copyfile(test_process.__file__, script)
+    result = scratch / "result.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
+    argv = [
+        containment.python(),
+        "-I",
+        str(script),
+        str(result),
+        str(tree),
+        str(log),
+        ",".join(request.family.module_names),
+        *request.family.test_paths,
+    ]
+    ran = run_contained(
+        argv, cwd=str(tree), env=env, timeout_s=SUITE_TIMEOUT_S, containment=containment, writable=(str(scratch),)
+    )
+    try:
+        report = json.loads(result.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        how = ran.detail or f"exit status {ran.exit_code}"
+        return GradeResult(
+            NAME, False, fm.SUITE_NOT_RUN, f"the test process did not report ({how})\n" + _tail(log, tree)
+        )
+    return judge(report, tuple(request.expected_tests), _tail(log, tree))
 
 
 @hookimpl
