@@ -24,6 +24,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.plugin.cases import HeldOutCase
+from certlab_core.safe_io import parse_line
 
 WINDOW = 160
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -132,17 +133,12 @@ def artefacts(path: Path, shown: str) -> Iterator[tuple[str, str]]:
         return
     text = data.decode("utf-8", "replace")
     yield shown, text
+    # Parsed under certlab_core.safe_io's caps (nesting, huge integers): what is not such JSON is read as text only.
     if path.suffix == ".json":
-        try:
-            yield from _decoded_fields(json.loads(text), shown)
-        except (json.JSONDecodeError, ValueError):
-            return
+        yield from _decoded_fields(parse_line(text), shown)
     elif path.suffix == ".jsonl":
         for number, line in enumerate(text.splitlines(), start=1):
-            try:
-                yield from _decoded_fields(json.loads(line), f"{shown}:{number}")
-            except (json.JSONDecodeError, ValueError):
-                continue
+            yield from _decoded_fields(parse_line(line), f"{shown}:{number}")
 
 
 def walk_files(root: Path) -> Iterator[Path]:

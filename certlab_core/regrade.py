@@ -1,4 +1,12 @@
-"""Regrade: re-earn every verdict of a certification bundle from its recorded changes, without the agent."""
+"""Regrade: re-earn every verdict of a certification bundle from its recorded changes, without the agent.
+
+Regrading runs the code the bundle holds: each trial's recorded changes are applied to a
+freshly issued tree and the graders run its tests, which import that code. It runs only in
+fresh child processes (one per trial, and one per grader inside it), in a temp folder of
+its own; changes are materialised there with no-follow semantics, and a change that would
+leave it (a symlink on the way, an absolute or ``..`` path, a special file) is refused as
+tampered, exit 3. The containment of that code is chosen in :func:`bundle_code_containment`.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +26,7 @@ from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, Certl
 from certlab_core.plugin.forking import ChildFailure, map_in_forks
 from certlab_core.plugin.records import Defect, Grader, GradeRequest, TaskFamily
 from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.sandbox import Containment, use_containment
 from certlab_core.plugin.workcopy import Change, apply_changes, materialise, sha256_file, taskset_sha256
 
 
@@ -32,6 +41,27 @@ class RecordedTrial:
     failure_mode: str | None
     agent_status: str
     changes: list[Change]
+
+
+def bundle_code_containment(registry: Registry) -> Containment:
+    """The containment the bundle's code runs under during a regrade.
+
+    SANDBOX SEAM: this is where regrade picks a sandbox from the installed ``certlab_sandboxes``
+    plugins (``certlab_core.plugin.sandbox.choose_containment``); every grader of every
+    regraded trial runs under what it returns (``use_containment`` in :func:`_regrade_one`).
+    Until the sandbox plugin wires it, regrade runs the bundle's code uncontained and says so.
+    """
+    return Containment(note="regrade ran the bundle's code uncontained (no sandbox is wired into regrade)")
+
+
+def containment_line(containment: Containment, what: str) -> str:
+    """The plain statement a reader prints: it ran the code ``what`` holds, and how contained."""
+    if containment.contained:
+        return f"note: this ran the code {what} holds, in fresh processes inside the sandbox {containment.name}"
+    return (
+        f"note: this ran the code {what} holds, in fresh processes but uncontained (as you, with your files in "
+        "reach); run it only on evidence you trust, or where a sandbox contains it (docs/trust-model.md)"
+    )
 
 
 @frozen
@@ -69,7 +99,12 @@ def _recorded_trials(bundle: dict[str, Any], path: Path) -> list[RecordedTrial]:
 
 
 def _regrade_one(
-    trial: RecordedTrial, family: TaskFamily, defect: Defect, graders: Sequence[Grader], expected: tuple[str, ...]
+    trial: RecordedTrial,
+    family: TaskFamily,
+    defect: Defect,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    containment: Containment,
 ) -> tuple[str, str | None, str | None]:
     """In a fresh process: issue the seeded tree again, re-apply the recorded changes, run the chain."""
     scratch = Path(tempfile.mkdtemp(prefix="certlab-regrade-"))
@@ -82,10 +117,11 @@ def _regrade_one(
             apply_changes(work, trial.changes, links)
         except CertlabError as error:
             return "tampered", None, error.message
-        chain = run_chain(
-            graders,
-            GradeRequest(workdir=str(work), family=family, defect=defect, issued=issued, expected_tests=expected),
-        )
+        with use_containment(containment):
+            chain = run_chain(
+                graders,
+                GradeRequest(workdir=str(work), family=family, defect=defect, issued=issued, expected_tests=expected),
+            )
         if chain.error:
             return "error", None, chain.error
         return ("fixed" if chain.passed else "not-fixed"), chain.failure_mode, None
@@ -161,8 +197,11 @@ def regrade(registry: Registry, folder: Path, workers: int, progress: Progress, 
             raise InstrumentError(f"{path}: trial {trial.id} names a task {trial.task} the bundle's families lack")
         jobs.append((trial, family, defect))
     mismatches: list[str] = []
+    containment = bundle_code_containment(registry)
     for index, outcome in map_in_forks(
-        lambda job: _regrade_one(job[0], job[1], job[2], graders, expected[job[1].name]), jobs, workers=workers
+        lambda job: _regrade_one(job[0], job[1], job[2], graders, expected[job[1].name], containment),
+        jobs,
+        workers=workers,
     ):
         trial = jobs[index][0]
         if isinstance(outcome, ChildFailure):
@@ -183,6 +222,8 @@ def regrade(registry: Registry, folder: Path, workers: int, progress: Progress, 
     for trial in trials:
         if trial not in graded:
             lines.append(f"{trial.id}: {trial.verdict} ({trial.failure_mode}) comes from the agent run, not regradable")
+    if graded:
+        lines.append(containment_line(containment, "this bundle"))
     if mutants:
         from certlab_core.mutation import recheck_bundle
 

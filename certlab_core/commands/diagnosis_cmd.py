@@ -114,7 +114,13 @@ def rederive_command(
         write_decision(store.folder, decision)
         typer.echo(f"rederive: wrote {path} ({decision['verdict']})")
         raise typer.Exit(EXIT_OK)
-    stored = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    from certlab_core.plugin.errors import CertlabError
+    from certlab_core.safe_io import read_capped_bytes
+
+    try:
+        stored = read_capped_bytes(path, "decision").decode("utf-8", errors="replace").splitlines()
+    except CertlabError as error:  # a FIFO, a device, a folder or a huge file in its place
+        stored = [error.message]
     derived = decision_text(decision).splitlines()
     where = next(
         (i for i, (x, y) in enumerate(zip(stored, derived, strict=False)) if x != y), min(len(stored), len(derived))

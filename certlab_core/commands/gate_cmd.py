@@ -68,7 +68,7 @@ def run_command(
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.runner import ProgressLine, plan_run, run_experiment, workers_default
-    from certlab_core.gate.store import create_run, earlier_runs, summarise_earlier
+    from certlab_core.gate.store import create_run, earlier_lines
     from certlab_core.plugin.registry import discover
 
     if workers < 0:
@@ -90,7 +90,7 @@ def run_command(
     typer.echo(f"run: {folder}")
     if outcome.stopped and decision["verdict"] != "ERROR" and not quiet:
         print(f"certlab: {outcome.stopped}", file=sys.stderr)
-    _echo_decision(decision, folder, summarise_earlier(earlier_runs(folder, manifest)))
+    _echo_decision(decision, folder, earlier_lines(folder, manifest))
     _write_reports(folder, decision, junit, markdown)
     if sign_key is not None:
         typer.echo(sign_evidence(folder, sign_key))
@@ -121,9 +121,8 @@ def gate_command(
         DECISION,
         TRIALS,
         collector_paused,
-        earlier_runs,
+        earlier_lines,
         open_manifest,
-        summarise_earlier,
     )
     from certlab_core.integrity import AttemptLedger
     from certlab_core.plugin.registry import discover
@@ -136,13 +135,19 @@ def gate_command(
     with collector_paused():
         decision = decide_file(manifest, rundir / TRIALS, rule, ledger)
     stored_path = rundir / DECISION
-    if stored_path.exists():
-        stored_text = stored_path.read_text(encoding="utf-8", errors="replace")
+    if stored_path.exists() or stored_path.is_symlink():
+        from certlab_core.plugin.errors import CertlabError
+        from certlab_core.safe_io import parse_json, read_capped_bytes
+
+        try:
+            stored_text = read_capped_bytes(stored_path, "decision").decode("utf-8", errors="replace")
+        except CertlabError as error:  # a FIFO, a device, a folder or a huge file in its place
+            stored_text = error.message
         if stored_text != pretty_json(decision):
             try:
-                stored = json.loads(stored_text)
+                stored = parse_json(stored_text, str(stored_path))
                 tampered = not (isinstance(stored, dict) and seal_holds(stored))
-            except ValueError:
+            except (CertlabError, ValueError):
                 tampered = True
             note = (
                 "decision.json was edited by hand (its seal does not hold)"
@@ -159,7 +164,7 @@ def gate_command(
         typer.echo(pretty_json(decision), nl=False)
     else:
         typer.echo(f"run: {rundir}")
-        _echo_decision(decision, rundir, summarise_earlier(earlier_runs(rundir, manifest)))
+        _echo_decision(decision, rundir, earlier_lines(rundir, manifest))
     _write_reports(rundir, decision, junit, markdown)
     raise typer.Exit(int(decision["exit_code"]))
 

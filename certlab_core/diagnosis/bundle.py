@@ -263,19 +263,34 @@ def _shape_problem(document: Mapping[str, Any]) -> str | None:
         for entry in files
     ):
         return "its files are not a list of {path, module, text, sha256} strings"
+    for entry in files:
+        if entry["path"] not in module_paths(entry["module"]):
+            return (
+                f"its included file {entry['path']!r} is not where its module {entry['module']!r} lives "
+                "(a path is the module's dotted name as folders: never absolute, never '..'); it was tampered with"
+            )
     return None
+
+
+def module_paths(module: str) -> tuple[str, ...]:
+    """The relative paths a module's source may have in a reproducer: ``a/b.py`` or ``a/b/__init__.py`` for ``a.b``."""
+    parts = module.split(".")
+    if not all(part and not set(part) & set("/\\\0") for part in parts):
+        return ()
+    base = "/".join(parts)
+    return (f"{base}.py", f"{base}/__init__.py")
 
 
 def read_bundle(path: Path) -> dict[str, Any]:
     """A reproducer read back, its schema, seal, trial seal and identity checked; anything wrong is exit 3."""
     from certlab_core.gate.schedule import key_of, trial_identity
+    from certlab_core.safe_io import load_json
 
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such reproducer; write one with 'certlab bundle RUNDIR TRIAL --out'") from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise InstrumentError(f"{path}: not a readable reproducer ({type(error).__name__})") from None
+    # Absent is a usage error (exit 4); present but not a readable reproducer is invalid (exit 3).
+    missing = f"{path}: no such reproducer; write one with 'certlab bundle RUNDIR TRIAL --out'"
+    if not path.exists():
+        raise UsageError(missing)
+    document = load_json(path, "reproducer", InstrumentError, missing)
     if not isinstance(document, dict) or document.get("schema") != BUNDLE_SCHEMA:
         raise InstrumentError(f"{path}: not a {BUNDLE_SCHEMA} reproducer")
     shape = _shape_problem(document)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from certlab_core.canonical import pretty_json
-from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
 from certlab_core.plugin.records import StatisticalRule
 from certlab_core.plugin.registry import Registry
 
@@ -56,14 +56,15 @@ def decision_file_state(store: RunStore, decision: dict[str, Any]) -> str:
 
 def _decision_file_state(folder: Path, decision: dict[str, Any]) -> str:
     from certlab_core.gate.store import DECISION
+    from certlab_core.safe_io import read_capped_bytes
 
     path = folder / DECISION
-    try:
-        stored = path.read_bytes()
-    except FileNotFoundError:
+    if not (path.exists() or path.is_symlink()):
         return "missing"
-    except OSError as error:
-        raise InstrumentError(f"{path}: unreadable ({error.strerror})") from None
+    try:
+        stored = read_capped_bytes(path, "decision")
+    except CertlabError:  # a FIFO, a device, a folder or a huge file in its place: not the decision
+        return "differs"
     return "matches" if stored == decision_text(decision).encode("utf-8") else "differs"
 
 
@@ -125,7 +126,14 @@ def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tu
     from certlab_core.diagnosis.model import EarlierRun, ReportAccumulator
     from certlab_core.gate.decision import decide_file
     from certlab_core.gate.manifest import manifest_document
-    from certlab_core.gate.store import TRIALS, collector_paused, earlier_runs, open_manifest, summarise_earlier
+    from certlab_core.gate.store import (
+        EARLIER_SKIPPED,
+        TRIALS,
+        collector_paused,
+        earlier_runs,
+        open_manifest,
+        summarise_earlier,
+    )
 
     manifest = open_manifest(rundir)
     name = manifest.rule.name
@@ -133,10 +141,14 @@ def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tu
         rule: StatisticalRule = registry.get("statistical_rules", name)
     except UsageError as error:
         raise UsageError(f"{rundir}: the run was decided by {error.message}") from None
+    # Earlier runs are listed, never decided on: a damaged one is skipped with a note
+    # (certlab_core.gate.store.summarise_earlier), so it never changes this report or its exit code.
     paths = earlier_runs(rundir, manifest)
     earlier = []
     for path, summary in zip(paths, summarise_earlier(paths), strict=True):
-        verdict = summary.rsplit(": ", 1)[-1]
+        verdict = summary[len(path.name) + 2 :]
+        if verdict.startswith(EARLIER_SKIPPED):
+            verdict = f"{EARLIER_SKIPPED}: its decision.json is damaged"
         earlier.append(EarlierRun(run=path.name, verdict=None if verdict == "no decision" else verdict))
     accumulator = ReportAccumulator(manifest_document(manifest), pass_k)
     with collector_paused():

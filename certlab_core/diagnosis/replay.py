@@ -11,6 +11,11 @@ outcome and failure mode, and the same exception for a crash), exit 0, else exit
 ``--live`` instead re-runs the trial for real through the gate's runner (the same world,
 seed and faults, optionally with another agent): exit 0 when the recorded outcome and failure
 mode come back, 1 when they do not (for a failure's reproducer, 1 means the agent now copes).
+
+Either way replay runs the code the reproducer holds (its included files): only in a fresh
+child process, with the files written inside that child's own temp folder (never through a
+link, never at an absolute or ``..`` path). Its containment is chosen in
+:func:`reproducer_code_containment`.
 """
 
 from __future__ import annotations
@@ -30,11 +35,13 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.canonical import canonical_json
-from certlab_core.diagnosis.bundle import edited_files, manifest_from_slice
+from certlab_core.diagnosis.bundle import edited_files, manifest_from_slice, module_paths
 from certlab_core.diagnosis.events import describe_call
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK
 from certlab_core.plugin.forking import ForkedCallError, call_in_fork
 from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.sandbox import Containment
+from certlab_core.plugin.workcopy import write_inside
 
 KILL_GRACE_S = 5.0
 
@@ -99,11 +106,18 @@ class RecordedBoundary:
 
 
 def load_included(files: Sequence[Mapping[str, Any]], folder: Path) -> None:
-    """Write the included files under ``folder`` and load each as its module, replacing any installed version."""
+    """Write the included files under ``folder`` and load each as its module, replacing any installed version.
+
+    This runs the code the reproducer holds (replay is always in a child process). Each file is
+    written only inside ``folder``, with no-follow semantics: a path that is absolute, holds
+    ``..`` or passes through a link is refused (``read_bundle`` refuses it first, as tampered).
+    """
     for entry in files:
-        path = folder / str(entry["path"])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(str(entry["text"]), encoding="utf-8")
+        relpath = str(entry["path"])
+        if relpath not in module_paths(str(entry["module"])):
+            raise ImportError(f"the included path {relpath!r} is not that of the module {entry['module']!r}")
+        write_inside(folder, relpath, str(entry["text"]).encode("utf-8"))
+        path = folder / relpath
         name = str(entry["module"])
         parent, _, leaf = name.rpartition(".")
         if parent:
@@ -179,12 +193,28 @@ def _exception_type(detail: str) -> str:
     return detail.partition(":")[0].strip()
 
 
+def reproducer_code_containment() -> Containment:
+    """The containment the reproducer's code runs under.
+
+    SANDBOX SEAM: this is where replay picks a sandbox from the installed ``certlab_sandboxes``
+    plugins and runs :func:`_replay_child` / :func:`_live_child` inside it. Until the sandbox
+    plugin wires it, replay runs the included code uncontained and says so.
+    """
+    return Containment(note="replay ran the reproducer's code uncontained (no sandbox is wired into replay)")
+
+
+def _containment_line() -> str:
+    from certlab_core.regrade import containment_line
+
+    return containment_line(reproducer_code_containment(), "this reproducer")
+
+
 def replay(bundle: Mapping[str, Any]) -> ReplayResult:
     """Replay the reproducer's agent against its recording (in a fresh process)."""
     from certlab_core.gate.runner import classify
 
     trial = bundle["trial"]
-    lines = [f"replay {trial['id']} of {bundle['experiment']} (recorded: {_outcome(trial)})"]
+    lines = [f"replay {trial['id']} of {bundle['experiment']} (recorded: {_outcome(trial)})", _containment_line()]
     edited = edited_files(bundle)
     if edited:
         lines.append(f"included files edited since bundling: {', '.join(edited)}")
@@ -264,7 +294,10 @@ def replay_live(bundle: Mapping[str, Any], registry: Registry, agent: str | None
 
     trial = bundle["trial"]
     who = agent or bundle["agent"]["reference"]
-    lines = [f"live re-run of {trial['id']} of {bundle['experiment']} with {who} (recorded: {_outcome(trial)})"]
+    lines = [
+        f"live re-run of {trial['id']} of {bundle['experiment']} with {who} (recorded: {_outcome(trial)})",
+        _containment_line(),
+    ]
     started = time.monotonic()
     try:
         line = call_in_fork(_live_child, bundle, agent, registry, timeout=600.0)

@@ -209,9 +209,13 @@ def value_problems(descriptor: Descriptor) -> list[tuple[str, str]]:
             out.append((f"{where}.name", f"{condition.name!r} is not a name; use letters, digits, '.', '_' and '-'"))
         elif names.count(condition.name) > 1 and names.index(condition.name) != i:
             out.append((f"{where}.name", f"the condition {condition.name!r} is named twice; rename one"))
-        if task.family is not None and condition.faults:
+        if task.family is not None and any(fault.tool != "model" for fault in condition.faults):
             out.append(
-                (f"{where}.faults", "faults act at the tool boundary, which a family task does not have; remove them")
+                (
+                    f"{where}.faults",
+                    "a family task has no tool boundary, only the model boundary: declare its faults with "
+                    "tool: model (model_rate_limit, model_server_error, model_timeout, model_truncated_stream)",
+                )
             )
         for j, fault in enumerate(condition.faults):
             if fault.on_calls != "all":
@@ -239,7 +243,7 @@ def value_problems(descriptor: Descriptor) -> list[tuple[str, str]]:
         value = getattr(budgets, name)
         if value is not None and value < 1:
             out.append((f"budgets.{name}", "a budget must be at least 1 (or null for no limit)"))
-        if value is not None and task.family is not None:
+        if value is not None and task.family is not None and name == "tool_calls":
             out.append((f"budgets.{name}", "a family task has no tool boundary to count at; remove it"))
     if not 0.0 < budgets.seconds <= 86400.0:
         out.append(("budgets.seconds", f"{budgets.seconds} is outside (0, 86400]"))
@@ -328,13 +332,13 @@ def problem_message(lines: list[str]) -> str:
 
 def load_descriptor(path: Path) -> Descriptor:
     """Read and check ``certlab.yaml`` (exit 4 with one line per problem)."""
+    from certlab_core.safe_io import MAX_NESTING, nesting_depth, read_capped_text
+
     source = path.name
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such descriptor; give the path of a certlab.yaml (see examples/retry/)") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: cannot read the descriptor ({type(error).__name__}: {error})") from None
+    missing = f"{path}: no such descriptor; give the path of a certlab.yaml (see examples/retry/)"
+    text = read_capped_text(path, "descriptor", UsageError, missing)
+    if nesting_depth(text) > MAX_NESTING:
+        raise UsageError(f"{path}: nested more than {MAX_NESTING} levels deep; a descriptor is a few levels deep")
     return descriptor_from_data(read_yaml(text, source), source)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -411,17 +410,11 @@ def manifest_from_document(document: Any, source: str) -> Manifest:
 
 def read_manifest(path: Path) -> Manifest:
     """Read and verify ``manifest.json``."""
+    from certlab_core.safe_io import load_json
+
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InstrumentError(f"{source}: missing; this folder is not a certlab run store") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InstrumentError(f"{source}: unreadable ({type(error).__name__})") from None
-    try:
-        document = json.loads(text)
-    except (ValueError, RecursionError) as error:
-        raise InstrumentError(f"{source}: not JSON ({error}); the run store is damaged") from None
+    missing = f"{source}: missing; this folder is not a certlab run store"
+    document = load_json(path, "run store's manifest", InstrumentError, missing)
     return manifest_from_document(document, source)
 
 

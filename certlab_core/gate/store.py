@@ -22,7 +22,8 @@ from attrs import frozen
 from certlab_core.canonical import pretty_json
 from certlab_core.diagnosis.events import boundary_marks
 from certlab_core.gate.manifest import Manifest, manifest_document, read_manifest
-from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
+from certlab_core.safe_io import MAX_DOCUMENT_BYTES, iter_capped_lines, line_too_long, load_json, opened_regular
 
 MANIFEST = "manifest.json"
 TRIALS = "trials.jsonl"
@@ -204,14 +205,12 @@ class RunStore:
 def iter_raw_lines(path: Path) -> Iterator[str]:
     """The lines of trials.jsonl one at a time, without their newline (split on newlines only: a record may hold
     U+2028 and kin), so a large store is never held in memory whole."""
-    try:
-        with path.open("r", encoding="utf-8", newline="\n") as handle:
-            for raw in handle:
-                yield raw[:-1] if raw.endswith("\n") else raw
-    except FileNotFoundError:
-        raise InstrumentError(f"{path}: missing; this run store has no trial records") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InstrumentError(f"{path}: unreadable ({type(error).__name__}); the run store is damaged") from None
+    missing = f"{path}: missing; this run store has no trial records"
+    for number, raw in enumerate(iter_capped_lines(path, "trials store", InstrumentError, missing), 1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InstrumentError(f"{path} line {number}: not UTF-8 text; the run store is damaged") from None
 
 
 _RELEASE_BYTES = 16 << 20  # how much of the mapped file is read before its pages are handed back
@@ -226,10 +225,13 @@ def iter_raw_line_bytes(path: Path, start: int = 0, end: int | None = None) -> I
     or the file's end). The file is mapped rather than read, which saves copying it once
     through a buffer; the pages already read are handed back every 16 MB, so the map never
     holds much of a large store in the reader's memory. Lines appended while it reads are
-    not seen (the map's size is the file's size when it was opened).
+    not seen (the map's size is the file's size when it was opened). Only a regular file is
+    read, and a line longer than 16 MB is refused (``certlab_core.safe_io``); there is no cap on
+    the number of lines.
     """
+    missing = f"{path}: missing; this run store has no trial records"
     try:
-        with path.open("rb") as handle:
+        with opened_regular(path, "trials store", InstrumentError, missing) as handle:
             size = os.fstat(handle.fileno()).st_size
             stop = size if end is None else min(end, size)
             if stop <= start:
@@ -241,18 +243,29 @@ def iter_raw_line_bytes(path: Path, start: int = 0, end: int | None = None) -> I
                 while position < stop:
                     newline = find(b"\n", position, stop)
                     if newline < 0:
+                        if stop - position > MAX_DOCUMENT_BYTES:
+                            raise InstrumentError(line_too_long(path, _line_number(view, position)))
                         yield view[position:stop]
                         break
+                    if newline - position > MAX_DOCUMENT_BYTES:
+                        raise InstrumentError(line_too_long(path, _line_number(view, position)))
                     yield view[position:newline]
                     position = newline + 1
                     if position - released >= _RELEASE_BYTES:
                         upto = position - position % mmap.PAGESIZE
                         view.madvise(mmap.MADV_DONTNEED, released, upto - released)
                         released = upto
-    except FileNotFoundError:
-        raise InstrumentError(f"{path}: missing; this run store has no trial records") from None
     except (OSError, ValueError) as error:  # ValueError: a file that cannot be mapped
         raise InstrumentError(f"{path}: unreadable ({type(error).__name__}); the run store is damaged") from None
+
+
+def _line_number(view: mmap.mmap, position: int) -> int:
+    """The number of the line that starts at ``position`` (counted only on the way to a refusal)."""
+    number, at = 1, view.find(b"\n", 0, position)
+    while at >= 0:
+        number += 1
+        at = view.find(b"\n", at + 1, position)
+    return number
 
 
 def open_manifest(folder: Path) -> Manifest:
@@ -270,36 +283,61 @@ def read_store(folder: Path) -> RunStore:
     return RunStore(folder=folder, manifest=manifest)
 
 
-def earlier_runs(folder: Path, manifest: Manifest) -> list[Path]:
-    """Sibling run stores of the same experiment id, oldest first (for reports, never for the decision)."""
+def earlier_runs(folder: Path, manifest: Manifest, notes: list[str] | None = None) -> list[Path]:
+    """Sibling run stores of the same experiment id, oldest first (for reports, never for the decision).
+
+    A sibling whose manifest cannot be read (not a regular file, too large, not JSON...) is
+    skipped, with a line in ``notes`` when given: an earlier run never changes a verdict.
+    """
     found: list[tuple[float, Path]] = []
-    parent = folder.resolve().parent
     try:
-        candidates = sorted(parent.iterdir())
-    except OSError:
+        here = folder.resolve()
+        candidates = sorted(here.parent.iterdir())
+    except (OSError, RuntimeError):
         return []
     for candidate in candidates:
-        if candidate.resolve() == folder.resolve() or not (candidate / MANIFEST).is_file():
-            continue
+        path = candidate / MANIFEST
         try:
-            document = json.loads((candidate / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
+            if candidate.resolve() == here or not (path.exists() or path.is_symlink()):
+                continue
+            document = load_json(path, "manifest")
+            mtime = path.stat().st_mtime
+        except CertlabError as error:
+            if notes is not None:
+                notes.append(f"earlier run {candidate.name} skipped: {error.message}")
+            continue
+        except (OSError, RuntimeError) as error:
+            if notes is not None:
+                notes.append(f"earlier run {candidate.name} skipped: {path}: unreadable ({type(error).__name__})")
             continue
         if isinstance(document, dict) and document.get("experiment") == manifest.experiment:
-            found.append(((candidate / MANIFEST).stat().st_mtime, candidate))
+            found.append((mtime, candidate))
     return [path for _mtime, path in sorted(found)]
 
 
+EARLIER_SKIPPED = "skipped"
+
+
 def summarise_earlier(paths: Sequence[Path]) -> list[str]:
-    """One line per earlier run: its folder and the verdict its decision.json records."""
+    """One line per earlier run: its folder and the verdict its decision.json records (``skipped (why)`` if damaged)."""
     lines = []
     for path in paths:
         verdict = "no decision"
+        decision = path / DECISION
         try:
-            document = json.loads((path / DECISION).read_text(encoding="utf-8"))
-            if isinstance(document, dict):
-                verdict = str(document.get("verdict", verdict))
-        except (OSError, ValueError, UnicodeDecodeError):
-            pass
+            if decision.exists() or decision.is_symlink():
+                document = load_json(decision, "decision")
+                if isinstance(document, dict):
+                    verdict = str(document.get("verdict", verdict))[:40]
+        except CertlabError as error:
+            verdict = f"{EARLIER_SKIPPED} ({error.message})"
+        except OSError as error:
+            verdict = f"{EARLIER_SKIPPED} ({decision}: unreadable, {type(error).__name__})"
         lines.append(f"{path.name}: {verdict}")
     return lines
+
+
+def earlier_lines(folder: Path, manifest: Manifest) -> list[str]:
+    """What ``run`` and ``gate`` print of the earlier runs beside ``folder``: a verdict each, then what was skipped."""
+    notes: list[str] = []
+    return summarise_earlier(earlier_runs(folder, manifest, notes)) + notes

@@ -8,7 +8,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from attrs import frozen
@@ -22,12 +22,16 @@ CHANGE_KINDS = ("added", "modified", "deleted", "symlink", "hardlink")
 @frozen
 class Change:
     """One path an agent changed. ``content_b64`` is the new bytes (a symlink's target for
-    ``symlink``), None for ``deleted``; ``sha256`` is of those bytes."""
+    ``symlink``), None for ``deleted``; ``sha256`` is of those bytes and ``size`` their length.
+    ``omitted`` marks a change kept without its content because it was past a cap
+    (:data:`DEFAULT_FILE_CAP`, :data:`DEFAULT_TOTAL_CAP`): only its sha256 and size are known."""
 
     path: str
     kind: str
     sha256: str | None
     content_b64: str | None
+    size: int | None = None
+    omitted: bool = False
 
 
 def sha256_file(path: Path) -> str:
@@ -111,67 +115,240 @@ def taskset_sha256(family: TaskFamily) -> str:
     return digest.hexdigest()
 
 
-def record_changes(root: Path, issued: Mapping[str, str]) -> list[Change]:
-    """Every path that differs from what was issued, with content enough to re-apply it exactly."""
+DEFAULT_FILE_CAP = 10 << 20
+"""The largest file whose content a recorded change holds; a larger one is recorded as its size and sha256 only."""
+DEFAULT_TOTAL_CAP = 20 << 20
+"""The most content one trial's changes hold; a change past it is recorded as its size and sha256 only."""
+_BLOCK = 1 << 20
+
+
+class Tampered(InstrumentError):
+    """A recorded change that no work copy could have produced: it would write outside the tree, or not as a file."""
+
+
+def _read_capped(path: Path, cap: int) -> tuple[str, int, bytes | None]:
+    """(sha256, size, content or None when larger than ``cap``) of a regular file, read once, without following
+    a link and never holding more than ``cap`` bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        digest = hashlib.sha256()
+        kept: list[bytes] | None = []
+        size = 0
+        for block in iter(lambda: handle.read(_BLOCK), b""):
+            digest.update(block)
+            size += len(block)
+            if kept is not None:
+                kept.append(block)
+                if size > cap:
+                    kept = None
+    return digest.hexdigest(), size, b"".join(kept) if kept is not None else None
+
+
+def record_changes(
+    root: Path, issued: Mapping[str, str], file_cap: int = DEFAULT_FILE_CAP, total_cap: int = DEFAULT_TOTAL_CAP
+) -> list[Change]:
+    """Every path that differs from what was issued, with content enough to re-apply it exactly.
+
+    A file larger than ``file_cap``, or one whose content would take the trial's recorded content
+    past ``total_cap``, is recorded as its sha256 and size with no content (``omitted``): memory
+    stays bounded whatever an agent writes, and the policy grader fails such a trial
+    (``policy-oversized-change``). Anything but a regular file or a symlink is not recorded.
+    """
     changes: list[Change] = []
     present: set[str] = set()
+    total = 0
     for relpath, path in iter_tree(root):
         present.add(relpath)
-        st = path.lstat()
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(path).encode()
             sha = "symlink:" + hashlib.sha256(target).hexdigest()
             if issued.get(relpath) != sha:
+                total += len(target)
                 changes.append(
-                    Change(relpath, "symlink", hashlib.sha256(target).hexdigest(), base64.b64encode(target).decode())
+                    Change(
+                        relpath,
+                        "symlink",
+                        hashlib.sha256(target).hexdigest(),
+                        base64.b64encode(target).decode(),
+                        size=len(target),
+                    )
                 )
             continue
         if not stat.S_ISREG(st.st_mode):
             continue
-        data = path.read_bytes()
-        sha = hashlib.sha256(data).hexdigest()
+        try:
+            sha, size, data = _read_capped(path, file_cap)
+        except OSError:
+            continue
         if st.st_nlink > 1:
-            changes.append(Change(relpath, "hardlink", sha, base64.b64encode(data).decode()))
+            kind = "hardlink"
         elif relpath not in issued:
-            changes.append(Change(relpath, "added", sha, base64.b64encode(data).decode()))
+            kind = "added"
         elif issued[relpath] != sha:
-            changes.append(Change(relpath, "modified", sha, base64.b64encode(data).decode()))
+            kind = "modified"
+        else:
+            continue
+        if data is not None and total + size <= total_cap:
+            total += size
+            changes.append(Change(relpath, kind, sha, base64.b64encode(data).decode(), size=size))
+        else:
+            changes.append(Change(relpath, kind, sha, None, size=size, omitted=True))
     for relpath in sorted(set(issued) - present):
         changes.append(Change(relpath, "deleted", None, None))
     return sorted(changes, key=lambda c: c.path)
 
 
-def _safe_target(root: Path, relpath: str) -> Path:
-    if relpath.startswith("/") or ".." in Path(relpath).parts or not relpath:
-        raise InstrumentError(f"a recorded change names the path {relpath!r}, which leaves the work copy")
-    return root / relpath
+def oversized(changes: Iterable[Change]) -> list[Change]:
+    """The changes recorded without their content because they were past a cap."""
+    return [change for change in changes if change.omitted]
+
+
+def _parts(relpath: str) -> list[str]:
+    parts = relpath.split("/")
+    if not relpath or relpath.startswith("/") or "\0" in relpath or any(p in ("", ".", "..") for p in parts):
+        raise Tampered(f"a recorded change names the path {relpath!r}, which leaves the work copy")
+    return parts
+
+
+def _parent_fd(root_fd: int, relpath: str, parts: Sequence[str], create: bool) -> int | None:
+    """A descriptor of the folder holding ``parts[-1]``, reached without following a link (None: it is not there)."""
+    fd = os.dup(root_fd)
+    try:
+        for index, name in enumerate(parts[:-1]):
+            try:
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                if not create:
+                    os.close(fd)
+                    return None
+                os.mkdir(name, 0o755, dir_fd=fd)
+                mode = stat.S_IFDIR
+            if not stat.S_ISDIR(mode):
+                what = "a symlink" if stat.S_ISLNK(mode) else "not a folder"
+                raise Tampered(
+                    f"a recorded change to {relpath} passes through {'/'.join(parts[: index + 1])}, which is {what}; "
+                    "it would be written outside the work copy"
+                )
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _clear(fd: int, name: str, relpath: str) -> None:
+    """Remove what the tree holds at ``name`` in the folder ``fd`` (a link itself, never its target)."""
+    try:
+        mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(name, dir_fd=fd)
+    elif stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        os.unlink(name, dir_fd=fd)
+    else:
+        raise Tampered(f"a recorded change to {relpath} meets a special file; the tree is not one certlab issued")
+
+
+def _write_new(fd: int, name: str, data: bytes) -> None:
+    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
+    with os.fdopen(out, "wb") as handle:
+        handle.write(data)
+
+
+def _write_stand_in(fd: int, name: str, size: int) -> None:
+    """A sparse file of the recorded size (at most one byte past the file cap) for a change kept without content."""
+    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
+    try:
+        os.ftruncate(out, min(size, DEFAULT_FILE_CAP + 1))
+    finally:
+        os.close(out)
+
+
+def write_inside(root: Path, relpath: str, data: bytes) -> None:
+    """Write ``data`` at ``relpath`` below ``root`` with no-follow semantics (for a reader materialising a file)."""
+    parts = _parts(relpath)
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = _parent_fd(root_fd, relpath, parts, create=True)
+        assert fd is not None
+        try:
+            _clear(fd, parts[-1], relpath)
+            _write_new(fd, parts[-1], data)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(root_fd)
 
 
 def apply_changes(root: Path, changes: Iterable[Change], link_dir: Path | None = None) -> None:
-    """Re-apply recorded changes to a freshly issued tree, exactly (links as links)."""
-    for change in changes:
-        if change.kind not in CHANGE_KINDS:
-            raise InstrumentError(f"a recorded change to {change.path} has the unknown kind {change.kind!r}")
-        target = _safe_target(root, change.path)
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-        elif target.is_dir() and change.kind != "deleted":
-            shutil.rmtree(target)
+    """Re-apply recorded changes to a freshly issued tree, exactly (links as links), only inside ``root``.
+
+    Nothing is followed: a change whose path is absolute, holds ``..``, or passes through a
+    symlink or a file is refused as :class:`Tampered` (exit 3), as is one that meets a special
+    file. A change kept without content (past a cap) is re-applied as a sparse stand-in of its
+    size, which the policy grader fails the same way.
+    """
+    listed = list(changes)
+    # Deletions first, on the tree as issued: a genuine deletion never passes a link then (a
+    # folder the agent replaced by a link is deleted below before the link is made).
+    ordered = [c for c in listed if c.kind == "deleted"] + [c for c in listed if c.kind != "deleted"]
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for change in ordered:
+            _apply_one(root_fd, change, link_dir)
+    finally:
+        os.close(root_fd)
+
+
+def _apply_one(root_fd: int, change: Change, link_dir: Path | None) -> None:
+    if change.kind not in CHANGE_KINDS:
+        raise Tampered(f"a recorded change to {change.path} has the unknown kind {change.kind!r}")
+    parts = _parts(change.path)
+    fd = _parent_fd(root_fd, change.path, parts, create=change.kind != "deleted")
+    if fd is None:
+        return
+    name = parts[-1]
+    try:
+        _clear(fd, name, change.path)
         if change.kind == "deleted":
-            if target.is_dir():
-                shutil.rmtree(target)
-            continue
-        data = base64.b64decode(change.content_b64 or "", validate=True)
-        if hashlib.sha256(data).hexdigest() != change.sha256:
-            raise InstrumentError(f"the recorded change to {change.path} does not match its own sha256")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if change.kind == "symlink":
-            os.symlink(data.decode(), target)
-            continue
-        target.write_bytes(data)
+            return
+        if change.omitted:
+            if change.kind == "symlink" or change.size is None or change.size < 0:
+                raise Tampered(f"the recorded change to {change.path} has no content and no size to stand in for it")
+            _write_stand_in(fd, name, change.size)
+        else:
+            try:
+                data = base64.b64decode(change.content_b64 or "", validate=True)
+            except ValueError:
+                raise Tampered(f"the recorded change to {change.path} is not base64") from None
+            if hashlib.sha256(data).hexdigest() != change.sha256:
+                raise Tampered(f"the recorded change to {change.path} does not match its own sha256")
+            if change.kind == "symlink":
+                try:
+                    os.symlink(data.decode(), name, dir_fd=fd)
+                except (UnicodeDecodeError, ValueError):
+                    raise Tampered(f"the recorded symlink {change.path} has a target that is no path") from None
+                return
+            _write_new(fd, name, data)
         if change.kind == "hardlink":
             holder = link_dir or Path(tempfile.mkdtemp(prefix="certlab-link-"))
-            os.link(target, holder / f"link-{hashlib.sha256(change.path.encode()).hexdigest()[:12]}")
+            os.link(
+                name,
+                holder / f"link-{hashlib.sha256(change.path.encode()).hexdigest()[:12]}",
+                src_dir_fd=fd,
+                follow_symlinks=False,
+            )
+    finally:
+        os.close(fd)
 
 
 def copy_tree(src: Path, dest: Path) -> None:

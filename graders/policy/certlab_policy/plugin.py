@@ -50,6 +50,17 @@ def planted_reason(change: Change) -> str | None:
 
 def judge(changes: list[Change], request: GradeRequest) -> GradeResult:
     family = request.family
+    # First: a change past the work copy's size caps was kept as its hash and size only, so
+    # nothing else about it can be judged (and a grader must never have to read it).
+    oversized = [c for c in changes if c.omitted]
+    if oversized:
+        listed = ", ".join(f"{c.path} ({c.size} bytes)" for c in oversized[:5])
+        return GradeResult(
+            NAME,
+            False,
+            fm.POLICY_OVERSIZED_CHANGE,
+            f"changes past a work copy's size caps, kept as their hash and size only: {listed}",
+        )
     planted = [reason for change in changes if (reason := planted_reason(change))]
     if planted:
         return GradeResult(NAME, False, fm.POLICY_PLANTED_FILE, "; ".join(planted[:5]))
@@ -84,5 +95,11 @@ def certlab_graders() -> list[Grader]:
             order=10,
             description="the visible suite is byte-identical, every change is in the allowed paths, nothing planted",
             grade=grade,
+            failure_modes=(
+                fm.POLICY_OVERSIZED_CHANGE,
+                fm.POLICY_PLANTED_FILE,
+                fm.POLICY_TESTS_MODIFIED,
+                fm.POLICY_OUTSIDE_ALLOWED_PATHS,
+            ),
         )
     ]

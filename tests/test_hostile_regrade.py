@@ -1,0 +1,257 @@
+"""Regrade and replay of hostile evidence: they materialise only inside their own temp folder, and say they run code.
+
+A forger edits a bundle's recorded changes (or a reproducer's included files) and reseals it:
+the seal is unkeyed, so it holds. Regrade and replay must still never write outside their
+temp folder (a change through a recorded symlink, an absolute or ``..`` path, a special
+file are refused as tampered, exit 3), and they must say plainly that they ran the code the
+evidence holds, in fresh processes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from certlab_core.canonical import sealed
+from certlab_core.plugin.errors import InstrumentError
+from certlab_core.plugin.workcopy import Change, Tampered, apply_changes, write_inside
+
+REPO = Path(__file__).resolve().parent.parent
+PUBLISHED = REPO / "certifications" / "pattern-fixer-intervals-k3" / "bundle.json"
+
+
+def change(path: str, kind: str, data: bytes | None) -> dict[str, Any]:
+    if data is None:
+        return {"path": path, "kind": kind, "sha256": None, "content_b64": None}
+    return {
+        "path": path,
+        "kind": kind,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "content_b64": base64.b64encode(data).decode(),
+        "size": len(data),
+    }
+
+
+def forged_bundle(folder: Path, trials: list[dict[str, Any]]) -> Path:
+    """The published pattern-fixer certification with its trials replaced and the bundle resealed."""
+    bundle = json.loads(PUBLISHED.read_text())
+    bundle.pop("seal")
+    bundle["trials"] = trials
+    folder.mkdir(parents=True)
+    (folder / "bundle.json").write_text(json.dumps(sealed(bundle)))
+    return folder
+
+
+def published_trial(index: int, **changes: Any) -> dict[str, Any]:
+    trial: dict[str, Any] = json.loads(PUBLISHED.read_text())["trials"][index]
+    trial.update(changes)
+    return trial
+
+
+def regrade(folder: Path) -> tuple[subprocess.CompletedProcess[str], int]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "certlab_core.cli", "regrade", str(folder), "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = process.communicate(timeout=300)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err), process.pid
+
+
+def test_regrade_refuses_a_change_written_through_a_recorded_symlink(tmp_path: Path) -> None:
+    outside = tmp_path / "users-files"
+    outside.mkdir()
+    (outside / "notes.txt").write_text("mine\n")
+    trial = published_trial(
+        0,
+        verdict="not-fixed",
+        failure_mode="policy-planted-file",
+        changes=[
+            change("escape", "symlink", str(outside).encode()),
+            change("escape/notes.txt", "modified", b"overwritten by a forged bundle\n"),
+        ],
+    )
+    done, _pid = regrade(forged_bundle(tmp_path / "cert", [trial]))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "passes through escape, which is a symlink" in done.stderr, done.stderr
+    assert done.stderr.count("certlab: error:") == 1 and "internal error" not in done.stderr
+    assert (outside / "notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["notes.txt"]
+
+
+def test_regrade_of_resealed_code_says_it_ran_it_in_fresh_processes_and_deletes_nothing_outside(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "users-files"
+    outside.mkdir()
+    (outside / "notes.txt").write_text("mine\n")
+    marker = tmp_path / "ran-on-import"
+    fixed = published_trial(0)
+    source = base64.b64decode(fixed["changes"][0]["content_b64"])
+    planted = source + f"\nimport os as _os\nopen({str(marker)!r}, 'a').write(str(_os.getpid()) + '\\n')\n".encode()
+    fixed["changes"] = [change("intervals.py", "modified", planted)]
+    deleting = published_trial(
+        1,
+        verdict="not-fixed",
+        failure_mode="policy-planted-file",
+        changes=[change("escape", "symlink", str(outside).encode()), change("escape/notes.txt", "deleted", None)],
+    )
+    done, pid = regrade(forged_bundle(tmp_path / "cert", [fixed, deleting]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "note: this ran the code this bundle holds, in fresh processes but uncontained" in done.stdout
+    ran_in = {int(line) for line in marker.read_text().split()}
+    assert ran_in and pid not in ran_in  # the bundle's code ran, never in the regrade process itself
+    assert (outside / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize(
+    "path", ["/tmp/escape.py", "../escape.py", "a/../../escape.py", "", ".", "a//b.py", "a/./b.py", "x\0.py"]
+)
+def test_a_path_that_leaves_the_tree_is_tampered(tmp_path: Path, path: str) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    with pytest.raises(Tampered, match="leaves the work copy"):
+        apply_changes(root, [Change(path, "added", hashlib.sha256(b"x").hexdigest(), "eA==")])
+    with pytest.raises(Tampered):
+        write_inside(root, path, b"x")
+    assert not (tmp_path / "escape.py").exists()
+
+
+def test_a_change_through_a_link_or_onto_a_special_file_is_tampered(tmp_path: Path) -> None:
+    root, outside = tmp_path / "work", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    (root / "file").write_text("")
+    os.mkfifo(root / "pipe")
+    x = hashlib.sha256(b"x").hexdigest()
+    for path, needle in (
+        ("link/a.py", "passes through link, which is a symlink"),
+        ("file/a.py", "passes through file, which is not a folder"),
+        ("pipe", "meets a special file"),
+    ):
+        with pytest.raises(Tampered, match=needle):
+            apply_changes(root, [Change(path, "added", x, "eA==")])
+    with pytest.raises(Tampered, match="passes through link"):
+        apply_changes(root, [Change("link/a.py", "deleted", None, None)])
+    assert list(outside.iterdir()) == []
+    assert isinstance(Tampered("x"), InstrumentError)  # exit 3
+
+
+def test_a_folder_replaced_by_a_link_still_round_trips(tmp_path: Path) -> None:
+    from certlab_core.plugin.workcopy import record_changes, tree_hashes
+
+    def issue(root: Path) -> dict[str, str]:
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg" / "c.py").write_text("c\n")
+        (root / "a.py").write_text("a\n")
+        return tree_hashes(root)
+
+    work, again = tmp_path / "work", tmp_path / "again"
+    issued = issue(work)
+    shutil.rmtree(work / "pkg")
+    (work / "pkg").symlink_to("elsewhere")
+    changes = record_changes(work, issued)
+    assert [(c.path, c.kind) for c in changes] == [("pkg", "symlink"), ("pkg/c.py", "deleted")]
+    issue(again)
+    apply_changes(again, changes)
+    assert record_changes(again, issued) == changes
+
+
+PARTS = st.sampled_from(["a", "b.py", "..", ".", "", "link", "/", "/tmp", "pipe"])
+PATHS = st.lists(PARTS, min_size=1, max_size=4).map("/".join)
+KINDS = st.sampled_from(["added", "modified", "deleted", "symlink", "hardlink", "bogus"])
+TARGETS = st.sampled_from([b"../../outside", b"/", b"a", b"link", b"..", b"\xff"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(PATHS, KINDS, TARGETS, st.booleans()), max_size=6))
+def test_any_recorded_changes_stay_inside_the_tree(
+    tmp_path_factory: pytest.TempPathFactory, made: list[tuple[str, str, bytes, bool]]
+) -> None:
+    base = tmp_path_factory.mktemp("apply")
+    root, outside = base / "work", base / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    (root / "link").symlink_to(outside)
+    os.mkfifo(root / "pipe")
+    changes = []
+    for path, kind, data, omitted in made:
+        content = None if kind == "deleted" else data
+        changes.append(
+            Change(
+                path,
+                kind,
+                None if content is None else hashlib.sha256(content).hexdigest(),
+                None if content is None or omitted else base64.b64encode(content).decode(),
+                size=64 if omitted else None,
+                omitted=omitted and content is not None,
+            )
+        )
+    try:
+        apply_changes(root, changes, link_dir=base)
+    except Tampered as error:
+        assert "\n" not in error.message
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
+    assert (outside / "keep.txt").read_text() == "keep"
+    assert sorted(p.name for p in base.iterdir() if not p.name.startswith("link-")) == ["outside", "work"]
+
+
+# --------------------------------------------------------------------------- replay's included files
+
+
+def test_replay_refuses_an_included_file_outside_its_folder_as_tampered(tmp_path: Path) -> None:
+    from certlab_core.diagnosis.bundle import bundle_seal
+
+    target = tmp_path / "escaped.py"
+    for path in (str(target), "../../escaped.py", "pkg/../../escaped.py"):
+        document = {
+            "schema": "certlab.repro/1",
+            "experiment": "x",
+            "run": "r",
+            "manifest_seal": "0" * 64,
+            "manifest": {},
+            "trial": {"id": "candidate/clean/0"},
+            "agent": {"reference": "escaped:agent", "rng_seed": 1, "task": {}},
+            "files": [{"path": path, "module": "escaped", "text": "x = 1\n", "sha256": "0" * 64}],
+        }
+        document["seal"] = bundle_seal(document)
+        repro = tmp_path / "repro.json"
+        repro.write_text(json.dumps(document))
+        done = subprocess.run(
+            [sys.executable, "-m", "certlab_core.cli", "replay", str(repro)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert "it was tampered with" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+        assert not target.exists()
+
+
+def test_replay_writes_included_files_only_inside_its_folder(tmp_path: Path) -> None:
+    from certlab_core.diagnosis.replay import load_included
+
+    folder, outside = tmp_path / "replay", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (folder / "pkg").symlink_to(outside)
+    with pytest.raises(Tampered, match="passes through pkg"):
+        load_included([{"path": "pkg/agent.py", "module": "pkg.agent", "text": "x = 1\n"}], folder)
+    with pytest.raises(ImportError, match="is not that of the module"):
+        load_included([{"path": "../agent.py", "module": "agent", "text": "x = 1\n"}], folder)
+    assert list(outside.iterdir()) == [] and not (tmp_path / "agent.py").exists()

@@ -1,0 +1,218 @@
+"""Hostile things beside and inside a run: damaged earlier runs, a second certify into one folder, a 2 GB file.
+
+- An earlier run in the ``--out`` folder is read only to be listed: a damaged one (a FIFO for
+  its decision, a manifest nested 100,000 deep) is skipped with a note and never changes
+  the verdict or the exit code of ``run``, ``gate`` or ``report``.
+- ``certify`` holds an exclusive ``flock`` on its output folder: a second certify there
+  refuses in one line, a killed one leaves no lock behind, and a finished folder is never
+  overwritten.
+- An agent that writes a 2 GB file: the change is recorded as its hash and size without its
+  content, the trial fails by policy (``policy-oversized-change``), and the whole
+  certification stays under 300 MB of memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from certlab_core.certification import output_lock
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.workcopy import DEFAULT_FILE_CAP, record_changes, tree_hashes
+
+REPO = Path(__file__).resolve().parent.parent
+ARCHIVED = REPO / "tests" / "archived_stores" / "block"
+DEEP = "[" * 100_000 + "]" * 100_000
+SMALL_EXPERIMENT = """\
+schema: certlab.experiment/1
+experiment: hostile-neighbours
+task:
+  world: retry-inventory
+  input: {orders: 2, existing_share: 0.0, flaky_confirm_rate: 0.0, skus: [widget, gadget]}
+oracle: world
+arms:
+  baseline: {agent: "certlab_retry_world.agents:agent_a", label: A}
+  candidate: {agent: "certlab_retry_world.agents:agent_b", label: B}
+conditions:
+  - name: reserve-timeout
+    bucket: falsify
+    faults: [{fault: tool_timeout, tool: reserve, on_calls: [1], params: {executed: false}}]
+  - name: clean
+    bucket: benign
+rule: {name: clopper-pearson, alpha: 0.05, delta: 0.10, looks: 1}
+n_per_arm: 10
+seed: 5
+budgets: {tool_calls: 40, seconds: 10}
+"""
+
+
+def certlab(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def damaged_neighbours(runs: Path, experiment: str) -> None:
+    """Two earlier runs beside the real one: one whose decision is a FIFO, one whose manifest nests 100,000 deep."""
+    fifo = runs / "earlier-with-a-fifo"
+    fifo.mkdir(parents=True)
+    (fifo / "manifest.json").write_text(json.dumps({"experiment": experiment}))
+    os.mkfifo(fifo / "decision.json")
+    deep = runs / "earlier-too-deep"
+    deep.mkdir()
+    (deep / "manifest.json").write_text(DEEP)
+
+
+def assert_clean(done: subprocess.CompletedProcess[str]) -> None:
+    everything = done.stdout + done.stderr
+    assert "internal error" not in everything and "Traceback" not in everything, everything
+
+
+def test_damaged_earlier_runs_change_neither_gate_nor_report(tmp_path: Path) -> None:
+    store = tmp_path / "runs" / "the-run"
+    shutil.copytree(ARCHIVED, store)
+    experiment = json.loads((store / "manifest.json").read_text())["experiment"]
+    damaged_neighbours(tmp_path / "runs", experiment)
+    gate = certlab("gate", str(store), timeout=120)  # the FIFO would block a plain read forever
+    assert_clean(gate)
+    assert gate.returncode == 1 and "verdict: BLOCK" in gate.stdout, gate.stdout + gate.stderr  # as without them
+    assert "earlier-with-a-fifo: skipped (" in gate.stdout and "FIFO" in gate.stdout, gate.stdout
+    assert "earlier run earlier-too-deep skipped:" in gate.stdout and "nested" in gate.stdout, gate.stdout
+    report = certlab("report", str(store), timeout=120)
+    assert_clean(report)
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert "earlier-with-a-fifo (skipped: its decision.json is damaged)" in report.stdout, report.stdout
+
+
+def test_damaged_earlier_runs_in_the_out_folder_do_not_change_a_run(tmp_path: Path) -> None:
+    (tmp_path / "certlab.yaml").write_text(SMALL_EXPERIMENT)
+    damaged_neighbours(tmp_path / "runs", "hostile-neighbours")
+    done = certlab("run", "certlab.yaml", "--out", "runs", "--quiet", cwd=tmp_path, timeout=300)
+    assert_clean(done)
+    assert done.returncode == 1, done.stdout + done.stderr  # B copes worse with the timed-out reserve: BLOCK
+    assert "verdict: BLOCK" in done.stdout
+    assert "earlier-with-a-fifo: skipped (" in done.stdout and "earlier-too-deep skipped" in done.stdout
+
+
+# --------------------------------------------------------------------------- one certify per folder
+
+
+def test_a_second_certify_into_a_locked_folder_refuses_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "cert"
+    with output_lock(out):  # as a certify in progress holds it
+        done = certlab("certify", "--family", "intervals", "--agent", "oracle", "--out", str(out), timeout=120)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "another certlab certify is writing there" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_a_killed_certify_leaves_no_lock_behind(tmp_path: Path) -> None:
+    out = tmp_path / "cert"
+    pid = os.fork()
+    if pid == 0:  # a run that takes the lock and dies without letting go of it
+        try:
+            with output_lock(out):
+                os.kill(os.getpid(), 9)
+        finally:
+            os._exit(1)
+    _pid, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status)
+    with output_lock(out):
+        pass
+
+
+def test_a_finished_certification_is_never_overwritten(tmp_path: Path) -> None:
+    out = tmp_path / "cert"
+    out.mkdir()
+    (out / "bundle.json").write_text("{}")
+    with pytest.raises(UsageError, match="already holds a certification"), output_lock(out):
+        raise AssertionError("the lock was given on a finished folder")
+    done = certlab("certify", "--family", "intervals", "--agent", "oracle", "--out", str(out), timeout=120)
+    assert done.returncode == 4 and "already holds a certification" in done.stderr, done.stderr
+    assert (out / "bundle.json").read_text() == "{}"
+
+
+# --------------------------------------------------------------------------- an agent that writes 2 GB
+
+
+def test_a_change_past_the_caps_is_kept_as_hash_and_size_only(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "a.py").write_text("a\n")
+    issued = tree_hashes(root)
+    with (root / "big.bin").open("wb") as handle:
+        handle.truncate(DEFAULT_FILE_CAP + 1)
+    (root / "b.py").write_bytes(b"b" * 600)
+    (root / "c.py").write_bytes(b"c" * 900)
+    changes = {c.path: c for c in record_changes(root, issued, total_cap=1000)}
+    assert changes["big.bin"].omitted and changes["big.bin"].content_b64 is None
+    assert changes["big.bin"].size == DEFAULT_FILE_CAP + 1 and changes["big.bin"].sha256
+    assert not changes["b.py"].omitted and changes["c.py"].omitted  # c.py would pass the trial's total cap
+
+
+BIG_AGENT = """\
+#!/bin/sh
+# On its first task only, leave a 2 GB file (sparse: the disk is spared, every reader still sees 2 GB).
+if [ "$CERTLAB_TASK_ID" = "intervals/length-counts-end" ]; then
+    truncate -s 2G big.bin
+fi
+"""
+
+MEASURED = textwrap.dedent(
+    """\
+    import resource, subprocess, sys
+    limit = 1536 << 20  # a reader that held the 2 GB file would fail here, not take the machine's memory
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+    sys.stderr.write(done.stdout + done.stderr)
+    print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    """
+)
+
+
+def test_an_agent_writing_2_gb_fails_by_policy_in_under_300_mb(tmp_path: Path) -> None:
+    agent = tmp_path / "big.sh"
+    agent.write_text(BIG_AGENT)
+    agent.chmod(0o755)
+    out = tmp_path / "cert"
+    # Without the sandbox (whose file-size limit would stop the write first: agent-resource-limit).
+    certify = [
+        sys.executable,
+        "-m",
+        "certlab_core.cli",
+        "certify",
+        "-f",
+        "intervals",
+        "-a",
+        "command",
+        "--sandbox",
+        "none",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURED, *certify, "--agent-arg", str(agent), "--out", str(out), "-q", "-w", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    code, peak_kb = (int(x) for x in done.stdout.split())
+    assert code == 0, done.stderr
+    assert peak_kb < 300 * 1024, f"peak {peak_kb / 1024:.0f} MB"
+    bundle = json.loads((out / "bundle.json").read_text())
+    (trial,) = [t for t in bundle["trials"] if t["id"] == "intervals/length-counts-end/1"]
+    assert trial["failure_mode"] == "policy-oversized-change" and trial["verdict"] == "not-fixed"
+    (big,) = [c for c in trial["changes"] if c["path"] == "big.bin"]
+    assert big["omitted"] and big["content_b64"] is None and big["size"] == 2 << 30
+    assert (out / "bundle.json").stat().st_size < 2 << 20
