@@ -46,9 +46,14 @@ def require_cli(adapter: str, program: str, variable: str, cached: str) -> str:
         pytest.skip(f"{program} is not installed, so the real {adapter} tests are skipped (run `make clis`)")
 
 
-def one_task(root: Path) -> Path:
-    """The intervals family with its length defect seeded, as a user's own task in ``root``."""
+def one_task(parent: Path) -> Path:
+    """The intervals family with its length defect seeded, as a user's own task in ``parent/intervals-length``.
+
+    Its ``certlab.yaml`` names the task only (the edit policy is the fixture's module, by default),
+    so that an experiment's keys can join it for ``certlab run``.
+    """
     tree = FAMILY / "tree"
+    root = parent / TASK_NAME
     (root / "fixture").mkdir(parents=True)
     source = (tree / "intervals.py").read_text(encoding="utf-8")
     assert source.count(DEFECT_FIND) == 1
@@ -57,10 +62,7 @@ def one_task(root: Path) -> Path:
     shutil.copyfile(FAMILY / "TASK.md", root / "PROMPT.md")
     (root / "cases").mkdir()
     shutil.copyfile(FAMILY / "acceptance.jsonl", root / "cases" / "acceptance.jsonl")
-    (root / "certlab.yaml").write_text(
-        f'task:\n  name: {TASK_NAME}\n  allowed_paths: ["intervals.py"]\n  defect_class: off-by-one\n',
-        encoding="utf-8",
-    )
+    (root / "certlab.yaml").write_text(f"task:\n  family: {TASK_NAME}\n", encoding="utf-8")
     return root
 
 
@@ -77,7 +79,9 @@ def certify(
 ) -> tuple[int, dict[str, Any], str]:
     """``certlab certify --task`` with one trial: exit code, bundle and stderr."""
     argv = ["certify", "--task", str(task), "--agent", agent, "--out", str(out), "--workers", "1"]
-    argv += ["--agent-timeout", f"{timeout_s:g}"]
+    # Uncontained: the bwrap sandbox gives the agent no network, and the scripted server is on the
+    # harness's loopback (inside the sandbox only the model boundary's relay reaches out).
+    argv += ["--agent-timeout", f"{timeout_s:g}", "--sandbox", "none"]
     for arg in args:
         argv.append(f"--agent-arg={arg}")
     done = run_certlab(*argv, env=env, timeout=timeout_s + 240)

@@ -120,3 +120,4 @@ def test_an_api_error_is_agent_unavailable_not_a_failed_fix(claude: str, tmp_pat
     ), said
     assert code == 3
     assert f'"api_error_status":{status}' in trial["output_tail"]["stdout"]
+    assert trial["agent_detail"].startswith(f"the model API failed (HTTP {status}): API Error: ")

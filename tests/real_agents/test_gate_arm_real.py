@@ -1,0 +1,64 @@
+"""A real CLI adapter as an arm of ``certlab run``: its trials graded, its cost per arm reported, an outage is ERROR."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from conftest import run_certlab
+from real_cli_support import TASK_NAME, harness_env, one_task, require_cli
+from test_claude_code_real import FIX_USAGE, MODEL, _edit_script
+
+from certlab_core.testing.scripted_models import Reply, ScriptedModelServer
+
+SEEDED, FIXED = "return end - start + 1", "return end - start"
+
+
+def _experiment(task: Path, claude: str, baseline_url: str, candidate_url: str) -> Path:
+    config = yaml.safe_load((task / "certlab.yaml").read_text())
+    config["task"]["family"] = TASK_NAME
+
+    def arm(url: str, label: str) -> dict[str, Any]:
+        return {
+            "adapter": "claude-code",
+            "args": [f"--bin={claude}", f"--model={MODEL}", f"--base-url={url}"],
+            "label": label,
+        }
+
+    config.update(
+        {
+            "schema": "certlab.experiment/1",
+            "experiment": "claude-code-outage",
+            "oracle": "graders",
+            "arms": {"baseline": arm(baseline_url, "model up"), "candidate": arm(candidate_url, "model down")},
+            "conditions": [{"name": "clean", "bucket": "benign"}],
+            "rule": {"name": "clopper-pearson", "alpha": 0.05, "delta": 0.1, "looks": 1},
+            "n_per_arm": 1,
+            "budgets": {"seconds": 90},
+        }
+    )
+    (task / "certlab.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return task
+
+
+def test_claude_code_as_an_arm_fixes_reports_its_cost_and_an_outage_makes_the_gate_error(tmp_path: Path) -> None:
+    claude = require_cli("claude-code", "claude", "CERTLAB_CLAUDE_BIN", "npm/node_modules/.bin/claude")
+    fixing = ScriptedModelServer(_edit_script("intervals.py", SEEDED, FIXED))
+    down = ScriptedModelServer([Reply(http_status=500, error_message="scripted outage")])
+    with fixing, down:
+        task = _experiment(one_task(tmp_path / "task"), claude, fixing.base_url, down.base_url)
+        env = harness_env(ANTHROPIC_API_KEY="scripted-key")
+        done = run_certlab("run", "certlab.yaml", "--out", "runs", "--quiet", cwd=task, env=env, timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr
+    (store,) = (task / "runs").iterdir()
+    lines = {line["arm"]: line for line in map(json.loads, (store / "trials.jsonl").read_text().splitlines())}
+    assert lines["baseline"]["outcome"] == "success"
+    assert lines["baseline"]["usage"]["output_tokens"] == sum(u.output_tokens for u in FIX_USAGE)
+    assert lines["candidate"]["outcome"] == "error"
+    assert "agent-unavailable" in lines["candidate"]["error"]
+    assert json.loads((store / "decision.json").read_text())["verdict"] == "ERROR"
+    report = run_certlab("report", str(store), env=env)
+    assert "baseline: 1 of 1 trials reported usage (claude-json)" in report.stdout, report.stdout
+    assert "the client's own estimate" in report.stdout
