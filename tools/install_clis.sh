@@ -30,9 +30,11 @@ if [ -n "$want" ]; then
 fi
 
 if ! ls -d "$cache"/aider/lib/python*/site-packages/aider_chat-"$aider_version".dist-info >/dev/null 2>&1; then
+	log="$cache/aider-install.log"
 	if ! { "$python" -m venv "$cache/aider" && "$cache/aider/bin/python" -m pip install -q --disable-pip-version-check \
-		"aider-chat==$aider_version" >/dev/null; }; then
-		echo "clis: aider-chat $aider_version could not be installed into $cache/aider"
+		"aider-chat==$aider_version" >"$log" 2>&1; }; then
+		echo "clis: aider-chat $aider_version could not be installed into $cache/aider; pip said:"
+		grep -v '^WARNING: Location' "$log" 2>/dev/null | tail -5
 		failed="$failed aider-chat==$aider_version"
 	fi
 fi
