@@ -432,6 +432,7 @@ class CleanRun:
     passed: bool
     seconds: tuple[tuple[str, float], ...]
     problem: str = ""
+    collected: tuple[str, ...] = ()  # the visible tests the suite collected, when it was asked to discover them
 
 
 @frozen
@@ -543,11 +544,16 @@ def kill_descendants() -> None:
         time.sleep(0.01)
 
 
-def _stages(
-    graders: Sequence[Grader], request: GradeRequest, timeouts: dict[str, float] | None
-) -> tuple[MutantResult, list[tuple[str, float]]]:
-    """Each grader in its own fresh process, in order, to the first that does not pass; the verdict and the times."""
+_Staged = tuple["MutantResult", list[tuple[str, float]], tuple[str, ...]]
+
+
+def _stages(graders: Sequence[Grader], request: GradeRequest, timeouts: dict[str, float] | None) -> _Staged:
+    """Each grader in its own fresh process, in order, to the first that does not pass.
+
+    Returns the verdict, each grader's time, and the visible tests a grader reported collecting.
+    """
     seconds: list[tuple[str, float]] = []
+    collected: tuple[str, ...] = ()
     for grader in graders:
         started = time.monotonic()
         limit = CLEAN_TIMEOUT_S if timeouts is None else timeouts[grader.name]
@@ -557,13 +563,17 @@ def _stages(
             kill_descendants()
             outcome: Outcome = "timeout" if error.failure.kind == "timeout" else "error"
             how = f"ran past its {limit:g} s limit" if outcome == "timeout" else f"broke: {error.failure.summary}"
-            return MutantResult("", outcome, grader.name, None, _short(f"grader {grader.name} {how}")), seconds
+            return MutantResult("", outcome, grader.name, None, _short(f"grader {grader.name} {how}")), seconds, ()
         seconds.append((grader.name, time.monotonic() - started))
         if not isinstance(result, GradeResult):
-            return MutantResult("", "error", grader.name, None, f"returned {type(result).__name__}"), seconds
+            return MutantResult("", "error", grader.name, None, f"returned {type(result).__name__}"), seconds, ()
         if not result.passed:
-            return MutantResult("", "failed", grader.name, result.failure_mode, _short(result.detail)), seconds
-    return MutantResult("", "survived"), seconds
+            verdict = MutantResult("", "failed", grader.name, result.failure_mode, _short(result.detail))
+            return verdict, seconds, ()
+        found = result.data.get("collected")
+        if isinstance(found, list | tuple):
+            collected = tuple(str(test) for test in found)
+    return MutantResult("", "survived"), seconds, collected
 
 
 def _grade_tree(
@@ -573,7 +583,7 @@ def _grade_tree(
     expected: tuple[str, ...],
     lock: AcceptanceLock | None,
     timeouts: dict[str, float] | None,
-) -> tuple[MutantResult, list[tuple[str, float]]]:
+) -> _Staged:
     """In a fresh process: issue the clean tree, apply the mutant (as an agent's edit), run the chain's stages."""
     _become_subreaper()
     scratch = Path(tempfile.mkdtemp(prefix="certlab-mutant-"))
@@ -587,8 +597,9 @@ def _grade_tree(
         request = GradeRequest(
             workdir=str(work), family=family, defect=probe, issued=issued, expected_tests=expected, acceptance_lock=lock
         )
-        result, seconds = _stages(graders, request, timeouts)
-        return MutantResult(probe.id, result.outcome, result.grader, result.failure_mode, result.detail), seconds
+        result, seconds, collected = _stages(graders, request, timeouts)
+        verdict = MutantResult(probe.id, result.outcome, result.grader, result.failure_mode, result.detail)
+        return verdict, seconds, collected
     finally:
         kill_descendants()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -597,14 +608,14 @@ def _grade_tree(
 def clean_run(
     family: TaskFamily, graders: Sequence[Grader], expected: tuple[str, ...], lock: AcceptanceLock | None = None
 ) -> CleanRun:
-    """The clean tree through the staged chain, timed per grader."""
+    """The clean tree through the staged chain, timed per grader (with no ``expected``, the suite discovers them)."""
     try:
-        result, seconds = call_in_fork(_grade_tree, family, None, graders, expected, lock, None)
+        result, seconds, collected = call_in_fork(_grade_tree, family, None, graders, expected, lock, None)
     except ForkedCallError as error:
         return CleanRun(False, (), f"the clean tree could not be graded: {error.failure.summary}")
     if result.killed:
         return CleanRun(False, tuple(seconds), f"the clean tree does not pass grader {result.grader}: {result.detail}")
-    return CleanRun(True, tuple(seconds))
+    return CleanRun(True, tuple(seconds), collected=expected or collected)
 
 
 def stage_timeouts(clean: CleanRun, minimum_s: float = MIN_STAGE_TIMEOUT_S) -> dict[str, float]:
@@ -623,8 +634,10 @@ def prove_by_mutation(
 ) -> MutationProof:
     """Grade every mutant of the family's clean tree (``workers`` at a time) and return the proof.
 
-    ``expected`` are the visible tests the instrument's proof collected on the clean tree.
-    A family without a clean tree (a user task) has nothing to mutate: its proof says so.
+    ``expected`` are the visible tests the instrument's proof collected on the clean tree
+    (empty: those the suite collects on it here). A family without a clean tree (a user
+    task with no fixed tree given, see :func:`fixed_family`) has nothing to mutate: its
+    proof says so.
     """
     started = time.monotonic()
     threshold = family_threshold(family)
@@ -635,6 +648,10 @@ def prove_by_mutation(
     clean = clean_run(family, graders, expected, acceptance_lock)
     if not clean.passed:
         return MutationProof(family.name, chosen, (), threshold, problems=(f"family {family.name}: {clean.problem}",))
+    expected = clean.collected
+    if not expected:
+        problem = f"family {family.name}: no grader reported the visible tests of the clean tree"
+        return MutationProof(family.name, chosen, (), threshold, problems=(problem,))
     timeouts = stage_timeouts(clean, min_timeout_s)
     budget = sum(timeouts.values()) + 30.0
     results: list[MutantResult | None] = [None] * len(chosen)
@@ -805,6 +822,32 @@ class ProveReport:
     problems: tuple[str, ...]
 
 
+def fixed_family(family: TaskFamily, fixed: Path, dest: Path) -> TaskFamily:
+    """A user task with its fixed tree given: the fixed tree plus the task's visible tests, as a clean tree.
+
+    ``fixed`` holds the task's fixture as it should be (the same layout); the mutants are
+    made of its files an agent may change, and graded against the task's suite and cases.
+    """
+    from certlab_core.user_task import test_files
+
+    if not fixed.is_dir():
+        raise UsageError(f"--fixed {fixed}: not a folder; give the fixed tree of the task (the fixture, fixed)")
+    issued = Path(family.tree_dir)
+    tree = dest / "tree"
+    shutil.copytree(fixed, tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for test_path in family.test_paths:
+        if (tree / test_path).exists():
+            raise UsageError(f"--fixed {fixed}: it has a {test_path!r} entry, where the task's visible tests go")
+        source = issued / test_path
+        if source.is_dir():
+            shutil.copytree(source, tree / test_path, symlinks=True)
+        elif source.is_file():
+            shutil.copy2(source, tree / test_path)
+    if not test_files(tree, family.test_paths):
+        raise UsageError(f"--fixed {fixed}: the task's visible tests could not be placed in it")
+    return attrs.evolve(family, tree_dir=str(tree), clean_tree=True)
+
+
 def check_minimum(minimum: float | None) -> None:
     if minimum is not None and not 0.0 <= minimum <= 1.0:
         raise UsageError(f"--min-mutation-score must be a share between 0 and 1 (got {minimum:g}), e.g. 0.9")
@@ -834,13 +877,20 @@ def prove_families(
     workers: int,
     mutants: bool = False,
     min_mutation_score: float | None = None,
+    fixed: str | None = None,
 ) -> ProveReport:
-    """The instrument's proof of each family (and user task), and with ``mutants`` its mutation proof."""
+    """The instrument's proof of each family (and user task), and with ``mutants`` its mutation proof.
+
+    ``fixed`` is the fixed tree of the one user task given: its mutants are then made and
+    graded against the task's own suite and held-out cases (:func:`fixed_family`).
+    """
     from certlab_core.certification import resolve_families
     from certlab_core.held_out import open_held_out
     from certlab_core.lab import grader_chain, preload, prove
 
     check_minimum(min_mutation_score)
+    if fixed is not None and (len(tasks) != 1 or names):
+        raise UsageError("--fixed DIR goes with exactly one --task DIR (and no --family): it is that task's fixed tree")
     installed = resolve_families(registry, names) if names or not tasks else []
     graders = grader_chain(registry)
     held_out = open_held_out(registry, installed, tasks)
@@ -863,10 +913,14 @@ def prove_families(
             problems.extend(proof.problems)
             if not mutants or not proof.holds:
                 continue
-            if not family.clean_tree:
-                warnings.append(f"task {family.name}: no fixed tree is known, so no mutant is made of it")
+            expected = proof.expected_tests
+            if not family.clean_tree and fixed is None:
+                warnings.append(f"task {family.name}: no fixed tree is given (--fixed DIR), so no mutant is made of it")
                 continue
-            mutation = prove_by_mutation(family, graders, proof.expected_tests, workers=workers, acceptance_lock=lock)
+            if not family.clean_tree and fixed is not None:
+                family = fixed_family(family, Path(fixed), held_out.scratch / "fixed")
+                expected = ()  # the suite collects them on the fixed tree
+            mutation = prove_by_mutation(family, graders, expected, workers=workers, acceptance_lock=lock)
             report = report_lines(family, mutation)
             lines.extend(line for line in report if line.startswith("mutants "))
             details.extend(line for line in report if not line.startswith("mutants "))

@@ -119,3 +119,23 @@ def test_certlab_prove_proves_a_family_and_refuses_a_minimum_outside_zero_to_one
     assert done.stderr.strip() == (
         "certlab: error: --min-mutation-score must be a share between 0 and 1 (got 90), e.g. 0.9"
     )
+
+
+def test_certlab_prove_mutates_the_fixed_tree_given_for_a_user_task(tmp_path: Path) -> None:
+    import re
+    import shutil
+
+    task = tmp_path / "thermo"
+    assert run_certlab("init-task", str(task)).returncode == 0
+    fixed = tmp_path / "fixed"
+    shutil.copytree(task / "fixture", fixed)
+    module = fixed / "temperature.py"
+    module.write_text(module.read_text().replace("fahrenheit - 32 * 5 / 9", "(fahrenheit - 32) * 5 / 9"))
+    done = run_certlab("prove", "--task", str(task), "--fixed", str(fixed), "--mutants", "--quiet")
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"mutants thermo: (\d+) mutants: the visible suite kills [\d.]+% \((\d+)\)", done.stdout)
+    assert found and int(found[1]) > 0 and 0 < int(found[2]) <= int(found[1]), done.stdout
+    unfixed = run_certlab("prove", "--task", str(task), "--mutants", "--quiet")
+    assert unfixed.returncode == 0 and "no fixed tree is given (--fixed DIR)" in unfixed.stderr
+    alone = run_certlab("prove", "--family", "intervals", "--fixed", str(fixed))
+    assert alone.returncode == 4 and "--fixed DIR goes with exactly one --task DIR" in alone.stderr

@@ -161,6 +161,9 @@ def regrade_command(
 def prove_command(
     family: list[str] = typer.Option([], "--family", "-f", help="Task family to prove (repeatable, or 'all')."),
     task: list[str] = typer.Option([], "--task", help="A task of your own: its experiment directory (repeatable)."),
+    fixed: Path | None = typer.Option(
+        None, "--fixed", help="The fixed tree of the one --task given: its mutants are made and graded."
+    ),
     mutants: bool = typer.Option(
         False, "--mutants", help="Also grade every generated mutant of the clean tree and print the mutation score."
     ),
@@ -181,6 +184,7 @@ def prove_command(
         workers or cpu_workers(),
         mutants=mutants or min_mutation_score is not None,
         min_mutation_score=min_mutation_score,
+        fixed=str(fixed) if fixed is not None else None,
     )
     for line in result.lines if quiet else (*result.lines, *result.details):
         typer.echo(line)
