@@ -12,7 +12,8 @@ host's loopback; host Unix sockets named in ``relay_sockets`` are bound in at th
 Limits: CPU time and file size as rlimits; memory through a memory cgroup when one can be
 made (else ``RLIMIT_AS``); processes through a cgroup's ``pids.max`` (root ignores
 ``RLIMIT_NPROC``), else ``RLIMIT_NPROC`` when not root. A limit is reported hit from the
-signal that ended the program (SIGXCPU, SIGXFSZ) or the cgroup's own counters.
+signal that ended the program (SIGXCPU, SIGXFSZ), a file in a writable folder that reached the
+size limit (a program that ignores SIGXFSZ gets EFBIG there), or the cgroups' own counters.
 """
 
 from __future__ import annotations
@@ -153,11 +154,21 @@ def _counter(path: Path, key: str) -> int:
     return 0
 
 
-def _failcnt(group: Path) -> int:
+def _memory_exceeded(group: Path) -> bool:
+    """Whether the memory cgroup's limit killed a process (older kernels, without that counter: it was reached)."""
     try:
-        return int((group / "memory.failcnt").read_text().strip())
-    except (OSError, ValueError):
-        return 0
+        control = (group / "memory.oom_control").read_text()
+    except OSError:
+        control = ""
+    if "oom_kill " in control:
+        return _counter(group / "memory.oom_control", "oom_kill") > 0
+    for name in ("memory.failcnt", "memory.memsw.failcnt"):
+        try:
+            if int((group / name).read_text().strip()) > 0:
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def _remove(group: Path | None) -> None:
@@ -175,6 +186,19 @@ def _remove(group: Path | None) -> None:
                 with contextlib.suppress(ProcessLookupError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
             time.sleep(0.01)
+
+
+def _file_at_limit(folders: list[str], size: int) -> bool:
+    """Whether a file in the writable folders reached the file-size limit (Python ignores SIGXFSZ and gets EFBIG)."""
+    for folder in folders:
+        for root, _dirs, files in os.walk(folder):
+            for name in files:
+                try:
+                    if os.lstat(os.path.join(root, name)).st_size >= size:
+                        return True
+                except OSError:
+                    continue
+    return False
 
 
 def launch(request: SandboxRequest) -> SandboxLaunch:
@@ -220,7 +244,7 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
     groups = [g for g in (pids_group, memory_group) if g is not None]
 
     def before_exec() -> None:
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))  # SIGXCPU, then SIGKILL
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
         if memory_group is None:
             resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
@@ -235,9 +259,9 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
         signals = {-exit_code, exit_code - 128} if exit_code is not None else set()
         if signal.SIGXCPU in signals:
             hit.append("cpu")
-        if signal.SIGXFSZ in signals:
+        if signal.SIGXFSZ in signals or _file_at_limit(shown, limits.file_bytes):
             hit.append("file-size")
-        if memory_group is not None and _failcnt(memory_group) > 0:
+        if memory_group is not None and _memory_exceeded(memory_group):
             hit.append("memory")
         if pids_group is not None and _counter(pids_group / "pids.events", "max") > 0:
             hit.append("processes")

@@ -1,0 +1,174 @@
+"""The bwrap sandbox: what a contained program cannot see or reach, its limits, and that its processes die with it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from certlab_core.plugin.command import ContainedRun, run_contained
+from certlab_core.plugin.registry import discover
+from certlab_core.plugin.sandbox import Containment, ResourceLimits, choose_containment
+
+REASON = __import__("certlab_sandbox_bwrap.plugin", fromlist=["probe"]).probe()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no bwrap sandbox here: {REASON}")
+
+
+@pytest.fixture(scope="module")
+def containment(tmp_path_factory: pytest.TempPathFactory) -> Containment:
+    experiment = tmp_path_factory.mktemp("experiment")
+    (experiment / "certlab.yaml").write_text("secret: the experiment\n")
+    return choose_containment(discover(), "bwrap", [str(experiment)], lambda _line: None)
+
+
+def contained_python(
+    containment: Containment, work: Path, source: str, limits: ResourceLimits | None = None, **kwargs: object
+) -> tuple[ContainedRun, str]:
+    work.mkdir(parents=True, exist_ok=True)
+    out = work.parent / f"{work.name}.out"
+    chosen = Containment(containment.sandbox, containment.hidden, limits) if limits else containment
+    with out.open("wb") as handle:
+        run = run_contained(
+            [chosen.python(), "-c", textwrap.dedent(source)],
+            cwd=str(work),
+            env=dict(os.environ),
+            timeout_s=60,
+            stdout=handle,
+            stderr=handle,
+            containment=chosen,
+            **kwargs,  # type: ignore[arg-type]
+        )
+    return run, out.read_text()
+
+
+def test_the_answer_key_the_experiment_and_other_trials_are_out_of_reach(
+    containment: Containment, tmp_path: Path
+) -> None:
+    import certlab_intervals
+
+    family_file = Path(certlab_intervals.__file__).parent / "family" / "tree" / "intervals.py"
+    experiment = next(Path(p) for p in containment.hidden if Path(p, "certlab.yaml").exists())
+    other = tmp_path / "other-trial" / "work"
+    other.mkdir(parents=True)
+    (other / "intervals.py").write_text("the other trial's fix\n")
+    source = f"""
+        import json, os, sys
+        seen = {{}}
+        try:
+            import certlab_intervals
+            seen["import"] = "imported"
+        except ImportError:
+            seen["import"] = "refused"
+        for name, path in [("family", {str(family_file)!r}), ("experiment", {str(experiment / "certlab.yaml")!r}),
+                           ("other", {str(other / "intervals.py")!r})]:
+            try:
+                open(path).read()
+                seen[name] = "read"
+            except OSError:
+                seen[name] = "refused"
+        import pytest
+        open("written.txt", "w").write("mine")
+        seen["pytest"] = pytest.__name__
+        seen["home"] = os.environ["HOME"]
+        print(json.dumps(seen))
+    """
+    run, out = contained_python(containment, tmp_path / "work", source)
+    assert run.status == "completed", out
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen == {
+        "import": "refused",
+        "family": "refused",
+        "experiment": "refused",
+        "other": "refused",
+        "pytest": "pytest",
+        "home": "/home/agent",
+    }
+    assert (tmp_path / "work" / "written.txt").read_text() == "mine"
+    assert family_file.is_file() and (other / "intervals.py").is_file()  # hidden inside, untouched outside
+
+
+def test_no_network_but_a_bound_boundary_socket(containment: Containment, tmp_path: Path) -> None:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    boundary = tmp_path / "boundary.sock"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(str(boundary))
+    unix.listen()
+
+    def answer() -> None:
+        connection, _ = unix.accept()
+        connection.sendall(b"boundary here")
+        connection.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    source = f"""
+        import socket
+        for address in [("127.0.0.1", {port}), ("1.1.1.1", 53)]:
+            s = socket.socket()
+            s.settimeout(2)
+            try:
+                s.connect(address)
+                print("reached", address)
+            except OSError:
+                print("unreachable", address[0])
+        u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        u.connect({str(boundary)!r})
+        print(u.recv(100).decode())
+    """
+    run, out = contained_python(containment, tmp_path / "work", source, relay_sockets=[str(boundary)])
+    server.close()
+    thread.join(timeout=5)
+    unix.close()
+    assert run.status == "completed", out
+    assert out.split("\n")[:3] == ["unreachable 127.0.0.1", "unreachable 1.1.1.1", "boundary here"]
+
+
+@pytest.mark.parametrize(
+    ("limit", "limits", "source"),
+    [
+        ("file-size", ResourceLimits(file_bytes=1 << 20), "open('big', 'wb').write(b'x' * (4 << 20))"),
+        ("cpu", ResourceLimits(cpu_s=1), "while True: pass"),
+        (
+            "processes",
+            ResourceLimits(processes=20),
+            "import os, time\nfor _ in range(60):\n    try:\n        pid = os.fork()\n    except OSError:\n"
+            "        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\nos._exit(1)",
+        ),
+        ("memory", ResourceLimits(memory_bytes=64 << 20), "blocks = [bytearray(1 << 20) for _ in range(512)]"),
+    ],
+)
+def test_exceeding_a_limit_is_named(
+    containment: Containment, tmp_path: Path, limit: str, limits: ResourceLimits, source: str
+) -> None:
+    run, out = contained_python(containment, tmp_path / "work", source, limits=limits)
+    assert run.status == "resource-limit", (run, out)
+    assert limit in run.limits_hit
+
+
+def test_every_process_started_inside_dies_with_the_sandbox(containment: Containment, tmp_path: Path) -> None:
+    source = """
+        import subprocess
+        subprocess.Popen(["setsid", "env", "-i", "/bin/sh", "-c", "sleep 300"], start_new_session=True)
+        print("left a daemon")
+    """
+    before = {p for p in os.listdir("/proc") if p.isdigit()}
+    run, out = contained_python(containment, tmp_path / "work", source)
+    assert run.status == "completed", out
+    after = {p for p in os.listdir("/proc") if p.isdigit()} - before
+    sleeping = [p for p in after if b"sleep\x00300" in _cmdline(p)]
+    assert sleeping == []
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
