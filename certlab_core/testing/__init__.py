@@ -5,6 +5,10 @@ Installed with certlab (entry point ``pytest11``), so any plugin distribution's 
 - ``certlab_plugin_manager``: a fresh pluggy manager that knows certlab's hook specs only;
 - ``certlab_temp_plugin``: register a plugin written as source text (or a module) into a
   fresh registry, and get the registry back;
+- ``AdapterConformance`` (with ``Scenario``): subclass it with ``adapter_name = "NAME"`` and
+  the scenarios that make the agent hang or fail, and pytest checks that the installed
+  adapter honours the timeout, leaves no process behind, reports its own infrastructure
+  failure as unavailable and writes nowhere but the work copy;
 - ``FamilyConformance``: subclass it with ``family_name = "NAME"`` and pytest runs the
   conformance suite against that installed family: the clean tree passes its suite, each
   seeded tree fails it, the oracle fixes each defect, the null agent fixes none, the
@@ -28,6 +32,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from certlab_core.testing.adapter_checks import AdapterConformance, Scenario
+
+__all__ = ["AdapterConformance", "FamilyConformance", "Scenario"]
 
 _counter = itertools.count()
 
