@@ -1,0 +1,126 @@
+"""The sandbox in a certification: the answer key out of reach of the agent and of the graders that run its code.
+
+The measured failure of issue 12: an agent that copies the installed family's clean source
+(``certlab_intervals/family/tree/intervals.py``) was certified 6/6 fixed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import run_certlab
+
+from certlab_core.lab import Task, TrialRecord, TrialSpec, grader_chain, run_trial
+from certlab_core.plugin.forking import call_in_fork
+from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.sandbox import Containment, ResourceLimits, choose_containment
+
+bwrap_plugin = pytest.importorskip("certlab_sandbox_bwrap.plugin")
+REASON = bwrap_plugin.probe()
+needs_bwrap = pytest.mark.skipif(REASON is not None, reason=f"no bwrap sandbox here: {REASON}")
+
+
+def clean_source() -> Path:
+    import certlab_intervals
+
+    return Path(certlab_intervals.__file__).parent / "family" / "tree" / "intervals.py"
+
+
+def script(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@needs_bwrap
+def test_an_agent_copying_the_installed_clean_source_certifies_nothing_in_the_sandbox(tmp_path: Path) -> None:
+    """6/6 on the old code; the default (auto, bwrap here) hides the installed family: 0/6, and the evidence says so."""
+    agent = script(tmp_path, "copier.sh", f"cp {clean_source()} intervals.py")
+    out = tmp_path / "out"
+    done = run_certlab("certify", "-f", "intervals", "-a", "command", "--agent-arg", str(agent), "-o", str(out), "-q")
+    assert done.returncode == 0, done.stderr
+    bundle = json.loads((out / "bundle.json").read_text())
+    assert [t["verdict"] for t in bundle["trials"]] == ["not-fixed"] * 6
+    assert bundle["containment"]["sandbox"] == "bwrap" and bundle["containment"]["limits"]["processes"] > 0
+    contract = (out / "CONTRACT.md").read_text()
+    assert "- Containment: the `bwrap` sandbox" in contract
+    assert str(tmp_path) not in json.dumps(bundle["containment"])  # no path of this machine in the evidence
+
+
+def test_sandbox_bwrap_refuses_in_one_line_when_bubblewrap_is_missing(tmp_path: Path) -> None:
+    env = dict(os.environ, PATH=str(tmp_path))  # no bwrap on this PATH
+    done = run_certlab(
+        "certify", "-f", "intervals", "-a", "oracle", "--sandbox", "bwrap", "-o", str(tmp_path / "o"), env=env
+    )
+    assert done.returncode == 4
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--sandbox bwrap" in lines[0] and "bubblewrap" in lines[0]
+    assert not (tmp_path / "o" / "bundle.json").exists()
+
+
+class NoSandboxes:
+    def all(self, kind: str) -> dict[str, object]:
+        return {}
+
+
+def test_auto_without_a_sandbox_runs_uncontained_with_one_warning_line() -> None:
+    warnings: list[str] = []
+    containment = choose_containment(NoSandboxes(), "auto", [], warnings.append)
+    assert not containment.contained and containment.name == "none"
+    assert len(warnings) == 1 and warnings[0].startswith("warning: no sandbox:")
+    assert "uncontained" in containment.document()["note"]
+
+
+def test_none_is_the_explicit_opt_out_and_says_so() -> None:
+    warnings: list[str] = []
+    containment = choose_containment(NoSandboxes(), "none", [], warnings.append)
+    assert warnings == [] and containment.document() == {
+        "sandbox": "none",
+        "limits": None,
+        "note": "--sandbox none: the agent ran as the user, uncontained",
+    }
+
+
+def trial(registry: Registry, command: str, containment: Containment | None) -> TrialRecord:
+    family = registry.get("task_families", "intervals")
+    spec = TrialSpec(
+        Task(family, family.defects[0]),
+        registry.get("agents", "command"),
+        1,
+        agent_args=(command,),
+        agent_timeout_s=60,
+        containment=containment,
+    )
+    record = call_in_fork(run_trial, spec, grader_chain(registry))
+    assert isinstance(record, TrialRecord)
+    return record
+
+
+@needs_bwrap
+def test_the_graders_run_the_agents_code_out_of_the_keys_reach_too(registry: Registry, tmp_path: Path) -> None:
+    """The agent writes a module that loads the clean source when the graders import it: fixed uncontained only."""
+    trojan = f"exec(open({str(clean_source())!r}).read())"
+    command = f"printf '%s\\n' {json.dumps(trojan)} > intervals.py"
+    uncontained = trial(registry, command, None)
+    assert uncontained.verdict == "fixed"  # what --sandbox none allows, said in docs/trust-model.md
+    hidden = [str(clean_source().parent)]
+    contained = trial(registry, command, choose_containment(registry, "bwrap", hidden, lambda _l: None))
+    assert contained.verdict == "not-fixed" and contained.failure_mode in ("suite-failed", "suite-not-run")
+
+
+@needs_bwrap
+def test_exceeding_a_limit_is_the_trials_named_failure_and_the_harness_goes_on(
+    registry: Registry, tmp_path: Path
+) -> None:
+    chosen = choose_containment(registry, "bwrap", [], lambda _l: None)
+    small = Containment(chosen.sandbox, chosen.hidden, ResourceLimits(file_bytes=1 << 20))
+    record = trial(registry, "head -c 4000000 /dev/zero > big.bin", small)
+    assert record.failure_mode == "agent-resource-limit" and record.verdict == "not-fixed"
+    assert record.grades == ()  # nothing of it was graded
+    again = trial(registry, "true", small)
+    assert again.failure_mode != "agent-resource-limit"
