@@ -1,0 +1,323 @@
+"""Executors: where trials run. The records an executor plugin returns, the session it opens, and the local pool.
+
+The kernel hands an executor units of work and receives their results; it never learns how
+they ran. A unit (:class:`Work`) names a :class:`Stage` (what kind of work: a trial of one
+arm, an oracle, a graded certification trial) and the stage's argument (one job). Every
+executor keeps the same promise: each unit runs in a fresh process of its own, forked from
+a process that ran the stage's ``preload`` once, and its result (or how it failed) comes
+back to the one process that writes the store. ``local`` (this module) forks from this
+machine's lean parent; an executor plugin such as ``dask`` runs :func:`run_isolated` on a
+remote worker, which keeps that promise there.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from attrs import field, frozen
+
+from certlab_core.plugin.forking import ChildFailure, ForkPool, Zygote
+
+FailureKind = Literal["exception", "died", "timeout", "worker-lost"]
+"""How a unit of work failed: it raised, its process died, it ran past its time, or the machine running it was lost."""
+
+
+class Preload(Protocol):
+    """Run once in the process that forks a stage's units; what it returns is handed to each unit."""
+
+    def __call__(self) -> object: ...
+
+
+class StageCall(Protocol):
+    """One unit of a stage, in its own fresh process: ``call(preloaded, arg)``."""
+
+    def __call__(self, preloaded: Any, arg: Any, /) -> object: ...
+
+
+class DirectCall(Protocol):
+    """One unit of a stage run without a preloaded process: ``direct(arg)`` (it loads what it needs itself)."""
+
+    def __call__(self, arg: Any, /) -> object: ...
+
+
+def nothing_to_preload() -> None:
+    """The preload of a stage whose units need nothing imported ahead."""
+    return None
+
+
+@frozen
+class Stage:
+    """A kind of work: ``preload()`` once per serving process, then ``call(preloaded, arg)`` per unit, each fresh.
+
+    A stage without ``preload`` needs no serving process: on ``local`` its units fork from
+    the parent (which loaded what they need), elsewhere from a process with nothing preloaded
+    (``call`` then receives None). ``name`` identifies the stage across processes (a worker
+    keeps one serving process per name), so it must differ between runs that differ (the runner puts the manifest's seal
+    in it). ``direct`` is how one unit runs where no serving process could be started (a
+    preload that failed): it loads what it needs itself, and a failure to load is that
+    unit's own result. An executor that ships stages to other machines pickles ``preload``,
+    ``call`` and ``direct``: module-level functions (or ``functools.partial`` of them) over
+    plain data; ``portable`` says they do, and that the plugins they use import by name in a
+    fresh interpreter (a plugin registered in this process only does not).
+    """
+
+    name: str
+    call: StageCall
+    preload: Preload | None = None
+    direct: DirectCall | None = None
+    portable: bool = True
+
+
+@frozen
+class Work:
+    """One unit of work: a stage's call on ``arg``, killed after ``timeout_s``; ``tag`` comes back with its result."""
+
+    tag: Hashable
+    stage: Stage
+    arg: object
+    timeout_s: float | None = None
+
+
+@frozen
+class WorkFailure:
+    """Why a unit of work gave no result."""
+
+    kind: FailureKind
+    summary: str
+    exit_code: int | None = None  # how a process that "died" exited (None when killed by a signal)
+    traceback: str = ""
+
+
+@frozen
+class WorkDone:
+    """A finished unit of work: its tag and either its result (``failure`` None) or its failure."""
+
+    tag: Hashable
+    value: object = None
+    failure: WorkFailure | None = None
+
+
+@frozen
+class ExecutorOptions:
+    """What the user asked for: ``--workers``, ``--scheduler``; and what every worker must have installed."""
+
+    workers: int = 2
+    scheduler: str | None = None
+    distributions: Mapping[str, str] = field(factory=dict, converter=lambda m: dict(m))  # name -> version
+
+
+class ExecutorSession(Protocol):
+    """An open executor: submit units while ``busy() < slots``, collect them with ``wait()``, then ``close()``."""
+
+    @property
+    def slots(self) -> int:
+        """How many units may be out at once (beyond that, ``submit`` is not called)."""
+        ...
+
+    def busy(self) -> int:
+        """Units submitted and not yet returned by ``wait``."""
+        ...
+
+    def prepare(self, stages: Sequence[Stage]) -> None:
+        """Start what serves these stages ahead of their first unit (optional work: a session may start lazily)."""
+        ...
+
+    def submit(self, work: Work) -> None:
+        """Start one unit; its result comes from a later ``wait()``."""
+        ...
+
+    def wait(self) -> list[WorkDone]:
+        """Block until at least one submitted unit has finished; return every finished one."""
+        ...
+
+    def close(self) -> None:
+        """Stop everything still running; the session is not used again."""
+        ...
+
+
+class ExecutorStart(Protocol):
+    """Open a session: reach the machines, check what they have installed; refuse in one line (UsageError)."""
+
+    def __call__(self, options: ExecutorOptions, /) -> ExecutorSession: ...
+
+
+@frozen
+class Executor:
+    """A place trials run (``--executor NAME``): ``start(options)`` opens a session for one run or certification."""
+
+    name: str
+    description: str
+    start: ExecutorStart
+
+
+def failure_of(child: ChildFailure) -> WorkFailure:
+    """A forked child's failure as a unit's failure."""
+    kind: FailureKind = "timeout" if child.kind == "timeout" else "died" if child.kind == "died" else "exception"
+    return WorkFailure(kind=kind, summary=child.summary, exit_code=child.exit_code, traceback=child.traceback)
+
+
+def done_of(tag: Hashable, value: object) -> WorkDone:
+    """What a pool returned for ``tag`` (a result, or a ChildFailure) as a finished unit."""
+    if isinstance(value, ChildFailure):
+        return WorkDone(tag=tag, failure=failure_of(value))
+    return WorkDone(tag=tag, value=value)
+
+
+# --------------------------------------------------------------------------- local: forks of this process
+
+
+class LocalSession:
+    """Fresh processes forked on this machine, at most ``workers`` at once (the executor ``local``).
+
+    A prepared stage is served by a zygote: a fresh, lean interpreter started for it (or, when
+    its functions do not pickle, a child forked from this process) that runs the preload once
+    and forks one process per unit. A unit of a stage without a zygote is forked from this
+    process and runs ``direct`` (or ``call(preload(), arg)``).
+    """
+
+    def __init__(self, workers: int) -> None:
+        self._pool = ForkPool(workers)
+        self._zygotes: dict[str, Zygote] = {}
+
+    @property
+    def slots(self) -> int:
+        return self._pool.workers
+
+    def busy(self) -> int:
+        return self._pool.busy()
+
+    def prepare(self, stages: Sequence[Stage]) -> None:
+        """Start a zygote per stage: the fresh interpreters all at once, then a forked one where a spawn failed."""
+        started: dict[str, Zygote] = {}
+        served = [(stage, stage.preload) for stage in stages if stage.preload is not None]
+        for stage, preload in served:
+            if not stage.portable:
+                continue
+            try:
+                started[stage.name] = Zygote.spawn(preload, stage.call)
+            except Exception:  # not picklable, or could not start: fork one below
+                continue
+        for stage, preload in served:
+            zygote = started.get(stage.name)
+            if zygote is None or not zygote.wait_ready():
+                zygote = Zygote(preload, stage.call)
+            if zygote.ready:
+                self._zygotes[stage.name] = zygote
+
+    def submit(self, work: Work) -> None:
+        zygote = self._zygotes.get(work.stage.name)
+        if zygote is not None and not zygote.closed:
+            self._pool.submit_to(zygote, work.arg, work.tag, timeout=work.timeout_s)
+        else:
+            self._pool.submit(_unprepared(work.stage), work.arg, work.tag, timeout=work.timeout_s)
+
+    def wait(self) -> list[WorkDone]:
+        return [done_of(tag, value) for tag, value in self._pool.wait()]
+
+    def close(self) -> None:
+        self._pool.close()
+        for zygote in self._zygotes.values():
+            zygote.close()
+        self._zygotes.clear()
+
+
+class _Unprepared:
+    """One unit of a stage that has no serving process, in a process of its own."""
+
+    def __init__(self, stage: Stage) -> None:
+        self.stage = stage
+
+    def __call__(self, arg: object) -> object:
+        if self.stage.direct is not None:
+            return self.stage.direct(arg)
+        return self.stage.call(self.stage.preload() if self.stage.preload is not None else None, arg)
+
+
+def _unprepared(stage: Stage) -> _Unprepared:
+    return _Unprepared(stage)
+
+
+def start_local(options: ExecutorOptions) -> LocalSession:
+    """The executor ``local``: forks of this process, ``--workers`` at once."""
+    return LocalSession(max(1, options.workers))
+
+
+LOCAL = Executor(
+    name="local",
+    description="fresh processes forked on this machine from a lean, preloaded parent (--workers at once)",
+    start=start_local,
+)
+
+
+# --------------------------------------------------------------------------- on a worker of another executor
+
+_ZYGOTES_KEPT = 8
+_served = threading.local()
+
+
+def _zygotes_of_this_thread() -> OrderedDict[str, Zygote]:
+    zygotes: OrderedDict[str, Zygote] | None = getattr(_served, "zygotes", None)
+    if zygotes is None:
+        zygotes = OrderedDict()
+        _served.zygotes = zygotes
+    return zygotes
+
+
+def _serving(stage: Stage) -> Zygote:
+    """This thread's zygote for ``stage`` (started as a fresh interpreter on first use; the last few are kept)."""
+    zygotes = _zygotes_of_this_thread()
+    zygote = zygotes.get(stage.name)
+    if zygote is not None and not zygote.closed:
+        zygotes.move_to_end(stage.name)
+        return zygote
+    zygote = Zygote.spawn(stage.preload or nothing_to_preload, stage.call)
+    if not zygote.wait_ready():
+        problem = zygote.problem
+        direct = stage.direct or _Unprepared(stage)
+        zygote = Zygote.spawn(nothing_to_preload, _Apply(direct))  # each unit loads what it needs itself
+        if not zygote.wait_ready():
+            raise RuntimeError(f"no process could be started for {stage.name}: {problem}; {zygote.problem}")
+    zygotes[stage.name] = zygote
+    while len(zygotes) > _ZYGOTES_KEPT:
+        _name, oldest = zygotes.popitem(last=False)
+        oldest.close()
+    return zygote
+
+
+@frozen
+class _Apply:
+    """A zygote's call that runs a direct call on the unit's argument (picklable when the direct call is)."""
+
+    direct: DirectCall
+
+    def __call__(self, _preloaded: object, arg: object) -> object:
+        return self.direct(arg)
+
+
+def run_isolated(stage: Stage, arg: object, timeout_s: float | None = None) -> WorkDone:
+    """Run one unit in a fresh process on this machine, even from a process that has threads (a Dask worker).
+
+    For executor plugins: call it where the unit is to run. The stage's preload runs once per
+    thread in a fresh interpreter (a zygote), and each unit forks from it; graders and oracles
+    the unit starts fork from that fresh process in turn. Returns the result or the failure
+    (the tag is the caller's to add back).
+    """
+    zygote = _serving(stage)
+    with ForkPool(1) as pool:
+        pool.submit_to(zygote, arg, 0, timeout=timeout_s)
+        finished = pool.wait()
+    if zygote.closed:
+        _zygotes_of_this_thread().pop(stage.name, None)
+    (_tag, value), *_rest = finished
+    return done_of(0, value)
+
+
+def close_isolated() -> None:
+    """Stop this thread's zygotes (a worker calls it when it shuts down; they also end when their parent does)."""
+    zygotes = _zygotes_of_this_thread()
+    while zygotes:
+        _name, zygote = zygotes.popitem()
+        zygote.close()
