@@ -22,7 +22,10 @@ from certlab_core.canonical import seal_holds
 
 TRIAL_SCHEMA = "certlab.trial/1"
 MAX_ATTEMPTS = 2
+WORKER_LOST = "worker-lost:"  # the machine running the attempt was lost: run again, not counted as its retry
+MAX_WORKER_LOST = 3
 INFRA_KINDS = (
+    WORKER_LOST,
     "world-broken:",
     "injector-broken:",
     "oracle-broken:",
@@ -77,6 +80,7 @@ class AttemptLedger:
         self.infra_exit_codes = tuple(infra_exit_codes)
         self.problems: list[str] = []
         self._by_trial: dict[str, list[_Attempt]] = {}
+        self._lost: dict[str, int] = {}  # attempts lost with their worker, per trial
 
     def add(self, number: int, raw: str | bytes, summary: Mapping[str, Any] | None = None) -> None:
         where = f"trials.jsonl line {number}"
@@ -99,6 +103,8 @@ class AttemptLedger:
         else:
             whole = line if summary is None else _parsed_line(raw)
             reason = _retry_reason(whole if whole is not None else line, self.infra_exit_codes)
+            if reason is None and str((whole or line).get("error")).startswith(WORKER_LOST):
+                self._lost[trial_id] = self._lost.get(trial_id, 0) + 1
         entry = (attempt, number, line.get("identity"), line.get("seed"), reason)
         self._by_trial.setdefault(trial_id, []).append(entry)
 
@@ -115,16 +121,18 @@ class AttemptLedger:
         self.problems.extend(other.problems)
         for trial_id, attempts in other._by_trial.items():
             self._by_trial.setdefault(trial_id, []).extend(attempts)
+        for trial_id, lost in other._lost.items():
+            self._lost[trial_id] = self._lost.get(trial_id, 0) + lost
 
     def finish(self) -> list[str]:
         """Every way the attempts taken break write-once and retry-only-after-error, one line each."""
         problems = list(self.problems)
         for trial_id, attempts in sorted(self._by_trial.items()):
-            problems.extend(_trial_problems(trial_id, attempts))
+            problems.extend(_trial_problems(trial_id, attempts, self._lost.get(trial_id, 0)))
         return problems
 
 
-def _trial_problems(trial_id: str, attempts: list[_Attempt]) -> list[str]:
+def _trial_problems(trial_id: str, attempts: list[_Attempt], lost: int = 0) -> list[str]:
     problems: list[str] = []
     numbers = [entry[0] for entry in attempts]
     if len(numbers) == 1 and numbers[0] == 1:
@@ -134,7 +142,7 @@ def _trial_problems(trial_id: str, attempts: list[_Attempt]) -> list[str]:
         return [f"{trial_id}: attempt {duplicated[0]} is written more than once; a record is written once"]
     if sorted(numbers) != list(range(1, len(numbers) + 1)):
         return [f"{trial_id}: attempts {sorted(numbers)} do not run 1, 2, ... without a gap: an attempt was removed"]
-    if len(numbers) > MAX_ATTEMPTS:
+    if len(numbers) - min(lost, MAX_WORKER_LOST) > MAX_ATTEMPTS:  # a lost worker's attempts are not its retry
         problems.append(f"{trial_id}: {len(numbers)} attempts; an infrastructure error is retried once at most")
     if numbers != sorted(numbers):
         problems.append(f"{trial_id}: attempt {sorted(numbers)[-1]} was written before the attempt it retries")

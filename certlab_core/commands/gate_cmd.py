@@ -61,13 +61,26 @@ def run_command(
     junit: Path = typer.Option(None, "--junit", help="Also write a JUnit XML report here."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write a Markdown report here."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    executor: str = typer.Option(
+        "local", "--executor", help="Where trials run: local (forked processes here) or a plugin's, such as dask."
+    ),
+    scheduler: str = typer.Option(
+        "", "--scheduler", help="With --executor dask: the scheduler, tcp://HOST:PORT (none: a local cluster)."
+    ),
     sign_key: Path = typer.Option(None, "--sign-key", help="Sign the run store when it is written (certlab keygen)."),
 ) -> None:
     """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""
     from certlab_core.commands.signing_cmd import check_sign_key, sign_evidence
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
-    from certlab_core.gate.runner import ProgressLine, plan_run, run_experiment, workers_default
+    from certlab_core.gate.runner import (
+        ProgressLine,
+        open_executor,
+        plan_run,
+        run_distributions,
+        run_experiment,
+        workers_default,
+    )
     from certlab_core.gate.store import create_run, earlier_lines
     from certlab_core.plugin.registry import discover
 
@@ -81,11 +94,17 @@ def run_command(
     register_experiment_task(registry, descriptor.resolve().parent)
     manifest = build_manifest(spec, descriptor, registry)
     plan = plan_run(manifest, registry)
-    folder = create_run(out, manifest)
-    print(f"certlab: running {manifest.experiment} into {folder}", file=sys.stderr, flush=True)
-    total = 2 * manifest.n_per_arm * len(manifest.conditions)
-    progress = ProgressLine(total, enabled=not quiet)
-    outcome = run_experiment(plan, folder, workers or workers_default(), retry_infra, progress)
+    session = open_executor(
+        registry, executor, workers or workers_default(), scheduler or None, run_distributions(manifest)
+    )
+    try:
+        folder = create_run(out, manifest)
+        print(f"certlab: running {manifest.experiment} into {folder}", file=sys.stderr, flush=True)
+        total = 2 * manifest.n_per_arm * len(manifest.conditions)
+        progress = ProgressLine(total, enabled=not quiet)
+        outcome = run_experiment(plan, folder, workers or workers_default(), retry_infra, progress, session)
+    finally:
+        session.close()
     decision = _decide_and_write(folder, registry)
     typer.echo(f"run: {folder}")
     if outcome.stopped and decision["verdict"] != "ERROR" and not quiet:

@@ -37,7 +37,7 @@ from certlab_core.plugin.records import Bounds, StatisticalRule
 
 OUTCOMES = ("success", "failure", "error")
 EXIT_CODES = {"PASS": EXIT_PASS, "BLOCK": EXIT_BLOCK, "INCONCLUSIVE": EXIT_INCONCLUSIVE, "ERROR": EXIT_ERROR}
-MAX_ATTEMPTS = 2
+MAX_ATTEMPTS = 2 + 3  # one --retry-infra retry and three re-runs after a lost worker (integrity.py tells them apart)
 PROBLEMS_SHOWN = 20
 
 Decide = Callable[..., Bounds]

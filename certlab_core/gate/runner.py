@@ -16,6 +16,7 @@ import gc
 import importlib.util
 import os
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -36,7 +37,17 @@ from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink, iter_raw_li
 from certlab_core.gate.trial import Job, TrialKey, TrialPlan, blank_outcome
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.forking import ChildFailure, ForkedCallError, ForkPool, Zygote, call_in_fork
+from certlab_core.plugin.executor import (
+    LOCAL,
+    Executor,
+    ExecutorOptions,
+    ExecutorSession,
+    LocalSession,
+    Stage,
+    Work,
+    WorkFailure,
+)
+from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork
 from certlab_core.plugin.records import Fault, StatisticalRule, ToolWorld
 from certlab_core.plugin.registry import Registry
 
@@ -44,8 +55,22 @@ ORACLE_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0
 DETAIL_LIMIT = tr.DETAIL_LIMIT
 ORACLES = "oracles"
+WORKER_LOST = "worker-lost"
+VOLATILE_FIELDS = ("timings", "seal")  # what differs between two runs of one manifest, on any executors
+WORKER_LOST_RERUNS = 3  # a trial whose worker is lost runs again, at most this many times (then its last loss stands)
 
-__all__ = ["Job", "Plan", "TrialKey", "plan_run", "rerun_trial", "run_experiment", "run_oracle", "run_tool_trial"]
+__all__ = [
+    "Job",
+    "Plan",
+    "TrialKey",
+    "open_executor",
+    "plan_run",
+    "rerun_trial",
+    "run_distributions",
+    "run_experiment",
+    "run_oracle",
+    "run_tool_trial",
+]
 
 
 @frozen
@@ -76,7 +101,7 @@ def _contract_of(manifest: Manifest) -> dict[str, Any]:
 
 
 def _module_of(registry: Registry, kind: str, name: str) -> Any:
-    plugin_name = registry.index[kind][name][1]
+    plugin_name = registry.plugin_name_of(kind, name)
     return registry.pm.get_plugin(plugin_name)
 
 
@@ -214,10 +239,12 @@ def classify(
     return "failure", fm.ORACLE_REJECTED, None
 
 
-def child_failure_outcome(failure: ChildFailure, manifest: Manifest) -> dict[str, Any]:
-    """What a trial child that did not report stands for: killed at its deadline, died, or the runner broke."""
+def child_failure_outcome(failure: ChildFailure | WorkFailure, manifest: Manifest) -> dict[str, Any]:
+    """What a trial child that did not report stands for: killed at its deadline, died, lost with its worker, broken."""
     outcome = blank_outcome("crashed", failure.summary[:DETAIL_LIMIT])
-    if failure.kind == "timeout":
+    if failure.kind == WORKER_LOST:
+        outcome["error"] = f"{WORKER_LOST}: {failure.summary[:DETAIL_LIMIT]}"
+    elif failure.kind == "timeout":
         outcome["agent"]["status"] = "timeout"
         outcome["budget_exceeded"] = "seconds"
     elif failure.kind == "died":
@@ -345,127 +372,188 @@ def run_experiment(
     workers: int = 2,
     retry_infra: bool = False,
     progress: ProgressLine | None = None,
+    executor: ExecutorSession | None = None,
 ) -> RunOutcome:
-    """Run the manifest's trials into ``folder/trials.jsonl`` look by look, stopping as the stopping rule says."""
-    graded_in_child = plan.manifest.task.kind == "family"
-    if graded_in_child:
-        from certlab_core.gate.family import FamilyTrials
+    """Run the manifest's trials into ``folder/trials.jsonl`` look by look, stopping as the stopping rule says.
 
-        child: Callable[[Job], Any] = FamilyTrials.prepare(plan).child
-    else:
+    The trials run on ``executor`` (an open session, which stays open: its opener closes it);
+    without one, on a local pool of ``workers`` forked processes, closed here.
+    """
+    session: ExecutorSession = executor if executor is not None else LocalSession(workers)
+    if isinstance(session, LocalSession):
+        stages = trial_stages(plan)
+    else:  # a coding arm's proof runs where its trials run
+        from certlab_core.lab import trials_on
 
-        def child(job: Job) -> Any:
-            return run_tool_trial(plan, job.key)
-
+        with trials_on(session):
+            stages = trial_stages(plan)
     result = RunOutcome()
     gc.collect()
     gc.freeze()  # children then share the parent's objects without copying them on the collector's account
-    zygotes = {} if graded_in_child else start_zygotes(plan)
     try:
-        _run_looks(plan, folder, workers, retry_infra, progress, child, graded_in_child, zygotes, result)
+        session.prepare(list(stages.values()))
+        _run_looks(plan, folder, retry_infra, progress, stages, session, result)
     finally:
-        for zygote in zygotes.values():
-            zygote.close()
+        if executor is None:
+            session.close()
     if progress is not None:
         progress.finish()
     return result
 
 
-def start_zygotes(plan: Plan) -> dict[str, Zygote]:
-    """One zygote per arm, each with only its own agent preloaded, and one for the oracles (no agent code at all).
+FAMILY = "family"
 
-    They are fresh interpreters started together when every plugin imports by name, else
-    children forked from this process. An arm whose agent cannot be preloaded runs without
-    one: its trials' processes import the agent themselves (and a failure to load it is that
-    trial's crash).
+
+def trial_stages(plan: Plan) -> dict[str, Stage]:
+    """The stages of a run's work: one per arm and one for the oracles (tool worlds), or one graded coding trial.
+
+    An arm's stage preloads only its own agent; the oracles' stage never sees an agent's
+    code. A coding arm's trial is graded in its own process and has no serving process.
+    Stage names carry the manifest's seal, so a worker that served another run starts afresh.
     """
+    seal = plan.manifest.seal
+    if plan.manifest.task.kind == "family":
+        from certlab_core.gate.family import FamilyTrials
+
+        trials = attrs.evolve(FamilyTrials.prepare(plan), plan=ManifestOnly(plan.manifest))
+        return {FAMILY: Stage(name=f"{FAMILY}@{seal}", call=partial(_family_trial, trials))}
     assert plan.trial is not None
-    wanted: dict[str, tuple[Callable[[], Any], Callable[[Any, Any], Any]]] = {
-        arm: (partial(tr.preload_agent, plan.trial, arm), tr.trial_call) for arm in ARMS
+    stages = {
+        arm: Stage(
+            name=f"{arm}@{seal}",
+            preload=partial(tr.preload_agent, plan.trial, arm),
+            call=tr.trial_call,
+            direct=partial(_direct_trial, plan.trial),
+            portable=plan.spawnable,
+        )
+        for arm in ARMS
     }
-    wanted[ORACLES] = (partial(tr.preload_oracle, plan.trial), tr.oracle_call)
-    started: dict[str, Zygote] = {}
-    if plan.spawnable:
-        for name, (preload, call) in wanted.items():
-            try:
-                started[name] = Zygote.spawn(preload, call)
-            except Exception:  # could not start or not picklable: fork one below
-                continue
-    zygotes: dict[str, Zygote] = {}
-    for name, (preload, call) in wanted.items():
-        zygote = started.get(name)
-        if zygote is None or not zygote.wait_ready():
-            zygote = Zygote(preload, call)
-        if zygote.ready:
-            zygotes[name] = zygote
-    return zygotes
+    stages[ORACLES] = Stage(
+        name=f"{ORACLES}@{seal}",
+        preload=partial(tr.preload_oracle, plan.trial),
+        call=tr.oracle_call,
+        direct=partial(_direct_oracle, plan.trial),
+        portable=plan.spawnable,
+    )
+    return stages
+
+
+@frozen
+class ManifestOnly:
+    """The part of a Plan a coding trial's process reads (the registry stays in the parent)."""
+
+    manifest: Manifest
+
+
+def _family_trial(trials: Any, _preloaded: object, job: Job) -> dict[str, Any]:
+    """A coding trial in its own process: the arm's adapter on the index's defect, graded by the chain."""
+    result: dict[str, Any] = trials.child(job)
+    return result
+
+
+def _direct_trial(trial: TrialPlan, job: Job) -> dict[str, Any]:
+    """A trial in a process with nothing preloaded: it loads the agent itself (a failure to load is its crash)."""
+    return tr.run_tool_trial(trial, job.key)
+
+
+def _direct_oracle(trial: TrialPlan, state: tuple[Any, Any]) -> dict[str, Any]:
+    task, snapshot = state
+    return tr.run_oracle(trial, task, snapshot)
+
+
+@frozen
+class TrialTag:
+    """What a trial's unit of work carries back: which attempt it was."""
+
+    job: Job
+
+
+@frozen
+class OracleTag:
+    """What an oracle's unit carries back: the attempt, what its trial reported, and when the oracle started."""
+
+    job: Job
+    outcome: Mapping[str, Any] = field(eq=False, hash=False)
+    started: float
 
 
 def _run_looks(
     plan: Plan,
     folder: Path,
-    workers: int,
     retry_infra: bool,
     progress: ProgressLine | None,
-    child: Callable[[Job], Any],
-    graded_in_child: bool,
-    zygotes: Mapping[str, Zygote],
+    stages: Mapping[str, Stage],
+    session: ExecutorSession,
     result: RunOutcome,
 ) -> None:
     manifest = plan.manifest
+    graded_in_child = FAMILY in stages
     identities = Identities(manifest)
     looks = len(manifest.schedule.look_sizes)
     counts = {"done": 0, "failed": 0, "errors": 0}
     trial_timeout = manifest.budgets.seconds + KILL_GRACE_S
-    with TrialSink(folder) as sink, ForkPool(workers) as pool:
+    retried: set[str] = set()  # trials whose one --retry-infra retry is used
+    lost: dict[str, int] = {}  # trials re-run after their worker was lost, and how often
+    with TrialSink(folder) as sink:
         conditions: list[str] | None = None
         for look in range(1, looks + 1):
             queue: deque[Job] = deque(Job(key, 1, identities.of(key)) for key in look_order(manifest, look, conditions))
             started: dict[str, float] = {}
-            while queue or pool.busy():
-                while queue and pool.free() > 0 and result.stopped is None:
+            while queue or session.busy():
+                while queue and session.busy() < session.slots and result.stopped is None:
                     job = queue.popleft()
                     started[f"{job.key.id}#{job.attempt}"] = time.perf_counter()
-                    zygote = zygotes.get(job.key.arm)
-                    if zygote is not None and not zygote.closed:
-                        pool.submit_to(zygote, job, ("trial", job), timeout=trial_timeout)
-                    else:
-                        pool.submit(child, job, ("trial", job), timeout=trial_timeout)
-                if result.stopped is not None and not pool.busy():
+                    stage = stages[FAMILY if graded_in_child else job.key.arm]
+                    session.submit(Work(tag=TrialTag(job), stage=stage, arg=job, timeout_s=trial_timeout))
+                if result.stopped is not None and not session.busy():
                     break
-                for tag, value in pool.wait():
-                    kind, job = tag[0], tag[1]
-                    if kind == "trial":
-                        outcome = child_failure_outcome(value, manifest) if isinstance(value, ChildFailure) else value
+                for done in session.wait():
+                    tag = done.tag
+                    job = tag.job  # type: ignore[attr-defined]
+                    if isinstance(tag, TrialTag):
+                        outcome = (
+                            child_failure_outcome(done.failure, manifest) if done.failure is not None else done.value
+                        )
+                        assert isinstance(outcome, dict)
                         if not graded_in_child and needs_oracle(outcome):
-                            oracle_tag = ("oracle", job, outcome, time.perf_counter())
-                            oracles = zygotes.get(ORACLES)
                             state = (outcome.get("task"), outcome.get("snapshot"))
-                            if oracles is not None and not oracles.closed:
-                                pool.submit_to(oracles, state, oracle_tag, timeout=ORACLE_TIMEOUT_S)
-                            else:
-                                pool.submit(_oracle_child(plan, outcome), None, oracle_tag, timeout=ORACLE_TIMEOUT_S)
+                            oracle_tag = OracleTag(job, outcome, time.perf_counter())
+                            session.submit(
+                                Work(tag=oracle_tag, stage=stages[ORACLES], arg=state, timeout_s=ORACLE_TIMEOUT_S)
+                            )
                             continue
                         line = trial_line(
                             plan, job, outcome, outcome.get("oracle"), None, _timings(started, job, outcome)
                         )
                     else:
-                        outcome, oracle_started = tag[2], tag[3]
+                        assert isinstance(tag, OracleTag)
+                        outcome, oracle_started = dict(tag.outcome), tag.started
                         oracle_error = None
                         oracle: Mapping[str, Any] | None = None
-                        if isinstance(value, ChildFailure):
-                            oracle_error = value.summary[:DETAIL_LIMIT]
+                        if done.failure is not None:
+                            oracle_error = done.failure.summary[:DETAIL_LIMIT]
+                            if done.failure.kind == WORKER_LOST:  # the judging was lost, not judged: run it all again
+                                outcome = child_failure_outcome(done.failure, manifest)
                         else:
-                            oracle = value
+                            assert isinstance(done.value, dict)
+                            oracle = done.value
                         timings = _timings(started, job, outcome)
                         timings["oracle_s"] = time.perf_counter() - oracle_started
                         timings["total_s"] = time.perf_counter() - started[f"{job.key.id}#{job.attempt}"]
-                        line = trial_line(plan, job, outcome, oracle, oracle_error, timings)
+                        line = trial_line(
+                            plan, job, outcome, oracle if outcome.get("error") is None else None, oracle_error, timings
+                        )
                     sink.append(line)
                     result.lines += 1
                     if line["outcome"] == "error":
-                        if retry_infra and job.attempt == 1:
-                            queue.appendleft(Job(job.key, 2, job.identity))
+                        key_id = job.key.id
+                        if str(line["error"]).startswith(WORKER_LOST) and lost.get(key_id, 0) < WORKER_LOST_RERUNS:
+                            lost[key_id] = lost.get(key_id, 0) + 1  # not its --retry-infra retry
+                            queue.appendleft(Job(job.key, job.attempt + 1, job.identity))
+                            continue
+                        if retry_infra and key_id not in retried:
+                            retried.add(key_id)
+                            queue.appendleft(Job(job.key, job.attempt + 1, job.identity))
                             continue
                         counts["errors"] += 1
                         result.stopped = result.stopped or f"{job.key.id}: {line['error']}"
@@ -485,21 +573,14 @@ def _run_looks(
             conditions = due
 
 
-def _oracle_child(plan: Plan, outcome: Mapping[str, Any]) -> Callable[[Any], dict[str, Any]]:
-    task, snapshot = outcome.get("task"), outcome.get("snapshot")
-
-    def judge(_unused: Any) -> dict[str, Any]:
-        return run_oracle(plan, task, snapshot)
-
-    return judge
-
-
 def _timings(started: Mapping[str, float], job: Job, outcome: Mapping[str, Any]) -> dict[str, float]:
     total = time.perf_counter() - started[f"{job.key.id}#{job.attempt}"]
     return {"agent_s": float(outcome.get("agent_s", total)), "total_s": total}
 
 
 def _interim(plan: Plan, folder: Path) -> tuple[int | None, list[str], list[str]]:
+    if threading.active_count() > 1:  # an executor's client holds threads here: no fork, the look is read in place
+        return _walk_child(plan, folder / TRIALS)
     try:
         return call_in_fork(_walk_child, plan, folder / TRIALS, timeout=600.0)
     except ForkedCallError as error:
@@ -547,6 +628,32 @@ def rerun_trial(
         except ForkedCallError as error:
             oracle_error = error.failure.summary
     return trial_line(plan, job, outcome, oracle, oracle_error, {"total_s": time.perf_counter() - started})
+
+
+def open_executor(
+    registry: Registry, name: str, workers: int, scheduler: str | None, distributions: Mapping[str, str]
+) -> ExecutorSession:
+    """Open the executor ``name`` (``local`` is the kernel's own when no plugin provides it); refuse in one line.
+
+    ``distributions`` (name -> version) must be installed alike wherever the trials run; the
+    executor's own distribution is added to them.
+    """
+    if name == LOCAL.name and name not in registry.names("executors"):
+        executor: Executor = LOCAL
+    else:
+        executor = registry.get("executors", name)
+    if scheduler and executor.name == LOCAL.name:
+        raise UsageError(f"--scheduler {scheduler}: the local executor has no scheduler; add --executor dask")
+    wanted = dict(distributions)
+    if name in registry.names("executors"):
+        info = registry.plugin_of("executors", name)
+        wanted.setdefault(info.distribution, info.version)
+    return executor.start(ExecutorOptions(workers=workers, scheduler=scheduler or None, distributions=wanted))
+
+
+def run_distributions(manifest: Manifest) -> dict[str, str]:
+    """What every machine running this manifest's trials must have: its plugins and certlab, at the sealed versions."""
+    return {"certlab": manifest.certlab_version, **manifest.plugins}
 
 
 def workers_default() -> int:

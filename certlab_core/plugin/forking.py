@@ -134,7 +134,8 @@ def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None)
     os.close(read_fd)
     kind, value = _decode(pid, b"".join(chunks), timed_out)
     if kind == "ok":
-        return value
+        returned: R = value
+        return returned
     raise ForkedCallError(value)
 
 
@@ -395,7 +396,8 @@ class Zygote:
         start_timeout: float = 120.0,
         spawn: bool = False,
     ) -> None:
-        _assert_single_threaded()
+        if not spawn:  # a spawned zygote is a new interpreter: a process with threads (a Dask worker) may start one
+            _assert_single_threaded()
         sys.stdout.flush()
         sys.stderr.flush()
         self._process: Any = None

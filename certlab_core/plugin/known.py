@@ -44,4 +44,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "decision_low_confidence": "certlab-faults",
         "decision_unavailable": "certlab-faults",
     },
+    "executors": {
+        "dask": "certlab-executor-dask",
+    },
 }

@@ -1,0 +1,241 @@
+"""The executor ``dask``: each unit of work a task on a Dask distributed cluster, run in a fresh process on its worker.
+
+``--executor dask --scheduler tcp://HOST:PORT`` joins an existing cluster; without an
+address a ``distributed.LocalCluster`` of ``--workers`` single-thread worker processes is
+started for the run and stopped after it. Before the first trial the session checks that
+the scheduler answers, that at least one worker is there, and that every worker has the
+distributions the run names at the same versions (one line otherwise). A task runs
+``run_isolated`` on its worker: a zygote per stage preloads once and forks a fresh process
+per trial, so a trial is isolated there as on ``local``. The scheduler is told not to run
+a task again after its worker died (``allowed_failures`` 0, restored when the session
+closes), so a lost worker comes back as a ``worker-lost`` failure that the runner records
+and runs as a new attempt, instead of a silent second run.
+
+Dask is imported only when a session starts: trials never fork from a process holding it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from certlab_core.plugin import (
+    Executor,
+    ExecutorOptions,
+    Stage,
+    UsageError,
+    Work,
+    WorkDone,
+    WorkFailure,
+    hookimpl,
+    run_isolated,
+)
+
+CONNECT_TIMEOUT_S = 10.0
+WORKERS_TIMEOUT_S = 30.0
+UNITS_PER_THREAD = 16  # units out per worker thread: enough that no thread waits on the scheduler's round trip
+MAX_UNITS_PER_TASK = 8
+README_SECTION = "see the README, 'Running on a Dask cluster'"
+
+
+def installed_versions(names: Sequence[str]) -> dict[str, str | None]:
+    """On a worker: the installed version of each distribution (None when it is not installed)."""
+    found: dict[str, str | None] = {}
+    for name in names:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def swap_allowed_failures(dask_scheduler: Any, allowed: int) -> int:
+    """On the scheduler: set how often a task may outlive a dead worker; return the previous value."""
+    previous = int(dask_scheduler.allowed_failures)
+    dask_scheduler.allowed_failures = allowed
+    return previous
+
+
+def mismatched(wanted: Mapping[str, str], found: Mapping[str, Mapping[str, str | None]]) -> str | None:
+    """The first worker whose distributions differ from the run's, said in one line (None when all match)."""
+    for address, versions in sorted(found.items()):
+        for name, version in sorted(wanted.items()):
+            have = versions.get(name)
+            if have != version:
+                what = f"has {name} {have}" if have is not None else f"does not have {name} installed"
+                return (
+                    f"the Dask worker {address} {what}, but this run needs {name} {version}: "
+                    f"install the same versions on every worker ({README_SECTION})"
+                )
+    return None
+
+
+Unit = tuple[Stage, object, float | None]  # what a task carries per unit: its stage, argument and time limit
+
+
+def run_units(units: Sequence[Unit]) -> list[WorkDone]:
+    """On a worker: run each unit in a fresh process of its own, one after the other (``run_isolated``)."""
+    return [run_isolated(stage, arg, timeout_s) for stage, arg, timeout_s in units]
+
+
+class DaskSession:
+    """Units of work as Dask tasks; results taken as they complete, in the process that writes the store.
+
+    Units submitted between two ``wait()`` calls travel together, a few to a task (as many as
+    spread them evenly over the worker threads, at most ``MAX_UNITS_PER_TASK``), so the
+    scheduler's round trip is paid per task, not per trial. A task lost with its worker
+    returns each of its units as ``worker-lost``.
+    """
+
+    def __init__(self, client: Any, cluster: Any, previous_allowed_failures: int | None, threads: int) -> None:
+        self._client = client
+        self._cluster = cluster
+        self._previous_allowed_failures = previous_allowed_failures
+        self._threads = threads
+        self._pending: list[Work] = []
+        self._tags: dict[str, list[Hashable]] = {}  # task key -> the caller's tags of its units, in order
+        self._out = 0
+        self._completed: Any = None  # distributed.as_completed, made with the first task (it needs a future)
+
+    @property
+    def slots(self) -> int:
+        return self._threads * UNITS_PER_THREAD
+
+    def busy(self) -> int:
+        return self._out + len(self._pending)
+
+    def prepare(self, stages: Sequence[Stage]) -> None:
+        for stage in stages:
+            if not stage.portable:
+                raise UsageError(
+                    f"--executor dask: the work {stage.name.split('@')[0]!r} uses a plugin that is not importable "
+                    "by name (registered in this process only); install it as a distribution on every worker"
+                )
+
+    def submit(self, work: Work) -> None:
+        self._pending.append(work)
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        size = max(1, min(MAX_UNITS_PER_TASK, -(-len(self._pending) // self._threads)))
+        for first in range(0, len(self._pending), size):
+            chunk = self._pending[first : first + size]
+            units = [(work.stage, work.arg, work.timeout_s) for work in chunk]
+            future = self._client.submit(run_units, units, pure=False)
+            self._tags[future.key] = [work.tag for work in chunk]
+            self._out += len(chunk)
+            if self._completed is None:
+                from distributed import as_completed
+
+                self._completed = as_completed([future], loop=self._client.loop, with_results=True, raise_errors=False)
+            else:
+                self._completed.add(future)
+        self._pending.clear()
+
+    def wait(self) -> list[WorkDone]:
+        self._flush()
+        finished: list[WorkDone] = []
+        for future, result in self._completed.next_batch(block=True):
+            tags = self._tags.pop(future.key)
+            self._out -= len(tags)
+            if future.status == "finished":
+                for tag, done in zip(tags, result, strict=True):
+                    finished.append(WorkDone(tag=tag, value=done.value, failure=done.failure))
+            else:
+                finished.extend(WorkDone(tag=tag, failure=_task_failure(future, result)) for tag in tags)
+            future.release()
+        return finished
+
+    def close(self) -> None:
+        self._pending.clear()
+        self._tags.clear()
+        if self._completed is not None:
+            self._completed.clear()
+        try:
+            if self._previous_allowed_failures is not None and self._cluster is None:
+                self._client.run_on_scheduler(swap_allowed_failures, allowed=self._previous_allowed_failures)
+        except Exception:  # the scheduler may already be gone; nothing of the run depends on it any more
+            pass
+        self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def _task_failure(future: Any, error: object) -> WorkFailure:
+    """Why a task gave no result: its worker was lost, the scheduler dropped it, or it raised."""
+    from distributed import KilledWorker
+
+    if isinstance(error, KilledWorker):
+        return WorkFailure(
+            kind="worker-lost", summary=f"the Dask worker running it was lost ({error.last_worker.address})"
+        )
+    if future.status != "error" or not isinstance(error, BaseException):  # cancelled: the client lost the scheduler
+        return WorkFailure(kind="worker-lost", summary=f"the Dask scheduler dropped the task ({future.status})")
+    return WorkFailure(kind="exception", summary=f"the Dask task failed: {type(error).__name__}: {error}")
+
+
+def _connect(options: ExecutorOptions) -> tuple[Any, Any]:
+    from distributed import Client, LocalCluster
+
+    if options.scheduler:
+        try:
+            return Client(options.scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False), None
+        except (OSError, TimeoutError, ValueError, TypeError) as error:
+            raise UsageError(
+                f"--scheduler {options.scheduler}: no Dask scheduler answers there ({type(error).__name__}: "
+                f"{str(error).splitlines()[0] if str(error) else 'no reply'}); start one with 'dask scheduler' "
+                f"or check the address ({README_SECTION})"
+            ) from None
+    cluster = LocalCluster(
+        n_workers=max(1, options.workers),
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=50,
+    )
+    return Client(cluster, set_as_default=False), cluster
+
+
+def start(options: ExecutorOptions) -> DaskSession:
+    """Open a session on the cluster; refuse in one line when it cannot run this run's trials."""
+    client, cluster = _connect(options)
+    try:
+        where = options.scheduler or "the local cluster"
+        try:
+            client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
+        except TimeoutError:
+            raise UsageError(
+                f"the Dask scheduler {where} has no worker after {WORKERS_TIMEOUT_S:.0f} s; start some with "
+                f"'dask worker {options.scheduler or 'ADDRESS'}' ({README_SECTION})"
+            ) from None
+        try:
+            found = client.run(installed_versions, sorted(options.distributions))
+        except Exception as error:  # a worker that cannot even load this module
+            raise UsageError(
+                f"a Dask worker of {where} cannot run certlab's code ({type(error).__name__}: {error}); install "
+                f"certlab-executor-dask and the run's plugins on every worker ({README_SECTION})"
+            ) from None
+        problem = mismatched(options.distributions, found)
+        if problem is not None:
+            raise UsageError(problem)
+        previous = int(client.run_on_scheduler(swap_allowed_failures, allowed=0))
+        threads = sum(int(n) for n in client.nthreads().values())
+        return DaskSession(client, cluster, previous, max(1, threads))
+    except BaseException:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+        raise
+
+
+@hookimpl
+def certlab_executors() -> list[Executor]:
+    return [
+        Executor(
+            name="dask",
+            description="tasks on a Dask distributed cluster (--scheduler ADDRESS, or a local cluster of --workers)",
+            start=start,
+        )
+    ]

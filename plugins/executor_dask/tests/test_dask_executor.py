@@ -1,0 +1,283 @@
+"""The executor ``dask`` on a real cluster (``dask scheduler`` + ``dask worker``, as a user starts one): the same
+records and decision as ``local``, a lost worker's trial run again, and refusals before the first trial.
+
+Every run goes through the ``certlab`` command in a subprocess: a Dask client starts threads,
+and the test process must stay fit to fork. One cluster serves the module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from certlab_executor_dask.plugin import mismatched
+
+from certlab_core.gate.runner import VOLATILE_FIELDS, WORKER_LOST
+
+BIN = Path(sys.executable).parent
+AGENTS = "certlab_retry_world.agents"
+
+
+def descriptor(folder: Path, n_per_arm: int = 6, **changes: Any) -> Path:
+    data: dict[str, Any] = {
+        "schema": "certlab.experiment/1",
+        "experiment": "dask-exp",
+        "task": {"world": "retry-inventory", "input": {"orders": 2}},
+        "oracle": "world",
+        "arms": {
+            "baseline": {"agent": f"{AGENTS}:agent_a", "label": "A"},
+            "candidate": {"agent": f"{AGENTS}:agent_b", "label": "B"},
+        },
+        "conditions": [
+            {
+                "name": "reserve-timeout",
+                "bucket": "falsify",
+                "faults": [{"fault": "tool_timeout", "tool": "reserve", "on_calls": [1]}],
+            },
+            {"name": "calm", "bucket": "benign", "faults": []},
+        ],
+        "rule": {"name": "clopper-pearson", "alpha": 0.05, "delta": 0.1, "looks": 1},
+        "n_per_arm": n_per_arm,
+        "seed": 11,
+        "budgets": {"tool_calls": 60, "model_steps": 10, "seconds": 20},
+    }
+    data.update(changes)
+    path = folder / "certlab.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def certlab(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def fake_distribution(folder: Path, name: str, version: str, fault: str) -> None:
+    """A plugin distribution (dist-info and module) visible only to processes given ``folder`` on PYTHONPATH."""
+    module = name.replace("-", "_")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{module}.py").write_text(
+        textwrap.dedent(
+            f"""
+            from certlab_core.plugin import Fault, hookimpl
+
+            def inject(context):
+                return None
+
+            @hookimpl
+            def certlab_faults():
+                return [Fault(name={fault!r}, description="never fires", inject=inject, target="tool")]
+            """
+        ),
+        encoding="utf-8",
+    )
+    info = folder / f"{module}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[certlab.plugins]\n{module} = {module}\n", encoding="utf-8")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A scheduler and two single-thread worker processes; the workers see certlab-f14probe 0.0.2."""
+    root = tmp_path_factory.mktemp("cluster")
+    fake_distribution(root / "worker-path", "certlab-f14probe", "0.0.2", "f14_never")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    port = address.rsplit(":", 1)[1]
+    scheduler = subprocess.Popen(
+        [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    workers = subprocess.Popen(
+        [str(BIN / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1", "--no-dashboard"],
+        env={**os.environ, "PYTHONPATH": str(root / "worker-path")},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait = f"import distributed; distributed.Client({address!r}, timeout=60).wait_for_workers(2)"
+        ready = subprocess.run([sys.executable, "-c", wait], timeout=120, check=False)
+        assert ready.returncode == 0, "the test cluster did not start"
+        yield {"address": address, "root": root}
+    finally:
+        for process in (workers, scheduler):  # each started its own session: its group is its processes
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def run_store(out: Path) -> Path:
+    (folder,) = [p for p in out.iterdir() if p.is_dir()]
+    return folder
+
+
+def lines(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in (folder / "trials.jsonl").read_text(encoding="utf-8").splitlines() if raw]
+
+
+def stable(line: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in line.items() if key not in VOLATILE_FIELDS}
+
+
+def test_the_same_manifest_gives_the_same_records_and_decision_on_local_and_dask(
+    cluster: dict[str, Any], tmp_path: Path
+) -> None:
+    path = descriptor(tmp_path)
+    local = certlab("run", str(path), "--out", str(tmp_path / "local"), "--quiet", "--workers", "2")
+    dask = certlab(
+        "run", str(path), "--out", str(tmp_path / "dask"), "--quiet", "--executor", "dask",
+        "--scheduler", cluster["address"],
+    )  # fmt: skip
+    assert local.returncode in (0, 1, 2), local.stderr
+    assert dask.returncode == local.returncode, dask.stderr
+    local_store, dask_store = run_store(tmp_path / "local"), run_store(tmp_path / "dask")
+    by_id = {(line["id"], line["attempt"]): line for line in lines(local_store)}
+    on_dask = {(line["id"], line["attempt"]): line for line in lines(dask_store)}
+    assert len(by_id) == 24 and set(by_id) == set(on_dask)
+    for key, line in by_id.items():
+        assert stable(on_dask[key]) == stable(line), key
+    assert (dask_store / "decision.json").read_bytes() == (local_store / "decision.json").read_bytes()
+    gate = certlab("gate", str(dask_store))  # the store stands on its own: recomputed, the same verdict
+    assert gate.returncode == local.returncode, gate.stdout
+
+
+KILLER = '''
+import os, signal
+from pathlib import Path
+from certlab_retry_world.agents import agent_a
+
+MARK = Path(__file__).with_name("killed")
+
+
+def killer(task, tools, rng):
+    """On its first run, kill the Dask worker process this trial runs under (trial -> zygote -> worker)."""
+    if not MARK.exists():
+        MARK.write_text("")
+        zygote = os.getppid()
+        worker = int(Path(f"/proc/{zygote}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(worker, signal.SIGKILL)
+    return agent_a(task, tools, rng)
+'''
+
+
+def test_a_worker_lost_mid_trial_runs_that_trial_again_as_a_new_attempt(
+    cluster: dict[str, Any], tmp_path: Path
+) -> None:
+    (tmp_path / "killing.py").write_text(KILLER, encoding="utf-8")
+    path = descriptor(
+        tmp_path,
+        n_per_arm=4,
+        arms={
+            "baseline": {"agent": "killing:killer", "label": "A"},
+            "candidate": {"agent": f"{AGENTS}:agent_a", "label": "A"},
+        },
+        conditions=[{"name": "calm", "bucket": "benign", "faults": []}],
+    )
+    done = certlab(
+        "run",
+        str(path),
+        "--out",
+        str(tmp_path / "out"),
+        "--quiet",
+        "--executor",
+        "dask",
+        "--scheduler",
+        cluster["address"],
+    )  # fmt: skip  (no --retry-infra: a lost worker's trial runs again all the same)
+    assert done.returncode in (0, 2), done.stdout + done.stderr
+    assert (tmp_path / "killed").exists()
+    store = run_store(tmp_path / "out")
+    recorded = lines(store)
+    lost = [line for line in recorded if str(line["error"]).startswith(f"{WORKER_LOST}:")]
+    assert lost, "no attempt was recorded as lost with its worker"
+    for line in lost:
+        assert line["outcome"] == "error" and line["failure_mode"] is None and line["oracle"] is None
+    last: dict[str, dict[str, Any]] = {}
+    for line in recorded:
+        if line["attempt"] > last.get(line["id"], {"attempt": 0})["attempt"]:
+            last[line["id"]] = line
+    assert len(last) == 8  # every scheduled trial, once
+    assert all(line["outcome"] != "error" for line in last.values())
+    for line in lost:
+        assert any(other["id"] == line["id"] and other["attempt"] == line["attempt"] + 1 for other in recorded)
+    decision = json.loads((store / "decision.json").read_text(encoding="utf-8"))
+    assert decision["verdict"] != "ERROR", decision["problems"]
+    assert decision["trials"]["attempts"] == len(recorded) and len(recorded) == 8 + len(lost)
+    gate = certlab("gate", str(store))  # the attempts ledger takes a lost worker's re-run as no retry
+    assert gate.returncode == done.returncode, gate.stdout
+
+
+def test_an_unreachable_scheduler_is_refused_in_one_line_before_any_trial(tmp_path: Path) -> None:
+    path = descriptor(tmp_path)
+    started = time.monotonic()
+    done = certlab(
+        "run", str(path), "--out", str(tmp_path / "out"), "--executor", "dask",
+        "--scheduler", f"tcp://127.0.0.1:{free_port()}",
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    (message,) = done.stderr.strip().splitlines()
+    assert "no Dask scheduler answers there" in message and "dask scheduler" in message
+    assert not (tmp_path / "out").exists()
+    assert time.monotonic() - started < 60
+
+
+def test_a_worker_without_the_manifests_plugins_at_its_versions_is_refused(
+    cluster: dict[str, Any], tmp_path: Path
+) -> None:
+    mine = tmp_path / "driver-path"
+    fake_distribution(mine, "certlab-f14probe", "0.0.1", "f14_never")
+    faults: list[dict[str, Any]] = [{"fault": "f14_never", "tool": "stock"}]
+    conditions = [{"name": "calm", "bucket": "benign", "faults": faults}]
+    path = descriptor(tmp_path, conditions=conditions)
+    args = ("run", str(path), "--out", str(tmp_path / "out"), "--executor", "dask", "--scheduler", cluster["address"])
+    done = certlab(*args, env={"PYTHONPATH": str(mine)})
+    assert done.returncode == 4, done.stderr
+    (message,) = done.stderr.strip().splitlines()
+    assert "has certlab-f14probe 0.0.2, but this run needs certlab-f14probe 0.0.1" in message
+    assert not (tmp_path / "out").exists()
+
+    fake_distribution(mine, "certlab-f14extra", "1.0", "f14_extra")
+    faults.append({"fault": "f14_extra", "tool": "stock"})
+    descriptor(tmp_path, conditions=conditions)
+    done = certlab(*args, env={"PYTHONPATH": str(mine)})
+    assert done.returncode == 4, done.stderr
+    assert "does not have certlab-f14extra installed, but this run needs certlab-f14extra 1.0" in done.stderr
+
+
+def test_mismatched_names_the_first_worker_and_distribution_that_differ() -> None:
+    wanted = {"certlab": "0.1.0", "certlab-faults": "0.1.0"}
+    assert mismatched(wanted, {"tcp://a:1": dict(wanted), "tcp://b:2": dict(wanted)}) is None
+    problem = mismatched(wanted, {"tcp://a:1": dict(wanted), "tcp://b:2": {"certlab": "0.1.0"}})
+    assert problem is not None and problem.startswith("the Dask worker tcp://b:2 does not have certlab-faults")
