@@ -298,13 +298,22 @@ def apply_changes(root: Path, changes: Iterable[Change], link_dir: Path | None =
     size, which the policy grader fails the same way.
     """
     listed = list(changes)
+    paths = [c.path for c in listed]
+    if len(set(paths)) != len(paths):
+        twice = sorted({p for p in paths if paths.count(p) > 1})
+        raise Tampered(f"the recorded changes name {twice[0]!r} more than once; no work copy records a path twice")
     # Deletions first, on the tree as issued: a genuine deletion never passes a link then (a
     # folder the agent replaced by a link is deleted below before the link is made).
     ordered = [c for c in listed if c.kind == "deleted"] + [c for c in listed if c.kind != "deleted"]
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for change in ordered:
-            _apply_one(root_fd, change, link_dir)
+            try:
+                _apply_one(root_fd, change, link_dir)
+            except OSError as error:
+                raise Tampered(
+                    f"the recorded change to {change.path!r} cannot be applied to a tree as issued ({error.strerror})"
+                ) from None
     finally:
         os.close(root_fd)
 
