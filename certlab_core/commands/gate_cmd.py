@@ -54,7 +54,7 @@ def _write_reports(folder: Path, decision: dict[str, Any], junit: Path | None, m
 
 
 def run_command(
-    descriptor: Path = typer.Argument(..., help="The experiment descriptor (certlab.yaml)."),
+    descriptor: Path = typer.Argument(None, help="The experiment descriptor (certlab.yaml); none with --resume."),
     workers: int = typer.Option(0, "--workers", "-w", help="Trials at once (default: the number of CPUs)."),
     out: Path = typer.Option(Path("runs"), "--out", "-o", help="Folder that receives the new run store."),
     retry_infra: bool = typer.Option(False, "--retry-infra", help="Retry an infrastructure ERROR once."),
@@ -68,6 +68,7 @@ def run_command(
         "", "--scheduler", help="With --executor dask: the scheduler, tcp://HOST:PORT (none: a local cluster)."
     ),
     sign_key: Path = typer.Option(None, "--sign-key", help="Sign the run store when it is written (certlab keygen)."),
+    resume: Path = typer.Option(None, "--resume", help="Complete the run store RUNDIR that a kill or Ctrl-C stopped."),
 ) -> None:
     """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""
     from certlab_core.commands.signing_cmd import check_sign_key, sign_evidence
@@ -87,19 +88,27 @@ def run_command(
     if workers < 0:
         raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
     check_sign_key(sign_key)
-    spec = load_descriptor(descriptor)
     registry = discover()
+    from certlab_core.gate.resume import notice_interrupt, open_for_resume
     from certlab_core.held_out import register_experiment_task  # a task of the user's own, in this folder
 
-    register_experiment_task(registry, descriptor.resolve().parent)
-    manifest = build_manifest(spec, descriptor, registry)
+    if resume is not None:
+        manifest = open_for_resume(resume, descriptor)
+        register_experiment_task(registry, Path(manifest.descriptor_dir))
+    else:
+        if descriptor is None:
+            raise UsageError("give the experiment descriptor (certlab run certlab.yaml), or --resume RUNDIR")
+        spec = load_descriptor(descriptor)
+        register_experiment_task(registry, descriptor.resolve().parent)
+        manifest = build_manifest(spec, descriptor, registry)
     plan = plan_run(manifest, registry)
     session = open_executor(
         registry, executor, workers or workers_default(), scheduler or None, run_distributions(manifest)
     )
     try:
-        folder = create_run(out, manifest)
+        folder = resume if resume is not None else create_run(out, manifest)
         print(f"certlab: running {manifest.experiment} into {folder}", file=sys.stderr, flush=True)
+        notice_interrupt(folder, manifest)
         total = 2 * manifest.n_per_arm * len(manifest.conditions)
         progress = ProgressLine(total, enabled=not quiet)
         outcome = run_experiment(plan, folder, workers or workers_default(), retry_infra, progress, session)

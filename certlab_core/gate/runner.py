@@ -32,6 +32,7 @@ from certlab_core.gate import trial as tr
 from certlab_core.gate.decision import walk
 from certlab_core.gate.descriptor import FaultDeclaration, is_reference
 from certlab_core.gate.manifest import ARMS, Manifest
+from certlab_core.gate.resume import pending_jobs, recorded_trials
 from certlab_core.gate.schedule import Identities, key_of, look_order
 from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink, iter_raw_line_bytes
 from certlab_core.gate.trial import Job, TrialKey, TrialPlan, blank_outcome
@@ -495,9 +496,14 @@ def _run_looks(
     retried: set[str] = set()  # trials whose one --retry-infra retry is used
     lost: dict[str, int] = {}  # trials re-run after their worker was lost, and how often
     with TrialSink(folder) as sink:
+        recorded = recorded_trials(folder / TRIALS, manifest.seal)  # a resumed run: these never run again
+        counts["done"] = len(recorded)
         conditions: list[str] | None = None
         for look in range(1, looks + 1):
-            queue: deque[Job] = deque(Job(key, 1, identities.of(key)) for key in look_order(manifest, look, conditions))
+            scheduled = (Job(key, 1, identities.of(key)) for key in look_order(manifest, look, conditions))
+            jobs, stopped = pending_jobs(scheduled, recorded, retry_infra)
+            result.stopped = result.stopped or stopped
+            queue: deque[Job] = deque(jobs)
             started: dict[str, float] = {}
             while queue or session.busy():
                 while queue and session.busy() < session.slots and result.stopped is None:

@@ -137,17 +137,32 @@ def create_run(out: Path, manifest: Manifest) -> Path:
 
 
 class TrialSink:
-    """Appends sealed lines to trials.jsonl, each written whole as it is made; a failure is an instrument error."""
+    """Appends sealed lines to trials.jsonl, each written whole as it is made; a failure is an instrument error.
+
+    Opening it takes the store's writer lock (a second runner refuses in one line) and cuts a
+    torn last line left by a killed run (``certlab_core.gate.resume``); ``torn_bytes`` says how
+    many bytes were cut.
+    """
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / TRIALS
         self._fd: int | None = None
+        self._lock: int | None = None
+        self.torn_bytes = 0
 
     def __enter__(self) -> TrialSink:
+        from certlab_core.gate.resume import cut_torn_tail, lock_store, unlock_store
+
+        self._lock = lock_store(self.path.parent)
         try:
+            self.torn_bytes = cut_torn_tail(self.path)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as error:
+            unlock_store(self._lock)
             raise InstrumentError(f"{self.path}: cannot open the record sink ({error.strerror})") from None
+        except BaseException:
+            unlock_store(self._lock)
+            raise
         return self
 
     def append(self, line: Mapping[str, Any]) -> str:
@@ -169,6 +184,11 @@ class TrialSink:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+        if self._lock is not None:
+            from certlab_core.gate.resume import unlock_store
+
+            unlock_store(self._lock)
+            self._lock = None
 
 
 def write_decision(folder: Path, decision: Mapping[str, Any]) -> Path:
