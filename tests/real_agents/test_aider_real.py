@@ -24,11 +24,10 @@ def _block(path: str, old: str, new: str) -> Reply:
     return Reply(text=text, usage=USAGE)
 
 
-def _args(aider: str, server: ScriptedModelServer) -> list[str]:
+def _args(aider: str) -> list[str]:
     return [
         f"--bin={aider}",
         f"--model={MODEL}",
-        f"--base-url={server.openai_base_url}",
         f"--input-cost-per-token={PRICES[0]}",
         f"--output-cost-per-token={PRICES[1]}",
     ]
@@ -39,8 +38,8 @@ def _certify(aider: str, server: ScriptedModelServer, tmp_path: Path, timeout_s:
         one_task(tmp_path / "task"),
         tmp_path / "out",
         "aider",
-        _args(aider, server),
-        harness_env(OPENAI_API_KEY="scripted-key"),
+        _args(aider),
+        harness_env(OPENAI_API_KEY="scripted-key", OPENAI_API_BASE=server.openai_base_url),
         timeout_s=timeout_s,
     )
 

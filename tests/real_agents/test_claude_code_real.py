@@ -48,8 +48,13 @@ def _edit_script(path: str, old: str, new: str) -> object:
     return reply
 
 
-def _args(claude: str, server: ScriptedModelServer) -> list[str]:
-    return [f"--bin={claude}", f"--model={MODEL}", f"--base-url={server.base_url}", "--max-turns=6"]
+def _args(claude: str) -> list[str]:
+    return [f"--bin={claude}", f"--model={MODEL}", "--max-turns=6"]
+
+
+def _env(server: ScriptedModelServer) -> dict[str, str]:
+    # The upstream through the variable the CLI reads, the way a model boundary is put in between.
+    return harness_env(ANTHROPIC_API_KEY="scripted-key", ANTHROPIC_BASE_URL=server.base_url)
 
 
 def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_with_its_cost(
@@ -60,8 +65,8 @@ def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_wi
             one_task(tmp_path / "task"),
             tmp_path / "out",
             "claude-code",
-            _args(claude, server),
-            harness_env(ANTHROPIC_API_KEY="scripted-key"),
+            _args(claude),
+            _env(server),
         )
         requests = server.requests
     trial = only_trial(bundle)
@@ -94,8 +99,8 @@ def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(claude: str, tmp_
             one_task(tmp_path / "task"),
             tmp_path / "out",
             "claude-code",
-            _args(claude, server),
-            harness_env(ANTHROPIC_API_KEY="scripted-key"),
+            _args(claude),
+            _env(server),
         )
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"]) == ("not-fixed", "policy-tests-modified"), said
@@ -109,8 +114,8 @@ def test_an_api_error_is_agent_unavailable_not_a_failed_fix(claude: str, tmp_pat
             one_task(tmp_path / "task"),
             tmp_path / "out",
             "claude-code",
-            _args(claude, server),
-            harness_env(ANTHROPIC_API_KEY="scripted-key"),
+            _args(claude),
+            _env(server),
         )
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"], trial["agent_status"]) == (

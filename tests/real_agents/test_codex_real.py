@@ -31,8 +31,8 @@ def _certify(codex: str, server: ScriptedModelServer, tmp_path: Path) -> tuple[i
         one_task(tmp_path / "task"),
         tmp_path / "out",
         "codex",
-        [f"--bin={codex}", f"--base-url={server.openai_base_url}"],
-        harness_env(OPENAI_API_KEY="scripted-key"),
+        [f"--bin={codex}"],
+        harness_env(OPENAI_API_KEY="scripted-key", OPENAI_BASE_URL=server.openai_base_url),
         timeout_s=60,
     )
 
