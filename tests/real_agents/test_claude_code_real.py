@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,9 @@ def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_wi
     assert summed["output_tokens"] == {"total": usage["output_tokens"], "trials": 1}
     contract = (tmp_path / "out" / "CONTRACT.md").read_text()
     assert f"${dollars:.4f} in all over 1 trials" in contract and "**the client's own estimate**" in contract
+    # The progress line of the trial: elapsed time and the running cost, marked as the client's estimate.
+    line = rf"\[1/1\] claude-code on intervals-length/fixture/1: fixed; elapsed \d+:\d\d; cost so far \${dollars:.4f}"
+    assert re.search(line + re.escape(" (the client's own estimate, 1 trials)"), said), said
 
 
 def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(claude: str, tmp_path: Path) -> None:
