@@ -24,7 +24,15 @@ import attrs
 from certlab_usage import agent_clis as clis
 from certlab_usage import parse_claude_code
 
-from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, PreflightCheck, hookimpl, run_command
+from certlab_core.plugin import (
+    AgentAdapter,
+    AgentOutcome,
+    AgentRequest,
+    PreflightCheck,
+    UsageError,
+    hookimpl,
+    run_command,
+)
 
 NAME = "claude-code"
 PROGRAM = "claude"
@@ -143,9 +151,12 @@ def judge(outcome: AgentOutcome) -> AgentOutcome:
 def run(request: AgentRequest) -> AgentOutcome:
     """Run Claude Code once on the request's work copy."""
     options = clis.parse_options(_spec(), request.agent_args)
-    executable = clis.find_cli(
-        NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=request.env
-    )
+    try:
+        executable = clis.find_cli(
+            NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=request.env
+        )
+    except UsageError as error:  # no CLI to run: the agent's own infrastructure is missing
+        return clis.not_started(str(error))
     with clis.scratch_home(NAME) as home:
         outcome = run_command(
             request,

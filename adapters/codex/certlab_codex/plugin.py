@@ -167,9 +167,12 @@ def judge(outcome: AgentOutcome) -> AgentOutcome:
 def run(request: AgentRequest) -> AgentOutcome:
     """Run ``codex exec`` once on the request's work copy."""
     options = clis.parse_options(_spec(), request.agent_args)
-    executable = clis.find_cli(
-        NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=request.env
-    )
+    try:
+        executable = clis.find_cli(
+            NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=request.env
+        )
+    except UsageError as error:  # no CLI to run: the agent's own infrastructure is missing
+        return clis.not_started(str(error))
     with clis.scratch_home(NAME) as home:
         outcome = run_command(
             request,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from attrs import frozen
 
-from certlab_core.plugin import UsageError
+from certlab_core.plugin import AgentOutcome, UsageError
 
 CACHE_SUBDIR = ("certlab", "clis")
 # The harness variables every CLI run keeps (the rest of the harness's environment stays behind).
@@ -176,6 +176,11 @@ def cli_version(executable: str, harness: Mapping[str, str], timeout_s: float = 
     text = done.stdout + done.stderr
     match = re.search(r"\d+\.\d+\.\d+[\w.+-]*", text)
     return match.group(0) if match else (text.strip().splitlines() or ["unknown"])[0]
+
+
+def not_started(reason: str) -> AgentOutcome:
+    """The outcome of a run whose CLI could not be found: ``unavailable``, saying why."""
+    return AgentOutcome(status="unavailable", exit_code=None, stdout_tail="", stderr_tail="", wall_s=0.0, detail=reason)
 
 
 def last_line(text: str, limit: int = 300) -> str:

@@ -1,0 +1,54 @@
+"""The real-CLI adapters pass AdapterConformance: timeout, nothing left running, outages unavailable, no stray writes.
+
+The CLIs run against a scripted model server on 127.0.0.1 in a process of its own
+(``conformance_server.py``: the checks fork, and refuse to fork with a server thread running).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from real_cli_support import require_cli
+
+from certlab_core.testing import AdapterConformance, Scenario
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    script = Path(__file__).resolve().parent / "conformance_server.py"
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.kill()
+        process.wait()
+
+
+class TestClaudeCode(AdapterConformance):
+    adapter_name = "claude-code"
+
+    @pytest.fixture(autouse=True)
+    def _scenarios(self, base_url: str) -> None:
+        found = require_cli("claude-code", "claude", "CERTLAB_CLAUDE_BIN", "npm/node_modules/.bin/claude")
+        env = {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "k"}
+        self.normal = Scenario(args=(f"--bin={found}",), env=env)  # the checks' fresh HOME has no CLI cache
+        self.hanging = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-hang"), env=env)
+        self.unavailable = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-down"), env=env)
+
+
+class TestCodex(AdapterConformance):
+    adapter_name = "codex"
+
+    @pytest.fixture(autouse=True)
+    def _scenarios(self, base_url: str) -> None:
+        found = require_cli("codex", "codex", "CERTLAB_CODEX_BIN", "npm/node_modules/.bin/codex")
+        env = {"OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": "k"}
+        self.normal = Scenario(args=(f"--bin={found}",), env=env)
+        self.hanging = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-hang"), env=env)
+        self.unavailable = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-down"), env=env)
