@@ -25,13 +25,16 @@ def render_text(report: Report) -> str:
     for condition in report.conditions:
         lines.append("")
         lines.append(
-            f"  {condition.name} ({condition.bucket}): {condition.verdict}  candidate - baseline "
+            f"  {condition.name} ({condition.bucket}): {fmt.shown_verdict(condition)}  candidate - baseline "
             f"{fmt.bounds(condition)}: {fmt.reason(condition, report.delta)}"
         )
         lines.append(_arm_line(condition.baseline, report.alpha))
         lines.append(_arm_line(condition.candidate, report.alpha))
         for fault in condition.faults:
-            state = "NEVER FIRED" if fault.never_fired else "fired"
+            if fault.never_fired:
+                state = "NEVER FIRED: not tested as declared"
+            else:
+                state = "fired in every trial" if fault.fired_everywhere else "fired in some trials only"
             lines.append(
                 f"    fault {fault.fault} on {fault.tool}: {state} (baseline {fault.baseline_fired}/"
                 f"{fault.baseline_trials}, candidate {fault.candidate_fired}/{fault.candidate_trials})"

@@ -46,6 +46,30 @@ def reason(condition: ConditionReport, delta: float) -> str:
     return condition.verdict.lower()
 
 
+REPORTED_ONLY = "reported only"
+
+
+def shown_verdict(condition: ConditionReport) -> str:
+    """The verdict a report shows: a ceiling condition is "reported only", never PASS or BLOCK (an ERROR stays)."""
+    if not condition.gating and condition.verdict != "ERROR":
+        return REPORTED_ONLY
+    return condition.verdict
+
+
+def firing(condition: ConditionReport) -> str:
+    """How the condition's faults fired, to show beside its counts; empty when each fired in every trial."""
+    notes = []
+    for fault in condition.faults:
+        if fault.never_fired:
+            notes.append(f"fault {fault.fault} on {fault.tool} never fired: not tested as declared")
+        elif not fault.fired_everywhere:
+            notes.append(
+                f"fault {fault.fault} on {fault.tool} fired in {fault.baseline_fired}/{fault.baseline_trials} "
+                f"baseline and {fault.candidate_fired}/{fault.candidate_trials} candidate trials"
+            )
+    return "; ".join(notes)
+
+
 def pass_k(arm: ArmSummary) -> str:
     return ", ".join(f"pass^{p.k} " + ("n/a" if p.value is None else f"{p.value:.3f}") for p in arm.pass_k)
 

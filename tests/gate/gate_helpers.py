@@ -27,7 +27,8 @@ AGENTS = "certlab_retry_world.agents"
 BASE: dict[str, Any] = {
     "schema": "certlab.experiment/1",
     "experiment": "test-exp",
-    "task": {"world": "retry-inventory", "input": {"orders": 3}},
+    # No order already reserved, so the timed-out first reserve is always called (B always loses an order).
+    "task": {"world": "retry-inventory", "input": {"orders": 3, "existing_share": 0.0, "flaky_confirm_rate": 0.05}},
     "oracle": "world",
     "arms": {
         "baseline": {"agent": f"{AGENTS}:agent_a", "label": "A"},

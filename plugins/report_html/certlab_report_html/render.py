@@ -51,6 +51,23 @@ def _verdict_badge(verdict: str, element_id: str | None = None) -> str:
     )
 
 
+def _condition_badge(condition: ConditionReport) -> str:
+    """A gating condition's verdict badge; a ceiling condition is "reported only", with no PASS or BLOCK badge."""
+    shown = fmt.shown_verdict(condition)
+    if shown == fmt.REPORTED_ONLY:
+        return f'<span class="reported-only meta" data-verdict="{escape(shown)}">{escape(shown)}</span>'
+    return _verdict_badge(shown)
+
+
+def _firing(condition: ConditionReport) -> str:
+    """How the faults fired, beside the counts: a warning when one never fired, a note when only in some trials."""
+    note = fmt.firing(condition)
+    if not note:
+        return ""
+    never = any(f.never_fired for f in condition.faults)
+    return f'<p class="firing{" warn" if never else " meta"}">{escape(note)}</p>'
+
+
 def _arm_rows(arm: ArmSummary, ks: Sequence[int]) -> str:
     cells = [
         f"{escape(arm.arm)} ({escape(arm.label)})",
@@ -74,7 +91,12 @@ def _estimate(condition: ConditionReport) -> float | None:
 
 def _condition_section(condition: ConditionReport, report: Report) -> str:
     plot = condition_plot(
-        condition.name, condition.verdict, condition.lower, condition.upper, _estimate(condition), report.delta
+        condition.name,
+        fmt.shown_verdict(condition),
+        condition.lower,
+        condition.upper,
+        _estimate(condition),
+        report.delta,
     )
     header = "".join(
         f"<th>{escape(h)}</th>"
@@ -117,10 +139,11 @@ def _condition_section(condition: ConditionReport, report: Report) -> str:
         f'<figure class="condition" data-condition="{escape(condition.name)}">'
         f"<figcaption>{escape(condition.name)} <span class=meta>({escape(condition.bucket)}"
         f"{', gating' if condition.gating else ', reported only'})</span> "
-        f"{_verdict_badge(condition.verdict)} candidate − baseline {fmt.bounds(condition)}: "
+        f"{_condition_badge(condition)} candidate − baseline {fmt.bounds(condition)}: "
         f"{escape(fmt.reason(condition, report.delta))}</figcaption>"
         f"{plot}<table class='arms'><tr>{header}</tr>"
         f"{_arm_rows(condition.baseline, report.pass_k)}{_arm_rows(condition.candidate, report.pass_k)}</table>"
+        f"{_firing(condition)}"
         f"{faults}{clusters}</figure>"
     )
 

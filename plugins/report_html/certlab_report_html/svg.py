@@ -18,6 +18,7 @@ VERDICT_COLOURS = {
     "INCONCLUSIVE": "#9a6700",
     "STOPPED": "#6e7781",
     "ERROR": "#8250df",
+    "reported only": "#6e7781",
 }
 OUTCOME_COLOURS = {"PASS": "#1a7f37", "BLOCK": "#cf222e", "INCONCLUSIVE": "#6e7781"}
 
@@ -99,7 +100,7 @@ def condition_plot(
         )
     zero = x(0.0)
     margin = x(-delta)
-    parts.append(f'<line x1="{_n(zero)}" y1="14" x2="{_n(zero)}" y2="{_n(baseline_y)}" stroke="#57606a"/>')
+    parts.append(f'<line class="zero" x1="{_n(zero)}" y1="14" x2="{_n(zero)}" y2="{_n(baseline_y)}" stroke="#57606a"/>')
     parts.append(
         f'<line class="margin" x1="{_n(margin)}" y1="10" x2="{_n(margin)}" y2="{_n(baseline_y)}" '
         'stroke="#cf222e" stroke-dasharray="4 3"/>'

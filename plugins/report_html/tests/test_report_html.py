@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -133,3 +134,85 @@ def test_the_curve_comes_from_the_rules_plan() -> None:
 def test_ticks_are_round_and_cover_the_range() -> None:
     assert ticks(-0.42, 0.05) == [-0.4, -0.3, -0.2, -0.1, 0.0]
     assert ticks(-1.0, 1.0) == [-1.0, -0.5, 0.0, 0.5, 1.0]
+
+
+# ------------------------------------------------------------------- the gate story's BLOCK, measured in the browser
+
+REPO = Path(__file__).resolve().parents[3]
+MEASURE = """<script>
+for (const svg of document.querySelectorAll("svg.condition-plot")) {
+  const middle = (selector) => {
+    const found = svg.querySelector(selector);
+    if (!found) return null;
+    const box = found.getBoundingClientRect();
+    return {left: box.left, right: box.right};
+  };
+  svg.setAttribute("data-measured", JSON.stringify(
+    {interval: middle("line.interval"), margin: middle("line.margin"), zero: middle("line.zero")}));
+}
+</script>"""
+
+
+class Measured(HTMLParser):
+    """The positions the measuring script wrote on each condition plot, and the badges and notes of each figure."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plots: dict[str, dict[str, dict[str, float] | None]] = {}
+        self.badges: dict[str, list[str]] = {}
+        self.figure = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "figure":
+            self.figure = found.get("data-condition") or ""
+            self.badges[self.figure] = []
+        if tag == "svg" and found.get("data-measured"):
+            self.plots[found.get("data-condition") or ""] = json.loads(found["data-measured"] or "{}")
+        if tag == "span" and found.get("data-verdict") and self.figure:
+            self.badges[self.figure].append(found["data-verdict"] or "")
+
+
+@pytest.fixture(scope="module")
+def story_block(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """The gate story's confirmatory run (examples/retry/a_vs_b.yaml): a BLOCK, a ceiling, a partly fired fault."""
+    out = tmp_path_factory.mktemp("story")
+    done = subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", "run", str(REPO / "examples/retry/a_vs_b.yaml"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    folder = Path(next(line[5:] for line in done.stdout.splitlines() if line.startswith("run: ")))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    decision = json.loads((folder / "decision.json").read_text())
+    lines = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
+    return build_report(manifest, lines, decision, run=folder.name)
+
+
+def test_the_story_blocks_plot_draws_interval_margin_and_zero_at_least_20_px_apart(
+    story_block: Report, tmp_path: Path
+) -> None:
+    rule = discover().get("statistical_rules", story_block.rule)
+    page = tmp_path / "report.html"
+    page.write_text(render(story_block, rule).replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    facts = Measured()
+    facts.feed(rendered_dom(page, tmp_path / "profile"))
+    block = facts.plots["reserve-timeout"]
+    interval, margin, zero = block["interval"], block["margin"], block["zero"]
+    assert interval is not None and margin is not None and zero is not None
+    margin_x, zero_x = (margin["left"] + margin["right"]) / 2, (zero["left"] + zero["right"]) / 2
+    assert interval["left"] < interval["right"] < margin_x < zero_x
+    assert margin_x - interval["right"] >= 20 and zero_x - margin_x >= 20, block
+    # the ceiling is reported only: no PASS or BLOCK badge beside it; the gating conditions keep theirs
+    assert facts.badges["confirm-down"] == ["reported only"]
+    assert facts.badges["reserve-timeout"][0] == "BLOCK" and facts.badges["slow-stock"][0] == "PASS"
+
+
+def test_a_fault_that_fired_in_some_trials_or_never_is_said_beside_the_counts(story_block: Report) -> None:
+    text = render(story_block, None)
+    figure = text.split('data-condition="reserve-timeout"', 1)[1].split("</figure>", 1)[0]
+    assert "fault tool_timeout on reserve fired in 60/200 baseline and 60/200 candidate trials" in figure
+    never = render(report_of("error"), None)
+    assert '<p class="firing warn">fault json:loads on stock never fired: not tested as declared</p>' in never

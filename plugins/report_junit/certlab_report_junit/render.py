@@ -1,8 +1,8 @@
 """Render a report model as JUnit XML: one suite per experiment, one case per condition and one for the verdict.
 
 A gating condition that PASSes is a passed case; BLOCK and INCONCLUSIVE are failures (the
-failure ``type`` is the verdict); ERROR is an error; a ``ceiling`` condition and one
-STOPPED early are skipped (reported, never gated). The case ``experiment verdict`` carries
+failure ``type`` is the verdict); ERROR is an error; a ``ceiling`` condition ("reported
+only", with no PASS or BLOCK) and one STOPPED early are skipped. The case ``experiment verdict`` carries
 the experiment's own verdict the same way, with the problems of an ERROR.
 """
 
@@ -24,7 +24,10 @@ def _condition_details(condition: ConditionReport, report: Report) -> str:
             f"infra errors {arm.errors}"
         )
     for fault in condition.faults:
-        state = "NEVER FIRED" if fault.never_fired else "fired"
+        if fault.never_fired:
+            state = "NEVER FIRED: not tested as declared"
+        else:
+            state = "fired in every trial" if fault.fired_everywhere else "fired in some trials only"
         lines.append(
             f"fault {fault.fault} on {fault.tool}: {state} (baseline {fault.baseline_fired}/{fault.baseline_trials}, "
             f"candidate {fault.candidate_fired}/{fault.candidate_trials})"
@@ -74,7 +77,7 @@ def render(report: Report, rule: Any = None) -> str:
     for condition in report.conditions:
         case = ET.SubElement(suite, "testcase", classname=suite_name, name=f"{condition.name} ({condition.bucket})")
         details = _condition_details(condition, report)
-        message = f"{condition.verdict}: {fmt.reason(condition, report.delta)}"
+        message = f"{fmt.shown_verdict(condition)}: {fmt.reason(condition, report.delta)}"
         kind = _outcome(case, condition.verdict, condition.gating, message, details)
         out = ET.SubElement(case, "system-out")
         out.text = details

@@ -4,10 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from certlab_core.plugin import ArmSummary, Report
+from certlab_core.plugin import ArmSummary, ConditionReport, Report
 from certlab_core.plugin import report_format as fmt
 
 VERDICT_MARKS = {"PASS": "✅", "BLOCK": "⛔", "INCONCLUSIVE": "❔", "ERROR": "⚠️"}
+
+
+def _verdict_cell(condition: ConditionReport) -> str:
+    """A gating verdict in bold; a ceiling condition is "reported only", with no PASS or BLOCK."""
+    shown = fmt.shown_verdict(condition)
+    return f"_{shown}_" if shown == fmt.REPORTED_ONLY else f"**{shown}**"
+
+
+def _faults_cell(condition: ConditionReport) -> str:
+    """How the condition's faults fired, beside its counts: never, in some trials, or in every trial."""
+    if not condition.faults:
+        return "none declared"
+    firing = fmt.firing(condition)
+    if any(f.never_fired for f in condition.faults):
+        return f"**{firing}**"
+    return firing or "fired in every trial"
 
 
 def cell(text: object) -> str:
@@ -44,8 +60,9 @@ def render(report: Report, rule: Any = None) -> str:
             "candidate − baseline",
             "verdict",
             "why",
+            "faults",
         ),
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for condition in report.conditions:
         out.append(
@@ -55,8 +72,9 @@ def render(report: Report, rule: Any = None) -> str:
                 _arm(condition.baseline),
                 _arm(condition.candidate),
                 fmt.bounds(condition),
-                f"**{condition.verdict}**",
+                _verdict_cell(condition),
                 fmt.reason(condition, report.delta),
+                _faults_cell(condition),
             )
         )
     if report.problems:

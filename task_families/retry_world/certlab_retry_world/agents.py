@@ -1,13 +1,15 @@
 """Three versions of one reservation agent: A (the baseline), B (a plausible refactoring slip), C (B repaired).
 
-Each is ``agent(task, tools, rng) -> dict``: for every order it reads the stock, reserves
-(an order that is already reserved counts as reserved) and confirms, retrying what may pass
-on a second try. They never decide their own success: the world's oracle does.
+Each is ``agent(task, tools, rng) -> dict``: for every order it reads the stock, reserves it
+unless the task marks it reserved (a reserve refused as "already reserved" counts as reserved)
+and confirms, retrying what may pass on a second try. They never decide their own success:
+the world's oracle does.
 
 - A retries a reserve that timed out, and a confirm that found the service busy.
 - B is A refactored: both calls now go through one ``_with_retries`` helper whose default
   retries only ``ToolUnavailable`` (the confirm's busy error), so a timed-out reserve is no
-  longer retried. On a clean run A and B behave the same.
+  longer retried. On a clean run A and B behave the same, and so they do under a timed-out
+  reserve in a world where every order is already reserved: no reserve call is made there.
 - C is B with the helper's default fixed to retry timeouts as well.
 
 B and C each keep their own copy of the helper on purpose: they stand for two versions of
@@ -29,13 +31,20 @@ def _already_reserved(error: ToolRejected) -> bool:
     return "already reserved" in str(error)
 
 
+def _reserve_unless_held(tools: Any, order: Mapping[str, Any]) -> Any:
+    """Reserve the order, unless the task says its reservation already exists (then no call is made)."""
+    if order.get("reserved"):
+        return None
+    return tools.call("reserve", order=order["order"], sku=order["sku"], qty=order["qty"])
+
+
 # --------------------------------------------------------------------------- A: the baseline
 
 
 def _reserve_a(tools: Any, order: Mapping[str, Any]) -> None:
     for attempt in range(ATTEMPTS):
         try:
-            tools.call("reserve", order=order["order"], sku=order["sku"], qty=order["qty"])
+            _reserve_unless_held(tools, order)
             return
         except ToolTimeout:
             if attempt == ATTEMPTS - 1:
@@ -88,7 +97,7 @@ def agent_b(task: Mapping[str, Any], tools: Any, rng: Any) -> dict[str, Any]:
     for order in task["orders"]:
         tools.call("stock", sku=order["sku"])
         try:
-            _with_retries_b(partial(tools.call, "reserve", order=order["order"], sku=order["sku"], qty=order["qty"]))
+            _with_retries_b(partial(_reserve_unless_held, tools, order))
         except ToolRejected as error:
             if not _already_reserved(error):
                 raise
@@ -118,7 +127,7 @@ def agent_c(task: Mapping[str, Any], tools: Any, rng: Any) -> dict[str, Any]:
     for order in task["orders"]:
         tools.call("stock", sku=order["sku"])
         try:
-            _with_retries_c(partial(tools.call, "reserve", order=order["order"], sku=order["sku"], qty=order["qty"]))
+            _with_retries_c(partial(_reserve_unless_held, tools, order))
         except ToolRejected as error:
             if not _already_reserved(error):
                 raise

@@ -1,5 +1,10 @@
 """The inventory reservation world: orders to reserve and confirm, some already reserved, confirms sometimes busy.
 
+The task lists each order with ``reserved``: true when its reservation already exists, so it
+needs only a confirm. Whether a trial reserves anything at all is the environment's doing:
+with the default input (two orders, each already reserved with probability 0.82) about two
+worlds in three need no reserve call, and a fault on ``reserve`` never fires there.
+
 Tools (keyword arguments):
 
 - ``stock(sku)`` -> ``{"sku", "available"}``;
@@ -23,16 +28,18 @@ from typing import Any
 
 from certlab_core.plugin import OracleVerdict, ToolRejected, ToolUnavailable, UsageError, WorldInstance
 
+# Chosen from expected values, before any experiment's seeds were run: a world needs no reserve call
+# with probability 0.82 ** 2 = 0.67, and a confirm fails three times running with probability 0.1 ** 3.
 DEFAULT_INPUT: dict[str, Any] = {
-    "orders": 4,
-    "existing_share": 0.25,
-    "flaky_confirm_rate": 0.05,
+    "orders": 2,
+    "existing_share": 0.82,
+    "flaky_confirm_rate": 0.1,
     "skus": ["widget", "gadget", "gizmo"],
 }
 TOOLS = ("stock", "reserve", "confirm")
 INSTRUCTIONS = (
-    "Reserve and confirm every order. A reservation may already exist for an order; "
-    "confirm it all the same. The confirm service is sometimes busy."
+    "Reserve and confirm every order. An order marked reserved already holds its reservation: "
+    "confirm it only. The confirm service is sometimes busy."
 )
 
 
@@ -123,15 +130,16 @@ def build(task_input: Mapping[str, Any], seed: int) -> WorldInstance:
             "busy_confirms": state["busy_confirms"],
         }
 
+    held = set(reservations)
     return WorldInstance(
-        task={"instructions": INSTRUCTIONS, "orders": [dict(o) for o in orders]},
+        task={"instructions": INSTRUCTIONS, "orders": [{**o, "reserved": o["order"] in held} for o in orders]},
         tools={"stock": stock_tool, "reserve": reserve, "confirm": confirm},
         snapshot=snapshot,
         model=model,
     )
 
 
-def oracle(task: Mapping[str, Any], snapshot: Mapping[str, Any]) -> OracleVerdict:
+def oracle(task: Mapping[str, Any], snapshot: Any) -> OracleVerdict:
     """Every order reserved as ordered and confirmed, and the stock accounts for exactly those reservations."""
     problems = []
     reservations = snapshot["reservations"]

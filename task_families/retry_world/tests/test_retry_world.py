@@ -15,6 +15,8 @@ from certlab_core.plugin.records import Fault, FaultContext, FaultEffect
 from certlab_core.plugin.registry import discover
 
 AGENTS = {"A": agents.agent_a, "B": agents.agent_b, "C": agents.agent_c}
+SEEDS = range(200)  # the default seeds of these tests: 0 to 199, with the world's default input
+NO_EXISTING = {"existing_share": 0.0}  # every order needs its reserve call
 
 
 def timeout_first_reserve(executed: bool) -> DeclaredFault:
@@ -27,8 +29,10 @@ def timeout_first_reserve(executed: bool) -> DeclaredFault:
     )
 
 
-def run(agent: str, seed: int, faults: list[DeclaredFault] | None = None) -> tuple[bool, str, Any]:
-    instance = world.build({}, seed)
+def run(
+    agent: str, seed: int, faults: list[DeclaredFault] | None = None, task_input: dict[str, Any] | None = None
+) -> tuple[bool, str, Any]:
+    instance = world.build(task_input or {}, seed)
     boundary = Boundary(instance, faults or [])
     try:
         AGENTS[agent](instance.task, Tools.over(boundary), random.Random(seed))
@@ -53,12 +57,45 @@ def test_the_same_seed_builds_the_same_world() -> None:
 def test_some_orders_are_already_reserved_and_some_confirms_are_busy() -> None:
     snapshots = [world.build({"orders": 20}, seed).snapshot() for seed in range(20)]
     existing = sum(len(s["reservations"]) for s in snapshots)
-    assert 0.15 * 400 < existing < 0.35 * 400
+    assert 0.72 * 400 < existing < 0.92 * 400  # existing_share 0.82
     busy = 0
     for seed in range(40):
         _passed, _detail, boundary = run("A", seed)
         busy += sum(1 for e in boundary.events if e["name"] == "confirm" and e["status"] == "error")
     assert busy > 0
+
+
+def test_the_task_marks_the_orders_already_reserved() -> None:
+    for seed in range(20):
+        instance = world.build({}, seed)
+        held = set(instance.snapshot()["reservations"])
+        assert {o["order"] for o in instance.task["orders"] if o["reserved"]} == held
+
+
+def test_in_about_two_worlds_in_three_every_order_is_already_reserved() -> None:
+    # Counts over the default seeds: 0.82 ** 2 = 0.67 is expected; these 200 worlds give 141 (70.5%).
+    held = [s for s in SEEDS if all(o["reserved"] for o in world.build({}, s).task["orders"])]
+    assert len(held) == 141
+
+
+def test_under_a_timed_out_first_reserve_b_keeps_the_orders_only_where_they_were_already_reserved() -> None:
+    """The story's shares, as counts over the default seeds: A near its baseline, B in 55% to 80%."""
+    timeout = timeout_first_reserve(False)
+    results = {agent: [run(agent, s, [timeout])[0] for s in SEEDS] for agent in ("A", "B")}
+    clean = [run("A", s)[0] for s in SEEDS]
+    assert sum(clean) == 200 and sum(results["A"]) == 200
+    assert sum(results["B"]) == 141  # 70.5%: within 55% to 80%
+    for seed, kept in zip(SEEDS, results["B"], strict=True):
+        assert kept == all(o["reserved"] for o in world.build({}, seed).task["orders"])
+    # so one clean run never tells A from B, and one faulted run does in fewer than a third of the worlds
+    assert sum(a != b for a, b in zip(results["A"], results["B"], strict=True)) == 59
+
+
+def test_where_every_order_is_already_reserved_the_reserve_fault_never_fires() -> None:
+    seed = next(s for s in SEEDS if all(o["reserved"] for o in world.build({}, s).task["orders"]))
+    passed, _detail, boundary = run("B", seed, [timeout_first_reserve(False)])
+    assert passed and [e["name"] for e in boundary.events] == ["stock", "confirm", "stock", "confirm"]
+    assert all(e["fault"] is None for e in boundary.events)
 
 
 @pytest.mark.parametrize("agent", ["A", "B", "C"])
@@ -70,20 +107,20 @@ def test_on_a_clean_run_every_agent_succeeds(agent: str) -> None:
 @pytest.mark.parametrize("executed", [False, True])
 def test_a_timeout_on_the_first_reserve_separates_b_from_a_and_c(executed: bool) -> None:
     for seed in range(20):
-        assert run("A", seed, [timeout_first_reserve(executed)])[0]
-        assert run("C", seed, [timeout_first_reserve(executed)])[0]
-        assert run("B", seed, [timeout_first_reserve(executed)])[1] == "crashed"
+        assert run("A", seed, [timeout_first_reserve(executed)], NO_EXISTING)[0]
+        assert run("C", seed, [timeout_first_reserve(executed)], NO_EXISTING)[0]
+        assert run("B", seed, [timeout_first_reserve(executed)], NO_EXISTING)[1] == "crashed"
 
 
 def test_a_and_b_take_the_same_path_until_the_timeout() -> None:
-    _p, _d, a = run("A", 3, [timeout_first_reserve(False)])
-    _p, _d, b = run("B", 3, [timeout_first_reserve(False)])
+    _p, _d, a = run("A", 3, [timeout_first_reserve(False)], NO_EXISTING)
+    _p, _d, b = run("B", 3, [timeout_first_reserve(False)], NO_EXISTING)
     assert a.events[:2] == b.events[:2] and b.events[1]["error"]["type"] == "ToolTimeout"
     assert len(a.events) > len(b.events) == 2
 
 
 def test_the_oracle_judges_the_state_not_the_agent() -> None:
-    instance = world.build({}, 1)
+    instance = world.build(NO_EXISTING, 1)
     tools = Tools.over(Boundary(instance))
     order = instance.task["orders"][0]
     with contextlib.suppress(ToolRejected):
