@@ -15,6 +15,9 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "forbidden-file": "certlab-calibration",
         "unavailable": "certlab-calibration",
         "command": "certlab-command",
+        "claude-code": "certlab-claude-code",
+        "aider": "certlab-aider",
+        "codex": "certlab-codex",
     },
     "graders": {
         "policy": "certlab-policy",
