@@ -124,3 +124,31 @@ def test_exceeding_a_limit_is_the_trials_named_failure_and_the_harness_goes_on(
     assert record.grades == ()  # nothing of it was graded
     again = trial(registry, "true", small)
     assert again.failure_mode != "agent-resource-limit"
+
+
+@needs_bwrap
+def test_run_seals_the_containment_of_its_coding_arms_and_applies_it(tmp_path: Path) -> None:
+    import yaml
+
+    copier = script(tmp_path, "copier.sh", f"cp {clean_source()} intervals.py")
+    descriptor = {
+        "schema": "certlab.experiment/1",
+        "experiment": "sandboxed-arms",
+        "task": {"family": "intervals", "defects": ["length-counts-end"]},
+        "oracle": "graders",
+        "arms": {
+            "baseline": {"adapter": "command", "args": [str(copier)]},
+            "candidate": {"adapter": "command", "args": [str(copier)]},
+        },
+        "conditions": [{"name": "clean", "bucket": "benign"}],
+        "rule": {"name": "clopper-pearson", "alpha": 0.05, "delta": 0.1, "looks": 1},
+        "n_per_arm": 1,
+        "seed": 1,
+        "budgets": {"seconds": 60},
+    }
+    (tmp_path / "certlab.yaml").write_text(yaml.safe_dump(descriptor, sort_keys=False))
+    done = run_certlab("run", "certlab.yaml", "--out", "runs", "--quiet", "--sandbox", "bwrap", cwd=tmp_path)
+    (store,) = (tmp_path / "runs").iterdir()
+    assert json.loads((store / "manifest.json").read_text())["sandbox"] == "bwrap", done.stderr
+    lines = [json.loads(line) for line in (store / "trials.jsonl").read_text().splitlines()]
+    assert [line["outcome"] for line in lines] == ["failure", "failure"]  # the clean source was out of reach

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import typer
 
 from certlab_core.plugin.errors import EXIT_ERROR, UsageError
@@ -69,6 +70,12 @@ def run_command(
     ),
     sign_key: Path = typer.Option(None, "--sign-key", help="Sign the run store when it is written (certlab keygen)."),
     resume: Path = typer.Option(None, "--resume", help="Complete the run store RUNDIR that a kill or Ctrl-C stopped."),
+    sandbox: str = typer.Option(
+        "auto",
+        "--sandbox",
+        help="Contain coding arms' agents and their code: auto (bwrap where it works, else uncontained with a "
+        "warning), bwrap (refuse without it) or none. Recorded in the manifest.",
+    ),
 ) -> None:
     """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""
     from certlab_core.commands.signing_cmd import check_sign_key, sign_evidence
@@ -101,6 +108,12 @@ def run_command(
         spec = load_descriptor(descriptor)
         register_experiment_task(registry, descriptor.resolve().parent)
         manifest = build_manifest(spec, descriptor, registry)
+        if manifest.task.kind == "family":  # the arms run external programs: seal the containment they get
+            from certlab_core.gate.manifest import seal_manifest
+            from certlab_core.plugin.sandbox import choose_containment
+
+            used = choose_containment(registry, sandbox, [], lambda line: print(line, file=sys.stderr)).name
+            manifest = seal_manifest(attrs.evolve(manifest, sandbox=used))
     plan = plan_run(manifest, registry)
     session = open_executor(
         registry, executor, workers or workers_default(), scheduler or None, run_distributions(manifest)

@@ -15,11 +15,12 @@ from attrs import frozen
 
 from certlab_core.canonical import unstructure
 from certlab_core.held_out import experiment_lock
-from certlab_core.lab import Task, TrialSpec, grader_chain, preload, prove, run_trial
+from certlab_core.lab import Task, TrialSpec, answer_key_paths, grader_chain, log_to_stderr, preload, prove, run_trial
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.fingerprints import check_unmoved
 from certlab_core.plugin.records import AgentAdapter, Defect, Grader, TaskFamily
+from certlab_core.plugin.sandbox import Containment, choose_containment
 
 
 @frozen
@@ -32,6 +33,8 @@ class FamilyTrials:
     graders: tuple[Grader, ...]
     expected_tests: tuple[str, ...]
     adapters: dict[str, AgentAdapter]
+    # The coding arms' containment, as the manifest sealed it (--sandbox): for the agents and the graders.
+    containment: Containment | None = None
 
     @classmethod
     def prepare(cls, plan: Any) -> FamilyTrials:
@@ -50,7 +53,9 @@ class FamilyTrials:
                 check_unmoved(lock, f"before the {side} arm ({family.name})")
         preload()
         adapters = {side: registry.get("agents", arm.adapter) for side, arm in manifest.arms.items()}
-        return cls(plan, family, defects, graders, proof.expected_tests, adapters)
+        hidden = [*answer_key_paths([family]), manifest.descriptor_dir]
+        containment = choose_containment(registry, getattr(manifest, "sandbox", "none"), hidden, log_to_stderr)
+        return cls(plan, family, defects, graders, proof.expected_tests, adapters, containment=containment)
 
     def child(self, job: Any) -> dict[str, Any]:
         """In a trial child: run the arm's adapter on the index's defect and grade what it left."""
@@ -65,6 +70,7 @@ class FamilyTrials:
             agent_timeout_s=manifest.budgets.seconds,
             expected_tests=self.expected_tests,
             acceptance_lock=experiment_lock(self.family.name),
+            containment=self.containment,
         )
         record = run_trial(spec, self.graders)
         return outcome_of(record, manifest.infra_exit_codes)

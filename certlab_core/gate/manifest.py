@@ -110,6 +110,8 @@ class Manifest:
     schedule: Schedule
     plugins: dict[str, str]
     certlab_version: str
+    # How agents that are external programs (coding arms' adapters) were contained: bwrap or none (--sandbox).
+    sandbox: str = field(default="none", metadata=_doc("the containment of the coding arms' agents: bwrap or none"))
     seal: str = ""
 
     def condition(self, name: str) -> SealedCondition:
