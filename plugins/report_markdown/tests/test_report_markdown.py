@@ -54,3 +54,20 @@ def test_error_page_lists_problems_and_infrastructure_errors() -> None:
 
 def test_cells_cannot_break_the_table() -> None:
     assert cell("a|b\nc") == "a\\|b c"
+
+
+def test_a_ceiling_is_reported_only_and_how_each_fault_fired_is_beside_the_counts() -> None:
+    import attrs
+
+    report = report_of("block")
+    timeout, clean = report.conditions
+    ceiling = attrs.evolve(clean, name="confirm-down", bucket="ceiling", gating=False, verdict="PASS")
+    some = attrs.evolve(timeout.faults[0], baseline_fired=4, candidate_fired=3)
+    partly = attrs.evolve(timeout, faults=[some])
+    rows = table_rows(render(attrs.evolve(report, conditions=[partly, ceiling])), "| condition | bucket |")
+    assert rows[1][5] == "_reported only_" and "PASS" not in rows[1][5]
+    assert rows[0][5] == "**BLOCK**"
+    assert rows[0][7] == "fault tool_timeout on reserve fired in 4/10 baseline and 3/10 candidate trials"
+    assert rows[1][7] == "none declared"
+    error = table_rows(render(report_of("error")), "| condition | bucket |")
+    assert error[0][7] == "**fault json:loads on stock never fired: not tested as declared**"
