@@ -63,6 +63,7 @@ class CertifyOptions:
     hidden: tuple[str, ...] = ()  # more paths the agent must not see (the output folder)
     mutants: bool = False  # also the mutation proof of each family (certlab_core.mutation)
     min_mutation_score: float | None = None  # refuse a family whose mutants survive more than this allows
+    journal: str | None = None  # journal each finished trial in this folder, resuming it (certify_journal)
 
 
 @frozen
@@ -318,7 +319,13 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
         ]
         progress(f"certify: {agent.name} on {len(specs)} trials")
         held_out.check(f"before the arm of {agent.name}")
-        trials = run_trials(specs, graders, options.workers, progress)
+        if options.journal is not None:
+            from certlab_core.certify_journal import TrialJournal, run_journalled
+
+            journal = TrialJournal(Path(options.journal))
+            trials = run_journalled(specs, graders, options.workers, progress, journal)
+        else:
+            trials = run_trials(specs, graders, options.workers, progress)
         held_out.check("after the last trial")
         errors = [f"trial {t.id}: {t.grader_error}" for t in trials if t.grader_error]
         problems.extend(errors)

@@ -414,9 +414,16 @@ def on_executor(
 
 
 def run_trials(
-    specs: Sequence[TrialSpec], graders: Sequence[Grader], workers: int, progress: Progress = _quiet
+    specs: Sequence[TrialSpec],
+    graders: Sequence[Grader],
+    workers: int,
+    progress: Progress = _quiet,
+    on_record: Callable[[TrialRecord], None] | None = None,
 ) -> list[TrialRecord]:
-    """Run every trial in its own forked process, ``workers`` at a time; return them in schedule order."""
+    """Run every trial in its own forked process, ``workers`` at a time; return them in schedule order.
+
+    ``on_record`` gets each record as its trial finishes (certify's journal: certlab_core.certify_journal).
+    """
     preload()
     results: list[TrialRecord | None] = [None] * len(specs)
     started = time.monotonic()
@@ -432,6 +439,8 @@ def run_trials(
         if isinstance(result, ChildFailure):
             raise InstrumentError(f"trial {specs[index].id} could not be run: {result.summary}")
         results[index] = result
+        if on_record is not None:
+            on_record(result)
         line = f"[{done}/{len(specs)}] {specs[index].agent.name} on {result.id}: {result.verdict}"
         progress(line + progress_facts(specs, results, done, workers, time.monotonic() - started))
     return [r for r in results if r is not None]

@@ -10,7 +10,6 @@ import typer
 
 from certlab_core.certification import (
     CertifyOptions,
-    certify,
     check_output_dir,
     cpu_workers,
     output_lock,
@@ -26,7 +25,7 @@ def certify_command(
     task: list[str] = typer.Option(
         [], "--task", help="A task of your own: its experiment directory (repeatable; see certlab init-task)."
     ),
-    agent: str = typer.Option(..., "--agent", "-a", help="The agent (adapter) to certify, e.g. oracle or command."),
+    agent: str = typer.Option("", "--agent", "-a", help="The agent (adapter) to certify, e.g. oracle or command."),
     agent_arg: list[str] = typer.Option(
         [], "--agent-arg", help="Argument for the adapter (the command line for 'command')."
     ),
@@ -38,7 +37,7 @@ def certify_command(
     ),
     agent_timeout: float = typer.Option(600.0, "--agent-timeout", help="Seconds before the agent is stopped."),
     trials: int = typer.Option(1, "--trials", "-k", help="Runs of every task (K); K > 1 gives intervals."),
-    out: Path = typer.Option(..., "--out", "-o", help="New folder for bundle.json and CONTRACT.md."),
+    out: Path = typer.Option(None, "--out", "-o", help="New folder for bundle.json and CONTRACT.md."),
     workers: int = typer.Option(0, "--workers", "-w", help="Trials at once (default: the number of CPUs)."),
     executor: str = typer.Option(
         "local", "--executor", help="Where trials run: local (forked processes here) or a plugin's, such as dask."
@@ -62,13 +61,30 @@ def certify_command(
         help="Contain the agent and its code: auto (bwrap where it works, else uncontained with a warning), "
         "bwrap (refuse without it) or none (run as you, uncontained).",
     ),
+    sign_key: Path = typer.Option(None, "--sign-key", help="Sign the certification when it is written (keygen)."),
+    resume: Path = typer.Option(
+        None, "--resume", help="Complete the certification in OUT that a kill or Ctrl-C stopped (its options kept)."
+    ),
 ) -> None:
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
+    from certlab_core.certify_journal import TrialJournal, certify_into, notice_interrupt
+    from certlab_core.commands.signing_cmd import check_sign_key, sign_evidence
+
+    if resume is not None:
+        out = resume
+    elif not agent:
+        raise UsageError("Missing option '--agent': name the agent to certify, e.g. --agent oracle")
+    elif out is None:
+        raise UsageError("Missing option '--out': give a new folder for the certification (or --resume OUT)")
+    check_sign_key(sign_key)
     check_output_dir(out)
+    notice_interrupt(out)
     registry = discover()
     progress = (lambda _m: None) if quiet else log_to_stderr
     with output_lock(out), certify_executor(registry, executor, workers or cpu_workers(), scheduler):
-        result = certify(
+        result = certify_into(
+            out,
+            resume is not None,
             registry,
             CertifyOptions(
                 families=tuple(family),
@@ -89,6 +105,8 @@ def certify_command(
             progress,
         )
         write_certification(out, result, registry)
+        TrialJournal(out).finish()
+        signed = sign_evidence(out, sign_key) if sign_key is not None else None
     summary = result.bundle["summary"]
     status = "certified" if result.exit_code == 0 else "NOT certified"
     typer.echo(
@@ -102,6 +120,8 @@ def certify_command(
         typer.echo(f"agent said: {entry['detail']} ({len(trials)} trial(s), first {trials[0]})")
     for problem in result.problems:
         typer.echo(f"problem: {problem}", err=True)
+    if signed is not None:
+        typer.echo(signed)
     raise typer.Exit(result.exit_code)
 
 

@@ -1,0 +1,104 @@
+"""Crash-safe certifications, tested with real signals: kill -9 then certify --resume, and Ctrl-C's message."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import REPO, run_certlab
+
+from certlab_core.canonical import canonical_json, sealed
+
+JOURNAL = "trials.journal.jsonl"
+
+# The pattern fixer of the session's script certification, a little slower, so a signal lands mid-arm.
+SLOW_FIXER = f"""#!/bin/sh
+sleep 0.5
+exec "{REPO / "examples" / "agents" / "pattern_fixer.sh"}" "$@"
+"""
+
+
+def slow_fixer(folder: Path) -> Path:
+    script = folder / "slow_fixer.sh"
+    script.write_text(SLOW_FIXER)
+    script.chmod(0o755)
+    return script
+
+
+def start_certify(folder: Path, out: Path) -> subprocess.Popen[str]:
+    argv = ["certify", "--family", "intervals", "--agent", "command", "--agent-name", "pattern-fixer"]
+    argv += ["--agent-arg", str(slow_fixer(folder)), "--out", str(out), "-w", "2", "--sandbox", "none", "-q"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "certlab_core.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def journalled(out: Path) -> list[dict[str, Any]]:
+    path = out / JOURNAL
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_bytes().splitlines(keepends=True) if line.endswith(b"\n")]
+
+
+def wait_for_trials(runner: subprocess.Popen[str], out: Path, count: int) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert runner.poll() is None, "the certification ended before it could be interrupted"
+        if sum(line["kind"] == "trial" for line in journalled(out)) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the certification journalled too few trials in time")
+
+
+def verdicts(bundle: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    return [(t["id"], t["verdict"], t["failure_mode"]) for t in bundle["trials"]]
+
+
+def test_kill_9_then_resume_runs_only_the_missing_trials_and_signs(script_certification: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cert"
+    runner = start_certify(tmp_path, out)
+    wait_for_trials(runner, out, 2)
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=30)
+    assert not (out / "bundle.json").exists()
+    before = [line["id"] for line in journalled(out) if line["kind"] == "trial"]
+    # A trial record torn in the middle of its write, as a kill during os.write leaves it.
+    torn = canonical_json(sealed({"kind": "trial", "id": "intervals/never/1", "schema": "x"})).decode()
+    with (out / JOURNAL).open("a") as handle:
+        handle.write(torn[: len(torn) // 2])
+    assert run_certlab("keygen", str(tmp_path / "k")).returncode == 0
+    resumed = run_certlab("certify", "--resume", str(out), "-w", "2", "--sign-key", str(tmp_path / "k.key"))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resume: {len(before)} of 6 trials recorded; running the other {6 - len(before)}" in resumed.stderr
+    for trial_id in before:
+        assert f"on {trial_id}:" not in resumed.stderr  # journalled trials never run again
+    bundle = json.loads((out / "bundle.json").read_text())
+    expected = json.loads((script_certification / "bundle.json").read_text())
+    assert verdicts(bundle) == verdicts(expected)  # every trial once, as the uninterrupted certification has them
+    assert not (out / JOURNAL).exists()
+    verified = run_certlab("verify", str(out), "--pubkey", str(tmp_path / "k.pub"))
+    assert verified.returncode == 0 and "certification, 2 files" in verified.stdout, verified.stderr
+
+
+def test_sigint_says_how_to_resume_and_a_new_certify_there_refuses(tmp_path: Path) -> None:
+    out = tmp_path / "cert"
+    runner = start_certify(tmp_path, out)
+    wait_for_trials(runner, out, 1)
+    runner.send_signal(signal.SIGINT)
+    _out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 130, err
+    recorded = sum(line["kind"] == "trial" for line in journalled(out))
+    expected = f"interrupted: {recorded} of 6 trials recorded; resume with certlab certify --resume {out}"
+    assert expected in err.strip().splitlines()[-1]
+    again = run_certlab("certify", "--family", "intervals", "--agent", "oracle", "--out", str(out))
+    assert again.returncode == 4 and "holds an unfinished certification" in again.stderr
+    assert f"certlab certify --resume {out}" in again.stderr
