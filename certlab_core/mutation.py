@@ -46,7 +46,7 @@ import signal
 import tempfile
 import time
 import tokenize
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,7 +68,7 @@ HELD_OUT_GRADERS = frozenset({"acceptance"})
 DEFAULT_THRESHOLD = 0.9
 #: A grader's time limit on a mutant: this multiple of its time on the clean tree, and at least MIN_STAGE_TIMEOUT_S.
 TIMEOUT_FACTOR = 10.0
-MIN_STAGE_TIMEOUT_S = 3.0
+MIN_STAGE_TIMEOUT_S = 2.0
 CLEAN_TIMEOUT_S = 300.0
 DETAIL_CHARS = 200
 
@@ -141,7 +141,7 @@ class _Source:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.lines = text.splitlines(keepends=True)
+        self.lines = io.StringIO(text).readlines()  # split where the tokenizer splits: at "\n" only
         self.line_starts = [0]
         for line in self.lines:
             self.line_starts.append(self.line_starts[-1] + len(line))
@@ -675,14 +675,6 @@ def prove_by_mutation(
         wall_s=round(time.monotonic() - started, 3),
         problems=tuple(problems),
     )
-
-
-def mutation_iter(proof: MutationProof) -> Iterator[tuple[Mutant, MutantResult]]:
-    by_id = {r.mutant: r for r in proof.results}
-    for mutant in proof.mutants:
-        result = by_id.get(mutant.id)
-        if result is not None:
-            yield mutant, result
 
 
 # ----------------------------------------------------------------------------- what is recorded and printed

@@ -100,3 +100,21 @@ def test_only_the_code_an_agent_may_change_is_mutated(registry: Registry) -> Non
     assert mutable_files(registry.get("task_families", "intervals")) == ["intervals.py"]
     ledger = mutable_files(registry.get("task_families", "ledger"))
     assert ledger and all(path.startswith("ledger/") for path in ledger)
+
+
+def test_the_published_mutant_sets_are_made_again_here(registry: Registry) -> None:
+    """The bundle in certifications/ was made on another machine: the same trees give the same mutants here."""
+    import json
+    from pathlib import Path
+
+    from certlab_core.mutation import family_mutants
+    from certlab_core.plugin.workcopy import taskset_sha256
+
+    bundle = json.loads((Path(__file__).parent.parent / "certifications" / "oracle-all" / "bundle.json").read_text())
+    recorded = {p["family"]: p["mutation"] for p in bundle["instrument"] if p.get("mutation")}
+    assert set(recorded) == {"intervals", "ledger", "machine"}
+    for name, record in recorded.items():
+        family = registry.get("task_families", name)
+        assert taskset_sha256(family) == record["taskset_sha256"], f"{name} changed: run make certifications"
+        mutants = family_mutants(family)
+        assert (len(mutants), mutants_sha256(mutants)) == (record["mutants"], record["mutants_sha256"]), name
