@@ -96,6 +96,16 @@ def _reap() -> None:
             return
 
 
+def _has_children() -> bool:
+    """Whether this process has any child left, zombies reaped first."""
+    _reap()
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return True
+
+
 def live_descendants(root: int | None = None, spare: Collection[int] = ()) -> list[int]:
     """The live processes below ``root`` (this process by default), leaving out ``spare`` and theirs."""
     me = os.getpid() if root is None else root
@@ -120,6 +130,8 @@ def sweep_descendants(spare: Collection[int] = ()) -> list[str]:
     """
     named: dict[int, str] = {}
     alive: list[int] = []
+    if not spare and not _has_children():  # a subreaper without a child has no descendant: no scan needed
+        return []
     for _round in range(SWEEP_ROUNDS):
         _reap()
         alive = live_descendants(spare=spare)
