@@ -71,3 +71,19 @@ def test_compare_refuses_a_resealed_bundle_of_the_wrong_shape_in_one_line(tmp_pa
     done = run_certlab("compare", str(tmp_path))
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and "malformed bundle (missing or wrong family name)" in done.stderr
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_every_published_certification_is_signed_by_the_committed_key(run: str) -> None:
+    """certifications/certlab.pub verifies each run's evidence.dsse.json and every file's hash (docs/trust-model.md)."""
+    done = run_certlab("verify", str(ROOT / run), "--pubkey", str(ROOT / "certlab.pub"))
+    assert done.returncode == 0, (
+        f"certifications/{run}: {done.stderr.strip()}; re-sign the published runs with "
+        "'python tools/publish_certifications.py --sign-only' and commit certifications/"
+    )
+
+
+def test_no_private_key_is_published() -> None:
+    for path in ROOT.rglob("*"):
+        if path.is_file():
+            assert b"PRIVATE KEY" not in path.read_bytes(), f"{path} holds a private key"
