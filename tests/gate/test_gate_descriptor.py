@@ -114,7 +114,7 @@ def test_family_tasks_refuse_what_the_boundary_would_observe() -> None:
     )
     found = problems(data)
     assert any("contract: the tool boundary cannot observe" in line for line in found), found
-    assert any("faults act at the tool boundary" in line for line in found), found
+    assert any("a family task has no tool boundary, only the model boundary" in line for line in found), found
 
 
 def test_yaml_syntax_error_names_the_place(tmp_path: Path) -> None:
