@@ -54,7 +54,7 @@ def seal_holds(document: dict[str, Any], seal_key: str = "seal") -> bool:
     if not isinstance(document.get(seal_key), str):
         return False
     try:
-        return document[seal_key] == seal_of(document, seal_key)
+        return bool(document[seal_key] == seal_of(document, seal_key))
     except (TypeError, ValueError):
         return False
 

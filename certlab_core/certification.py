@@ -134,7 +134,8 @@ def grader_facts(registry: Registry) -> list[dict[str, Any]]:
 
 
 def trial_document(record: TrialRecord) -> dict[str, Any]:
-    return unstructure(record)
+    document: dict[str, Any] = unstructure(record)
+    return document
 
 
 ACCEPTANCE_GRADER = "acceptance"

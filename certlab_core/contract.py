@@ -20,7 +20,7 @@ TRUST_NOTE = (
 
 def zero_failure_bound(trials: int, alpha: float = CONTRACT_ALPHA) -> float:
     """The one-sided upper bound on the failure rate after ``trials`` clean trials (exact: 1 - alpha**(1/n))."""
-    return 1.0 - alpha ** (1.0 / trials)
+    return 1.0 - float(alpha ** (1.0 / trials))
 
 
 def trials_needed(rate: float, alpha: float = CONTRACT_ALPHA) -> int:

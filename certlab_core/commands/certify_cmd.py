@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -115,9 +116,10 @@ def certify_command(
     )
     for notice in result.bundle.get("notices") or []:
         typer.echo(f"notice: {notice}")
-    for entry in result.bundle.get("agent_details") or []:
-        trials = entry["trials"]
-        typer.echo(f"agent said: {entry['detail']} ({len(trials)} trial(s), first {trials[0]})")
+    details: list[dict[str, Any]] = result.bundle.get("agent_details") or []
+    for entry in details:
+        ids: list[str] = entry["trials"]
+        typer.echo(f"agent said: {entry['detail']} ({len(ids)} trial(s), first {ids[0]})")
     for problem in result.problems:
         typer.echo(f"problem: {problem}", err=True)
     if signed is not None:

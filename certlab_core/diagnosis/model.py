@@ -180,7 +180,7 @@ def _raw_marks(raw: str | bytes) -> list[str]:
         piece = raw[start + len(_MARKS_START) - 1 : end + 1]
         marks = _whole_json(piece.decode("utf-8", "surrogateescape") if isinstance(piece, bytes) else piece, None)
         if well_formed_marks(marks):
-            return marks  # a fresh list, checked just above
+            return list(marks)  # checked just above
     try:
         line = json.loads(raw)
     except (ValueError, RecursionError):

@@ -123,7 +123,7 @@ def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tu
     The file is split at a newline and its parts read in forked workers, each with its own
     accumulator, merged back in file order (``certlab_core.gate.decision.read_file``).
     """
-    from certlab_core.diagnosis.model import EarlierRun, ReportAccumulator
+    from certlab_core.diagnosis.model import ReportAccumulator
     from certlab_core.gate.decision import decide_file
     from certlab_core.gate.manifest import manifest_document
     from certlab_core.gate.store import (
@@ -134,6 +134,7 @@ def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tu
         open_manifest,
         summarise_earlier,
     )
+    from certlab_core.plugin.report import EarlierRun
 
     manifest = open_manifest(rundir)
     name = manifest.rule.name

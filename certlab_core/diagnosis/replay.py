@@ -73,6 +73,7 @@ class RecordedBoundary:
 
     def cross(self, kind: str, name: str, raw_args: Mapping[str, Any]) -> Any:
         from certlab_core.gate import boundary
+        from certlab_core.plugin import exceptions
 
         args = boundary.to_json(raw_args)
         wanted = {"kind": kind, "name": name, "args": args}
@@ -91,7 +92,7 @@ class RecordedBoundary:
         self.position += 1
         if event.get("status") == "error":
             error = event.get("error") or {}
-            exception = boundary.BOUNDARY_ERRORS.get(str(error.get("type")), boundary.ToolError)
+            exception = boundary.BOUNDARY_ERRORS.get(str(error.get("type")), exceptions.ToolError)
             raise exception(str(error.get("message", "")))
         return json.loads(json.dumps(event.get("result")))
 
@@ -140,6 +141,7 @@ def _replay_child(bundle: Mapping[str, Any]) -> dict[str, Any]:
     """In a child: load the included files, run the agent against the recording, and say how it ended."""
     from certlab_core.gate import boundary
     from certlab_core.gate.references import resolve
+    from certlab_core.plugin import exceptions
 
     piece = bundle["manifest"]
     trial = bundle["trial"]
@@ -161,12 +163,12 @@ def _replay_child(bundle: Mapping[str, Any]) -> dict[str, Any]:
             pass
         except _Deadline:
             ending.update(status="timeout", detail=f"the seconds budget ({seconds:g} s) ran out")
-        except boundary.BudgetExceeded as error:
+        except exceptions.BudgetExceeded as error:
             ending.update(status="budget", detail=f"{type(error).__name__}: {error}")
         except SystemExit as done:
             code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
             ending.update(status="exited", exit_code=code, detail=f"the agent called sys.exit({done.code!r})")
-        except boundary.ToolError as error:
+        except exceptions.ToolError as error:
             ending.update(status="crashed", detail=f"{type(error).__name__}: {error}", uncaught_tool_error=True)
         except BaseException as error:
             ending.update(status="crashed", detail=f"{type(error).__name__}: {error}")

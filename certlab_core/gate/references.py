@@ -116,4 +116,5 @@ def callable_reference(reference: str, folder: str | None) -> Callable[..., Any]
     target = resolve(reference, folder)
     if not callable(target):
         raise TypeError(f"{reference} is not callable")
-    return target
+    found: Callable[..., Any] = target
+    return found

@@ -21,6 +21,8 @@ from attrs import field, frozen
 
 from certlab_core.gate import boundary as bd
 from certlab_core.gate.references import callable_reference
+from certlab_core.plugin import exceptions
+from certlab_core.plugin.converters import loose_map
 from certlab_core.plugin.records import Fault, OracleVerdict, Usage, WorldInstance
 
 RETURNED_LIMIT = 64 * 1024
@@ -60,7 +62,7 @@ class FaultSpec:
     module: str | None  # the plugin module providing the fault; None for a module:function reference
     tool: str
     on_calls: tuple[int, ...] | None  # None: every call
-    params: Mapping[str, Any] = field(converter=lambda m: dict(m))
+    params: Mapping[str, Any] = field(converter=loose_map)
 
 
 @frozen
@@ -68,12 +70,12 @@ class TrialPlan:
     """Everything a trial and its oracle need, as plain data (picklable, so a fresh interpreter can receive it)."""
 
     descriptor_dir: str
-    task_input: Mapping[str, Any] = field(converter=lambda m: dict(m))
+    task_input: Mapping[str, Any] = field(converter=loose_map)
     world: tuple[str, str] | None  # (plugin module, world name)
     toolset: str | None  # module:function building the world, when not a plugin
     oracle: str  # "world" or module:function
-    agents: Mapping[str, str | None] = field(converter=lambda m: dict(m))
-    conditions: Mapping[str, tuple[FaultSpec, ...]] = field(converter=lambda m: dict(m))
+    agents: Mapping[str, str | None] = field(converter=loose_map)
+    conditions: Mapping[str, tuple[FaultSpec, ...]] = field(converter=loose_map)
     tool_calls: int | None
     model_steps: int | None
     seconds: float
@@ -125,7 +127,7 @@ def declared_faults(plan: TrialPlan, condition: str, seed: int) -> list[bd.Decla
                 inject = callable_reference(spec.name, plan.descriptor_dir)
                 fault = Fault(name=spec.name, description=spec.name, inject=inject, target="any")
         except Exception as error:
-            raise bd.BoundaryBroken(
+            raise exceptions.BoundaryBroken(
                 f"injector-broken: the fault {spec.name} does not load ({_detail(error)})"
             ) from None
         out.append(
@@ -192,7 +194,7 @@ def run_tool_trial(plan: TrialPlan, key: TrialKey, agent: Callable[..., Any] | N
         return result
     try:
         faults = declared_faults(plan, key.condition, key.seed)
-    except bd.BoundaryBroken as broken:
+    except exceptions.BoundaryBroken as broken:
         result["error"] = broken.line
         return result
     budgets = bd.Budgets(tool_calls=plan.tool_calls, model_steps=plan.model_steps, seconds=plan.seconds)
@@ -217,14 +219,14 @@ def run_tool_trial(plan: TrialPlan, key: TrialKey, agent: Callable[..., Any] | N
         except _Deadline:
             agent_status.update(status="timeout", detail=f"the seconds budget ({plan.seconds:g} s) ran out")
             boundary.budget_exceeded = boundary.budget_exceeded or "seconds"
-        except bd.BudgetExceeded as error:
+        except exceptions.BudgetExceeded as error:
             agent_status.update(status="budget", detail=_detail(error))
-        except bd.BoundaryBroken as broken:
+        except exceptions.BoundaryBroken as broken:
             result["error"] = broken.line
         except SystemExit as done:
             code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
             agent_status.update(status="exited", exit_code=code, detail=f"the agent called sys.exit({done.code!r})")
-        except bd.ToolError as error:
+        except exceptions.ToolError as error:
             agent_status.update(status="crashed", detail=_detail(error))
             result["uncaught_tool_error"] = True
         except BaseException as error:

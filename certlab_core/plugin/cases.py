@@ -19,6 +19,7 @@ from typing import Any
 
 from attrs import field, frozen
 
+from certlab_core.plugin.converters import loose_map
 from certlab_core.plugin.errors import UsageError
 
 CASE_KEYS = frozenset({"id", "call", "args", "kwargs", "expect", "raises"})
@@ -35,7 +36,7 @@ class HeldOutCase:
     id: str
     call: str
     args: tuple[Any, ...] = field(converter=tuple)
-    kwargs: Mapping[str, Any] = field(converter=lambda m: dict(m))
+    kwargs: Mapping[str, Any] = field(converter=loose_map)
     expect: Any = None
     raises: str | None = None
     line: int = 0

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 from attrs import field, frozen
 
+from certlab_core.plugin.converters import text_map
 from certlab_core.plugin.forking import ChildFailure, ForkPool, Zygote
 
 FailureKind = Literal["exception", "died", "timeout", "worker-lost"]
@@ -106,7 +107,7 @@ class ExecutorOptions:
 
     workers: int = 2
     scheduler: str | None = None
-    distributions: Mapping[str, str] = field(factory=dict, converter=lambda m: dict(m))  # name -> version
+    distributions: Mapping[str, str] = field(factory=dict, converter=text_map)  # name -> version
 
 
 class ExecutorSession(Protocol):

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, get_args
 import attrs
 from attrs import field, frozen
 
+from certlab_core.plugin.converters import json_map, names_map, text_map, tool_map
+
 if TYPE_CHECKING:
     from certlab_core.plugin.report import Report
 
@@ -150,7 +152,7 @@ class AgentRequest:
     prompt_file: str
     task_id: str
     timeout_s: float
-    env: Mapping[str, str] = field(converter=lambda m: dict(m))
+    env: Mapping[str, str] = field(converter=text_map)
     agent_args: tuple[str, ...] = field(converter=_tuple, default=())
     task: TaskHandle | None = field(default=None, eq=False, repr=False)
 
@@ -243,8 +245,8 @@ class AcceptanceLock:
 
     cases_file: str
     cases_sha256: str
-    fingerprints: Mapping[str, str] = field(converter=lambda m: dict(m))
-    sources: Mapping[str, str] = field(converter=lambda m: dict(m))
+    fingerprints: Mapping[str, str] = field(converter=text_map)
+    sources: Mapping[str, str] = field(converter=text_map)
     experiment_dir: str = ""
     seal: str = ""
 
@@ -256,7 +258,7 @@ class GradeRequest:
     workdir: str
     family: TaskFamily
     defect: Defect
-    issued: Mapping[str, str] = field(converter=lambda m: dict(m))
+    issued: Mapping[str, str] = field(converter=text_map)
     expected_tests: tuple[str, ...] = field(converter=_tuple, default=())
     acceptance_lock: AcceptanceLock | None = None
 
@@ -270,7 +272,7 @@ class GradeResult:
     passed: bool
     failure_mode: str | None = None
     detail: str = ""
-    data: Mapping[str, JsonValue] = field(factory=dict, converter=lambda m: dict(m))
+    data: Mapping[str, JsonValue] = field(factory=dict, converter=json_map)
 
 
 class Grade(Protocol):
@@ -378,7 +380,7 @@ class PluginInfo:
     name: str
     distribution: str
     version: str
-    provides: Mapping[str, tuple[str, ...]] = field(converter=lambda m: dict(m))
+    provides: Mapping[str, tuple[str, ...]] = field(converter=names_map)
 
 
 @frozen
@@ -476,8 +478,8 @@ class WorldInstance:
     channel (``tools.decide``) with a mapping holding at least ``choice`` and ``confidence``.
     """
 
-    task: JsonObject = field(converter=lambda m: dict(m))
-    tools: Mapping[str, Tool] = field(converter=lambda m: dict(m), eq=False, repr=False)
+    task: JsonObject = field(converter=json_map)
+    tools: Mapping[str, Tool] = field(converter=tool_map, eq=False, repr=False)
     snapshot: Snapshot = field(eq=False, repr=False)
     model: DecisionModel | None = field(default=None, eq=False, repr=False)
 
@@ -538,11 +540,11 @@ class FaultContext:
 
     kind: CallKind
     name: str
-    args: JsonObject = field(converter=lambda m: dict(m))
+    args: JsonObject = field(converter=json_map)
     seq: int
     call_number: int
     fired: int
-    params: JsonObject = field(converter=lambda m: dict(m))
+    params: JsonObject = field(converter=json_map)
     rng: random.Random = field(eq=False, repr=False)
 
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from attrs import field, frozen
 
+from certlab_core.plugin.converters import count_map
+
 REPORT_SCHEMA = "certlab.report/1"
 DEFAULT_PASS_K: tuple[int, ...] = (1, 2, 4)
 ARMS: tuple[str, str] = ("baseline", "candidate")
@@ -167,8 +169,8 @@ class Report:
     infra_errors: tuple[InfraError, ...] = field(converter=_tuple)
     problems: tuple[str, ...] = field(converter=_tuple)
     reasons: tuple[str, ...] = field(converter=_tuple)
-    contract_violations: Mapping[str, int] = field(factory=dict, converter=lambda m: dict(m))
-    trials: Mapping[str, int] = field(factory=dict, converter=lambda m: dict(m))
+    contract_violations: Mapping[str, int] = field(factory=dict, converter=count_map)
+    trials: Mapping[str, int] = field(factory=dict, converter=count_map)
     decision_file: str = "matches"  # matches, missing or differs (the verdict shown is always recomputed)
     earlier_runs: tuple[EarlierRun, ...] = field(converter=_tuple, default=())
     cost: tuple[str, ...] = field(converter=_tuple, default=())

@@ -22,6 +22,8 @@ from typing import Literal, Protocol
 
 from attrs import field, frozen
 
+from certlab_core.plugin.converters import text_map
+
 #: What ``--sandbox`` accepts: bwrap where it works else uncontained (auto), bwrap or refuse, never contained.
 SandboxChoice = Literal["auto", "bwrap", "none"]
 SANDBOX_CHOICES: tuple[SandboxChoice, ...] = ("auto", "bwrap", "none")
@@ -59,7 +61,7 @@ class SandboxRequest:
 
     argv: tuple[str, ...] = field(converter=_strings)
     workdir: str
-    env: Mapping[str, str] = field(converter=lambda m: dict(m))
+    env: Mapping[str, str] = field(converter=text_map)
     hidden: tuple[str, ...] = field(converter=_strings, default=())
     writable: tuple[str, ...] = field(converter=_strings, default=())
     readable: tuple[str, ...] = field(converter=_strings, default=())
@@ -98,7 +100,7 @@ class SandboxLaunch:
     """How to start one contained program: run ``argv`` with ``env``, ``before_exec`` in the child."""
 
     argv: tuple[str, ...] = field(converter=_strings)
-    env: Mapping[str, str] = field(converter=lambda m: dict(m))
+    env: Mapping[str, str] = field(converter=text_map)
     before_exec: BeforeExec | None = field(default=None, eq=False, repr=False)
     limits_hit: LimitsHit = field(default=_no_limits, eq=False, repr=False)
     release: Release = field(default=_nothing, eq=False, repr=False)

@@ -37,6 +37,8 @@ from urllib.parse import urlsplit
 import attrs
 from attrs import field, frozen
 
+from certlab_core.plugin.converters import text_map
+
 ANTHROPIC_MESSAGES = "anthropic-messages"
 OPENAI_CHAT = "openai-chat"
 OPENAI_RESPONSES = "openai-responses"
@@ -149,7 +151,7 @@ class ReceivedRequest:
     path: str
     query: str
     protocol: str | None
-    headers: Mapping[str, str] = field(converter=lambda m: dict(m))
+    headers: Mapping[str, str] = field(converter=text_map)
     body: Any = None
     turn: int | None = None
     streamed: bool = False

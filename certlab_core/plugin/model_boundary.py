@@ -1,0 +1,143 @@
+"""The model boundary's seam: the record a ``certlab_model_boundaries`` plugin yields, and what a run hands it.
+
+A model boundary stands between an agent's CLI and its model API for one agent run. The
+kernel opens a session (``ModelBoundary.open(ModelRun)``) before the adapter runs, gives the
+adapter the environment the session returns (``agent_env``: the CLI's base URLs point at the
+boundary, its API keys are a per-run token), and closes the session when the agent is done;
+``recording()`` is what the trial's record keeps of the model traffic: every call (request,
+answer, tokens), the declared faults and where they fired, the budgets spent, and whether the
+real upstream failed (``infra_error``). The built-in boundary is ``certlab-model-boundary``'s
+loopback proxy.
+
+:func:`judged_status` is the one rule for what a model error means: an error of the real
+upstream (401, 429, 5xx, unreachable) is infrastructure, so the run is ``unavailable``
+whatever the adapter said; an error the boundary injected as a declared fault is the
+condition under test, so an adapter's ``unavailable`` becomes ``completed`` and the run is
+judged by what it left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
+
+import attrs
+from attrs import field, frozen
+
+from certlab_core.plugin.converters import loose_map, text_map
+from certlab_core.plugin.records import AgentOutcome, AgentRequest, AgentStatus, Fault
+
+#: The ``tool`` a descriptor's fault names to act at the model boundary.
+MODEL_TOOL = "model"
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value or ())
+
+
+@frozen
+class ModelFaultPlan:
+    """One model fault a condition declares, resolved: the fault, the model calls it acts on (None: every one)."""
+
+    index: int
+    fault: Fault
+    on_calls: tuple[int, ...] | None = None
+    params: Mapping[str, Any] = field(factory=dict, converter=loose_map)
+
+
+@frozen
+class ModelRun:
+    """What a model boundary is given for one agent run.
+
+    ``env`` is the harness's environment (where the upstream is: ``ANTHROPIC_BASE_URL``,
+    ``OPENAI_BASE_URL``, ``OPENAI_API_BASE``; and the real keys, which never leave the
+    boundary); ``workdir`` the run's work copy (written ``$WORKDIR`` when calls are compared);
+    ``seed`` seeds the faults that draw; ``max_calls`` and ``max_tokens`` are the budgets
+    (None: none); ``replay``, when given, is a recording to answer from instead of the upstream.
+    """
+
+    env: Mapping[str, str] = field(converter=text_map, repr=False)
+    workdir: str
+    seed: int = 0
+    faults: tuple[ModelFaultPlan, ...] = field(converter=_tuple, default=())
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    replay: tuple[Mapping[str, Any], ...] | None = None
+
+
+class ModelSession(Protocol):
+    """An open model boundary for one run."""
+
+    def agent_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` pointed at the boundary, with a per-run token as every API key."""
+        ...
+
+    def recording(self) -> dict[str, Any]:
+        """The run's model traffic as JSON-able data (``events``, ``faults``, ``counts``, ``infra_error``...)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class OpenSession(Protocol):
+    def __call__(self, run: ModelRun, /) -> ModelSession: ...
+
+
+@frozen
+class ModelBoundary:
+    """A model boundary: ``open(run) -> ModelSession``, one session per agent run."""
+
+    name: str
+    description: str
+    open: OpenSession = field(eq=False, repr=False)
+
+
+@frozen
+class ModelBoundaryPlan:
+    """What a trial runs its agent behind: the boundary, the condition's model faults and the model budgets."""
+
+    boundary: ModelBoundary
+    faults: tuple[ModelFaultPlan, ...] = field(converter=_tuple, default=())
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    seed: int = 0
+
+    def open(self, request: AgentRequest) -> ModelSession:
+        """Open the boundary for the agent run ``request`` describes."""
+        run = ModelRun(
+            env=request.env,
+            workdir=request.workdir,
+            seed=self.seed,
+            faults=self.faults,
+            max_calls=self.max_calls,
+            max_tokens=self.max_tokens,
+        )
+        return self.boundary.open(run)
+
+
+def judged_status(status: str, detail: str, recording: Mapping[str, Any] | None) -> tuple[str, str]:
+    """The run's status and detail once its model traffic is known (see the module's docstring)."""
+    if not recording:
+        return status, detail
+    infra = recording.get("infra_error")
+    if infra:
+        return "unavailable", f"{infra}" + (f"; {detail}" if detail else "")
+    fired = any(fault.get("fired") for fault in recording.get("faults") or ())
+    if status == "unavailable" and fired:
+        note = "the model error was the declared fault under test, so the run is judged by what it left"
+        return "completed", f"{note}; {detail}" if detail else note
+    return status, detail
+
+
+def judged_outcome(outcome: AgentOutcome, recording: Mapping[str, Any] | None) -> AgentOutcome:
+    """``outcome`` with the status :func:`judged_status` gives it."""
+    status, detail = judged_status(outcome.status, outcome.detail, recording)
+    if (status, detail) == (outcome.status, outcome.detail):
+        return outcome
+    return attrs.evolve(outcome, status=cast(AgentStatus, status), detail=detail)
+
+
+def default_model_plan(registry: Any) -> ModelBoundaryPlan | None:
+    """The first installed model boundary (by name), with no fault and no budget; None when none is installed."""
+    boundaries = registry.all("model_boundaries")
+    return ModelBoundaryPlan(boundaries[sorted(boundaries)[0]]) if boundaries else None

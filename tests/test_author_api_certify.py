@@ -1,0 +1,140 @@
+"""What the author API promises a plugin, checked through a real certification of intervals.
+
+An adapter that raises is an infrastructure error (``agent-unavailable``, exit 3) with its
+message kept, never a failed fix; a grader names failure modes of its own once it declares
+them, and one it does not declare makes the certification refuse, naming the grader; a
+certification without the acceptance grader says that the held-out cases went unscored.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+from conftest import run_certlab
+
+from certlab_core.certification import CertifyOptions, certify
+from certlab_core.contract import render_contract
+from certlab_core.gate.family import outcome_of
+from certlab_core.lab import Task, TrialSpec, run_trial
+from certlab_core.plugin import AgentAdapter, TaskFamily
+from certlab_core.plugin.registry import Registry, discover
+
+BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance")
+
+RAISING_ADAPTER = """
+from certlab_core.plugin import AgentAdapter, hookimpl
+
+def run(request):
+    raise FileNotFoundError("fixbot is not on PATH")
+
+@hookimpl
+def certlab_agents():
+    return [AgentAdapter(name="raiser", description="an adapter whose run raises", run=run)]
+"""
+
+# A grader that runs first and names a mode of its own when the agent leaves NOTES.txt behind.
+NOTES_GRADER = """
+import pathlib
+from certlab_core.plugin import AgentAdapter, AgentOutcome, GradeResult, Grader, hookimpl
+
+MODE = {mode!r}
+
+def grade(request):
+    if (pathlib.Path(request.workdir) / "NOTES.txt").exists():
+        return GradeResult(grader="no-notes", passed=False, failure_mode=MODE, detail="NOTES.txt left behind")
+    return GradeResult(grader="no-notes", passed=True)
+
+def run(request):
+    (pathlib.Path(request.workdir) / "NOTES.txt").write_text("I looked\\n")
+    return AgentOutcome(status="completed")
+
+@hookimpl
+def certlab_graders():
+    return [Grader(name="no-notes", order=5, description="no NOTES.txt", grade=grade, failure_modes=("notes-left",))]
+
+@hookimpl
+def certlab_agents():
+    return [AgentAdapter(name="note-taker", description="leaves NOTES.txt", run=run)]
+"""
+
+
+def module_from_source(tmp_path: Path, name: str, source: str) -> types.ModuleType:
+    """A plugin module with a real file, as an installed one has (graders are fingerprinted by their files)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def certify_with(registry: Registry, agent: str) -> tuple[dict, int, tuple[str, ...]]:
+    result = certify(registry, CertifyOptions(families=("intervals",), agent=agent, sandbox="none"), lambda _m: None)
+    return result.bundle, result.exit_code, result.problems
+
+
+def test_an_adapter_that_raises_is_unavailable_with_its_message_never_a_failed_fix(tmp_path: Path) -> None:
+    registry = discover(only=BUILT_IN, extra=[("raiser", module_from_source(tmp_path, "raiser", RAISING_ADAPTER))])
+    bundle, exit_code, _problems = certify_with(registry, "raiser")
+    assert exit_code == 3
+    assert bundle["summary"]["unavailable"] == 6 and bundle["summary"]["fixed"] == 0
+    assert {(t["verdict"], t["failure_mode"]) for t in bundle["trials"]} == {("unavailable", "agent-unavailable")}
+    said = "the adapter raiser raised FileNotFoundError: fixbot is not on PATH"
+    assert {t["agent_detail"] for t in bundle["trials"]} == {said}
+    assert bundle["agent_details"] == [{"detail": said, "trials": [t["id"] for t in bundle["trials"]]}]
+    assert said in render_contract(bundle, registry)
+
+
+def test_in_a_gate_an_adapter_that_raises_is_an_error_not_a_failure(tmp_path: Path) -> None:
+    registry = discover(only=BUILT_IN, extra=[("raiser", module_from_source(tmp_path, "raiser", RAISING_ADAPTER))])
+    family = registry.get(TaskFamily, "intervals")
+    spec = TrialSpec(task=Task(family, family.defects[0]), agent=registry.get(AgentAdapter, "raiser"), repeat=1)
+    outcome = outcome_of(run_trial(spec, []), infra_exit_codes=(75,))
+    assert outcome["error"] == "agent-unavailable: the adapter raiser raised FileNotFoundError: fixbot is not on PATH"
+    assert outcome["agent"]["detail"].endswith("fixbot is not on PATH")
+
+
+def test_a_grader_names_a_failure_mode_it_declares(tmp_path: Path) -> None:
+    module = module_from_source(tmp_path, "notes_declared", NOTES_GRADER.format(mode="notes-left"))
+    registry = discover(only=BUILT_IN, extra=[("notes", module)])
+    bundle, exit_code, problems = certify_with(registry, "note-taker")
+    assert (exit_code, problems) == (0, ())
+    assert {t["failure_mode"] for t in bundle["trials"]} == {"notes-left"}
+    assert "`notes-left` ×6" in render_contract(bundle, registry)
+
+
+def test_a_grader_that_names_an_undeclared_mode_stops_the_certification_naming_it(tmp_path: Path) -> None:
+    module = module_from_source(tmp_path, "notes_undeclared", NOTES_GRADER.format(mode="made-up"))
+    registry = discover(only=BUILT_IN, extra=[("notes", module)])
+    _bundle, exit_code, problems = certify_with(registry, "note-taker")
+    assert exit_code == 3
+    assert problems and all("grader no-notes returned an undeclared failure mode: 'made-up'" in p for p in problems)
+    assert "notes-left" in problems[0]  # the modes it does declare
+
+
+@pytest.fixture(scope="module")
+def without_acceptance(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("no-acceptance") / "certification"
+    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
+    done = run_certlab(
+        "certify", "--family", "intervals", "--agent", "null", "--out", str(out), "--sandbox", "none", env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out, done.stdout
+
+
+def test_without_certlab_acceptance_the_console_and_the_contract_say_held_out_cases_went_unscored(
+    without_acceptance: tuple[Path, str],
+) -> None:
+    out, stdout = without_acceptance
+    notice = "held-out cases not scored: certlab-acceptance is not installed"
+    assert f"notice: {notice}" in stdout
+    assert notice in (out / "CONTRACT.md").read_text()
+    assert any(notice in n for n in json.loads((out / "bundle.json").read_text())["notices"])
