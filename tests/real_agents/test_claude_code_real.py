@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,14 @@ def test_an_api_error_is_agent_unavailable_not_a_failed_fix(claude: str, tmp_pat
     assert code == 3
     assert f'"api_error_status":{status}' in trial["output_tail"]["stdout"]
     assert trial["agent_detail"].startswith(f"the model API failed (HTTP {status}): API Error: ")
+
+
+def test_an_unreachable_model_api_is_agent_unavailable(claude: str, tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    env = harness_env(ANTHROPIC_API_KEY="scripted-key", ANTHROPIC_BASE_URL=f"http://127.0.0.1:{closed}")
+    code, bundle, said = certify(one_task(tmp_path / "task"), tmp_path / "out", "claude-code", _args(claude), env)
+    trial = only_trial(bundle)
+    assert (trial["verdict"], trial["failure_mode"]) == ("unavailable", "agent-unavailable"), said
+    assert code == 3 and "Unable to connect" in trial["agent_detail"]
