@@ -5,7 +5,7 @@ freshly issued tree and the graders run its tests, which import that code. It ru
 fresh child processes (one per trial, and one per grader inside it), in a temp folder of
 its own; changes are materialised there with no-follow semantics, and a change that would
 leave it (a symlink on the way, an absolute or ``..`` path, a special file) is refused as
-tampered, exit 3. The containment of that code is chosen in :func:`bundle_code_containment`.
+tampered, exit 3. That code runs in the bwrap sandbox where it works (:func:`bundle_code_containment`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from attrs import frozen
 
 from certlab_core.canonical import seal_holds, structure
 from certlab_core.certification import BUNDLE_FILE, BUNDLE_SCHEMA, load_json
-from certlab_core.lab import Progress, grader_chain, preload, prove, run_chain
+from certlab_core.lab import Progress, answer_key_paths, grader_chain, log_to_stderr, preload, prove, run_chain
 from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
 from certlab_core.plugin.forking import ChildFailure, map_in_forks
 from certlab_core.plugin.records import Defect, Grader, GradeRequest, TaskFamily
 from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.sandbox import Containment, use_containment
+from certlab_core.plugin.sandbox import Containment, choose_containment, use_containment
 from certlab_core.plugin.workcopy import Change, apply_changes, materialise, sha256_file, taskset_sha256
 
 
@@ -44,14 +44,14 @@ class RecordedTrial:
 
 
 def bundle_code_containment(registry: Registry) -> Containment:
-    """The containment the bundle's code runs under during a regrade.
+    """The containment the bundle's code runs under during a regrade: bwrap where it works, else none.
 
-    SANDBOX SEAM: this is where regrade picks a sandbox from the installed ``certlab_sandboxes``
-    plugins (``certlab_core.plugin.sandbox.choose_containment``); every grader of every
-    regraded trial runs under what it returns (``use_containment`` in :func:`_regrade_one`).
-    Until the sandbox plugin wires it, regrade runs the bundle's code uncontained and says so.
+    Every grader of every regraded trial runs under it (``use_containment`` in
+    :func:`_regrade_one`), with every installed family's clean tree and held-out cases hidden;
+    without a working sandbox, one warning line, and regrade says it ran the code uncontained.
     """
-    return Containment(note="regrade ran the bundle's code uncontained (no sandbox is wired into regrade)")
+    families = list(registry.all("task_families").values())
+    return choose_containment(registry, "auto", answer_key_paths(families), log_to_stderr)
 
 
 def containment_line(containment: Containment, what: str) -> str:

@@ -152,3 +152,19 @@ def test_run_seals_the_containment_of_its_coding_arms_and_applies_it(tmp_path: P
     assert json.loads((store / "manifest.json").read_text())["sandbox"] == "bwrap", done.stderr
     lines = [json.loads(line) for line in (store / "trials.jsonl").read_text().splitlines()]
     assert [line["outcome"] for line in lines] == ["failure", "failure"]  # the clean source was out of reach
+
+
+@needs_bwrap
+def test_regrade_runs_the_bundles_code_in_the_sandbox(tmp_path: Path) -> None:
+    """A bundle whose changes load the clean source on import, certified uncontained: regrade no longer agrees."""
+    trojan = f"exec(open({str(clean_source())!r}).read())"
+    agent = script(tmp_path, "trojan.sh", f"printf '%s\\n' {json.dumps(trojan)} > intervals.py")
+    out = tmp_path / "out"
+    done = run_certlab(
+        "certify", "-f", "intervals", "-a", "command", "--agent-arg", str(agent), "--sandbox", "none", "-o", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "bundle.json").read_text())["summary"]["fixed"] == 6  # what uncontained allows
+    regraded = run_certlab("regrade", str(out), "-q")
+    assert regraded.returncode == 1, regraded.stdout + regraded.stderr
+    assert "inside the sandbox bwrap" in regraded.stdout and "regrade: mismatch" in regraded.stdout
