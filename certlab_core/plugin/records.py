@@ -448,10 +448,9 @@ class OracleVerdict:
     detail: str = ""
 
 
-class Tool(Protocol):
-    """One tool of a built world, called with keyword arguments; refuses with a boundary exception."""
-
-    def __call__(self, **arguments: Any) -> JsonValue: ...
+#: One tool of a built world, called with keyword arguments that match its own signature (so no
+#: Protocol can say more than this); it refuses with a boundary exception.
+Tool: TypeAlias = "Callable[..., JsonValue]"
 
 
 class Snapshot(Protocol):
