@@ -43,7 +43,7 @@ class RecordedTrial:
     changes: list[Change]
 
 
-def bundle_code_containment(registry: Registry) -> Containment:
+def bundle_code_containment(registry: Registry, sandbox: str = "auto") -> Containment:
     """The containment the bundle's code runs under during a regrade: bwrap where it works, else none.
 
     Every grader of every regraded trial runs under it (``use_containment`` in
@@ -51,7 +51,7 @@ def bundle_code_containment(registry: Registry) -> Containment:
     without a working sandbox, one warning line, and regrade says it ran the code uncontained.
     """
     families = list(registry.all("task_families").values())
-    return choose_containment(registry, "auto", answer_key_paths(families), log_to_stderr)
+    return choose_containment(registry, sandbox, answer_key_paths(families), log_to_stderr)
 
 
 def containment_line(containment: Containment, what: str) -> str:
@@ -129,10 +129,13 @@ def _regrade_one(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def regrade(registry: Registry, folder: Path, workers: int, progress: Progress, mutants: bool = False) -> RegradeResult:
+def regrade(
+    registry: Registry, folder: Path, workers: int, progress: Progress, mutants: bool = False, sandbox: str = "auto"
+) -> RegradeResult:
     """Check the seal, the installed versions, then re-earn each graded verdict in fresh processes.
 
-    With ``mutants``, each recorded mutation proof is re-earned too (``certlab_core.mutation``).
+    With ``mutants``, each recorded mutation proof is re-earned too (``certlab_core.mutation``). ``sandbox``
+    is ``--sandbox``: the bundle's code runs in bwrap where it works (auto), in bwrap or not at all, or uncontained.
     """
     path = folder / BUNDLE_FILE if folder.is_dir() else folder
     bundle = read_bundle(folder)
@@ -197,7 +200,7 @@ def regrade(registry: Registry, folder: Path, workers: int, progress: Progress, 
             raise InstrumentError(f"{path}: trial {trial.id} names a task {trial.task} the bundle's families lack")
         jobs.append((trial, family, defect))
     mismatches: list[str] = []
-    containment = bundle_code_containment(registry)
+    containment = bundle_code_containment(registry, sandbox)
     for index, outcome in map_in_forks(
         lambda job: _regrade_one(job[0], job[1], job[2], graders, expected[job[1].name], containment),
         jobs,

@@ -61,7 +61,8 @@ def published_trial(index: int, **changes: Any) -> dict[str, Any]:
 
 def regrade(folder: Path) -> tuple[subprocess.CompletedProcess[str], int]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "certlab_core.cli", "regrade", str(folder), "--workers", "2"],
+        # Uncontained on purpose: these tests show what regrade itself refuses (tests/test_sandbox.py: contained).
+        [sys.executable, "-m", "certlab_core.cli", "regrade", str(folder), "--workers", "2", "--sandbox", "none"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -158,6 +158,9 @@ def certify_distributions(registry: Registry) -> dict[str, str]:
 def regrade_command(
     folder: Path = typer.Argument(..., help="A certification folder (or its bundle.json)."),
     workers: int = typer.Option(0, "--workers", "-w", help="Regrades at once (default: the number of CPUs)."),
+    sandbox: str = typer.Option(
+        "auto", "--sandbox", help="Run the bundle's code in bwrap where it works (auto), only in bwrap, or none."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
     task: list[Path] = typer.Option([], "--task", help="The experiment directory of a user task the bundle certified."),
     mutants: bool = typer.Option(
@@ -173,7 +176,7 @@ def regrade_command(
         if register_experiment_task(registry, directory) is None:
             raise UsageError(f"--task {directory}: no task of your own there (certlab.yaml, fixture/, cases/)")
     progress = (lambda _m: None) if quiet else log_to_stderr
-    result = regrade(registry, folder, workers or cpu_workers(), progress, mutants=mutants)
+    result = regrade(registry, folder, workers or cpu_workers(), progress, mutants=mutants, sandbox=sandbox)
     for line in result.lines:
         typer.echo(line)
     typer.echo(f"regrade: {result.status}")
