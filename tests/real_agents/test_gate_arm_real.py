@@ -11,26 +11,24 @@ from conftest import run_certlab
 from real_cli_support import TASK_NAME, harness_env, one_task, require_cli
 from test_claude_code_real import FIX_USAGE, MODEL, _edit_script
 
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer
+from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, ToolCall
 
 SEEDED, FIXED = "return end - start + 1", "return end - start"
+# The sandbox gives a contained agent no network; the scripted servers are on the harness's loopback.
+UNCONTAINED = ("--sandbox", "none")
 
 
-def _experiment(task: Path, claude: str, baseline_url: str, candidate_url: str) -> Path:
+def _experiment(task: Path, adapter: str, args: list[str], baseline_url: str, candidate_url: str) -> Path:
     config = yaml.safe_load((task / "certlab.yaml").read_text())
     config["task"]["family"] = TASK_NAME
 
     def arm(url: str, label: str) -> dict[str, Any]:
-        return {
-            "adapter": "claude-code",
-            "args": [f"--bin={claude}", f"--model={MODEL}", f"--base-url={url}"],
-            "label": label,
-        }
+        return {"adapter": adapter, "args": [*args, f"--base-url={url}"], "label": label}
 
     config.update(
         {
             "schema": "certlab.experiment/1",
-            "experiment": "claude-code-outage",
+            "experiment": f"{adapter}-outage",
             "oracle": "graders",
             "arms": {"baseline": arm(baseline_url, "model up"), "candidate": arm(candidate_url, "model down")},
             "conditions": [{"name": "clean", "bucket": "benign"}],
@@ -48,9 +46,12 @@ def test_claude_code_as_an_arm_fixes_reports_its_cost_and_an_outage_makes_the_ga
     fixing = ScriptedModelServer(_edit_script("intervals.py", SEEDED, FIXED))
     down = ScriptedModelServer([Reply(http_status=500, error_message="scripted outage")])
     with fixing, down:
-        task = _experiment(one_task(tmp_path / "task"), claude, fixing.base_url, down.base_url)
+        args = [f"--bin={claude}", f"--model={MODEL}"]
+        task = _experiment(one_task(tmp_path / "task"), "claude-code", args, fixing.base_url, down.base_url)
         env = harness_env(ANTHROPIC_API_KEY="scripted-key")
-        done = run_certlab("run", "certlab.yaml", "--out", "runs", "--quiet", cwd=task, env=env, timeout=300)
+        done = run_certlab(
+            "run", "certlab.yaml", "--out", "runs", "--quiet", *UNCONTAINED, cwd=task, env=env, timeout=300
+        )
     assert done.returncode == 3, done.stdout + done.stderr
     (store,) = (task / "runs").iterdir()
     lines = {line["arm"]: line for line in map(json.loads, (store / "trials.jsonl").read_text().splitlines())}
@@ -62,3 +63,22 @@ def test_claude_code_as_an_arm_fixes_reports_its_cost_and_an_outage_makes_the_ga
     report = run_certlab("report", str(store), env=env)
     assert "baseline: 1 of 1 trials reported usage (claude-json)" in report.stdout, report.stdout
     assert "the client's own estimate" in report.stdout
+
+
+def test_codex_as_an_arm_fixes_and_an_outage_makes_the_gate_error(tmp_path: Path) -> None:
+    codex = require_cli("codex", "codex", "CERTLAB_CODEX_BIN", "npm/node_modules/.bin/codex")
+    patch = f"*** Begin Patch\n*** Update File: intervals.py\n@@\n-    {SEEDED}\n+    {FIXED}\n*** End Patch\n"
+    fixing = ScriptedModelServer([Reply(tool_calls=(ToolCall("apply_patch", patch),)), Reply(text="Done.")])
+    down = ScriptedModelServer([Reply(http_status=500, error_message="scripted outage")])
+    with fixing, down:
+        args = [f"--bin={codex}"]
+        task = _experiment(one_task(tmp_path / "task"), "codex", args, fixing.openai_base_url, down.openai_base_url)
+        env = harness_env(OPENAI_API_KEY="scripted-key")
+        done = run_certlab(
+            "run", "certlab.yaml", "--out", "runs", "--quiet", *UNCONTAINED, cwd=task, env=env, timeout=300
+        )
+    assert done.returncode == 3, done.stdout + done.stderr
+    (store,) = (task / "runs").iterdir()
+    lines = {line["arm"]: line for line in map(json.loads, (store / "trials.jsonl").read_text().splitlines())}
+    assert lines["baseline"]["outcome"] == "success" and lines["baseline"]["usage"]["shape"] == "codex-jsonl"
+    assert lines["candidate"]["outcome"] == "error" and "agent-unavailable" in lines["candidate"]["error"]
