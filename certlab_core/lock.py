@@ -253,15 +253,16 @@ class LockRefused(UsageError):
 
 def read_lock(root: Path) -> dict[str, Any] | None:
     """The sealed lock of an experiment directory, or None; a broken or edited lock is an ERROR."""
-    import json
+    from certlab_core.plugin.errors import CertlabError
+    from certlab_core.safe_io import load_json
 
     path = lock_path(root)
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         return None
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InstrumentError(f"{path}: unreadable lock ({error}); lock again with certlab lock --again") from None
+        document = load_json(path, "lock")  # regular file, capped, shallow (certlab_core.safe_io)
+    except CertlabError as error:
+        raise InstrumentError(f"{error.message}; lock again with certlab lock --again") from None
     if not isinstance(document, dict) or document.get("schema") != LOCK_SCHEMA:
         raise InstrumentError(f"{path}: not a certlab lock (schema {LOCK_SCHEMA} expected)")
     if not seal_holds(document):

@@ -12,7 +12,6 @@ the one the lock or the run recorded.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,14 +44,14 @@ def read_predictions(root: Path) -> list[dict[str, Any]]:
     path = predictions_path(root)
     if not path.exists():
         return []
+    from certlab_core.safe_io import iter_capped_lines, parse_line
+
     entries: list[dict[str, Any]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+    for number, raw in enumerate(iter_capped_lines(path, "predictions file"), start=1):
+        line = raw.decode("utf-8", errors="replace")
         if not line.strip():
             continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            entry = {"unreadable_line": number}
+        entry = parse_line(line)  # None: not JSON under the caps (certlab_core.safe_io)
         entries.append(entry if isinstance(entry, dict) else {"unreadable_line": number})
     return entries
 

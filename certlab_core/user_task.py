@@ -96,15 +96,17 @@ def read_config(root: Path) -> dict[str, Any]:
     """The ``task:`` mapping of ``certlab.yaml`` (empty when absent); bad YAML is one line."""
     import yaml
 
+    from certlab_core.safe_io import MAX_NESTING, nesting_depth, read_capped_text
+
     path = root / TASK_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no {TASK_FILE}; create the task with 'certlab init-task {root}'") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: cannot be read ({error})") from None
+    missing = f"{path}: no {TASK_FILE}; create the task with 'certlab init-task {root}'"
+    text = read_capped_text(path, TASK_FILE, UsageError, missing)  # a regular file of at most 16 MB
+    if nesting_depth(text) > MAX_NESTING:
+        raise UsageError(f"{path}: nested more than {MAX_NESTING} levels deep; a task's settings are a few levels")
     try:
         document = yaml.safe_load(text)
+    except (ValueError, RecursionError) as error:  # a number of more digits than Python reads, deep block nesting
+        raise UsageError(f"{path}: not a readable YAML document ({type(error).__name__}); fix the file") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "somewhere"

@@ -194,6 +194,29 @@ def _read_earlier_decision(path: Path) -> object:
     return line
 
 
+def _read_lock(path: Path) -> object:
+    from certlab_core.lock import lock_path, read_lock
+
+    lock_path(path.parent).parent.mkdir()
+    path.rename(lock_path(path.parent))
+    return read_lock(path.parent)
+
+
+def _read_predictions(path: Path) -> object:
+    from certlab_core.lock import predictions_path
+    from certlab_core.prediction import read_predictions
+
+    predictions_path(path.parent).parent.mkdir()
+    path.rename(predictions_path(path.parent))
+    return read_predictions(path.parent)
+
+
+def _read_task_config(path: Path) -> object:
+    from certlab_core.user_task import read_config
+
+    return read_config(path.parent)
+
+
 READERS: dict[str, tuple[Callable[[Path], object], str, tuple[int, ...]]] = {
     "manifest": (_read_manifest, "manifest.json", (EXIT_ERROR,)),
     "trials": (_read_trials, "trials.jsonl", (EXIT_ERROR,)),
@@ -201,6 +224,9 @@ READERS: dict[str, tuple[Callable[[Path], object], str, tuple[int, ...]]] = {
     "reproducer": (_read_reproducer, "repro.json", (EXIT_ERROR,)),
     "descriptor": (_read_descriptor, "certlab.yaml", (EXIT_USAGE,)),
     "earlier-decision": (_read_earlier_decision, "decision.json", ()),
+    "held-out-lock": (_read_lock, "lock.json", (EXIT_ERROR,)),
+    "predictions": (_read_predictions, "predictions.jsonl", (EXIT_ERROR,)),
+    "task-config": (_read_task_config, "certlab.yaml", (EXIT_USAGE,)),
 }
 
 
@@ -218,9 +244,11 @@ def test_each_reader_refuses_a_device_a_folder_deep_json_or_a_huge_integer(
             read(path)
         except CertlabError as error:
             assert error.exit_code in codes and "\n" not in error.message, error.message
-            assert str(path) in error.message or name in error.message, error.message
+            assert path.name in error.message or path.parent.name in error.message, error.message
         else:
-            assert reader == "earlier-decision" or (reader == "trials" and kind in ("deep", "huge-int")), reader
+            # What reads no JSON, or keeps an unreadable line as a marker, may take deep JSON or a huge integer.
+            takes = {"trials", "predictions"} if kind in ("deep", "huge-int") else set()
+            assert reader in {"earlier-decision", *takes}, reader
 
 
 def test_a_store_line_longer_than_the_cap_is_refused_and_the_store_has_no_total_cap(tmp_path: Path) -> None:
