@@ -245,6 +245,7 @@ def run_contained(
     writable: Iterable[str] = (),
     readable: Iterable[str] = (),
     relay_sockets: Iterable[str] = (),
+    relay_ports: Mapping[int, str] | None = None,
 ) -> ContainedRun:
     """Run ``argv`` in ``cwd`` under ``containment`` (uncontained when None) and a child subreaper.
 
@@ -257,7 +258,13 @@ def run_contained(
     environment[TOKEN_VARIABLE] = token
     started = time.monotonic()
     launch = (containment if containment is not None else Containment()).launch(
-        argv, cwd, environment, writable=writable, readable=readable, relay_sockets=relay_sockets
+        argv,
+        cwd,
+        environment,
+        writable=writable,
+        readable=readable,
+        relay_sockets=relay_sockets,
+        relay_ports=relay_ports,
     )
     try:
         read_fd, write_fd = os.pipe()
@@ -314,6 +321,7 @@ def run_command(
     unavailable_exit_codes: Collection[int] = (UNAVAILABLE_EXIT_CODE,),
     readable: Iterable[str] = (),
     relay_sockets: Iterable[str] = (),
+    relay_ports: Mapping[int, str] | None = None,
 ) -> AgentOutcome:
     """Run ``argv`` as the agent for ``request`` and return its outcome.
 
@@ -324,7 +332,10 @@ def run_command(
     ``readable`` are files a contained agent is shown read-only besides its work copy and
     the prompt (its own program, when that lives in a hidden folder); ``relay_sockets``
     (host Unix sockets, such as the model boundary's) are bound into the sandbox at their
-    paths: the only network a contained agent reaches.
+    paths, and ``relay_ports`` ({port: socket}) makes ``127.0.0.1:PORT`` inside the sandbox a
+    relay to that socket: the only network a contained agent reaches. Uncontained
+    (``active_containment().contained`` is false) nothing is bound or relayed: give the agent
+    the boundary's host address instead.
     """
     environment = dict(request.env if env is None else env)
     with tempfile.TemporaryDirectory(prefix="certlab-command-") as scratch:
@@ -340,6 +351,7 @@ def run_command(
                 containment=active_containment(),
                 readable=(request.prompt_file, *readable),
                 relay_sockets=relay_sockets,
+                relay_ports=relay_ports,
             )
         if run.status == "unstartable":
             return AgentOutcome(

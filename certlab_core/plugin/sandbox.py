@@ -55,8 +55,10 @@ class SandboxRequest:
     ``writable`` are further folders bound writable (a grader's scratch folder), ``readable``
     files or folders shown read-only (the prompt file); ``hidden``
     are files and folders that must not be visible inside. ``relay_sockets`` are host Unix
-    sockets (such as the model boundary's) bound into the sandbox at the same path: the only
-    network a contained program has (its loopback is its own, empty). ``env`` is the program's whole environment.
+    sockets (such as the model boundary's) bound into the sandbox at the same path, and
+    ``relay_ports`` maps a port to such a socket: inside, ``127.0.0.1:PORT`` is relayed to it
+    (for a client that wants an ``http://127.0.0.1:PORT`` base URL). That is the only network
+    a contained program has (its loopback is its own, empty). ``env`` is the program's whole environment.
     """
 
     argv: tuple[str, ...] = field(converter=_strings)
@@ -67,6 +69,9 @@ class SandboxRequest:
     readable: tuple[str, ...] = field(converter=_strings, default=())
     limits: ResourceLimits = ResourceLimits()
     relay_sockets: tuple[str, ...] = field(converter=_strings, default=())
+    relay_ports: Mapping[int, str] = field(
+        converter=lambda m: {int(k): str(v) for k, v in dict(m).items()}, factory=dict
+    )
 
 
 class BeforeExec(Protocol):
@@ -169,6 +174,7 @@ class Containment:
         writable: Iterable[str] = (),
         readable: Iterable[str] = (),
         relay_sockets: Iterable[str] = (),
+        relay_ports: Mapping[int, str] | None = None,
     ) -> SandboxLaunch:
         """How to start ``argv`` under this containment (as it is, when uncontained)."""
         if self.sandbox is None:
@@ -183,6 +189,7 @@ class Containment:
                 readable=tuple(readable),
                 limits=self.limits,
                 relay_sockets=tuple(relay_sockets),
+                relay_ports=dict(relay_ports or {}),
             )
         )
 

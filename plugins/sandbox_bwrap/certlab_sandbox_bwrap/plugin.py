@@ -7,7 +7,8 @@ and any further writable folder are bound back at their own paths; ``HOME`` is a
 ``/home/agent``; the dedicated agent environment (a venv with pytest and nothing of
 certlab) is bound read-only and first on ``PATH``. ``--unshare-pid --die-with-parent``: every
 process the program starts dies with it. ``--unshare-net``: no network at all, not even the
-host's loopback; host Unix sockets named in ``relay_sockets`` are bound in at their paths.
+host's loopback; host Unix sockets named in ``relay_sockets`` are bound in at their paths,
+and each port of ``relay_ports`` is relayed to its socket by ``inner_relay.py`` inside.
 
 Limits: CPU time and file size as rlimits; memory through a memory cgroup when one can be
 made (else ``RLIMIT_AS``); processes through a cgroup's ``pids.max`` (root ignores
@@ -48,6 +49,7 @@ AGENT_ENV_PACKAGES = ("pytest",)
 # Variables that would point a contained Python at the harness's installation.
 DROPPED_VARIABLES = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE")
 PROBE_TIMEOUT_S = 10.0
+RELAY_FILE = Path(__file__).with_name("inner_relay.py")
 
 _probed: list[str | None] = []
 
@@ -223,10 +225,15 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
             argv += ["--ro-bind", path, path]
     for path in shown:
         argv += ["--bind", path, path]
-    for socket_path in request.relay_sockets:
+    for socket_path in sorted({*request.relay_sockets, *request.relay_ports.values()}):
         argv += ["--bind", socket_path, socket_path]
+    command = list(request.argv)
+    if request.relay_ports:  # the relay binds the ports inside, then becomes the program
+        argv += ["--ro-bind", str(RELAY_FILE), str(RELAY_FILE)]
+        pairs = [f"{port}={path}" for port, path in sorted(request.relay_ports.items())]
+        command = [str(python_bin / "python"), "-I", str(RELAY_FILE), *pairs, "--", *command]
     argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
-    argv += ["--chdir", request.workdir, "--", *request.argv]
+    argv += ["--chdir", request.workdir, "--", *command]
 
     hidden = [p for p in request.hidden if p not in ("/",)]
     env = {k: v for k, v in request.env.items() if k not in DROPPED_VARIABLES}

@@ -172,3 +172,36 @@ def _cmdline(pid: str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_a_relayed_port_reaches_the_boundarys_socket_and_nothing_else(containment: Containment, tmp_path: Path) -> None:
+    """The model boundary's seam: inside, 127.0.0.1:PORT is relayed to a host Unix socket; other ports are closed."""
+    boundary = tmp_path / "model.sock"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(str(boundary))
+    unix.listen()
+
+    def echo_upper() -> None:
+        connection, _ = unix.accept()
+        request = connection.recv(100)
+        connection.sendall(request.upper())
+        connection.close()
+
+    thread = threading.Thread(target=echo_upper, daemon=True)
+    thread.start()
+    source = """
+        import socket
+        s = socket.create_connection(("127.0.0.1", 8765), timeout=5)
+        s.sendall(b"hello boundary")
+        print(s.recv(100).decode())
+        try:
+            socket.create_connection(("127.0.0.1", 8766), timeout=2)
+            print("8766 reached")
+        except OSError:
+            print("8766 closed")
+    """
+    run, out = contained_python(containment, tmp_path / "work", source, relay_ports={8765: str(boundary)})
+    thread.join(timeout=5)
+    unix.close()
+    assert run.status == "completed", out
+    assert out.split("\n")[:2] == ["HELLO BOUNDARY", "8766 closed"]
