@@ -109,8 +109,16 @@ def test_regrade_of_resealed_code_says_it_ran_it_in_fresh_processes_and_deletes_
         failure_mode="policy-planted-file",
         changes=[change("escape", "symlink", str(outside).encode()), change("escape/notes.txt", "deleted", None)],
     )
-    done, pid = regrade(forged_bundle(tmp_path / "cert", [fixed, deleting]))
+    # A genuine trial whose 2 GB file was kept as hash and size only: re-applied as a sparse stand-in.
+    oversized = published_trial(
+        3,
+        verdict="not-fixed",
+        failure_mode="policy-oversized-change",
+        changes=[dict(change("big.bin", "added", None), sha256="0" * 64, size=2 << 30, omitted=True)],
+    )
+    done, pid = regrade(forged_bundle(tmp_path / "cert", [fixed, deleting, oversized]))
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "recorded not-fixed (policy-oversized-change), re-earned not-fixed (policy-oversized-change)" in done.stderr
     assert "note: this ran the code this bundle holds, in fresh processes but uncontained" in done.stdout
     ran_in = {int(line) for line in marker.read_text().split()}
     assert ran_in and pid not in ran_in  # the bundle's code ran, never in the regrade process itself
