@@ -17,7 +17,7 @@ from typing import Any
 from attrs import field, frozen
 
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.command import become_subreaper, live_descendants, sweep_descendants
+from certlab_core.plugin.command import become_subreaper, has_children, live_descendants, sweep_descendants
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.executor import ExecutorSession, Stage, Work
 from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
@@ -231,7 +231,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
     scope = contextlib.ExitStack()
     scope.enter_context(use_containment(spec.containment or Containment()))
     # This trial's process adopts every orphan the agent leaves; what was running before is spared.
-    spare = set(live_descendants()) if become_subreaper() else None
+    spare = (set(live_descendants()) if has_children() else set()) if become_subreaper() else None
     limits_mark = limits_hit_count()
     try:
         work = scratch / "work"

@@ -96,7 +96,7 @@ def _reap() -> None:
             return
 
 
-def _has_children() -> bool:
+def has_children() -> bool:
     """Whether this process has any child left, zombies reaped first."""
     _reap()
     try:
@@ -130,7 +130,7 @@ def sweep_descendants(spare: Collection[int] = ()) -> list[str]:
     """
     named: dict[int, str] = {}
     alive: list[int] = []
-    if not spare and not _has_children():  # a subreaper without a child has no descendant: no scan needed
+    if not spare and not has_children():  # a subreaper without a child has no descendant: no scan needed
         return []
     for _round in range(SWEEP_ROUNDS):
         _reap()
@@ -290,7 +290,9 @@ def run_contained(
             report = json.loads(b"".join(chunks) or b"{}")
         except ValueError:
             report = {}
-        escaped = [f"pid {p}: {cmd}" for p, cmd in find_leftovers(-1, token)]
+        # The intermediate adopted and killed everything below it; only when it did not report
+        # (killed by the agent itself) are the processes carrying the run's token looked for.
+        escaped = [] if "exit_code" in report else [f"pid {p}: {cmd}" for p, cmd in find_leftovers(-1, token)]
         for line in escaped:
             with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
                 os.kill(int(line.split(":", 1)[0].removeprefix("pid ")), signal.SIGKILL)

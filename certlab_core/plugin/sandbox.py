@@ -152,6 +152,12 @@ class Containment:
     hidden: tuple[str, ...] = field(converter=_strings, default=())
     limits: ResourceLimits = ResourceLimits()
     note: str = ""
+    #: Ports relayed inside to host Unix sockets for every program launched under it: the kernel's
+    #: model boundary sets them for a trial (``attrs.evolve`` and ``use_containment``), so that any
+    #: adapter's CLI reaches ``127.0.0.1:PORT`` inside the sandbox.
+    relay_ports: Mapping[int, str] = field(
+        converter=lambda m: {int(k): str(v) for k, v in m.items()}, factory=dict, eq=False
+    )
 
     @property
     def name(self) -> str:
@@ -189,7 +195,7 @@ class Containment:
                 readable=tuple(readable),
                 limits=self.limits,
                 relay_sockets=tuple(relay_sockets),
-                relay_ports=dict(relay_ports or {}),
+                relay_ports={**self.relay_ports, **(relay_ports or {})},
             )
         )
 

@@ -9,6 +9,7 @@ import textwrap
 import threading
 from pathlib import Path
 
+import attrs
 import pytest
 
 from certlab_core.plugin.command import ContainedRun, run_contained
@@ -31,7 +32,7 @@ def contained_python(
 ) -> tuple[ContainedRun, str]:
     work.mkdir(parents=True, exist_ok=True)
     out = work.parent / f"{work.name}.out"
-    chosen = Containment(containment.sandbox, containment.hidden, limits) if limits else containment
+    chosen = attrs.evolve(containment, limits=limits) if limits else containment
     with out.open("wb") as handle:
         run = run_contained(
             [chosen.python(), "-c", textwrap.dedent(source)],
@@ -174,8 +175,15 @@ def _cmdline(pid: str) -> bytes:
         return b""
 
 
-def test_a_relayed_port_reaches_the_boundarys_socket_and_nothing_else(containment: Containment, tmp_path: Path) -> None:
-    """The model boundary's seam: inside, 127.0.0.1:PORT is relayed to a host Unix socket; other ports are closed."""
+@pytest.mark.parametrize("given_by", ["the call", "the containment"])
+def test_a_relayed_port_reaches_the_boundarys_socket_and_nothing_else(
+    containment: Containment, tmp_path: Path, given_by: str
+) -> None:
+    """The model boundary's seam: inside, 127.0.0.1:PORT is relayed to a host Unix socket; other ports are closed.
+
+    The port is named by the call (``run_command(relay_ports=...)``) or by the containment in force
+    (the kernel's boundary sets it for a trial, whatever the adapter).
+    """
     boundary = tmp_path / "model.sock"
     unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     unix.bind(str(boundary))
@@ -200,7 +208,11 @@ def test_a_relayed_port_reaches_the_boundarys_socket_and_nothing_else(containmen
         except OSError:
             print("8766 closed")
     """
-    run, out = contained_python(containment, tmp_path / "work", source, relay_ports={8765: str(boundary)})
+    relay = {8765: str(boundary)}
+    if given_by == "the call":
+        run, out = contained_python(containment, tmp_path / "work", source, relay_ports=relay)
+    else:
+        run, out = contained_python(attrs.evolve(containment, relay_ports=relay), tmp_path / "work", source)
     thread.join(timeout=5)
     unix.close()
     assert run.status == "completed", out
