@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 from attrs import field, frozen
 
 from certlab_core.plugin import failure_modes as fm
@@ -21,6 +22,7 @@ from certlab_core.plugin.command import become_subreaper, has_children, live_des
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.executor import ExecutorSession, Stage, Work
 from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
+from certlab_core.plugin.model_boundary import ModelBoundaryPlan, judged_outcome
 from certlab_core.plugin.records import (
     AcceptanceLock,
     AgentAdapter,
@@ -74,6 +76,8 @@ class TrialSpec:
     acceptance_lock: AcceptanceLock | None = None
     # The agent's sandbox, in force for it and for the graders that run its code; None: as the harness.
     containment: Containment | None = None
+    # The model boundary the agent's CLI reaches its model API through, with the condition's model faults.
+    model_boundary: ModelBoundaryPlan | None = None
 
     @property
     def id(self) -> str:
@@ -103,6 +107,8 @@ class TrialRecord:
     grader_error: str | None = None
     #: the adapter's own one-line account of what happened (why it was unavailable, what it could not do)
     agent_detail: str = ""
+    #: the agent's model traffic as the model boundary recorded it (calls, tokens, faults), when one was in force
+    model: dict[str, Any] | None = None
 
 
 @frozen
@@ -249,6 +255,10 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
             agent_args=spec.agent_args,
             task=spec.task,
         )
+        session = spec.model_boundary.open(request) if spec.model_boundary is not None else None
+        if session is not None:
+            scope.callback(session.close)
+            request = attrs.evolve(request, env=session.agent_env(request.env))
         try:
             outcome = spec.agent.run(request)
         except Exception as error:  # an adapter that raised could not run the agent: infrastructure, not capability
@@ -257,6 +267,11 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
                 wall_s=time.monotonic() - started,
                 detail=f"the adapter {spec.agent.name} raised {type(error).__name__}: {error}",
             )
+        model = session.recording() if session is not None else None
+        if session is not None:
+            session.close()
+            # The real upstream failing is infrastructure; an error the boundary injected is the condition under test.
+            outcome = judged_outcome(outcome, model)
         # Checked again before grading: nothing of the agent's may run while its work is judged.
         left_before_grading = tuple(sweep_descendants(spare)) if spare is not None else ()
         agent_done = time.monotonic()
@@ -316,6 +331,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
             ),
             grader_error=chain.error,
             agent_detail=outcome.detail,
+            model=model,
         )
     finally:
         scope.close()

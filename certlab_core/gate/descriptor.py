@@ -112,7 +112,10 @@ class Budgets:
     """Limits of each trial; running out is the agent's failure."""
 
     tool_calls: int | None = field(default=None, metadata=_doc("tool calls per trial (null: no limit)"))
-    model_steps: int | None = field(default=None, metadata=_doc("decision-channel steps per trial (null: no limit)"))
+    model_steps: int | None = field(
+        default=None,
+        metadata=_doc("decision-channel steps per trial; for a family task, model calls (null: no limit)"),
+    )
     seconds: float = field(default=60.0, metadata=_doc("wall seconds per trial"))
 
 

@@ -4,6 +4,10 @@ Index ``i`` of both arms works on the family's ``i mod D``-th selected defect. T
 is proven once before the first trial (the clean tree passes, each seeded tree fails), as
 certification does; each trial then runs in its own forked process, and each grader in a
 further process of its own (``certlab_core.lab.run_trial``).
+
+When a model boundary is installed, every agent run goes through it: the agent's model calls
+are the trial's events, a condition's faults (declared with ``tool: model``) are injected
+there, and ``budgets.model_steps`` limits the model calls.
 """
 
 from __future__ import annotations
@@ -11,14 +15,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from attrs import frozen
+import attrs
+from attrs import field, frozen
 
 from certlab_core.canonical import unstructure
 from certlab_core.held_out import experiment_lock
 from certlab_core.lab import Task, TrialSpec, answer_key_paths, grader_chain, log_to_stderr, preload, prove, run_trial
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.errors import InstrumentError
+from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.fingerprints import check_unmoved
+from certlab_core.plugin.model_boundary import MODEL_TOOL, ModelBoundaryPlan, ModelFaultPlan, default_model_plan
 from certlab_core.plugin.records import AgentAdapter, Defect, Grader, TaskFamily
 from certlab_core.plugin.sandbox import Containment, choose_containment
 
@@ -33,6 +39,7 @@ class FamilyTrials:
     graders: tuple[Grader, ...]
     expected_tests: tuple[str, ...]
     adapters: dict[str, AgentAdapter]
+    model_plans: dict[str, ModelBoundaryPlan] = field(factory=dict)  # by condition
     # The coding arms' containment, as the manifest sealed it (--sandbox): for the agents and the graders.
     containment: Containment | None = None
 
@@ -55,7 +62,16 @@ class FamilyTrials:
         adapters = {side: registry.get("agents", arm.adapter) for side, arm in manifest.arms.items()}
         hidden = [*answer_key_paths([family]), manifest.descriptor_dir]
         containment = choose_containment(registry, getattr(manifest, "sandbox", "none"), hidden, log_to_stderr)
-        return cls(plan, family, defects, graders, proof.expected_tests, adapters, containment=containment)
+        return cls(
+            plan,
+            family,
+            defects,
+            graders,
+            proof.expected_tests,
+            adapters,
+            model_plans(manifest, registry),
+            containment=containment,
+        )
 
     def child(self, job: Any) -> dict[str, Any]:
         """In a trial child: run the arm's adapter on the index's defect and grade what it left."""
@@ -71,9 +87,45 @@ class FamilyTrials:
             expected_tests=self.expected_tests,
             acceptance_lock=experiment_lock(self.family.name),
             containment=self.containment,
+            model_boundary=(
+                attrs.evolve(self.model_plans[job.key.condition], seed=job.key.seed)
+                if job.key.condition in self.model_plans
+                else None
+            ),
         )
         record = run_trial(spec, self.graders)
         return outcome_of(record, manifest.infra_exit_codes)
+
+
+def model_plans(manifest: Any, registry: Any) -> dict[str, ModelBoundaryPlan]:
+    """Each condition's model boundary plan: the first installed boundary, the condition's model faults, the budget.
+
+    None is installed: no plan, unless a condition declares a model fault (then it is a usage error).
+    """
+    default = default_model_plan(registry)
+    declared = [(c, d) for c in manifest.conditions for d in c.faults if d.tool == MODEL_TOOL]
+    if default is None:
+        if declared:
+            raise UsageError(
+                f"the condition {declared[0][0].name} injects {declared[0][1].fault} at the model boundary, "
+                "and no model boundary is installed; install certlab-model-boundary"
+            )
+        return {}
+    boundary = default.boundary
+    plans = {}
+    for condition in manifest.conditions:
+        faults = tuple(
+            ModelFaultPlan(
+                index=index,
+                fault=registry.get("faults", d.fault),
+                on_calls=None if d.on_calls == "all" else tuple(d.on_calls),
+                params=dict(d.params),
+            )
+            for index, d in enumerate(condition.faults)
+            if d.tool == MODEL_TOOL
+        )
+        plans[condition.name] = ModelBoundaryPlan(boundary, faults, max_calls=manifest.budgets.model_steps)
+    return plans
 
 
 def outcome_of(record: Any, infra_exit_codes: Sequence[int]) -> dict[str, Any]:
@@ -87,19 +139,25 @@ def outcome_of(record: Any, infra_exit_codes: Sequence[int]) -> dict[str, Any]:
     elif record.exit_code is not None and record.exit_code in infra_exit_codes:
         error = f"infra-exit-code: the agent exited with {record.exit_code}, an infrastructure exit code"
     passed = record.verdict == "fixed"
+    model = getattr(record, "model", None) or {}
+    calls = int((model.get("counts") or {}).get("model_calls") or 0)
+    budget_exceeded = model.get("budget_exceeded")
+    failure_mode = None if passed else (record.failure_mode or fm.SUITE_FAILED)
+    if budget_exceeded and not passed and record.verdict != "unavailable":
+        failure_mode = fm.BUDGET_EXCEEDED
     return {
         "agent": {"status": status, "exit_code": record.exit_code, "detail": record.agent_detail, "returned": None},
-        "events": [],
-        "faults": [],
-        "counts": {"tool_calls": 0, "model_steps": 0, "by_tool": {}},
-        "budget_exceeded": None,
+        "events": list(model.get("events") or ()),
+        "faults": list(model.get("faults") or ()),
+        "counts": {"tool_calls": 0, "model_steps": calls, "by_tool": {MODEL_TOOL: calls} if calls else {}},
+        "budget_exceeded": budget_exceeded,
         "error": error,
         "uncaught_tool_error": False,
         "oracle": {
             "passed": passed,
             "detail": f"{record.task}: {record.verdict} ({record.failure_mode or 'no failure'})",
         },
-        "family_failure_mode": None if passed else (record.failure_mode or fm.SUITE_FAILED),
+        "family_failure_mode": failure_mode,
         "grades": [unstructure(g) for g in record.grades],
         "changes": [unstructure(c) for c in record.changes],
         "usage": unstructure(record.usage) if record.usage is not None else None,

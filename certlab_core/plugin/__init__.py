@@ -49,6 +49,7 @@ from certlab_core.plugin.fingerprints import check_unmoved
 from certlab_core.plugin.forking import ForkedCallError, call_in_fork
 from certlab_core.plugin.hookspecs import hookimpl
 from certlab_core.plugin.looks import look_alpha, look_sizes
+from certlab_core.plugin.model_boundary import ModelBoundary, ModelFaultPlan, ModelRun, ModelSession
 from certlab_core.plugin.records import (
     AcceptanceLock,
     AgentAdapter,
@@ -165,6 +166,10 @@ __all__ = [
     "Interval",
     "JsonObject",
     "JsonValue",
+    "ModelBoundary",
+    "ModelFaultPlan",
+    "ModelRun",
+    "ModelSession",
     "ModelUnavailable",
     "Oracle",
     "OracleVerdict",

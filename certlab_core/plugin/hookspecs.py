@@ -16,6 +16,7 @@ from __future__ import annotations
 import pluggy
 
 from certlab_core.plugin.executor import Executor
+from certlab_core.plugin.model_boundary import ModelBoundary
 from certlab_core.plugin.records import AgentAdapter, Fault, Grader, Reporter, StatisticalRule, TaskFamily, ToolWorld
 from certlab_core.plugin.sandbox import Sandbox
 
@@ -301,5 +302,38 @@ def certlab_sandboxes() -> list[Sandbox]:
         def certlab_sandboxes():
             return [Sandbox(name="cpu-only", description="a CPU limit alone (an example: it contains nothing)",
                             probe=probe, launch=launch, python=lambda: sys.executable)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_model_boundaries() -> list[ModelBoundary]:
+    """Return the model boundaries this plugin provides: what stands between an agent CLI and its model API.
+
+    ``open(run)`` gets a ``ModelRun`` (the harness environment with the upstream and its
+    real keys, the work copy, the seed, the condition's model faults, the budgets, a
+    recording to replay) and returns a session: ``agent_env(env)`` points the agent's CLI at
+    the boundary with a per-run token, ``recording()`` is what the trial's record keeps of
+    every model call (``events``, ``faults``, ``counts``, and ``infra_error`` when the real
+    upstream failed), ``close()`` ends it. The kernel uses the first one installed.
+
+    Example plugin::
+
+        from certlab_core.plugin import ModelBoundary, hookimpl
+
+        class Passthrough:
+            def agent_env(self, env):
+                return dict(env)  # the agent talks to its upstream directly: nothing recorded
+
+            def recording(self):
+                return {"events": [], "faults": [], "counts": {"model_calls": 0}, "infra_error": None}
+
+            def close(self):
+                pass
+
+        @hookimpl
+        def certlab_model_boundaries():
+            return [ModelBoundary(name="passthrough", description="no boundary at all (an example)",
+                                  open=lambda run: Passthrough())]
     """
     raise NotImplementedError

@@ -46,6 +46,13 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "latency": "certlab-faults",
         "decision_low_confidence": "certlab-faults",
         "decision_unavailable": "certlab-faults",
+        "model_rate_limit": "certlab-faults",
+        "model_server_error": "certlab-faults",
+        "model_timeout": "certlab-faults",
+        "model_truncated_stream": "certlab-faults",
+    },
+    "model_boundaries": {
+        "model-proxy": "certlab-model-boundary",
     },
     "executors": {
         "dask": "certlab-executor-dask",

@@ -53,6 +53,7 @@ DEFAULT_OPENAI = "https://api.openai.com/v1"
 UPSTREAM_TIMEOUT_S = 600.0
 MAX_TEXT = 2000
 REDACTED = "[redacted]"
+MIN_SECRET = 8
 
 #: What each fault error makes the boundary answer: an HTTP status, or None for no answer at all.
 FAULT_STATUSES: dict[str, int | None] = {
@@ -158,29 +159,41 @@ class Decision:
     refusal: tuple[int, str, str] | None = None  # (status, error type, message) answered by the boundary itself
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    owner: ModelBoundary
+class _Serving:
+    """What both listeners share: one thread per connection, each known to the owner so that stopping joins it.
+
+    The trial's process forks its graders once the agent is done, and refuses to fork while any
+    thread runs: stopping the boundary leaves none behind.
+    """
+
+    owner: ModelProxy
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self.process_request_thread,  # type: ignore[attr-defined]
+            args=(request, client_address),
+            name="certlab-model-boundary-call",
+            daemon=True,
+        )
+        self.owner._serving(thread, request)
+        thread.start()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         error = sys.exc_info()[1]
         if isinstance(error, ConnectionError | TimeoutError | OSError):
             return
-        super().handle_error(request, client_address)
+        super().handle_error(request, client_address)  # type: ignore[misc]
 
 
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    owner: ModelBoundary
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        error = sys.exc_info()[1]
-        if isinstance(error, ConnectionError | TimeoutError | OSError):
-            return
-        super().handle_error(request, client_address)
+class _Server(_Serving, http.server.ThreadingHTTPServer):
+    pass
 
 
-class ModelBoundary:
+class _UnixServer(_Serving, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    pass
+
+
+class ModelProxy:
     """One trial's model boundary; start and stop it with ``with``."""
 
     def __init__(
@@ -213,11 +226,12 @@ class ModelBoundary:
         self._lock = threading.Lock()
         self._server: _Server | _UnixServer | None = None
         self._thread: threading.Thread | None = None
-        self._secrets = upstream.secrets() if upstream is not None else ()
+        self._calls: list[tuple[threading.Thread, socket.socket]] = []
+        self._secrets = tuple(k for k in (upstream.secrets() if upstream is not None else ()) if len(k) >= MIN_SECRET)
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> ModelBoundary:
+    def start(self) -> ModelProxy:
         if self._server is not None:
             raise RuntimeError("the model boundary is already running")
         server: _Server | _UnixServer
@@ -243,17 +257,29 @@ class ModelBoundary:
         server.server_close()
         if thread is not None:
             thread.join(timeout=10)
+        with self._lock:
+            calls, self._calls = self._calls, []
+        for _thread, connection in calls:  # an agent's kept-alive connection would hold its thread forever
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        for call_thread, _connection in calls:
+            call_thread.join(timeout=10)
         if self.unix_socket is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.unix_socket)
         self._server = None
         self._thread = None
 
-    def __enter__(self) -> ModelBoundary:
+    def __enter__(self) -> ModelProxy:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+    def _serving(self, thread: threading.Thread, connection: socket.socket) -> None:
+        with self._lock:
+            self._calls = [(t, c) for t, c in self._calls if t.is_alive()]
+            self._calls.append((thread, connection))
 
     # ------------------------------------------------------------------ what the agent is given
 
@@ -313,6 +339,7 @@ class ModelBoundary:
             }
 
     def _redact(self, value: Any) -> Any:
+        """``value`` with every real key written ``[redacted]`` (a "key" under 8 characters is no secret to hide)."""
         if not self._secrets:
             return value
         text = json.dumps(value)
@@ -436,6 +463,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._upstreams: dict[tuple[str, str, int], http.client.HTTPConnection] = {}
+        self.client_gone = False
 
     def finish(self) -> None:
         try:
@@ -447,21 +475,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ plumbing
 
     @property
-    def owner(self) -> ModelBoundary:
+    def owner(self) -> ModelProxy:
         return self.server.owner
 
     def _body(self) -> bytes:
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
     def _send(self, status: int, payload: bytes, content_type: str = "application/json", extra: Any = ()) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        for name, value in extra:
-            self.send_header(name, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in extra:
+                self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+        except OSError:  # the agent hung up: what it was sent is already recorded
+            self._gone()
 
     def _send_json(self, status: int, body: Any, extra: Any = ()) -> None:
         self._send(status, json.dumps(body).encode(), extra=extra)
@@ -473,19 +504,33 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
 
+    def _gone(self) -> None:
+        self.client_gone = True
+        self.close_connection = True
+
     def _start_stream(self, status: int) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+        except OSError:
+            self._gone()
 
     def _chunk(self, data: bytes) -> None:
-        if data:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        if data and not self.client_gone:
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            except OSError:
+                self._gone()
 
     def _end_stream(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
+        if not self.client_gone:
+            try:
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                self._gone()
 
     def _connection_to(self, base: str) -> tuple[http.client.HTTPConnection, str]:
         parts = urlsplit(base)
@@ -517,6 +562,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"certlab model boundary: no endpoint GET {path}"}})
 
     def do_POST(self) -> None:
+        self.client_gone = False
+        try:
+            self._post()
+        except Exception as error:  # the boundary's own failure: infrastructure, never the agent's
+            line = f"model-boundary-broken: {type(error).__name__}: {error}"[:MAX_TEXT]
+            self.owner._note_infra(line)
+            self._drop()
+
+    def _post(self) -> None:
         split = urlsplit(self.path)
         path = split.path.rstrip("/")
         raw = self._body()
@@ -736,6 +790,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         while True:
             data = response.read1(65536)
             if not data:
+                response.close()  # read1 leaves a fully read response open, and the kept-alive connection stuck
                 break
             pending += data
             complete = wire.split_events(pending)
@@ -756,7 +811,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         record: dict[str, Any] = {
             **event,
             "status": "ok" if cut is None else "error",
-            "result": {"http_status": response.status, "events": received, "cut": cut is not None},
+            "result": {
+                "http_status": response.status,
+                "events": received,
+                "cut": cut is not None,
+                "agent_hung_up": self.client_gone,
+            },
             "error": None
             if cut is None
             else {"type": "ModelStreamCut", "message": f"the stream was cut after {len(sent)} event(s)"},

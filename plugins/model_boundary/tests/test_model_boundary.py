@@ -1,6 +1,6 @@
 """certlab-model-boundary: the proxy between a client and a scripted model server, in the three wire protocols.
 
-Each test puts a real ModelBoundary on 127.0.0.1 in front of a real ScriptedModelServer and
+Each test puts a real ModelProxy on 127.0.0.1 in front of a real ScriptedModelServer and
 talks to it over HTTP: what the client receives, what the server received, what was recorded.
 """
 
@@ -20,8 +20,8 @@ import pytest
 from certlab_model_boundary import wire
 from certlab_model_boundary.proxy import (
     DeclaredModelFault,
-    ModelBoundary,
     ModelBudgets,
+    ModelProxy,
     Upstream,
     declared_model_faults,
 )
@@ -53,9 +53,7 @@ def _body(protocol: str, turn: int, stream: bool) -> dict[str, Any]:
     return body
 
 
-def call(
-    boundary: ModelBoundary, protocol: str, body: Any, token: str | None = None
-) -> tuple[int, dict[str, str], bytes]:
+def call(boundary: ModelProxy, protocol: str, body: Any, token: str | None = None) -> tuple[int, dict[str, str], bytes]:
     """One model call to the boundary as a CLI makes it; returns status, headers and the raw answer."""
     connection = http.client.HTTPConnection("127.0.0.1", boundary.port, timeout=10)
     headers = {"content-type": "application/json"}
@@ -99,7 +97,7 @@ def upstream_of(server: ScriptedModelServer) -> Upstream:
 def test_each_call_is_relayed_and_recorded_with_its_tokens(
     server: ScriptedModelServer, protocol: wire.Protocol, stream: bool
 ) -> None:
-    with ModelBoundary(upstream_of(server)) as boundary:
+    with ModelProxy(upstream_of(server)) as boundary:
         for turn in (0, 1):
             status, headers, raw = call(boundary, protocol, _body(protocol, turn, stream))
             assert status == 200
@@ -135,7 +133,7 @@ def test_the_real_key_goes_upstream_and_never_to_the_agent_or_the_record(server:
         "HOME": "/x",
     }
     upstream = Upstream.from_environment(harness, anthropic=server.base_url, openai=server.openai_base_url)
-    with ModelBoundary(upstream) as boundary:
+    with ModelProxy(upstream) as boundary:
         env = boundary.agent_env(harness)
         assert REAL_KEY not in json.dumps(env)
         assert env["ANTHROPIC_API_KEY"] == boundary.token and env["OPENAI_API_KEY"] == boundary.token
@@ -155,7 +153,7 @@ def test_the_real_key_goes_upstream_and_never_to_the_agent_or_the_record(server:
 
 
 def test_a_call_without_the_trials_token_is_refused_and_never_forwarded(server: ScriptedModelServer) -> None:
-    with ModelBoundary(upstream_of(server)) as boundary:
+    with ModelProxy(upstream_of(server)) as boundary:
         status, _headers, raw = call(boundary, wire.ANTHROPIC_MESSAGES, _body(wire.ANTHROPIC_MESSAGES, 0, False), "x")
         recording = boundary.recording()
     assert status == 401
@@ -179,7 +177,7 @@ def declared(faults: Mapping[str, Any], name: str, on_calls: Any = (1,), **param
 def test_a_429_on_the_first_call_is_answered_by_the_boundary_and_the_retry_goes_through(
     server: ScriptedModelServer, faults: Mapping[str, Any]
 ) -> None:
-    with ModelBoundary(upstream_of(server), faults=declared(faults, "model_rate_limit")) as boundary:
+    with ModelProxy(upstream_of(server), faults=declared(faults, "model_rate_limit")) as boundary:
         status, headers, raw = call(boundary, wire.ANTHROPIC_MESSAGES, _body(wire.ANTHROPIC_MESSAGES, 0, True))
         assert status == 429
         assert headers["retry-after"] == "0"
@@ -198,7 +196,7 @@ def test_a_429_on_the_first_call_is_answered_by_the_boundary_and_the_retry_goes_
 
 
 def test_a_500_fault_answers_the_protocols_own_error(server: ScriptedModelServer, faults: Mapping[str, Any]) -> None:
-    with ModelBoundary(upstream_of(server), faults=declared(faults, "model_server_error", "all")) as boundary:
+    with ModelProxy(upstream_of(server), faults=declared(faults, "model_server_error", "all")) as boundary:
         status, _h, raw = call(boundary, wire.OPENAI_CHAT, _body(wire.OPENAI_CHAT, 0, False))
         assert call(boundary, wire.OPENAI_CHAT, _body(wire.OPENAI_CHAT, 0, False))[0] == 500
     assert status == 500 and json.loads(raw)["error"]["type"] == "server_error"
@@ -206,7 +204,7 @@ def test_a_500_fault_answers_the_protocols_own_error(server: ScriptedModelServer
 
 
 def test_a_timeout_fault_holds_the_call_and_drops_it(server: ScriptedModelServer, faults: Mapping[str, Any]) -> None:
-    with ModelBoundary(upstream_of(server), faults=declared(faults, "model_timeout", seconds=0.3)) as boundary:
+    with ModelProxy(upstream_of(server), faults=declared(faults, "model_timeout", seconds=0.3)) as boundary:
         started = time.monotonic()
         with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
             call(boundary, wire.ANTHROPIC_MESSAGES, _body(wire.ANTHROPIC_MESSAGES, 0, True))
@@ -219,9 +217,7 @@ def test_a_timeout_fault_holds_the_call_and_drops_it(server: ScriptedModelServer
 def test_a_truncated_stream_gives_the_first_events_and_then_nothing(
     server: ScriptedModelServer, faults: Mapping[str, Any]
 ) -> None:
-    with ModelBoundary(
-        upstream_of(server), faults=declared(faults, "model_truncated_stream", keep_events=2)
-    ) as boundary:
+    with ModelProxy(upstream_of(server), faults=declared(faults, "model_truncated_stream", keep_events=2)) as boundary:
         connection = http.client.HTTPConnection("127.0.0.1", boundary.port, timeout=10)
         body = json.dumps(_body(wire.ANTHROPIC_MESSAGES, 0, True))
         connection.request("POST", "/v1/messages", body=body, headers={"x-api-key": boundary.token})
@@ -244,7 +240,7 @@ def test_a_truncated_stream_gives_the_first_events_and_then_nothing(
 
 
 def test_the_model_call_budget_refuses_the_next_call(server: ScriptedModelServer) -> None:
-    with ModelBoundary(upstream_of(server), budgets=ModelBudgets(calls=1)) as boundary:
+    with ModelProxy(upstream_of(server), budgets=ModelBudgets(calls=1)) as boundary:
         assert call(boundary, wire.OPENAI_RESPONSES, _body(wire.OPENAI_RESPONSES, 0, True))[0] == 200
         status, _h, raw = call(boundary, wire.OPENAI_RESPONSES, _body(wire.OPENAI_RESPONSES, 1, True))
         recording = boundary.recording()
@@ -254,7 +250,7 @@ def test_the_model_call_budget_refuses_the_next_call(server: ScriptedModelServer
 
 
 def test_the_token_budget_counts_what_the_answers_reported(server: ScriptedModelServer) -> None:
-    with ModelBoundary(upstream_of(server), budgets=ModelBudgets(tokens=150)) as boundary:
+    with ModelProxy(upstream_of(server), budgets=ModelBudgets(tokens=150)) as boundary:
         assert call(boundary, wire.ANTHROPIC_MESSAGES, _body(wire.ANTHROPIC_MESSAGES, 0, False))[0] == 200
         assert call(boundary, wire.ANTHROPIC_MESSAGES, _body(wire.ANTHROPIC_MESSAGES, 1, False))[0] == 400
         assert boundary.budget_exceeded == "model_tokens"
@@ -262,7 +258,7 @@ def test_the_token_budget_counts_what_the_answers_reported(server: ScriptedModel
 
 def test_an_error_of_the_real_upstream_is_relayed_and_is_infrastructure() -> None:
     scripted = ScriptedModelServer([Reply(http_status=429, error_message="slow down")])
-    with scripted, ModelBoundary(upstream_of(scripted)) as boundary:
+    with scripted, ModelProxy(upstream_of(scripted)) as boundary:
         status, _h, raw = call(boundary, wire.ANTHROPIC_MESSAGES, _body(wire.ANTHROPIC_MESSAGES, 0, True))
         recording = boundary.recording()
     assert status == 429 and b"slow down" in raw
@@ -276,7 +272,7 @@ def test_an_unreachable_upstream_is_infrastructure() -> None:
     port = closed.getsockname()[1]
     closed.close()
     upstream = Upstream(anthropic=f"http://127.0.0.1:{port}", openai=f"http://127.0.0.1:{port}/v1")
-    with ModelBoundary(upstream) as boundary:
+    with ModelProxy(upstream) as boundary:
         status, _h, _raw = call(boundary, wire.OPENAI_CHAT, _body(wire.OPENAI_CHAT, 0, False))
         assert status == 502
         assert str(boundary.infra_error).startswith("model-upstream-unreachable:")
@@ -287,17 +283,17 @@ def test_an_unreachable_upstream_is_infrastructure() -> None:
 
 def test_a_recording_replays_offline_and_a_departure_is_noted(server: ScriptedModelServer) -> None:
     bodies = [_body(wire.ANTHROPIC_MESSAGES, 0, True), _body(wire.ANTHROPIC_MESSAGES, 1, True)]
-    with ModelBoundary(upstream_of(server), workdir="/tmp/work-a") as live:
+    with ModelProxy(upstream_of(server), workdir="/tmp/work-a") as live:
         answers = [call(live, wire.ANTHROPIC_MESSAGES, b)[2] for b in bodies]
         recorded = live.recording()["events"]
     # The same conversation in another work copy: the path is not part of what is compared.
     moved = json.loads(json.dumps(bodies).replace("fix the bug", "fix the bug"))
-    with ModelBoundary(replay=recorded, workdir="/tmp/work-b") as replaying:
+    with ModelProxy(replay=recorded, workdir="/tmp/work-b") as replaying:
         again = [call(replaying, wire.ANTHROPIC_MESSAGES, b)[2] for b in moved]
         assert replaying.recording()["replayed"] == {"served": 2, "recorded": 2}
         assert replaying.departure is None
     assert [events_of(a) for a in again] == [events_of(a) for a in answers]
-    with ModelBoundary(replay=recorded) as replaying:
+    with ModelProxy(replay=recorded) as replaying:
         other = _body(wire.ANTHROPIC_MESSAGES, 0, True)
         other["messages"][0]["content"] = "do something else"
         status, _h, _raw = call(replaying, wire.ANTHROPIC_MESSAGES, other)
@@ -321,7 +317,7 @@ def test_the_fingerprint_ignores_the_work_copys_path_and_volatile_fields() -> No
 
 def test_the_boundary_on_a_unix_socket_is_reached_through_the_relay(server: ScriptedModelServer, tmp_path: Any) -> None:
     path = str(tmp_path / "model.sock")
-    with ModelBoundary(upstream_of(server), unix_socket=path) as boundary:
+    with ModelProxy(upstream_of(server), unix_socket=path) as boundary:
         relay = subprocess.Popen(
             [sys.executable, "-m", "certlab_model_boundary.relay", "--socket", path, "--port", "0"],
             stdout=subprocess.PIPE,
@@ -348,3 +344,47 @@ def test_the_boundary_on_a_unix_socket_is_reached_through_the_relay(server: Scri
             relay.kill()
             relay.wait()
         assert boundary.recording()["counts"]["model_calls"] == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_calls_on_one_kept_alive_connection_are_each_forwarded_once(server: ScriptedModelServer, stream: bool) -> None:
+    with ModelProxy(upstream_of(server)) as boundary:
+        connection = http.client.HTTPConnection("127.0.0.1", boundary.port, timeout=10)
+        for turn in (0, 1):
+            body = json.dumps(_body(wire.ANTHROPIC_MESSAGES, turn, stream))
+            connection.request("POST", "/v1/messages", body=body, headers={"x-api-key": boundary.token})
+            response = connection.getresponse()
+            assert response.status == 200
+            response.read()
+        connection.close()
+        recording = boundary.recording()
+    assert [r.turn for r in server.requests_for(wire.ANTHROPIC_MESSAGES)] == [0, 1]
+    assert [e["status"] for e in recording["events"]] == ["ok", "ok"]
+    assert recording["infra_error"] is None
+
+
+def test_a_key_too_short_to_be_secret_does_not_mangle_the_record(server: ScriptedModelServer) -> None:
+    upstream = Upstream(anthropic=server.base_url, anthropic_key="k")
+    with ModelProxy(upstream) as boundary:
+        assert call(boundary, wire.ANTHROPIC_MESSAGES, _body(wire.ANTHROPIC_MESSAGES, 0, False))[0] == 200
+        recording = boundary.recording()
+    assert recording["events"][0]["status"] == "ok"
+    assert recording["counts"]["input_tokens"] == 120
+
+
+def test_stopping_leaves_no_thread_even_with_a_connection_kept_alive() -> None:
+    import threading
+
+    from scripted_process import scripted_process
+
+    with scripted_process([{"text": "hello"}]) as served:  # its threads live in its own process
+        before = set(threading.enumerate())
+        boundary = ModelProxy(Upstream(anthropic=served.base_url, anthropic_key=REAL_KEY)).start()
+        connection = http.client.HTTPConnection("127.0.0.1", boundary.port, timeout=10)
+        body = json.dumps(_body(wire.ANTHROPIC_MESSAGES, 0, False))
+        connection.request("POST", "/v1/messages", body=body, headers={"x-api-key": boundary.token})
+        connection.getresponse().read()  # the connection stays open, its handler waiting for the next request
+        boundary.stop()
+        left = set(threading.enumerate()) - before
+        connection.close()
+    assert left == set()

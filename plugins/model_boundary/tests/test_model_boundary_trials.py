@@ -1,0 +1,119 @@
+"""The model boundary in a trial (``certlab_core.lab.run_trial``): the agent's CLI is pointed at it, its calls are the
+trial's record, and the one rule for model errors holds: the real upstream failing is infrastructure, a declared
+fault is the condition under test, judged by what the agent left.
+
+The agent here is a small adapter that makes one Anthropic call to wherever its environment points, as a CLI does.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from scripted_process import scripted_process
+
+from certlab_core.lab import Task, TrialSpec, grader_chain, run_trial
+from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest
+from certlab_core.plugin.model_boundary import ModelBoundaryPlan, ModelFaultPlan, judged_status
+from certlab_core.plugin.registry import Registry, discover
+
+REAL_KEY = "sk-harness-key-0123456789"
+seen: dict[str, Any] = {}
+
+
+def one_call(request: AgentRequest) -> AgentOutcome:
+    """Call the model once, like a CLI: unavailable when the API answers an error."""
+    started = time.monotonic()
+    seen["env"] = dict(request.env)
+    base = urlsplit(request.env["ANTHROPIC_BASE_URL"])
+    connection = http.client.HTTPConnection(base.hostname or "", base.port, timeout=10)
+    body = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": request.prompt[:50]}]}
+    connection.request(
+        "POST", "/v1/messages", body=json.dumps(body), headers={"x-api-key": request.env["ANTHROPIC_API_KEY"]}
+    )
+    status = connection.getresponse().status
+    connection.close()
+    return AgentOutcome(
+        status="completed" if status == 200 else "unavailable",
+        wall_s=time.monotonic() - started,
+        detail="" if status == 200 else f"API Error: {status}",
+    )
+
+
+AGENT = AgentAdapter(name="one-call", description="one model call", run=one_call)
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return discover(only=["intervals", "policy", "suite", "faults", "model-boundary"])
+
+
+def trial(registry: Registry, faults: tuple[ModelFaultPlan, ...] = ()) -> Any:
+    family = registry.get("task_families", "intervals")
+    boundary = registry.get("model_boundaries", "model-proxy")
+    spec = TrialSpec(
+        task=Task(family, family.defects[0]),
+        agent=AGENT,
+        repeat=1,
+        agent_timeout_s=30,
+        model_boundary=ModelBoundaryPlan(boundary, faults, seed=3),
+    )
+    return run_trial(spec, grader_chain(registry))
+
+
+def test_the_agent_reaches_the_upstream_through_the_boundary_with_a_token(registry: Registry) -> None:
+    with scripted_process([{"text": "nothing to do"}]) as server, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        patch.setenv("ANTHROPIC_API_KEY", REAL_KEY)
+        record = trial(registry)
+    env = seen["env"]
+    assert env["ANTHROPIC_BASE_URL"] != server.base_url and REAL_KEY not in json.dumps(env)
+    (request,) = [r for r in server.requests if r["protocol"] == "anthropic-messages"]
+    assert request["headers"]["x-api-key"] == REAL_KEY
+    assert record.model["counts"]["model_calls"] == 1 and record.model["events"][0]["status"] == "ok"
+    assert (record.agent_status, record.verdict, record.failure_mode) == ("completed", "not-fixed", "suite-failed")
+    assert REAL_KEY not in json.dumps(record.model)
+
+
+def test_a_declared_429_is_the_condition_under_test_not_an_outage(registry: Registry) -> None:
+    rate_limit = ModelFaultPlan(index=0, fault=registry.get("faults", "model_rate_limit"), on_calls=(1,))
+    with scripted_process([{"text": "nothing to do"}]) as server, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        patch.setenv("ANTHROPIC_API_KEY", REAL_KEY)
+        record = trial(registry, (rate_limit,))
+    assert [r for r in server.requests if r["protocol"] == "anthropic-messages"] == []
+    assert record.agent_status == "completed"  # the adapter said unavailable; the 429 was ours
+    assert "declared fault under test" in record.agent_detail
+    assert (record.verdict, record.failure_mode) == ("not-fixed", "suite-failed")  # judged by what it left
+    assert record.model["faults"][0]["fired"] is True
+
+
+def test_an_error_of_the_real_upstream_is_agent_unavailable(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with scripted_process([{"http_status": 500, "error_message": "outage"}]) as down:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", down.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", REAL_KEY)
+        record = trial(registry)
+    assert (record.agent_status, record.verdict, record.failure_mode) == (
+        "unavailable",
+        "unavailable",
+        "agent-unavailable",
+    )
+    assert record.agent_detail.startswith("model-upstream: the anthropic-messages upstream answered HTTP 500")
+
+
+def test_the_rule_for_model_errors() -> None:
+    fired = {"faults": [{"fired": True}], "infra_error": None}
+    assert judged_status("unavailable", "API Error: 429", fired)[0] == "completed"
+    assert judged_status("crashed", "", fired) == ("crashed", "")
+    assert judged_status("completed", "", {"faults": [], "infra_error": "model-upstream: 401"})[0] == "unavailable"
+    assert judged_status("unavailable", "x", {"faults": [{"fired": False}], "infra_error": None}) == (
+        "unavailable",
+        "x",
+    )
+    assert judged_status("timeout", "", None) == ("timeout", "")
