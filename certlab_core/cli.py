@@ -1,14 +1,14 @@
-"""The ``certlab`` command line: one typer app; each command group registers itself from its own module."""
+"""The ``certlab`` command line: one typer app; every command, the kernel's too, comes from ``certlab_commands``."""
 
 from __future__ import annotations
 
-import importlib
 import sys
 import traceback
 from typing import Any
 
 import typer
 
+from certlab_core.commands import COMMAND_MODULES
 from certlab_core.plugin.errors import EXIT_USAGE, CertlabError
 
 app = typer.Typer(
@@ -19,22 +19,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Each module defines ``register(app)``, which registers the commands listed beside it; a
-# capability adds its module and its commands here, nowhere else. A command line loads only the
-# module of its command (help and unknown commands load them all); tests/test_cli.py checks
-# that each module registers exactly the commands listed.
-COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "certlab_core.commands.plugins_cmd": ("plugins",),
-    "certlab_core.commands.certify_cmd": ("certify", "regrade", "prove"),
-    "certlab_core.commands.demo_cmd": ("demo",),
-    "certlab_core.commands.compare_cmd": ("compare",),
-    "certlab_core.commands.stats_cmd": ("stats", "plan", "selfcheck"),
-    "certlab_core.commands.gate_cmd": ("run", "gate", "schema", "init"),
-    "certlab_core.commands.diagnosis_cmd": ("report", "diff", "rederive", "minimize", "bundle", "replay"),
-    "certlab_core.commands.acceptance_cmd": ("init-task", "lock", "leakscan", "predict"),
-    "certlab_core.commands.signing_cmd": ("keygen", "sign", "verify"),
-    "certlab_core.commands.preflight_cmd": ("preflight",),
-}
+
+KERNEL_PLUGIN = "certlab"  # the name of the kernel's built-in command plugin in the registry
+KERNEL_COMMANDS = frozenset(name for names in COMMAND_MODULES.values() for name in names)
 
 _state = {"debug": False}
 
@@ -60,19 +47,51 @@ def _click_exceptions() -> Any:
     return exceptions
 
 
-def _register_all() -> None:
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(app)
+def _register_all(wanted: str | None = None) -> None:
+    """Register the kernel's commands and every installed plugin's (``certlab_commands``); one line per refusal."""
+    from certlab_core import commands as builtin
+    from certlab_core.plugin.command_records import Command
+    from certlab_core.plugin.registry import discover
+
+    for command in builtin.certlab_commands():
+        command.register(app)
+    registry = discover(extra=[(KERNEL_PLUGIN, builtin)])
+    for name in registry.names(Command):
+        if name in KERNEL_COMMANDS:
+            if name == wanted:
+                continue
+            for plugin in registry.providers_of(Command, name):
+                if plugin != KERNEL_PLUGIN:
+                    print(
+                        f"certlab: warning: {registry.describe_source(plugin)} provides the command {name!r}, "
+                        "which the kernel's own command takes; it is ignored",
+                        file=sys.stderr,
+                    )
+            continue
+        try:
+            registry.get(Command, name).register(app)
+        except CertlabError as refused:  # a name two plugins provide
+            if name == wanted:
+                raise
+            print(f"certlab: warning: {refused.message}", file=sys.stderr)
+        except Exception as error:  # a plugin's register that breaks must not take the command line down
+            source = registry.describe_source(registry.plugin_name_of(Command, name))
+            print(
+                f"certlab: warning: the command {name!r} of {source} could not be registered: "
+                f"{type(error).__name__}: {error}",
+                file=sys.stderr,
+            )
 
 
 def _register_for(args: list[str]) -> None:
-    """Register the module of the command ``args`` names (the first word that is not an option), else every module."""
+    """Register the kernel command ``args`` names (the first word that is not an option), else every command."""
+    from certlab_core import commands as builtin
+
     name = next((arg for arg in args if not arg.startswith("-")), None)
-    for module_name, commands in COMMAND_MODULES.items():
-        if name in commands:
-            importlib.import_module(module_name).register(app)
-            return
-    _register_all()
+    if name in KERNEL_COMMANDS:
+        next(c for c in builtin.certlab_commands() if c.name == name).register(app)
+        return
+    _register_all(name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -136,11 +136,39 @@ def certlab_task_families():
     return []
 '''
 
+# A plugin that adds a command, and tries to take one of the kernel's.
+COMMAND_PLUGIN = '''\
+"""Adds certlab hello; its run is refused, since the kernel has one."""
+
+from certlab_core.plugin import Command, hookimpl
+
+
+def register_hello(app):
+    @app.command("hello", help="Say hello from a plugin.")
+    def hello(name: str = "world") -> None:
+        print(f"hello, {name}, from a plugin")
+
+
+def register_run(app):
+    @app.command("run")
+    def run() -> None:
+        print("the plugin's run")
+
+
+@hookimpl
+def certlab_commands():
+    return [
+        Command(name="hello", description="say hello", register=register_hello),
+        Command(name="run", description="a second run", register=register_run),
+    ]
+'''
+
 THROWAWAYS = (
     Throwaway("broken", "certlab-broken-plugin", "0.3.0", "broken", BROKEN_PLUGIN),
     Throwaway("raising", "certlab-raising-plugin", "0.1.0", "raising", RAISING_PLUGIN),
     Throwaway("wrongtype", "certlab-wrongtype-plugin", "0.1.0", "wrongtype", WRONG_TYPE_PLUGIN),
     Throwaway("misspelt", "certlab-misspelt-plugin", "0.1.0", "misspelt", MISSPELT_PLUGIN),
+    Throwaway("command", "certlab-hello-command", "0.1.0", "hello", COMMAND_PLUGIN),
     Throwaway("fork", "certlab-roman-fork", "2.0.0", "roman-fork", FORK_PLUGIN),
     Throwaway("impostor", "certlab-roman-impostor", "0.1.0", "roman", IMPOSTOR_PLUGIN),
 )
@@ -339,3 +367,17 @@ def test_two_plugins_providing_one_family_name_are_both_shown_and_refused_only_w
     # an unrelated command that never asks for 'roman' is untouched
     stats = fresh.certlab("stats", "bounds", "--baseline", "10/10", "--candidate", "10/10", layers=[layers["fork"]])
     assert stats.returncode in (0, 2), stats.stderr
+
+
+def test_a_plugin_adds_a_command_and_cannot_take_a_kernel_command(fresh: FreshEnv, layers: dict[str, Path]) -> None:
+    hello = fresh.certlab("hello", "--name", "Ada", layers=[layers["command"]])
+    assert (hello.returncode, hello.stdout) == (0, "hello, Ada, from a plugin\n"), hello.stderr
+    listed = fresh.certlab("--help", layers=[layers["command"]])
+    assert "hello" in listed.stdout and "Say hello from a plugin." in listed.stdout
+    assert "provides the command 'run', which the kernel's own command takes; it is ignored" in listed.stderr
+    kernel_run = fresh.certlab("run", "--help", layers=[layers["command"]])
+    assert kernel_run.returncode == 0 and "the plugin's run" not in kernel_run.stdout
+    assert "A/B" in kernel_run.stdout or "descriptor" in kernel_run.stdout.lower()
+    shown = fresh.certlab("plugins", layers=[layers["command"]])
+    (row,) = [r for r in shown.stdout.splitlines() if r.startswith("hello ")]
+    assert "command: hello, run" in row

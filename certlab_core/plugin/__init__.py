@@ -15,6 +15,7 @@ from __future__ import annotations
 from certlab_core.plugin import failure_modes, report_format
 from certlab_core.plugin.cases import HeldOutCase, check_modules, read_cases, read_cases_bytes
 from certlab_core.plugin.command import ContainedRun, run_command, run_contained
+from certlab_core.plugin.command_records import Command, RegisterCommand
 from certlab_core.plugin.errors import (
     EXIT_BLOCK,
     EXIT_ERROR,
@@ -44,6 +45,7 @@ from certlab_core.plugin.executor import (
     WorkDone,
     WorkFailure,
     run_isolated,
+    warm_up,
 )
 from certlab_core.plugin.fingerprints import check_unmoved
 from certlab_core.plugin.forking import ForkedCallError, call_in_fork
@@ -140,6 +142,7 @@ __all__ = [
     "CheckArgs",
     "CheckInput",
     "CheckParams",
+    "Command",
     "ConditionReport",
     "ContainedRun",
     "Containment",
@@ -178,6 +181,7 @@ __all__ = [
     "PluginInfo",
     "PluginWarning",
     "PreflightCheck",
+    "RegisterCommand",
     "Render",
     "Report",
     "Reporter",
@@ -226,4 +230,5 @@ __all__ = [
     "run_contained",
     "run_isolated",
     "sha256_file",
+    "warm_up",
 ]

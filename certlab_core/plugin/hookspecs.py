@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pluggy
 
+from certlab_core.plugin.command_records import Command
 from certlab_core.plugin.executor import Executor
 from certlab_core.plugin.model_boundary import ModelBoundary
 from certlab_core.plugin.records import AgentAdapter, Fault, Grader, Reporter, StatisticalRule, TaskFamily, ToolWorld
@@ -335,5 +336,29 @@ def certlab_model_boundaries() -> list[ModelBoundary]:
         def certlab_model_boundaries():
             return [ModelBoundary(name="passthrough", description="no boundary at all (an example)",
                                   open=lambda run: Passthrough())]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_commands() -> list[Command]:
+    """Return the ``certlab`` subcommands this plugin adds; ``register(app)`` adds one to the typer app.
+
+    The kernel's own commands come the same way, from its built-in command plugin; a
+    plugin's command may not reuse one of their names. Only the command a command line names
+    is registered, so import what it needs inside ``register`` or the command itself.
+
+    Example plugin::
+
+        from certlab_core.plugin import Command, hookimpl
+
+        def register(app):
+            @app.command("hello", help="Say hello (an example command).")
+            def hello(name: str = "world") -> None:
+                print(f"hello, {name}")
+
+        @hookimpl
+        def certlab_commands():
+            return [Command(name="hello", description="say hello", register=register)]
     """
     raise NotImplementedError

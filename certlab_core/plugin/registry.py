@@ -229,6 +229,10 @@ class Registry:
         self.get(kind_name, name)
         return self.index[kind_name][name][0][1]
 
+    def providers_of(self, kind: str | type, name: str) -> list[str]:
+        """The plugins that provide ``name`` of ``kind`` (none, one, or several when two claim it)."""
+        return [plugin for _record, plugin in self.index[self._kind(kind)].get(name, [])]
+
     def plugin_info(self, plugin_name: str) -> PluginInfo:
         dist, version = self._sources.get(plugin_name, (IN_PROCESS, "0"))
         provides = {

@@ -1,0 +1,30 @@
+"""The record a plugin returns to add a subcommand to the ``certlab`` command line (``certlab_commands``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from attrs import field, frozen
+
+if TYPE_CHECKING:
+    import typer
+
+
+class RegisterCommand(Protocol):
+    """Add the command to the typer app (``app.command(name)(function)``); import heavy modules here, not above."""
+
+    def __call__(self, app: typer.Typer, /) -> None: ...
+
+
+@frozen
+class Command:
+    """One ``certlab`` subcommand a plugin provides: ``register(app)`` adds it under ``name``.
+
+    A command line loads only the command it names: ``register`` is called for that one
+    command (and for every command when help is shown), so it should import what the
+    command needs inside it. A plugin's command may not take a name the kernel uses.
+    """
+
+    name: str
+    description: str
+    register: RegisterCommand = field(eq=False, repr=False)
