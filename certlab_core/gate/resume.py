@@ -113,42 +113,31 @@ class Recorded:
     outcome: str
 
 
-def recorded_trials(path: Path, manifest_seal: str) -> dict[str, Recorded]:
-    """Each recorded trial's last attempt, read from the store's lines (each seal checked).
+def recorded_trials(path: Path, manifest: Manifest) -> dict[str, Recorded]:
+    """Each recorded trial's last attempt, read from the store's lines with the decision's own checks.
 
-    A line that is not a sealed trial record of this manifest makes the store unfit to resume
-    (exit 3): resuming must never build on records certlab did not write.
+    A line that is not a sealed trial record of this manifest (its seal, identity and attempt
+    checked as ``certlab gate`` checks them) makes the store unfit to resume (exit 3):
+    resuming must never build on records certlab did not write.
     """
-    from certlab_core.gate.store import iter_raw_lines, line_seal_holds
+    from certlab_core.gate.decision import read_lines
+    from certlab_core.gate.store import collector_paused, iter_raw_line_bytes
 
-    found: dict[str, Recorded] = {}
     try:
         if os.stat(path).st_size == 0:  # a new run: nothing recorded yet (and nothing to read)
-            return found
+            return {}
     except FileNotFoundError:
-        return found
+        return {}
     except OSError as error:
         raise InstrumentError(f"{path}: unreadable ({error.strerror}); the run store is damaged") from None
-    for number, raw in enumerate(iter_raw_lines(path), 1):
-        try:
-            document = json.loads(raw)
-        except ValueError:
-            document = None
-        if (
-            not isinstance(document, dict)
-            or not line_seal_holds(raw, document)
-            or document.get("manifest_seal") != manifest_seal
-            or not isinstance(document.get("id"), str)
-            or not isinstance(document.get("attempt"), int)
-        ):
-            raise InstrumentError(
-                f"{path} line {number}: not a sealed trial record of this run's manifest; "
-                "the store is damaged or edited, so it cannot be resumed"
-            )
-        previous = found.get(document["id"])
-        if previous is None or document["attempt"] > previous.attempt:
-            found[document["id"]] = Recorded(document["attempt"], str(document.get("outcome")))
-    return found
+    with collector_paused():
+        trials = read_lines(manifest, iter_raw_line_bytes(path))
+    if trials.problems:
+        raise InstrumentError(f"{path}: {trials.problems[0]}; the store is damaged or edited, so it cannot be resumed")
+    return {
+        trial_id: Recorded(int(line.get("attempt") or 1), str(line.get("outcome")))
+        for trial_id, line in trials.latest.items()
+    }
 
 
 def pending_jobs(

@@ -496,7 +496,7 @@ def _run_looks(
     retried: set[str] = set()  # trials whose one --retry-infra retry is used
     lost: dict[str, int] = {}  # trials re-run after their worker was lost, and how often
     with TrialSink(folder) as sink:
-        recorded = recorded_trials(folder / TRIALS, manifest.seal)  # a resumed run: these never run again
+        recorded = recorded_trials(folder / TRIALS, manifest)  # a resumed run: these never run again
         counts["done"] = len(recorded)
         conditions: list[str] | None = None
         for look in range(1, looks + 1):
