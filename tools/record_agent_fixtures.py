@@ -506,8 +506,10 @@ def resolve_executables(prefix: str | None, explicit: Mapping[str, str | None]) 
     for cli in COMMANDS:
         path = explicit.get(cli)
         if not path and prefix:
-            under = Path(prefix) / ("aider/bin/aider" if cli == "aider" else f"node_modules/.bin/{cli}")
-            path = str(under) if under.exists() else None
+            # An npm prefix of its own, or the cache `make clis` fills (its npm packages under npm/).
+            npm = [f"node_modules/.bin/{cli}", f"npm/node_modules/.bin/{cli}"]
+            places = ["aider/bin/aider"] if cli == "aider" else npm
+            path = next((str(Path(prefix) / p) for p in places if (Path(prefix) / p).exists()), None)
         if path:
             found[cli] = path
     return found
