@@ -26,9 +26,11 @@ exactly such a mutant): issued from the clean tree, the mutant applied, then eve
 of the chain in its own fresh process, in order, stopping at the first that fails. A
 mutant counts as killed by the grader that failed on it, or that ran past its time limit
 (a mutant may loop forever; the limit is a multiple of the clean tree's grading time, and
-everything the mutant's processes started is killed with it), or that broke (the verdict
-was refused). The visible suite's score counts the kills of every grader but the held-out
-one; the combined score counts them all.
+everything the mutant's processes started is killed with it). A grader that breaks on a
+mutant (its verdict refused, as when a held-out lock moved) kills nothing: like a trial's
+grader error, it is a problem of the proof, which then does not hold. The visible suite's
+score counts the kills of every grader but the held-out one; the combined score counts them
+all.
 """
 
 from __future__ import annotations
@@ -412,7 +414,8 @@ def mutants_sha256(mutants: Sequence[Mutant]) -> str:
 
 @frozen
 class MutantResult:
-    """What the grader chain made of one mutant: ``survived``, or killed by ``grader`` (failed, timeout or error)."""
+    """What the grader chain made of one mutant: ``survived``, killed by ``grader`` (``failed`` or ``timeout``),
+    or ``error``: that grader broke, so the mutant is neither killed nor a survivor."""
 
     mutant: str
     outcome: Outcome
@@ -422,7 +425,7 @@ class MutantResult:
 
     @property
     def killed(self) -> bool:
-        return self.outcome != "survived"
+        return self.outcome in ("failed", "timeout")
 
 
 @frozen
@@ -471,7 +474,7 @@ class MutationProof:
 
     @property
     def survivors(self) -> tuple[Mutant, ...]:
-        survived = {r.mutant for r in self.results if not r.killed}
+        survived = {r.mutant for r in self.results if r.outcome == "survived"}
         return tuple(m for m in self.mutants if m.id in survived)
 
     def below(self, minimum: float) -> bool:
@@ -666,6 +669,7 @@ def prove_by_mutation(
             outcome = MutantResult(chosen[index].id, "error", None, None, _short(outcome.summary))
         results[index] = outcome
     done = tuple(r for r in results if r is not None)
+    problems.extend(f"mutant {r.mutant} could not be graded: {r.detail}" for r in done if r.outcome == "error")
     return MutationProof(
         family=family.name,
         mutants=chosen,
@@ -740,7 +744,7 @@ def verdicts_of(results: Sequence[dict[str, Any]] | Sequence[MutantResult]) -> d
         if isinstance(result, MutantResult):
             out[result.mutant] = (result.killed, result.grader)
         else:
-            out[str(result["mutant"])] = (result["outcome"] != "survived", result["grader"])
+            out[str(result["mutant"])] = (result["outcome"] in ("failed", "timeout"), result["grader"])
     return out
 
 
@@ -794,7 +798,7 @@ def report_lines(family: TaskFamily, proof: MutationProof, diffs: bool = True) -
     timeouts = sum(1 for r in proof.results if r.outcome == "timeout")
     errors = sum(1 for r in proof.results if r.outcome == "error")
     if timeouts or errors:
-        lines.append(f"mutants {proof.family}: {timeouts} killed by a time limit, {errors} by a grader that broke")
+        lines.append(f"mutants {proof.family}: {timeouts} killed at a time limit; {errors} not graded (a grader broke)")
     for mutant, diff in survivor_diffs(family, proof) if diffs else ():
         lines.append(f"survivor {mutant.id} ({mutant.operator}):")
         lines.extend("    " + line for line in diff.rstrip("\n").splitlines())

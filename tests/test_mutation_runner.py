@@ -202,3 +202,23 @@ def test_a_recorded_verdict_that_is_not_re_earned_is_named(toy_family: TaskFamil
     ]
     recorded["mutants_sha256"] = "0" * 64
     assert "differ from the recorded" in recheck(toy_family, recorded, toy_proof["mutation"])[0]
+
+
+def test_a_grader_that_breaks_on_a_mutant_is_a_problem_of_the_proof_not_a_kill(
+    toy_family: TaskFamily, toy_proof: dict
+) -> None:
+    from certlab_core.plugin.records import Grader, GradeRequest, GradeResult
+
+    def breaks_on_the_unused_mutant(request: GradeRequest) -> GradeResult:
+        if "return 4" in (Path(request.workdir) / "toy.py").read_text():
+            raise RuntimeError("the verdict is refused")
+        return GradeResult("breaker", True)
+
+    graders = [*toy_proof["graders"], Grader("breaker", 99, "breaks on one mutant", breaks_on_the_unused_mutant)]
+    only = [m for m in family_mutants(toy_family) if m.id == "toy.py:24:12:integer"]
+    proof = prove_by_mutation(toy_family, graders, toy_proof["expected"], mutants=only, min_timeout_s=1.5)
+    assert (proof.count, proof.killed, proof.survivors) == (1, 0, ())
+    assert proof.problems == (
+        "mutant toy.py:24:12:integer could not be graded: grader breaker broke: RuntimeError: the verdict is refused",
+    )
+    assert assessment(proof, None)[0] == [f"family toy: mutation proof: {proof.problems[0]}"]
