@@ -52,3 +52,18 @@ class TestCodex(AdapterConformance):
         self.normal = Scenario(args=(f"--bin={found}",), env=env)
         self.hanging = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-hang"), env=env)
         self.unavailable = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-down"), env=env)
+
+
+class TestAider(AdapterConformance):
+    adapter_name = "aider"
+
+    @pytest.fixture(autouse=True)
+    def _scenarios(self, base_url: str) -> None:
+        found = require_cli("aider", "aider", "CERTLAB_AIDER_BIN", "aider/bin/aider")
+        env = {"OPENAI_API_BASE": f"{base_url}/v1", "OPENAI_API_KEY": "k"}
+        # A metadata entry for the model, so that aider looks nothing up online.
+        args = (f"--bin={found}", "--max-input-tokens=128000", "--file=README.md")
+        self.normal = Scenario(args=(*args, "--model=openai/certlab-conformance-ok"), env=env)
+        self.hanging = Scenario(args=(*args, "--model=openai/certlab-conformance-hang"), env=env)
+        # aider retries a 500 for over a minute; a CLI that is not there is its quick outage.
+        self.unavailable = Scenario(args=("--bin=/nonexistent/aider",))
