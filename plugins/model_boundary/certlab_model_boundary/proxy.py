@@ -464,6 +464,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._upstreams: dict[tuple[str, str, int], http.client.HTTPConnection] = {}
         self.client_gone = False
+        self.stream_length: int | None = None
 
     def finish(self) -> None:
         try:
@@ -508,12 +509,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.client_gone = True
         self.close_connection = True
 
-    def _start_stream(self, status: int) -> None:
+    def _start_stream(self, status: int, length: int | None = None) -> None:
+        """The answer's head: with ``length`` the body follows as is, else in chunks (``_chunk``, ``_end_stream``)."""
+        self.stream_length = length
         try:
             self.send_response(status)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
-            self.send_header("Transfer-Encoding", "chunked")
+            if length is None:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(length))
             self.end_headers()
         except OSError:
             self._gone()
@@ -521,12 +527,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         if data and not self.client_gone:
             try:
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.write(data if self.stream_length is not None else b"%x\r\n%s\r\n" % (len(data), data))
             except OSError:
                 self._gone()
 
     def _end_stream(self) -> None:
-        if not self.client_gone:
+        if not self.client_gone and self.stream_length is None:
             try:
                 self.wfile.write(b"0\r\n\r\n")
             except OSError:
@@ -782,32 +788,40 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         started: float,
         cut: int | None,
     ) -> None:
-        """Forward the upstream's events as they arrive; with ``cut``, only that many, then drop the connection."""
-        self._start_stream(response.status)
-        pending = b""
+        """Forward the upstream's events as they arrive; with ``cut``, only that many, then drop the connection.
+
+        Uncut, the bytes go on as they come (with the upstream's length when it gave one), one read
+        behind: the last piece is sent only once the call is recorded, so an agent never holds an
+        answer the record does not. They are split into events once, at the end.
+        """
+        length = response.getheader("Content-Length")
+        self._start_stream(response.status, int(length) if cut is None and length and length.isdigit() else None)
+        raw: list[bytes] = []
         sent: list[bytes] = []
-        every: list[bytes] = []
+        pending = b""
         while True:
             data = response.read1(65536)
             if not data:
                 response.close()  # read1 leaves a fully read response open, and the kept-alive connection stuck
                 break
+            if cut is None:
+                if raw:
+                    self._chunk(raw[-1])
+                raw.append(data)
+                continue
+            raw.append(data)
             pending += data
             complete = wire.split_events(pending)
-            if not complete:
-                continue
-            consumed = pending.replace(b"\r\n", b"\n")
-            pending = consumed[consumed.rfind(b"\n\n") + 2 :]
-            every.extend(complete)
-            if cut is None:
-                self._chunk(b"".join(block + b"\n\n" for block in complete))
-                sent.extend(complete)
-            elif len(sent) < cut:
-                room = complete[: cut - len(sent)]
-                self._chunk(b"".join(block + b"\n\n" for block in room))
-                sent.extend(room)
-        received = [list(wire.parse_event(block)) for block in sent]
-        usage = wire.usage_of_events(protocol, [wire.parse_event(block) for block in every])
+            if complete:
+                normal = pending.replace(b"\r\n", b"\n")
+                pending = normal[normal.rfind(b"\n\n") + 2 :]
+                room = complete[: max(cut - len(sent), 0)]
+                if room:
+                    self._chunk(b"".join(block + b"\n\n" for block in room))
+                    sent.extend(room)
+        parsed = [wire.parse_event(block) for block in wire.split_events(b"".join(raw) + b"\n\n")]
+        received = [list(pair) for pair in (parsed if cut is None else map(wire.parse_event, sent))]
+        usage = wire.usage_of_events(protocol, parsed)
         record: dict[str, Any] = {
             **event,
             "status": "ok" if cut is None else "error",
@@ -828,6 +842,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if cut is not None:
             self._drop()
             return
+        if raw:
+            self._chunk(raw[-1])
         self._end_stream()
 
 
