@@ -464,7 +464,13 @@ def output_lock(out: Path) -> Iterator[None]:
                 "wait for it to finish or choose a new --out folder"
             ) from None
         check_output_dir(out)
-        yield
+        from certlab_core.gate.resume import forget_held, held_by_this_process_only
+
+        held_by_this_process_only(fd)  # a trial left running after a kill -9 must not keep the folder locked
+        try:
+            yield
+        finally:
+            forget_held(fd)
     finally:
         os.close(fd)
 

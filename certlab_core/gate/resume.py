@@ -44,6 +44,15 @@ def _close_held_in_child() -> None:
 os.register_at_fork(after_in_child=_close_held_in_child)
 
 
+def held_by_this_process_only(fd: int) -> None:
+    """Have every child forked from now on close its copy of the lock descriptor ``fd`` (see lock_store)."""
+    _held.add(fd)
+
+
+def forget_held(fd: int) -> None:
+    _held.discard(fd)
+
+
 def lock_store(folder: Path) -> int:
     """Take the writer's lock of the run store ``folder`` (an flock on the folder); refuse in one line if it is held.
 
