@@ -65,20 +65,25 @@ def certlab_agents() -> list[AgentAdapter]:
 
     ``run`` receives an ``AgentRequest`` (work directory, prompt, timeout, environment)
     and returns an ``AgentOutcome``; the agent's own words and exit code decide nothing.
+    An adapter for a command-line agent hands its argument vector to the SDK's
+    ``run_command``, which keeps the timeout, the process session, the leftover processes
+    and the output tails. An adapter that raises, or returns ``unavailable``, is an
+    infrastructure error, never a failed fix; its ``detail`` reaches the evidence.
 
     Example plugin::
 
-        import pathlib, time
-        from certlab_core.plugin import AgentAdapter, AgentOutcome, hookimpl
+        import shutil
+        from certlab_core.plugin import AgentAdapter, AgentOutcome, hookimpl, run_command
 
         def run(request):
-            started = time.monotonic()
-            (pathlib.Path(request.workdir) / "NOTES.txt").write_text("looked, changed nothing\\n")
-            return AgentOutcome(status="completed", wall_s=time.monotonic() - started)
+            if shutil.which("sed", path=request.env.get("PATH")) is None:
+                return AgentOutcome(status="unavailable", detail="sed is not on PATH")
+            # a one-line "agent": flips the first strict comparison it finds in every Python file
+            return run_command(request, ["/bin/sh", "-c", "sed -i '0,/ < /s// <= /' *.py"])
 
         @hookimpl
         def certlab_agents():
-            return [AgentAdapter(name="note-taker", description="writes a note", run=run)]
+            return [AgentAdapter(name="flipper", description="a sed one-liner as an agent", run=run)]
     """
     raise NotImplementedError
 
