@@ -120,6 +120,9 @@ def certify_command(
     for entry in details:
         ids: list[str] = entry["trials"]
         typer.echo(f"agent said: {entry['detail']} ({len(ids)} trial(s), first {ids[0]})")
+    for proof in result.bundle["instrument"]:
+        for warning in (proof.get("mutation") or {}).get("warnings", []):
+            typer.echo(f"warning: {warning}", err=True)
     for problem in result.problems:
         typer.echo(f"problem: {problem}", err=True)
     if signed is not None:
