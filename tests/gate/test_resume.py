@@ -186,7 +186,8 @@ def test_sigint_says_how_many_trials_are_recorded_and_how_to_resume(
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == 130, err
     recorded = len(trial_ids(store))
-    expected = f"interrupted: {recorded} of {SCHEDULED} trials recorded; resume with certlab run --resume {store.relative_to(tmp_path)}"
+    where = store.relative_to(tmp_path)  # as the run was given it: relative to its working folder
+    expected = f"interrupted: {recorded} of {SCHEDULED} trials recorded; resume with certlab run --resume {where}"
     assert expected in err.splitlines()[-1]
     assert not (store / DECISION).exists()
     resumed = finish("run", "--resume", str(store), "-q", cwd=tmp_path)
