@@ -255,37 +255,60 @@ LOCAL = Executor(
 
 # --------------------------------------------------------------------------- on a worker of another executor
 
-_ZYGOTES_KEPT = 8
-_served = threading.local()
+_STAGES_KEPT = 8  # the stages a process keeps zygotes for (the most recently used)
+_idle: OrderedDict[str, list[Zygote]] = OrderedDict()  # stage name -> zygotes no thread is using
+_idle_lock = threading.Lock()
 
 
-def _zygotes_of_this_thread() -> OrderedDict[str, Zygote]:
-    zygotes: OrderedDict[str, Zygote] | None = getattr(_served, "zygotes", None)
-    if zygotes is None:
-        zygotes = OrderedDict()
-        _served.zygotes = zygotes
-    return zygotes
-
-
-def _serving(stage: Stage) -> Zygote:
-    """This thread's zygote for ``stage`` (started as a fresh interpreter on first use; the last few are kept)."""
-    zygotes = _zygotes_of_this_thread()
-    zygote = zygotes.get(stage.name)
-    if zygote is not None and not zygote.closed:
-        zygotes.move_to_end(stage.name)
-        return zygote
+def _started(stage: Stage) -> Zygote:
+    """A new zygote for ``stage``, a fresh interpreter; one whose units load what they need when the preload fails."""
     zygote = Zygote.spawn(stage.preload or nothing_to_preload, stage.call)
-    if not zygote.wait_ready():
-        problem = zygote.problem
-        direct = stage.direct or _Unprepared(stage)
-        zygote = Zygote.spawn(nothing_to_preload, _Apply(direct))  # each unit loads what it needs itself
-        if not zygote.wait_ready():
-            raise RuntimeError(f"no process could be started for {stage.name}: {problem}; {zygote.problem}")
-    zygotes[stage.name] = zygote
-    while len(zygotes) > _ZYGOTES_KEPT:
-        _name, oldest = zygotes.popitem(last=False)
-        oldest.close()
-    return zygote
+    if zygote.wait_ready():
+        return zygote
+    problem = zygote.problem
+    fallback = Zygote.spawn(nothing_to_preload, _Apply(stage.direct or _Unprepared(stage)))
+    if not fallback.wait_ready():
+        raise RuntimeError(f"no process could be started for {stage.name}: {problem}; {fallback.problem}")
+    return fallback
+
+
+def _take(stage: Stage) -> Zygote:
+    with _idle_lock:
+        zygotes = _idle.get(stage.name, [])
+        while zygotes:
+            zygote = zygotes.pop()
+            if not zygote.closed:
+                return zygote
+    return _started(stage)
+
+
+def _give_back(stage: Stage, zygote: Zygote) -> None:
+    if zygote.closed:
+        return
+    with _idle_lock:
+        _idle.setdefault(stage.name, []).append(zygote)
+        _idle.move_to_end(stage.name)
+        while len(_idle) > _STAGES_KEPT:
+            _name, oldest = _idle.popitem(last=False)
+            for old in oldest:
+                old.close()
+
+
+def warm_up(stages: Sequence[Stage], per_stage: int = 1) -> int:
+    """Start ``per_stage`` zygotes for each stage in this process now, all at once; return how many are ready.
+
+    An executor calls it on each worker before the first unit (``per_stage``: the worker's
+    threads), so no trial waits for an interpreter to start.
+    """
+    with _idle_lock:
+        wanted = [stage for stage in stages for _ in range(max(0, per_stage - len(_idle.get(stage.name, []))))]
+    spawned = [(stage, Zygote.spawn(stage.preload or nothing_to_preload, stage.call)) for stage in wanted]
+    ready = 0
+    for stage, zygote in spawned:
+        if zygote.wait_ready():
+            _give_back(stage, zygote)
+            ready += 1
+    return ready
 
 
 @frozen
@@ -301,24 +324,25 @@ class _Apply:
 def run_isolated(stage: Stage, arg: object, timeout_s: float | None = None) -> WorkDone:
     """Run one unit in a fresh process on this machine, even from a process that has threads (a Dask worker).
 
-    For executor plugins: call it where the unit is to run. The stage's preload runs once per
-    thread in a fresh interpreter (a zygote), and each unit forks from it; graders and oracles
-    the unit starts fork from that fresh process in turn. Returns the result or the failure
-    (the tag is the caller's to add back).
+    For executor plugins: call it where the unit is to run. The stage's preload runs once in
+    a fresh interpreter (a zygote, kept for the next unit of the stage; one per thread at
+    work), and each unit forks from it; graders and oracles the unit starts fork from that
+    fresh process in turn. Returns the result or the failure (the tag is the caller's to add).
     """
-    zygote = _serving(stage)
-    with ForkPool(1) as pool:
-        pool.submit_to(zygote, arg, 0, timeout=timeout_s)
-        finished = pool.wait()
-    if zygote.closed:
-        _zygotes_of_this_thread().pop(stage.name, None)
-    (_tag, value), *_rest = finished
+    zygote = _take(stage)
+    try:
+        with ForkPool(1) as pool:
+            pool.submit_to(zygote, arg, 0, timeout=timeout_s)
+            (_tag, value), *_rest = pool.wait()
+    finally:
+        _give_back(stage, zygote)
     return done_of(0, value)
 
 
 def close_isolated() -> None:
-    """Stop this thread's zygotes (a worker calls it when it shuts down; they also end when their parent does)."""
-    zygotes = _zygotes_of_this_thread()
-    while zygotes:
-        _name, zygote = zygotes.popitem()
-        zygote.close()
+    """Stop this process's idle zygotes (they also end by themselves when their parent does)."""
+    with _idle_lock:
+        while _idle:
+            _name, zygotes = _idle.popitem()
+            for zygote in zygotes:
+                zygote.close()

@@ -17,6 +17,7 @@ Dask is imported only when a session starts: trials never fork from a process ho
 from __future__ import annotations
 
 import importlib.metadata
+import time
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -30,12 +31,14 @@ from certlab_core.plugin import (
     WorkFailure,
     hookimpl,
     run_isolated,
+    warm_up,
 )
 
 CONNECT_TIMEOUT_S = 10.0
 WORKERS_TIMEOUT_S = 30.0
-UNITS_PER_THREAD = 16  # units out per worker thread: enough that no thread waits on the scheduler's round trip
+UNITS_PER_THREAD = 16  # units out per worker thread: enough that no thread waits on the scheduler
 MAX_UNITS_PER_TASK = 8
+TASK_TARGET_S = 0.25  # a task runs about this long: short trials travel several to a task, slow ones alone
 README_SECTION = "see the README, 'Running on a Dask cluster'"
 
 
@@ -74,18 +77,22 @@ def mismatched(wanted: Mapping[str, str], found: Mapping[str, Mapping[str, str |
 Unit = tuple[Stage, object, float | None]  # what a task carries per unit: its stage, argument and time limit
 
 
-def run_units(units: Sequence[Unit]) -> list[WorkDone]:
-    """On a worker: run each unit in a fresh process of its own, one after the other (``run_isolated``)."""
-    return [run_isolated(stage, arg, timeout_s) for stage, arg, timeout_s in units]
+def run_units(units: Sequence[Unit]) -> tuple[list[WorkDone], float]:
+    """On a worker: each unit in a fresh process of its own, one after the other; their results and seconds taken."""
+    started = time.perf_counter()
+    done = [run_isolated(stage, arg, timeout_s) for stage, arg, timeout_s in units]
+    return done, time.perf_counter() - started
 
 
 class DaskSession:
     """Units of work as Dask tasks; results taken as they complete, in the process that writes the store.
 
-    Units submitted between two ``wait()`` calls travel together, a few to a task (as many as
-    spread them evenly over the worker threads, at most ``MAX_UNITS_PER_TASK``), so the
-    scheduler's round trip is paid per task, not per trial. A task lost with its worker
-    returns each of its units as ``worker-lost``.
+    Units submitted between two ``wait()`` calls travel together, a few to a task, so the
+    scheduler's cost is paid per task rather than per trial when trials are short: as many
+    units as run in about ``TASK_TARGET_S`` on a worker (measured as tasks come back), at most
+    ``MAX_UNITS_PER_TASK`` and never more than spreads them evenly over the worker threads;
+    slow trials (a real agent) travel one to a task, so no worker waits while another has a
+    queue. A task lost with its worker returns each of its units as ``worker-lost``.
     """
 
     def __init__(self, client: Any, cluster: Any, previous_allowed_failures: int | None, threads: int) -> None:
@@ -97,6 +104,8 @@ class DaskSession:
         self._tags: dict[str, list[Hashable]] = {}  # task key -> the caller's tags of its units, in order
         self._out = 0
         self._completed: Any = None  # distributed.as_completed, made with the first task (it needs a future)
+        self._units: dict[str, int] = {}  # task key -> its units
+        self._unit_s: float | None = None  # seconds a unit takes on a worker (a running mean)
 
     @property
     def slots(self) -> int:
@@ -106,12 +115,22 @@ class DaskSession:
         return self._out + len(self._pending)
 
     def prepare(self, stages: Sequence[Stage]) -> None:
+        """Refuse a stage the workers cannot load; start each stage's zygotes on every worker, all at once."""
         for stage in stages:
             if not stage.portable:
                 raise UsageError(
                     f"--executor dask: the work {stage.name.split('@')[0]!r} uses a plugin that is not importable "
                     "by name (registered in this process only); install it as a distribution on every worker"
                 )
+        if not stages:
+            return
+        warming = [
+            self._client.submit(
+                warm_up, list(stages), threads, workers=[address], allow_other_workers=False, pure=False
+            )
+            for address, threads in self._client.nthreads().items()
+        ]
+        self._client.gather(warming, errors="skip")  # a worker that cannot warm up starts its zygotes on first use
 
     def submit(self, work: Work) -> None:
         self._pending.append(work)
@@ -119,12 +138,13 @@ class DaskSession:
     def _flush(self) -> None:
         if not self._pending:
             return
-        size = max(1, min(MAX_UNITS_PER_TASK, -(-len(self._pending) // self._threads)))
+        size = max(1, min(self._batch(), -(-len(self._pending) // self._threads)))
         for first in range(0, len(self._pending), size):
             chunk = self._pending[first : first + size]
             units = [(work.stage, work.arg, work.timeout_s) for work in chunk]
             future = self._client.submit(run_units, units, pure=False)
             self._tags[future.key] = [work.tag for work in chunk]
+            self._units[future.key] = len(chunk)
             self._out += len(chunk)
             if self._completed is None:
                 from distributed import as_completed
@@ -139,14 +159,24 @@ class DaskSession:
         finished: list[WorkDone] = []
         for future, result in self._completed.next_batch(block=True):
             tags = self._tags.pop(future.key)
+            units = self._units.pop(future.key)
             self._out -= len(tags)
             if future.status == "finished":
-                for tag, done in zip(tags, result, strict=True):
+                done_units, seconds = result
+                unit_s = seconds / units
+                self._unit_s = unit_s if self._unit_s is None else 0.8 * self._unit_s + 0.2 * unit_s
+                for tag, done in zip(tags, done_units, strict=True):
                     finished.append(WorkDone(tag=tag, value=done.value, failure=done.failure))
             else:
                 finished.extend(WorkDone(tag=tag, failure=_task_failure(future, result)) for tag in tags)
             future.release()
         return finished
+
+    def _batch(self) -> int:
+        """Units per task: about ``TASK_TARGET_S`` of running on a worker (1 until a unit's time is measured)."""
+        if self._unit_s is None:
+            return 1
+        return max(1, min(MAX_UNITS_PER_TASK, int(TASK_TARGET_S / max(self._unit_s, 1e-6))))
 
     def close(self) -> None:
         self._pending.clear()
@@ -204,7 +234,7 @@ def start(options: ExecutorOptions) -> DaskSession:
     try:
         where = options.scheduler or "the local cluster"
         try:
-            client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
+            client.wait_for_workers(1 if cluster is None else max(1, options.workers), timeout=WORKERS_TIMEOUT_S)
         except TimeoutError:
             raise UsageError(
                 f"the Dask scheduler {where} has no worker after {WORKERS_TIMEOUT_S:.0f} s; start some with "
