@@ -56,6 +56,20 @@ def shown_verdict(condition: ConditionReport) -> str:
     return condition.verdict
 
 
+def shown_reasons(report: Report) -> list[str]:
+    """The decision's reasons, with a ceiling condition's said as "reported only" instead of its verdict."""
+    ceilings = {f"{c.name} ({c.bucket}): ": c for c in report.conditions if shown_verdict(c) == REPORTED_ONLY}
+    shown = []
+    for reason_text in report.reasons:
+        ceiling = next((c for head, c in ceilings.items() if reason_text.startswith(head)), None)
+        if ceiling is None:
+            shown.append(reason_text)
+        else:
+            head = f"{ceiling.name} ({ceiling.bucket}): {REPORTED_ONLY}, never gated"
+            shown.append(f"{head}: candidate - baseline {bounds(ceiling)}")
+    return shown
+
+
 def firing(condition: ConditionReport) -> str:
     """How the condition's faults fired, to show beside its counts; empty when each fired in every trial."""
     notes = []

@@ -207,7 +207,7 @@ def render(report: Report, rule: Any = None) -> str:
     problems = ""
     if report.problems:
         problems = "<h2>Problems</h2><ul>" + "".join(f"<li>{escape(p)}</li>" for p in report.problems) + "</ul>"
-    reasons = "".join(f"<li>{escape(r)}</li>" for r in report.reasons)
+    reasons = "".join(f"<li>{escape(r)}</li>" for r in fmt.shown_reasons(report))
     infra = (
         "<p>None.</p>"
         if not report.infra_errors

@@ -208,6 +208,9 @@ def test_the_story_blocks_plot_draws_interval_margin_and_zero_at_least_20_px_apa
     # the ceiling is reported only: no PASS or BLOCK badge beside it; the gating conditions keep theirs
     assert facts.badges["confirm-down"] == ["reported only"]
     assert facts.badges["reserve-timeout"][0] == "BLOCK" and facts.badges["slow-stock"][0] == "PASS"
+    header = page.read_text(encoding="utf-8").split("<ul class=reasons>", 1)[1].split("</ul>", 1)[0]
+    ceiling = next(item for item in header.split("<li>") if item.startswith("confirm-down"))
+    assert "reported only, never gated" in ceiling and "PASS" not in ceiling and "BLOCK" not in ceiling
 
 
 def test_a_fault_that_fired_in_some_trials_or_never_is_said_beside_the_counts(story_block: Report) -> None:

@@ -86,7 +86,7 @@ def render(report: Report, rule: Any = None) -> str:
             tally[kind] += 1
 
     case = ET.SubElement(suite, "testcase", classname=suite_name, name="experiment verdict")
-    reasons = list(report.problems or report.reasons)
+    reasons = list(report.problems or fmt.shown_reasons(report))
     message = f"{report.verdict} (exit {report.exit_code})" + (f": {reasons[0]}" if reasons else "")
     kind = _outcome(case, report.verdict, True, message, "\n".join(reasons))
     out = ET.SubElement(case, "system-out")

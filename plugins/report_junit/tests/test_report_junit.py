@@ -72,11 +72,14 @@ def test_a_ceiling_condition_is_a_skipped_case(tmp_path: Path) -> None:
 
     report = report_of("block")
     clean = attrs.evolve(report.conditions[1], bucket="ceiling", gating=False)
-    report = attrs.evolve(report, conditions=[report.conditions[0], clean])
+    reasons = [r.replace("clean (benign)", "clean (ceiling)") for r in report.reasons]
+    report = attrs.evolve(report, conditions=[report.conditions[0], clean], reasons=reasons)
     path = tmp_path / "junit.xml"
     path.write_text(render(report), encoding="utf-8")
     (suite,) = list(JUnitXml.fromfile(str(path)))
     case = next(c for c in suite if c.name == "clean (ceiling)")
     assert isinstance(case.result[0], Skipped) and "never gated" in (case.result[0].message or "")
     assert (case.result[0].message or "").startswith("reported only:")  # no PASS or BLOCK for a ceiling
+    verdict = next(c for c in suite if c.name == "experiment verdict")
+    assert "clean (ceiling): reported only, never gated" in (verdict.system_out or "")
     assert suite.skipped == 1
