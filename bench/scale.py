@@ -1,0 +1,198 @@
+"""Scale-out: the same work on the executor ``local`` and on ``dask`` (a local cluster), side by side in one run.
+
+Prints, for each executor:
+- the retry experiment (``examples/retry/a_vs_b.yaml``, ``certlab run``): trials per second over
+  the whole command and over the trials alone (from the run store's creation, which comes after
+  the executor is open, to ``decision.json``), and the CPU milliseconds per trial of every
+  process of the run (the harness: runner, workers, zygotes, trials and oracles);
+- a certification of all three families by the oracle agent (``certlab certify --family all``);
+then a fleet of slow agents (each trial's agent sleeps 2 s) on a local cluster of 8
+single-thread workers: 64 tool-world trials, each in a fresh process; then what the cost per
+trial is made of as the cluster grows: the scheduler's round trip and the store writer's
+sealed lines per second.
+
+Usage: ``python bench/scale.py [--workers 2] [--skip-certify] [--skip-fleet]``.
+Targets: dask at least half of local's trials/s; the fleet's 64 trials in at most 20 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RETRY = REPO / "examples" / "retry" / "a_vs_b.yaml"
+
+SLEEPY = """
+import time
+from certlab_retry_world.agents import agent_a
+
+
+def sleepy(task, tools, rng):
+    time.sleep(2.0)
+    return agent_a(task, tools, rng)
+"""
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def certlab(*args: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """Run the certlab command; its result, wall seconds and CPU seconds (all its processes)."""
+    cpu = children_cpu()
+    started = time.time()
+    done = subprocess.run([sys.executable, "-m", "certlab_core.cli", *args], capture_output=True, text=True)
+    return done, time.time() - started, children_cpu() - cpu
+
+
+def executor_args(executor: str, workers: int) -> list[str]:
+    return ["--workers", str(workers)] + (["--executor", "dask"] if executor == "dask" else [])
+
+
+def run_figures(descriptor: Path, executor: str, workers: int) -> dict[str, Any]:
+    out = Path(tempfile.mkdtemp(prefix="certlab-scale-"))
+    try:
+        done, wall, cpu = certlab(
+            "run", str(descriptor), "--out", str(out), "--quiet", *executor_args(executor, workers)
+        )
+        if done.returncode not in (0, 1, 2):
+            raise SystemExit(f"bench: certlab run on {executor} exited {done.returncode}: {done.stderr.strip()[-400:]}")
+        (folder,) = [p for p in out.iterdir() if p.is_dir()]
+        decision = json.loads((folder / "decision.json").read_text(encoding="utf-8"))
+        trials = int(decision["trials"]["scheduled"])
+        trial_phase = (folder / "decision.json").stat().st_mtime - (folder / "manifest.json").stat().st_mtime
+        sample = (folder / "trials.jsonl").open(encoding="utf-8").readline()
+        return {
+            "trials": trials,
+            "wall": wall,
+            "trial_phase": trial_phase,
+            "cpu_ms": 1000.0 * cpu / trials,
+            "verdict": decision["verdict"],
+            "sample": sample,
+        }
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def certify_figures(executor: str, workers: int) -> tuple[float, float, str]:
+    out = Path(tempfile.mkdtemp(prefix="certlab-scale-")) / "cert"
+    try:
+        args = ["certify", "--family", "all", "--agent", "oracle", "--out", str(out), "--quiet"]
+        done, wall, cpu = certlab(*args, *executor_args(executor, workers))
+        return wall, cpu, done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()[-200:]
+    finally:
+        shutil.rmtree(out.parent, ignore_errors=True)
+
+
+def fleet_descriptor(folder: Path) -> Path:
+    (folder / "sleepy.py").write_text(textwrap.dedent(SLEEPY), encoding="utf-8")
+    text = textwrap.dedent(
+        """
+        schema: certlab.experiment/1
+        experiment: slow-fleet
+        task: {world: retry-inventory, input: {orders: 2}}
+        oracle: world
+        arms:
+          baseline: {agent: "sleepy:sleepy", label: A}
+          candidate: {agent: "sleepy:sleepy", label: A}
+        conditions:
+          - {name: calm, bucket: benign, faults: []}
+        rule: {name: clopper-pearson, alpha: 0.05, delta: 0.10, looks: 1}
+        n_per_arm: 32
+        seed: 5
+        budgets: {tool_calls: 60, model_steps: 10, seconds: 30}
+        """
+    )
+    path = folder / "fleet.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def round_trip_ms(workers: int, tasks: int = 200) -> float:
+    """The scheduler's round trip for one task, one after the other, on a local cluster (milliseconds)."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None, silence_logs=50)
+    with cluster, Client(cluster) as client:
+        client.submit(abs, -1, pure=False).result()
+        started = time.perf_counter()
+        for index in range(tasks):
+            client.submit(abs, -index, pure=False).result()
+        return 1000.0 * (time.perf_counter() - started) / tasks
+
+
+def writer_lines_per_s(sample: str, lines: int = 20000) -> float:
+    """Sealed trial lines the one store writer appends per second (a real line, its seal recomputed each time)."""
+    from certlab_core.gate.store import TrialSink
+
+    line = json.loads(sample)
+    line.pop("seal", None)
+    folder = Path(tempfile.mkdtemp(prefix="certlab-scale-sink-"))
+    try:
+        with TrialSink(folder) as sink:
+            started = time.perf_counter()
+            for index in range(lines):
+                sink.append(dict(line, index=index))
+            return lines / (time.perf_counter() - started)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2, help="local: processes at once; dask: cluster workers")
+    parser.add_argument("--skip-certify", action="store_true")
+    parser.add_argument("--skip-fleet", action="store_true")
+    args = parser.parse_args()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"scale: {cores} CPUs, load average {os.getloadavg()[0]:.1f}, --workers {args.workers}")
+    runs = {name: run_figures(RETRY, name, args.workers) for name in ("local", "dask")}
+    for name, figures in runs.items():
+        print(
+            f"  retry experiment on {name:5}: {figures['trials']} trials, verdict {figures['verdict']}, "
+            f"{figures['trials'] / figures['wall']:.1f} trials/s over the command ({figures['wall']:.1f} s), "
+            f"{figures['trials'] / figures['trial_phase']:.1f} trials/s over the trials "
+            f"({figures['trial_phase']:.1f} s), "
+            f"{figures['cpu_ms']:.1f} CPU ms per trial"
+        )
+    rates = {name: figures["trials"] / figures["trial_phase"] for name, figures in runs.items()}
+    ratio = rates["dask"] / rates["local"]
+    print(f"  dask / local trials per second (trials alone): {ratio:.2f} (target at least 0.5)")
+    if not args.skip_certify:
+        for name in ("local", "dask"):
+            wall, cpu, result = certify_figures(name, args.workers)
+            print(f"  certify all three families on {name:5}: {wall:.1f} s wall, {cpu:.1f} CPU s; {result}")
+    if not args.skip_fleet:
+        folder = Path(tempfile.mkdtemp(prefix="certlab-scale-fleet-"))
+        try:
+            fleet = run_figures(fleet_descriptor(folder), "dask", 8)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        print(
+            f"  slow fleet on dask, 8 single-thread workers: {fleet['trials']} trials whose agents sleep 2 s, "
+            f"{fleet['trial_phase']:.1f} s for the trials (target at most 20 s), {fleet['wall']:.1f} s with the "
+            f"cluster's start and stop"
+        )
+    rtt = round_trip_ms(args.workers)
+    writer = writer_lines_per_s(runs["local"]["sample"])
+    print(
+        f"  cost per trial as the cluster grows: a scheduler round trip is {rtt:.1f} ms here (one per task, a task "
+        f"carries up to 8 units); the store writer seals and appends {writer:.0f} lines/s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
