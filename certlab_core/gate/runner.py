@@ -647,7 +647,12 @@ def open_executor(
     if name == LOCAL.name and name not in registry.names("executors"):
         executor: Executor = LOCAL
     else:
-        executor = registry.get("executors", name)
+        try:
+            executor = registry.get("executors", name)
+        except UsageError as error:  # the kernel's own local is valid too
+            text = str(error)
+            listed = text.replace("(valid: none installed)", "(valid: local)")
+            raise UsageError(listed if listed != text else text.replace("(valid: ", "(valid: local, ", 1)) from None
     if scheduler and executor.name == LOCAL.name:
         raise UsageError(f"--scheduler {scheduler}: the local executor has no scheduler; add --executor dask")
     wanted = dict(distributions)
