@@ -37,6 +37,7 @@ from certlab_core.lab import (
     run_trials,
 )
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.plugin.model_boundary import model_plan_for
 from certlab_core.plugin.records import AgentAdapter, Grader, TaskFamily
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.sandbox import choose_containment
@@ -303,6 +304,8 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             progress(f"calibrate: {calibrator.name:<15} {_score_line(mine)}")
     if not problems:
         expected = {p.family: p.expected_tests for p in proofs}
+        # A real agent reaches its model API through the model boundary: every call recorded, no key in the CLI.
+        model_boundary = model_plan_for(registry, options.agent_args) if agent.calibration is None else None
         specs = [
             TrialSpec(
                 task=Task(family, defect),
@@ -313,6 +316,7 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
                 expected_tests=expected[family.name],
                 acceptance_lock=held_out.lock_for(family.name),
                 containment=containment,
+                model_boundary=model_boundary,
             )
             for repeat in range(1, options.trials + 1)
             for family in families

@@ -18,7 +18,7 @@ judged by what it left.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, cast
 
 import attrs
@@ -120,8 +120,10 @@ def judged_status(status: str, detail: str, recording: Mapping[str, Any] | None)
     if not recording:
         return status, detail
     infra = recording.get("infra_error")
+    if infra and status == "unavailable":  # the adapter saw it too: its own account first, the boundary's after
+        return status, f"{detail} [model boundary: {infra}]" if detail else str(infra)
     if infra:
-        return "unavailable", f"{infra}" + (f"; {detail}" if detail else "")
+        return "unavailable", f"{infra}; {detail}" if detail else str(infra)
     fired = any(fault.get("fired") for fault in recording.get("faults") or ())
     if status == "unavailable" and fired:
         note = "the model error was the declared fault under test, so the run is judged by what it left"
@@ -141,3 +143,14 @@ def default_model_plan(registry: Any) -> ModelBoundaryPlan | None:
     """The first installed model boundary (by name), with no fault and no budget; None when none is installed."""
     boundaries = registry.all("model_boundaries")
     return ModelBoundaryPlan(boundaries[sorted(boundaries)[0]]) if boundaries else None
+
+
+def model_plan_for(registry: Any, agent_args: Sequence[str]) -> ModelBoundaryPlan | None:
+    """A real agent's plan in a certification: the installed boundary, unless the adapter is given ``--base-url``.
+
+    An explicit ``--base-url`` points the CLI at that upstream itself, past the boundary; the run
+    then keeps the adapter's own account only (and the key the harness gave it reaches the CLI).
+    """
+    if any(arg == "--base-url" or arg.startswith("--base-url=") for arg in agent_args):
+        return None
+    return default_model_plan(registry)

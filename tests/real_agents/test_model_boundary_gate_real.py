@@ -15,7 +15,17 @@ from typing import Any
 
 import yaml
 from conftest import run_certlab
-from real_cli_support import FIXED_LINE, SEEDED_LINE, TASK_NAME, harness_env, one_task, require_cli, work_dir_of
+from real_cli_support import (
+    FIXED_LINE,
+    SEEDED_LINE,
+    TASK_NAME,
+    certify,
+    harness_env,
+    one_task,
+    only_trial,
+    require_cli,
+    work_dir_of,
+)
 
 from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
 
@@ -90,3 +100,29 @@ def test_a_declared_429_blocks_the_change_that_turned_retries_off(tmp_path: Path
     report = run_certlab("report", str(store), env=env)
     assert f"baseline: {n} of {n} trials reported usage (claude-json)" in report.stdout, report.stdout
     assert "the client's own estimate" in report.stdout
+
+
+def test_a_real_certification_records_every_model_call_and_no_key(tmp_path: Path) -> None:
+    claude = require_cli("claude-code", "claude", "CERTLAB_CLAUDE_BIN", "npm/node_modules/.bin/claude")
+    with ScriptedModelServer(fix) as server:
+        code, bundle, said = certify(
+            one_task(tmp_path / "task"),
+            tmp_path / "out",
+            "claude-code",
+            [f"--bin={claude}", "--model=claude-sonnet-4-5"],  # no --base-url: the CLI reaches the model boundary
+            harness_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY=KEY),
+        )
+        posts = [r for r in server.requests if r.method == "POST" and r.path == "/v1/messages"]
+    trial = only_trial(bundle)
+    assert (code, trial["verdict"]) == (0, "fixed"), said
+    model = trial["model"]
+    assert model["counts"] == {
+        "model_calls": 3,
+        "input_tokens": sum(u.input_tokens for u in USAGE),
+        "output_tokens": sum(u.output_tokens for u in USAGE),
+        "cached_input_tokens": 0,
+    }
+    assert [e["status"] for e in model["events"]] == ["ok"] * 3 and model["infra_error"] is None
+    assert trial["usage"]["output_tokens"] == model["counts"]["output_tokens"]  # the CLI's account agrees
+    assert {r.headers.get("x-api-key") for r in posts} == {KEY}
+    assert KEY not in (tmp_path / "out" / "bundle.json").read_text()

@@ -28,6 +28,7 @@ a sandbox binds into the agent's namespace and reaches through ``certlab_model_b
 from __future__ import annotations
 
 import contextlib
+import gzip
 import http.client
 import http.server
 import json
@@ -39,6 +40,7 @@ import sys
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -589,9 +591,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"certlab model boundary: no endpoint POST {path}"}})
             return
         try:
-            body: Any = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
+            body: Any = json.loads(_decoded(raw, headers.get("content-encoding", ""))) if raw else None
+        except (ValueError, OSError, zlib.error, EOFError):
+            body = None  # forwarded as it came; the record keeps no body it cannot read
         owner = self.owner
         stream = isinstance(body, Mapping) and body.get("stream") is True
         args = {"path": path, "stream": stream, "body": body}
@@ -732,7 +734,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             )
         except OSError as error:
             message = f"certlab model boundary: the upstream is unreachable ({type(error).__name__}: {error})"
-            owner._note_infra(f"model-upstream-unreachable: {type(error).__name__}: {error}"[:MAX_TEXT])
+            reason = f"{type(error).__name__}: {error}"
+            owner._note_infra(f"model-upstream-unreachable: Unable to connect to the upstream ({reason})"[:MAX_TEXT])
             owner._record({**_error_event(event, 502, "UpstreamUnreachable", message[:MAX_TEXT]), "source": "upstream"})
             self._send_json(502, wire.error_body(protocol, 502, message))
             return
@@ -845,6 +848,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if raw:
             self._chunk(raw[-1])
         self._end_stream()
+
+
+def _decoded(raw: bytes, encoding: str) -> bytes:
+    """A request body as JSON text, when a CLI compressed it (gzip, deflate)."""
+    encoding = encoding.strip().lower()
+    if encoding == "gzip":
+        return gzip.decompress(raw)
+    if encoding == "deflate":
+        return zlib.decompress(raw)
+    return raw
 
 
 def _error_event(

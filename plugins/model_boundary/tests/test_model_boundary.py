@@ -388,3 +388,20 @@ def test_stopping_leaves_no_thread_even_with_a_connection_kept_alive() -> None:
         left = set(threading.enumerate()) - before
         connection.close()
     assert left == set()
+
+
+def test_a_compressed_request_is_forwarded_as_sent_and_recorded_readable(server: ScriptedModelServer) -> None:
+    import gzip
+
+    body = _body(wire.OPENAI_CHAT, 0, False)
+    with ModelProxy(upstream_of(server)) as boundary:
+        connection = http.client.HTTPConnection("127.0.0.1", boundary.port, timeout=10)
+        headers = {"authorization": f"Bearer {boundary.token}", "content-encoding": "gzip"}
+        connection.request(
+            "POST", "/v1/chat/completions", body=gzip.compress(json.dumps(body).encode()), headers=headers
+        )
+        assert connection.getresponse().status == 200
+        connection.close()
+        recording = boundary.recording()
+    assert recording["events"][0]["args"]["body"] == body
+    assert server.requests_for(wire.OPENAI_CHAT)[0].body == body  # the server decoded what was forwarded

@@ -104,7 +104,10 @@ def test_an_error_of_the_real_upstream_is_agent_unavailable(
         "unavailable",
         "agent-unavailable",
     )
-    assert record.agent_detail.startswith("model-upstream: the anthropic-messages upstream answered HTTP 500")
+    assert (
+        record.agent_detail
+        == "API Error: 500 [model boundary: model-upstream: the anthropic-messages upstream answered HTTP 500]"
+    )
 
 
 def test_the_rule_for_model_errors() -> None:
@@ -112,8 +115,19 @@ def test_the_rule_for_model_errors() -> None:
     assert judged_status("unavailable", "API Error: 429", fired)[0] == "completed"
     assert judged_status("crashed", "", fired) == ("crashed", "")
     assert judged_status("completed", "", {"faults": [], "infra_error": "model-upstream: 401"})[0] == "unavailable"
+    assert judged_status("crashed", "exit 1", {"faults": [], "infra_error": "u"}) == ("unavailable", "u; exit 1")
     assert judged_status("unavailable", "x", {"faults": [{"fired": False}], "infra_error": None}) == (
         "unavailable",
         "x",
     )
     assert judged_status("timeout", "", None) == ("timeout", "")
+
+
+def test_an_explicit_base_url_takes_a_certification_past_the_boundary(registry: Registry) -> None:
+    from certlab_core.plugin.model_boundary import model_plan_for
+
+    plan = model_plan_for(registry, ("--model=m",))
+    assert plan is not None and plan.boundary.name == "model-proxy" and plan.faults == ()
+    assert model_plan_for(registry, ("--base-url=http://127.0.0.1:9",)) is None
+    assert model_plan_for(registry, ("--base-url", "http://127.0.0.1:9")) is None
+    assert model_plan_for(discover(only=["intervals"]), ()) is None  # no boundary installed
