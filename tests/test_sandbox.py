@@ -152,6 +152,7 @@ def test_run_seals_the_containment_of_its_coding_arms_and_applies_it(tmp_path: P
     assert json.loads((store / "manifest.json").read_text())["sandbox"] == "bwrap", done.stderr
     lines = [json.loads(line) for line in (store / "trials.jsonl").read_text().splitlines()]
     assert [line["outcome"] for line in lines] == ["failure", "failure"]  # the clean source was out of reach
+    assert all(line["agent"]["leftover_processes"] == [] for line in lines)  # the sandbox took its processes along
 
 
 @needs_bwrap

@@ -146,7 +146,13 @@ def outcome_of(record: Any, infra_exit_codes: Sequence[int]) -> dict[str, Any]:
     if budget_exceeded and not passed and record.verdict != "unavailable":
         failure_mode = fm.BUDGET_EXCEEDED
     return {
-        "agent": {"status": status, "exit_code": record.exit_code, "detail": record.agent_detail, "returned": None},
+        "agent": {
+            "status": status,
+            "exit_code": record.exit_code,
+            "detail": record.agent_detail,
+            "returned": None,
+            "leftover_processes": list(record.leftover_processes),
+        },
         "events": list(model.get("events") or ()),
         "faults": list(model.get("faults") or ()),
         "counts": {"tool_calls": 0, "model_steps": calls, "by_tool": {MODEL_TOOL: calls} if calls else {}},

@@ -62,6 +62,9 @@ class AgentReport:
     exit_code: int | None
     detail: str
     returned: Any = None
+    leftover_processes: tuple[str, ...] = field(
+        default=(), metadata=_doc("processes the agent left running, each killed and named (coding arms)")
+    )
 
 
 @frozen(kw_only=True)
