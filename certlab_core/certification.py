@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
 from attrs import frozen
 
 from certlab_core import __version__
@@ -327,7 +328,7 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
         if options.journal is not None:
             from certlab_core.certify_journal import TrialJournal, run_journalled
 
-            journal = TrialJournal(Path(options.journal))
+            journal = TrialJournal(Path(options.journal), attrs.evolve(options, journal=None))
             trials = run_journalled(specs, graders, options.workers, progress, journal)
         else:
             trials = run_trials(specs, graders, options.workers, progress)

@@ -1,8 +1,8 @@
 """Crash-safe certifications: each finished trial is journalled in --out; ``certify --resume OUT`` runs only the rest.
 
 Real agents take minutes per trial. ``certlab certify`` writes ``OUT/trials.journal.jsonl`` as
-it goes: a first line with the certification's options, a line with the number of trials
-scheduled, then one sealed line per finished trial (the record the bundle will hold), each
+it goes: once the agent's trials are scheduled, a line with the certification's options and one
+with the number of trials scheduled, then one sealed line per finished trial (the record the bundle will hold), each
 written whole and synced. After ``kill -9`` or Ctrl-C, ``certlab certify --resume OUT`` reads
 the options back, cuts a torn last line, proves and calibrates again (minutes at most: the
 constructed agents are quick), and runs only the trials the journal does not hold; the bundle
@@ -42,9 +42,11 @@ RESUME_COMMAND = "certlab certify --resume"
 class TrialJournal:
     """The journal of one certification in the folder ``out`` (see the module's docstring)."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, options: Any = None) -> None:
+        """``options``: the certification's CertifyOptions, written with the schedule when the journal is new."""
         self.out = out
         self.path = out / JOURNAL_FILE
+        self._options: dict[str, Any] | None = None if options is None else unstructure(options)
 
     # ------------------------------------------------------------------ writing
 
@@ -61,14 +63,17 @@ class TrialJournal:
         except OSError as error:
             raise InstrumentError(f"{self.path}: cannot journal the trial ({error.strerror})") from None
 
-    def start(self, options: Any) -> None:
-        """Begin a new journal with the certification's options (a folder already holding one is refused)."""
+    def start(self) -> None:
+        """Refuse a folder that already holds a journal (a new certification must not build on it).
+
+        The file itself is written when the agent's trials are scheduled: a certification that
+        stops before (a usage error, a refused proof) leaves nothing to resume.
+        """
         if os.path.lexists(self.path):
             raise UsageError(
                 f"{self.out} holds an unfinished certification ({JOURNAL_FILE}); "
                 f"resume it with {RESUME_COMMAND} {self.out}, or choose a new --out folder"
             )
-        self._append({"kind": "options", "options": unstructure(options)})
 
     def schedule(self, count: int) -> None:
         """Record how many trials the agent's arm schedules (once; a resumed run must schedule the same)."""
@@ -80,6 +85,9 @@ class TrialJournal:
                     "the families or plugins changed since, so it cannot be resumed: start a new --out folder"
                 )
             return
+        if self._options is None:
+            raise InstrumentError(f"{self.path}: the journal holds no options; start a new --out folder")
+        self._append({"kind": "options", "options": self._options})
         self._append({"kind": "schedule", "trials": count})
 
     def record(self, trial: TrialRecord) -> None:
@@ -174,14 +182,16 @@ def notice_interrupt(out: Path) -> None:
         if os.getpid() == owner:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
-                total: int | str | None = journal.scheduled()
+                total = journal.scheduled()
             except InstrumentError:
                 total = None
-            of = f" of {total}" if total is not None else " (the agent's trials had not begun)"
-            line = (
-                f"certlab: interrupted: {count_recorded(journal.path)}{of} trials recorded; "
-                f"resume with {RESUME_COMMAND} {out}"
-            )
+            if total is None:
+                line = "certlab: interrupted before the agent's trials began; nothing to resume: certify again"
+            else:
+                line = (
+                    f"certlab: interrupted: {count_recorded(journal.path)} of {total} trials recorded; "
+                    f"resume with {RESUME_COMMAND} {out}"
+                )
             with contextlib.suppress(OSError, ValueError):
                 print(line, file=sys.stderr, flush=True)
         raise KeyboardInterrupt
@@ -209,5 +219,5 @@ def certify_into(out: Path, resumed: bool, registry: Registry, options: CertifyO
             ) from None
         options = attrs.evolve(journalled, workers=options.workers)
     else:
-        journal.start(options)
+        journal.start()
     return certify(registry, attrs.evolve(options, journal=str(out)), progress)

@@ -102,3 +102,12 @@ def test_sigint_says_how_to_resume_and_a_new_certify_there_refuses(tmp_path: Pat
     again = run_certlab("certify", "--family", "intervals", "--agent", "oracle", "--out", str(out))
     assert again.returncode == 4 and "holds an unfinished certification" in again.stderr
     assert f"certlab certify --resume {out}" in again.stderr
+
+
+def test_a_certification_refused_before_its_trials_leaves_nothing_to_resume(tmp_path: Path) -> None:
+    out = tmp_path / "cert"
+    done = run_certlab("certify", "--family", "no-such-family", "--agent", "oracle", "--out", str(out))
+    assert done.returncode == 4, done.stderr
+    assert not (out / JOURNAL).exists()
+    resumed = run_certlab("certify", "--resume", str(out))
+    assert resumed.returncode == 4 and "no unfinished certification to resume" in resumed.stderr
