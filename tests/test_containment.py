@@ -85,7 +85,10 @@ def test_a_timed_out_agent_and_its_escaped_children_are_killed(tmp_path: Path) -
 def test_a_daemon_copying_the_clean_source_into_later_trials_certifies_nothing(
     registry: Registry, tmp_path: Path
 ) -> None:
-    """Issue 12: 5 of 6 certified on the old code, uncontained. Now the daemon dies with the first trial."""
+    """Issue 12: 5 of 6 certified on the old code, uncontained. Now the daemon dies with the first trial.
+
+    Uncontained on purpose (``--sandbox none``): in the sandbox the daemon dies with its PID namespace.
+    """
     import certlab_intervals
 
     clean = Path(certlab_intervals.__file__).parent / "family" / "tree" / "intervals.py"
@@ -98,7 +101,7 @@ def test_a_daemon_copying_the_clean_source_into_later_trials_certifies_nothing(
     )
     result = certify(
         registry,
-        CertifyOptions(families=("intervals",), agent="command", agent_args=(agent,), workers=1),
+        CertifyOptions(families=("intervals",), agent="command", agent_args=(agent,), workers=1, sandbox="none"),
         lambda _m: None,
     )
     trials = result.bundle["trials"]

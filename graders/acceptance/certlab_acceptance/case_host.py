@@ -253,7 +253,7 @@ def kill_leftovers() -> list[str]:
     if not _has_children():
         return []
     me = os.getpid()
-    named: list[str] = []
+    named: dict[int, str] = {}  # by pid: one that outlives a round is named once
     for _round in range(20):
         _reap()
         table = _process_table()
@@ -269,14 +269,14 @@ def kill_leftovers() -> list[str]:
         alive = [pid for pid in found if table[pid][1] not in ("Z", "X")]
         if not alive:
             _reap()
-            return named
+            return list(named.values())
         for pid in alive:
-            named.append(f"pid {pid}: {_command_line(pid)}")
+            named.setdefault(pid, f"pid {pid}: {_command_line(pid)}")
         for pid in alive:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.01)
-    return named
+    return list(named.values())
 
 
 def run_one(request: dict[str, Any], tree: str, timeout_s: float, log_fd: int) -> str:
