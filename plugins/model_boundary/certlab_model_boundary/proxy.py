@@ -602,6 +602,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "name": protocol,
             "args": args,
             "fingerprint": wire.fingerprint(protocol, body, owner.workdir),
+            "workdir": owner.workdir,
         }
         if not owner.authorised(headers):
             message = "certlab model boundary: this request does not carry the trial's token"
@@ -651,7 +652,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_json(500, wire.error_body(protocol, 500, message))
             return
         result = recorded.get("result") or {}
-        replayed = {**event, **{k: recorded.get(k) for k in ("status", "result", "error", "usage", "fault")}}
+        then = recorded.get("workdir")
+        if isinstance(then, str) and then and owner.workdir and then != owner.workdir:
+            # The recorded answers name the recorded work copy (a tool call's path): this run's is elsewhere.
+            result = json.loads(json.dumps(result).replace(then, owner.workdir))
+        replayed = {**event, **{k: recorded.get(k) for k in ("status", "error", "usage", "fault")}, "result": result}
         replayed["source"] = "replay"
         owner._record(replayed)
         if result.get("dropped"):

@@ -405,3 +405,22 @@ def test_a_compressed_request_is_forwarded_as_sent_and_recorded_readable(server:
         recording = boundary.recording()
     assert recording["events"][0]["args"]["body"] == body
     assert server.requests_for(wire.OPENAI_CHAT)[0].body == body  # the server decoded what was forwarded
+
+
+def test_a_replayed_answer_names_this_runs_work_copy_not_the_recorded_one() -> None:
+    def read_here(turn: Any) -> Reply:
+        folder = turn.body["messages"][0]["content"].split()[-1]
+        return Reply(tool_calls=(ToolCall("Read", {"file_path": f"{folder}/x.py"}),))
+
+    def ask(boundary: ModelProxy, folder: str) -> Any:
+        body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": f"fix x.py in {folder}"}]}
+        status, _h, raw = call(boundary, wire.ANTHROPIC_MESSAGES, body)
+        assert status == 200
+        return json.loads(raw)["content"][0]["input"]["file_path"]
+
+    with ScriptedModelServer(read_here) as scripted, ModelProxy(upstream_of(scripted), workdir="/tmp/a/work") as live:
+        assert ask(live, "/tmp/a/work") == "/tmp/a/work/x.py"
+        recorded = live.recording()["events"]
+    with ModelProxy(replay=recorded, workdir="/tmp/b/work") as replaying:
+        assert ask(replaying, "/tmp/b/work") == "/tmp/b/work/x.py"
+        assert replaying.departure is None
