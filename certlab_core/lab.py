@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
+from certlab_core.leakscan import answers_leaked
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.command import become_subreaper, has_children, live_descendants, sweep_descendants
 from certlab_core.plugin.errors import InstrumentError, UsageError
@@ -36,7 +37,14 @@ from certlab_core.plugin.records import (
     Usage,
 )
 from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.sandbox import Containment, limits_hit_count, limits_hit_since, use_containment
+from certlab_core.plugin.sandbox import (
+    Containment,
+    active_containment,
+    limits_hit_count,
+    limits_hit_since,
+    loopback_ports,
+    use_containment,
+)
 from certlab_core.plugin.workcopy import Change, apply_seeds, materialise, record_changes
 from certlab_core.user_task import test_files
 
@@ -230,6 +238,11 @@ def agent_environment(task: Task, prompt: str, prompt_file: Path) -> dict[str, s
     return env
 
 
+def _cases_file(spec: TrialSpec) -> str:
+    """The held-out cases a trial is scored on: the locked copy when there is a lock."""
+    return spec.acceptance_lock.cases_file if spec.acceptance_lock is not None else spec.task.family.cases_file
+
+
 def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
     """Issue a seeded work copy, run the agent in it, record what changed, and grade the artifacts."""
     started = time.monotonic()
@@ -259,6 +272,10 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
         if session is not None:
             scope.callback(session.close)
             request = attrs.evolve(request, env=session.agent_env(request.env))
+            ports = loopback_ports(request.env)  # the boundary on the host's loopback: relayed into a sandbox
+            if ports and active_containment().contained:
+                relayed = attrs.evolve(active_containment(), relay_host_ports=ports)
+                scope.enter_context(use_containment(relayed))
         try:
             outcome = spec.agent.run(request)
         except Exception as error:  # an adapter that raised could not run the agent: infrastructure, not capability
@@ -298,7 +315,9 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
                     acceptance_lock=spec.acceptance_lock,
                 ),
             )
-            if chain.passed:
+            if chain.passed and answers_leaked(changes, _cases_file(spec)):
+                failure = fm.ANSWERS_LEAKED  # the work copy holds the answer key: read, whatever the tests say
+            elif chain.passed:
                 verdict = "fixed"
             else:
                 failure = chain.failure_mode

@@ -24,6 +24,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.plugin.cases import HeldOutCase
+from certlab_core.plugin.workcopy import Change
 from certlab_core.safe_io import parse_line
 
 WINDOW = 160
@@ -168,3 +169,41 @@ def scan_paths(roots: Sequence[Path], cases: Sequence[HeldOutCase], shown_from: 
                 if found:
                     findings.append(Finding(label, found, len(patterns)))
     return sorted(findings, key=lambda f: (-f.found, f.artefact))
+
+
+def leaked_by_changes(changes: Sequence[Change], cases: Sequence[HeldOutCase]) -> Finding | None:
+    """The held-out answers an agent's recorded changes hold, when they hold over half of them (else None).
+
+    A case counts when any one changed file holds it (its input near its answer, as ``certlab leakscan``
+    reads them); a symlink's target, a deletion and a change kept as its hash only hold nothing.
+    """
+    patterns = answer_patterns(cases)
+    if not patterns:
+        return None
+    texts = [
+        base64.b64decode(change.content_b64).decode("utf-8", "replace")
+        for change in changes
+        if change.content_b64 and change.kind != "symlink" and not change.omitted
+    ]
+    found = sum(1 for pattern in patterns if any(pattern.found_in(squash(text)) for text in texts))
+    finding = Finding("the trial's changes", found, len(patterns))
+    return finding if finding.majority else None
+
+
+def answers_leaked(changes: Sequence[Change], cases_file: str | None) -> bool:
+    """Whether a graded trial's changes hold over half of the held-out answers in ``cases_file``.
+
+    The certification engine fails such a trial as ``answers-leaked`` (and regrade re-earns that): an agent
+    that wrote the answer key into the work copy read it, whatever its tests say. A missing or unreadable
+    cases file holds no answers to leak.
+    """
+    from certlab_core.plugin.cases import read_cases
+    from certlab_core.plugin.errors import CertlabError
+
+    if not cases_file or not os.path.isfile(cases_file):
+        return False
+    try:
+        cases = read_cases(Path(cases_file))
+    except CertlabError:
+        return False
+    return leaked_by_changes(changes, cases) is not None

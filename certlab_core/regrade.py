@@ -22,6 +22,8 @@ from attrs import frozen
 from certlab_core.canonical import seal_holds, structure
 from certlab_core.certification import BUNDLE_FILE, BUNDLE_SCHEMA, load_json
 from certlab_core.lab import Progress, answer_key_paths, grader_chain, log_to_stderr, preload, prove, run_chain
+from certlab_core.leakscan import answers_leaked
+from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
 from certlab_core.plugin.forking import ChildFailure, map_in_forks
 from certlab_core.plugin.records import Defect, Grader, GradeRequest, TaskFamily
@@ -124,6 +126,8 @@ def _regrade_one(
             )
         if chain.error:
             return "error", None, chain.error
+        if chain.passed and answers_leaked(trial.changes, family.cases_file):
+            return "not-fixed", fm.ANSWERS_LEAKED, None
         return ("fixed" if chain.passed else "not-fixed"), chain.failure_mode, None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -17,6 +17,7 @@ OVERFIT_TO_VISIBLE_TESTS = "overfit-to-visible-tests"
 AGENT_TIMEOUT = "agent-timeout"
 AGENT_UNAVAILABLE = "agent-unavailable"
 AGENT_RESOURCE_LIMIT = "agent-resource-limit"  # the sandbox stopped the agent: CPU, memory, processes or file size
+ANSWERS_LEAKED = "answers-leaked"  # the trial's changes hold over half of the held-out answers (certlab_core.leakscan)
 # Tool-world trials (the A/B gate): the oracle judged the final state, or the agent never got there.
 ORACLE_REJECTED = "oracle-rejected"
 TOOL_FAULT_UNCAUGHT = "tool-fault-uncaught"
@@ -34,6 +35,7 @@ FAILURE_MODES: tuple[str, ...] = (
     AGENT_TIMEOUT,
     AGENT_UNAVAILABLE,
     AGENT_RESOURCE_LIMIT,
+    ANSWERS_LEAKED,
     ORACLE_REJECTED,
     TOOL_FAULT_UNCAUGHT,
     AGENT_CRASHED,
