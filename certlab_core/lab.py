@@ -249,6 +249,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
     scratch = Path(tempfile.mkdtemp(prefix="certlab-trial-"))
     scope = contextlib.ExitStack()
     scope.enter_context(use_containment(spec.containment or Containment()))
+    agent_scope = scope.enter_context(contextlib.ExitStack())  # in force for the agent's run alone
     # This trial's process adopts every orphan the agent leaves; what was running before is spared.
     spare = (set(live_descendants()) if has_children() else set()) if become_subreaper() else None
     limits_mark = limits_hit_count()
@@ -275,7 +276,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
             ports = loopback_ports(request.env)  # the boundary on the host's loopback: relayed into a sandbox
             if ports and active_containment().contained:
                 relayed = attrs.evolve(active_containment(), relay_host_ports=ports)
-                scope.enter_context(use_containment(relayed))
+                agent_scope.enter_context(use_containment(relayed))
         try:
             outcome = spec.agent.run(request)
         except Exception as error:  # an adapter that raised could not run the agent: infrastructure, not capability
@@ -284,6 +285,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
                 wall_s=time.monotonic() - started,
                 detail=f"the adapter {spec.agent.name} raised {type(error).__name__}: {error}",
             )
+        agent_scope.close()  # the boundary's relay was the agent's: the graders get the trial's containment
         model = session.recording() if session is not None else None
         if session is not None:
             session.close()

@@ -57,8 +57,10 @@ class SandboxRequest:
     are files and folders that must not be visible inside. ``relay_sockets`` are host Unix
     sockets (such as the model boundary's) bound into the sandbox at the same path, and
     ``relay_ports`` maps a port to such a socket: inside, ``127.0.0.1:PORT`` is relayed to it
-    (for a client that wants an ``http://127.0.0.1:PORT`` base URL). That is the only network
-    a contained program has (its loopback is its own, empty). ``env`` is the program's whole environment.
+    (for a client that wants an ``http://127.0.0.1:PORT`` base URL); ``relay_host_ports`` are
+    host ``127.0.0.1`` ports reachable inside at the same port (the sandbox relays them through
+    a socket of its own). That is the only network a contained program has (its loopback is
+    its own, empty). ``env`` is the program's whole environment.
     """
 
     argv: tuple[str, ...] = field(converter=_strings)
@@ -72,6 +74,7 @@ class SandboxRequest:
     relay_ports: Mapping[int, str] = field(
         converter=lambda m: {int(k): str(v) for k, v in dict(m).items()}, factory=dict
     )
+    relay_host_ports: tuple[int, ...] = field(converter=lambda v: tuple(int(p) for p in v), default=())
 
 
 class BeforeExec(Protocol):
@@ -158,6 +161,9 @@ class Containment:
     relay_ports: Mapping[int, str] = field(
         converter=lambda m: {int(k): str(v) for k, v in m.items()}, factory=dict, eq=False
     )
+    #: Host ``127.0.0.1`` ports reachable inside at the same port: the kernel sets the model
+    #: boundary's for a trial (``loopback_ports`` of the agent's environment).
+    relay_host_ports: tuple[int, ...] = field(converter=lambda v: tuple(int(p) for p in v), default=(), eq=False)
 
     @property
     def name(self) -> str:
@@ -196,6 +202,7 @@ class Containment:
                 limits=self.limits,
                 relay_sockets=tuple(relay_sockets),
                 relay_ports={**self.relay_ports, **(relay_ports or {})},
+                relay_host_ports=self.relay_host_ports,
             )
         )
 
@@ -231,6 +238,24 @@ def use_containment(containment: Containment) -> Iterator[Containment]:
         yield containment
     finally:
         _active.pop()
+
+
+def loopback_ports(env: Mapping[str, str]) -> tuple[int, ...]:
+    """The host loopback ports the agent's environment points a client at (``*_BASE_URL``, ``*_API_BASE``)."""
+    from urllib.parse import urlsplit
+
+    ports: set[int] = set()
+    for key, value in env.items():
+        if not key.endswith(("_BASE_URL", "_API_BASE")):
+            continue
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError:
+            continue
+        if parts.hostname in ("127.0.0.1", "localhost") and port:
+            ports.add(port)
+    return tuple(sorted(ports))
 
 
 _limits_hit: list[str] = []

@@ -4,7 +4,8 @@
 hidden path (the installed families, certlab's installation and checkout, the experiment,
 the run store) is covered by an empty tmpfs (a hidden file by ``/dev/null``); the work copy
 and any further writable folder are bound back at their own paths; ``HOME`` is a fresh
-``/home/agent``; the dedicated agent environment (a venv with pytest and nothing of
+``/home/agent`` (or the fresh HOME an adapter made for the run in the temp folder, bound
+with the work copy); the dedicated agent environment (a venv with pytest and nothing of
 certlab) is bound read-only and first on ``PATH``. ``--unshare-pid --die-with-parent``: every
 process the program starts dies with it. ``--unshare-net``: no network at all, not even the
 host's loopback; host Unix sockets named in ``relay_sockets`` are bound in at their paths,
@@ -25,8 +26,11 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -39,6 +43,7 @@ from certlab_core.plugin import (
     agent_environment_dir,
     hookimpl,
 )
+from certlab_sandbox_bwrap import inner_relay
 
 NAME = "bwrap"
 AGENT_HOME = "/home/agent"
@@ -203,12 +208,59 @@ def _file_at_limit(folders: list[str], size: int) -> bool:
     return False
 
 
+class HostPortForwarder:
+    """Host side of ``relay_host_ports``: a Unix socket per port, each connection forwarded to ``127.0.0.1:PORT``."""
+
+    def __init__(self, ports: tuple[int, ...]) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="certlab-relay-"))
+        self.sockets: dict[int, str] = {}
+        self.listeners: list[socket.socket] = []
+        for port in ports:
+            path = str(self.folder / f"{port}.sock")
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(path)
+            listener.listen(64)
+            self.listeners.append(listener)
+            self.sockets[port] = path
+            threading.Thread(target=self._serve, args=(listener, port), daemon=True).start()
+
+    def _serve(self, listener: socket.socket, port: int) -> None:
+        while True:
+            try:
+                connection, _address = listener.accept()
+            except OSError:  # closed by close()
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", port), timeout=10)
+                upstream.settimeout(None)
+            except OSError:
+                connection.close()
+                continue
+            threading.Thread(target=inner_relay.pump, args=(connection, upstream), daemon=True).start()
+            threading.Thread(target=inner_relay.pump, args=(upstream, connection), daemon=True).start()
+
+    def close(self) -> None:
+        for listener in self.listeners:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 def launch(request: SandboxRequest) -> SandboxLaunch:
     """The bwrap command line for ``request``, its limits, and how to read which were hit."""
     program = shutil.which("bwrap") or "bwrap"
+    forwarder = HostPortForwarder(request.relay_host_ports) if request.relay_host_ports else None
+    relay_ports = {**(forwarder.sockets if forwarder else {}), **request.relay_ports}
     environment = agent_environment_dir()
     python_bin = environment / "bin"
-    shown = [request.workdir, *request.writable]
+    # A fresh HOME (or CODEX_HOME...) an adapter made for this run in the temp folder is its own: bound and kept.
+    scratch_homes = [
+        value
+        for key, value in request.env.items()
+        if (key == "HOME" or key.endswith("_HOME")) and _inside(value, [tempfile.gettempdir()]) and os.path.isdir(value)
+    ]
+    shown = [request.workdir, *request.writable, *scratch_homes]
     argv: list[str] = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for path in request.hidden:
         if not os.path.lexists(path) or path in ("/", "/tmp"):
@@ -225,12 +277,12 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
             argv += ["--ro-bind", path, path]
     for path in shown:
         argv += ["--bind", path, path]
-    for socket_path in sorted({*request.relay_sockets, *request.relay_ports.values()}):
+    for socket_path in sorted({*request.relay_sockets, *relay_ports.values()}):
         argv += ["--bind", socket_path, socket_path]
     command = list(request.argv)
-    if request.relay_ports:  # the relay binds the ports inside, then becomes the program
+    if relay_ports:  # the relay binds the ports inside, then becomes the program
         argv += ["--ro-bind", str(RELAY_FILE), str(RELAY_FILE)]
-        pairs = [f"{port}={path}" for port, path in sorted(request.relay_ports.items())]
+        pairs = [f"{port}={path}" for port, path in sorted(relay_ports.items())]
         command = [str(python_bin / "python"), "-I", str(RELAY_FILE), *pairs, "--", *command]
     argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
     argv += ["--chdir", request.workdir, "--", *command]
@@ -239,7 +291,8 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
     env = {k: v for k, v in request.env.items() if k not in DROPPED_VARIABLES}
     path_entries = [p for p in env.get("PATH", os.defpath).split(":") if p and not _inside(p, hidden)]
     env["PATH"] = ":".join([str(python_bin), *path_entries])
-    env["HOME"] = AGENT_HOME
+    if request.env.get("HOME") not in scratch_homes:
+        env["HOME"] = AGENT_HOME
     env["TMPDIR"] = "/tmp"
 
     limits = request.limits
@@ -277,6 +330,8 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
     def release() -> None:
         for group in groups:
             _remove(group)
+        if forwarder is not None:
+            forwarder.close()
 
     return SandboxLaunch(argv=argv, env=env, before_exec=before_exec, limits_hit=limits_hit, release=release)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import textwrap
 import threading
 from pathlib import Path
@@ -217,3 +218,34 @@ def test_a_relayed_port_reaches_the_boundarys_socket_and_nothing_else(
     unix.close()
     assert run.status == "completed", out
     assert out.split("\n")[:2] == ["HELLO BOUNDARY", "8766 closed"]
+
+
+def test_a_host_loopback_port_is_reachable_inside_at_the_same_port_when_relayed(
+    containment: Containment, tmp_path: Path
+) -> None:
+    """The model boundary on the host's 127.0.0.1:PORT, relayed in (``relay_host_ports``); unrelayed it is not."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+
+    def echo_upper() -> None:
+        connection, _ = server.accept()
+        connection.sendall(connection.recv(100).upper())
+        connection.close()
+
+    thread = threading.Thread(target=echo_upper, daemon=True)
+    thread.start()
+    source = f"""
+        import socket
+        s = socket.create_connection(("127.0.0.1", {port}), timeout=5)
+        s.sendall(b"through the relay")
+        print(s.recv(100).decode())
+    """
+    relayed = attrs.evolve(containment, relay_host_ports=(port,))
+    run, out = contained_python(relayed, tmp_path / "work", source)
+    thread.join(timeout=5)
+    server.close()
+    assert run.status == "completed", out
+    assert out.split("\n")[0] == "THROUGH THE RELAY"
+    assert not list(Path(tempfile.gettempdir()).glob("certlab-relay-*"))  # released with the run
