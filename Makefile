@@ -8,7 +8,7 @@ PYPROJECTS := $(shell find . -name pyproject.toml -not -path './.venv/*' -not -p
 # Every package of ours that the type checker reads: the kernel and each plugin distribution's package.
 TYPED_PACKAGES := certlab_core $(shell find task_families adapters graders plugins -mindepth 2 -maxdepth 2 -type d -name 'certlab_*' -not -name '*.egg-info' 2>/dev/null | sort)
 
-.PHONY: demo test lint typecheck unit setup wheelhouse clean certifications chromium clis sandbox
+.PHONY: demo test lint typecheck unit setup wheelhouse dist clean certifications chromium clis sandbox
 
 setup: $(STAMP) chromium sandbox
 
@@ -29,6 +29,14 @@ $(WHEELHOUSE)/.built: $(STAMP) $(WHEEL_SOURCES)
 	@touch $(WHEELHOUSE)/.built
 
 wheelhouse: $(WHEELHOUSE)/.built
+
+# Every distribution of this repository as a wheel in dist/, certlab-all among them (the kernel and every
+# built-in plugin), until they are published: pip install --find-links dist certlab-all
+dist: $(STAMP)
+	@rm -rf dist && mkdir -p dist
+	@rm -rf $$(sed -n 's|^-e \(.*\)|\1/build|p' requirements-dev.txt)
+	$(BIN)/python -m pip wheel -q --no-deps --no-build-isolation -w dist $$(sed -n 's/^-e \(.*\)/\1/p' requirements-dev.txt)
+	@echo "dist: $$(ls dist/*.whl | wc -l) wheels; install with: pip install --find-links dist certlab-all"
 
 # Headless Chromium opens the HTML report in the tests: installed from Debian when missing and apt-get works.
 chromium:
@@ -74,4 +82,4 @@ certifications: $(STAMP)
 	$(BIN)/python tools/publish_certifications.py
 
 clean:
-	rm -rf $(VENV) $(WHEELHOUSE)
+	rm -rf $(VENV) $(WHEELHOUSE) dist

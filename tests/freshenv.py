@@ -1,6 +1,6 @@
 """A fresh virtual environment beside certlab, installed without network from the local wheelhouse, built once per run.
 
-certlab's own distributions are installed in it from wheels, exactly as a user installs
+certlab's own distributions are installed in it from wheels through certlab-all, as a user installs
 them from PyPI, together with the third party's family from ``examples/thirdparty_family``
 built into a wheel here. The wheelhouse is the one ``make wheelhouse`` prepares (its path
 in ``CERTLAB_WHEELHOUSE``, which ``make unit`` exports). Without that variable (pytest run
@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "thirdparty_family"
 WHEELHOUSE_ENV = "CERTLAB_WHEELHOUSE"
 EXAMPLE_DISTRIBUTION = "certlab-family-roman"
+ALL_DISTRIBUTION = "certlab-all"
 
 # Build outputs and caches that never belong in a wheel's source.
 IGNORED_NAMES = frozenset(
@@ -242,7 +243,8 @@ def _prepare(home: Path) -> dict[str, Any]:
     timings["venv_s"] = time.monotonic() - step
 
     step = time.monotonic()
-    names = [name for name, _folder in distributions]
+    # certlab-all brings the kernel and every built-in plugin, as a user installs them (tests/test_dist.py).
+    names = [ALL_DISTRIBUTION]
     pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
     # No index, no pip configuration: every wheel must come from the wheelhouse or the example's build.
     options = ["-q", "--no-index", "--no-compile", "--find-links", str(wheelhouse), "--find-links", str(wheels)]
