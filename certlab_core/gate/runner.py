@@ -57,7 +57,9 @@ KILL_GRACE_S = 5.0
 DETAIL_LIMIT = tr.DETAIL_LIMIT
 ORACLES = "oracles"
 WORKER_LOST = "worker-lost"
-VOLATILE_FIELDS = ("timings", "seal")  # what differs between two runs of one manifest, on any executors
+# What differs between two runs of one manifest, on any executors (and, in a coding trial's
+# ``grades``, the ``wall_s`` a grader reports in its data).
+VOLATILE_FIELDS = ("timings", "seal")
 WORKER_LOST_RERUNS = 3  # a trial whose worker is lost runs again, at most this many times (then its last loss stands)
 
 __all__ = [
