@@ -190,16 +190,34 @@ def bundle_command(
 
 
 def replay_command(
-    bundle_path: Path = typer.Argument(..., help="A reproducer written by 'certlab bundle'."),
+    bundle_path: Path = typer.Argument(
+        ..., help="A reproducer written by 'certlab bundle' (or, with --trial, a certification)."
+    ),
     live: bool = typer.Option(False, "--live", help="Re-run the trial for real (same world, seed and faults)."),
     agent: str = typer.Option("", "--agent", help="With --live: run this agent (module:function) instead."),
+    trial: str = typer.Option(
+        "", "--trial", help="A trial of a certification folder: re-run its real agent against its recorded model calls."
+    ),
+    task: Path | None = typer.Option(None, "--task", help="With --trial: the experiment directory of a user task."),
 ) -> None:
     """Re-run the agent against the recorded boundary, no live tools: exit 0 reproduced, 1 not, 3 invalid."""
     from certlab_core.diagnosis.bundle import read_bundle
-    from certlab_core.diagnosis.replay import replay, replay_live
+    from certlab_core.diagnosis.replay import replay, replay_certified_trial, replay_live
 
     if agent and not live:
         raise UsageError("--agent needs --live: the recording can only answer the agent that made it")
+    if trial:
+        if live:
+            raise UsageError("--trial replays a certification's recorded model calls; it takes no --live")
+        registry = discover()
+        if task is not None:
+            from certlab_core.held_out import register_experiment_task
+
+            register_experiment_task(registry, task)
+        result = replay_certified_trial(bundle_path, trial, registry)
+        for line in result.lines:
+            typer.echo(line)
+        raise typer.Exit(result.exit_code)
     bundle = read_bundle(bundle_path)
     result = replay_live(bundle, discover(), agent or None) if live else replay(bundle)
     for line in result.lines:

@@ -37,7 +37,7 @@ from attrs import frozen
 from certlab_core.canonical import canonical_json
 from certlab_core.diagnosis.bundle import edited_files, manifest_from_slice, module_paths
 from certlab_core.diagnosis.events import describe_call
-from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, UsageError
 from certlab_core.plugin.forking import ForkedCallError, call_in_fork
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.sandbox import Containment
@@ -322,4 +322,82 @@ def replay_live(bundle: Mapping[str, Any], registry: Registry, agent: str | None
         f"not reproduced: {_outcome(line)} instead of {_outcome(trial)}"
         + (f" ({who} copes with the recorded conditions)" if fixed else "")
     )
+    return ReplayResult("not-reproduced", EXIT_MISMATCH, tuple(lines))
+
+
+# --------------------------------------------------------------------------- a real agent's certified trial
+
+
+def _certified_child(spec: Any, registry: Registry) -> Any:
+    from certlab_core.lab import grader_chain, run_trial
+
+    return run_trial(spec, grader_chain(registry))
+
+
+def replay_certified_trial(folder: Path, trial_id: str, registry: Registry) -> ReplayResult:
+    """Re-run one trial of a certification offline: the same adapter in a fresh work copy, every model call answered
+    from the trial's recording by the model boundary, no upstream at all; then grade what it left.
+
+    Invalid (exit 3) when the trial holds no model recording or the agent asked something the
+    recording does not hold (it left the recorded path); reproduced (exit 0) when the recorded
+    verdict and failure mode come back, else not reproduced (exit 1).
+    """
+    from certlab_core.lab import Task, TrialSpec
+    from certlab_core.plugin.model_boundary import ModelBoundaryPlan, default_model_plan
+    from certlab_core.regrade import read_bundle
+
+    bundle = read_bundle(folder)
+    trials = {str(t.get("id")): t for t in bundle.get("trials") or () if isinstance(t, Mapping)}
+    if trial_id not in trials:
+        known = ", ".join(sorted(trials)[:5]) + (", ..." if len(trials) > 5 else "")
+        raise UsageError(f"{folder} holds no trial {trial_id!r}; its trials are {known}")
+    trial = trials[trial_id]
+    recorded = f"{trial.get('verdict')} ({trial.get('failure_mode') or 'no failure'})"
+    lines = [f"replay {trial_id} of {folder} offline (recorded: {recorded})"]
+    events = [e for e in ((trial.get("model") or {}).get("events") or ()) if isinstance(e, Mapping)]
+    if not events:
+        lines.append("invalid: the trial holds no model recording (its agent ran without the model boundary)")
+        return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
+    plan = default_model_plan(registry)
+    if plan is None:
+        raise UsageError("replaying a model recording needs a model boundary; install certlab-model-boundary")
+    family = registry.get("task_families", str(trial.get("family")))
+    defect_id = str(trial.get("task", "")).partition("/")[2]
+    defect = next((d for d in family.defects if d.id == defect_id), None)
+    if defect is None:
+        raise UsageError(
+            f"the installed family {family.name} has no defect {defect_id!r}; install the bundle's version"
+        )
+    agent = bundle.get("agent") or {}
+    expected = next(
+        (p.get("expected_tests") for p in bundle.get("instrument") or () if p.get("family") == family.name), ()
+    )
+    spec = TrialSpec(
+        task=Task(family, defect),
+        agent=registry.get("agents", str(agent.get("adapter"))),
+        repeat=int(trial.get("repeat") or 1),
+        agent_args=tuple(str(a) for a in agent.get("args") or ()),
+        agent_timeout_s=float((bundle.get("settings") or {}).get("agent_timeout_s") or 600.0),
+        expected_tests=tuple(expected or ()),
+        model_boundary=ModelBoundaryPlan(plan.boundary, replay=tuple(events)),
+    )
+    try:
+        record = call_in_fork(_certified_child, spec, registry, timeout=spec.agent_timeout_s + 600.0)
+    except ForkedCallError as error:
+        lines.append(f"invalid: the replay process failed ({error.failure.summary})")
+        return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
+    model = record.model or {}
+    served = (model.get("replayed") or {}).get("served", 0)
+    if model.get("departure"):
+        lines.append(f"invalid: the agent left the recording at {model['departure']}")
+        return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
+    if served < len(events):
+        lines.append(f"invalid: the agent stopped after {served} of {len(events)} recorded model calls")
+        return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
+    replayed = f"{record.verdict} ({record.failure_mode or 'no failure'})"
+    lines.append(f"the agent made exactly the {len(events)} recorded model calls, answered from the recording")
+    if (record.verdict, record.failure_mode) == (trial.get("verdict"), trial.get("failure_mode")):
+        lines.append(f"reproduced: {replayed}")
+        return ReplayResult("reproduced", EXIT_OK, tuple(lines))
+    lines.append(f"not reproduced: recorded {recorded}, replayed {replayed}")
     return ReplayResult("not-reproduced", EXIT_MISMATCH, tuple(lines))

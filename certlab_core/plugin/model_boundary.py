@@ -101,6 +101,7 @@ class ModelBoundaryPlan:
     max_calls: int | None = None
     max_tokens: int | None = None
     seed: int = 0
+    replay: tuple[Mapping[str, Any], ...] | None = None  # a recording to answer from, with no upstream
 
     def open(self, request: AgentRequest) -> ModelSession:
         """Open the boundary for the agent run ``request`` describes."""
@@ -111,6 +112,7 @@ class ModelBoundaryPlan:
             faults=self.faults,
             max_calls=self.max_calls,
             max_tokens=self.max_tokens,
+            replay=self.replay,
         )
         return self.boundary.open(run)
 

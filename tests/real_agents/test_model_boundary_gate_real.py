@@ -126,3 +126,26 @@ def test_a_real_certification_records_every_model_call_and_no_key(tmp_path: Path
     assert trial["usage"]["output_tokens"] == model["counts"]["output_tokens"]  # the CLI's account agrees
     assert {r.headers.get("x-api-key") for r in posts} == {KEY}
     assert KEY not in (tmp_path / "out" / "bundle.json").read_text()
+
+
+def test_a_certified_trial_of_the_real_cli_replays_offline_from_its_recording(tmp_path: Path) -> None:
+    claude = require_cli("claude-code", "claude", "CERTLAB_CLAUDE_BIN", "npm/node_modules/.bin/claude")
+    args = [f"--bin={claude}", "--model=claude-sonnet-4-5"]
+    task = one_task(tmp_path / "task")
+    with ScriptedModelServer(fix) as server:
+        code, bundle, said = certify(
+            task,
+            tmp_path / "out",
+            "claude-code",
+            args,
+            harness_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY=KEY),
+        )
+    trial = only_trial(bundle)
+    assert (code, trial["verdict"]) == (0, "fixed"), said
+    # The server is gone and no key is given: every answer comes from the trial's recording.
+    offline = harness_env()
+    argv = ["replay", str(tmp_path / "out"), "--trial", trial["id"], "--task", str(task)]
+    done = run_certlab(*argv, env=offline, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the agent made exactly the 3 recorded model calls" in done.stdout
+    assert "reproduced: fixed (no failure)" in done.stdout

@@ -131,3 +131,27 @@ def test_an_explicit_base_url_takes_a_certification_past_the_boundary(registry: 
     assert model_plan_for(registry, ("--base-url=http://127.0.0.1:9",)) is None
     assert model_plan_for(registry, ("--base-url", "http://127.0.0.1:9")) is None
     assert model_plan_for(discover(only=["intervals"]), ()) is None  # no boundary installed
+
+
+def test_a_certified_trial_without_a_model_recording_cannot_be_replayed() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[3] / "certifications" / "oracle-all"
+    trial = json.loads((folder / "bundle.json").read_text())["trials"][0]["id"]
+    done = subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", "replay", str(folder), "--trial", trial],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "invalid: the trial holds no model recording" in done.stdout
+    unknown = subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", "replay", str(folder), "--trial", "no/such/1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert unknown.returncode == 4 and "holds no trial 'no/such/1'" in unknown.stderr
