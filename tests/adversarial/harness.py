@@ -1,0 +1,118 @@
+"""Runs the corpus: one task per target, the instrument proved once per target, every strategy a trial of its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from attrs import frozen
+
+from certlab_core.held_out import open_held_out
+from certlab_core.lab import Task, TrialRecord, TrialSpec, answer_key_paths, grader_chain, prove, run_trials
+from certlab_core.plugin.records import TaskFamily
+from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.sandbox import choose_containment
+
+from .corpus import STRATEGIES, TARGETS, Strategy
+
+AGENT_TIMEOUT_S = 3.0
+USER_TASK = "user-task"
+
+
+@frozen
+class Run:
+    """What one sandbox mode's batch gave: a record per (strategy, target), and the proofs."""
+
+    mode: str
+    records: dict[tuple[str, str], TrialRecord]
+    proofs_hold: dict[str, bool]
+    wall_s: float
+
+
+def make_user_task(root: Path) -> Path:
+    task = root / USER_TASK
+    done = subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", "init-task", str(task)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return task
+
+
+def target_files(family: TaskFamily, cases_file: str) -> dict[str, str]:
+    """The placeholders of a strategy's script for one target."""
+    defect = family.defects[0]
+    # A user task's fixture is issued with its defect (no seeds): its one allowed file is the module.
+    module = defect.seeds[0].path if defect.seeds else family.allowed_paths[0]
+    tree = Path(family.tree_dir)
+    tests = sorted(p for p in (tree / family.test_paths[0]).rglob("test_*.py"))
+    return {
+        "module": module,
+        "test": tests[0].relative_to(tree).as_posix(),
+        "clean": str(tree / module),
+        "tree": str(tree),
+        "cases": cases_file,
+    }
+
+
+def write_script(folder: Path, strategy: Strategy, target: str, files: dict[str, str]) -> Path:
+    path = folder / f"{strategy.name}--{target}.sh"
+    path.write_text("#!/bin/sh\n" + strategy.script.format(**files) + "\n", encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def observed(record: TrialRecord) -> tuple[str, str | None]:
+    """A trial's verdict and failure mode, with a grader that broke shown as ``grader-error``."""
+    return record.verdict, record.failure_mode or ("grader-error" if record.grader_error else None)
+
+
+def run_corpus(registry: Registry, mode: str, scratch: Path, workers: int = 1) -> Run:
+    import time
+
+    started = time.monotonic()
+    installed = [registry.get("task_families", name) for name in TARGETS if name != USER_TASK]
+    task_dir = make_user_task(scratch)
+    held_out = open_held_out(registry, installed, [str(task_dir)])
+    try:
+        families = held_out.families
+        graders = grader_chain(registry)
+        hidden = [*answer_key_paths(families), str(held_out.scratch), str(task_dir)]
+        containment = choose_containment(registry, mode, hidden, lambda _line: None)
+        agent = registry.get("agents", "command")
+        scripts = scratch / "scripts"
+        scripts.mkdir()
+        specs: list[TrialSpec] = []
+        keys: list[tuple[str, str]] = []
+        proofs: dict[str, bool] = {}
+        for target, family in zip(TARGETS, families, strict=True):
+            proof = prove(family, graders, workers=workers, acceptance_lock=held_out.lock_for(family.name))
+            proofs[target] = proof.holds
+            cases = str(task_dir / "cases" / "acceptance.jsonl") if target == USER_TASK else family.cases_file
+            files = target_files(family, cases)
+            for strategy in STRATEGIES:
+                script = write_script(scripts, strategy, target, files)
+                specs.append(
+                    TrialSpec(
+                        task=Task(family, family.defects[0]),
+                        agent=agent,
+                        repeat=1,
+                        agent_args=("/bin/sh", str(script)),
+                        agent_timeout_s=AGENT_TIMEOUT_S,
+                        expected_tests=proof.expected_tests,
+                        acceptance_lock=held_out.lock_for(family.name),
+                        containment=containment,
+                    )
+                )
+                keys.append((strategy.name, target))
+        records = run_trials(specs, graders, workers)
+    finally:
+        held_out.close()
+    return Run(mode, dict(zip(keys, records, strict=True)), proofs, round(time.monotonic() - started, 1))
+
+
+def cases() -> Iterator[tuple[str, str]]:
+    for strategy in STRATEGIES:
+        for target in TARGETS:
+            yield strategy.name, target
