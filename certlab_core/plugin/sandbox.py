@@ -37,6 +37,14 @@ def _strings(values: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(str(v) for v in values or ())
 
 
+def _ports(values: Iterable[int] | None) -> tuple[int, ...]:
+    return tuple(int(port) for port in values or ())
+
+
+def _port_sockets(mapping: Mapping[int, str]) -> dict[int, str]:
+    return {int(port): str(socket) for port, socket in dict(mapping).items()}
+
+
 @frozen
 class ResourceLimits:
     """Per-run limits: CPU seconds, address space, live processes, and the size of any one file written."""
@@ -71,10 +79,8 @@ class SandboxRequest:
     readable: tuple[str, ...] = field(converter=_strings, default=())
     limits: ResourceLimits = ResourceLimits()
     relay_sockets: tuple[str, ...] = field(converter=_strings, default=())
-    relay_ports: Mapping[int, str] = field(
-        converter=lambda m: {int(k): str(v) for k, v in dict(m).items()}, factory=dict
-    )
-    relay_host_ports: tuple[int, ...] = field(converter=lambda v: tuple(int(p) for p in v), default=())
+    relay_ports: Mapping[int, str] = field(converter=_port_sockets, factory=dict)
+    relay_host_ports: tuple[int, ...] = field(converter=_ports, default=())
 
 
 class BeforeExec(Protocol):
@@ -158,12 +164,10 @@ class Containment:
     #: Ports relayed inside to host Unix sockets for every program launched under it: the kernel's
     #: model boundary sets them for a trial (``attrs.evolve`` and ``use_containment``), so that any
     #: adapter's CLI reaches ``127.0.0.1:PORT`` inside the sandbox.
-    relay_ports: Mapping[int, str] = field(
-        converter=lambda m: {int(k): str(v) for k, v in m.items()}, factory=dict, eq=False
-    )
+    relay_ports: Mapping[int, str] = field(converter=_port_sockets, factory=dict, eq=False)
     #: Host ``127.0.0.1`` ports reachable inside at the same port: the kernel sets the model
     #: boundary's for a trial (``loopback_ports`` of the agent's environment).
-    relay_host_ports: tuple[int, ...] = field(converter=lambda v: tuple(int(p) for p in v), default=(), eq=False)
+    relay_host_ports: tuple[int, ...] = field(converter=_ports, default=(), eq=False)
 
     @property
     def name(self) -> str:
