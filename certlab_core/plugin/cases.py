@@ -19,8 +19,9 @@ from typing import Any
 
 from attrs import field, frozen
 
-from certlab_core.plugin.converters import loose_map
+from certlab_core.plugin.converters import json_map
 from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.records import JsonValue
 
 CASE_KEYS = frozenset({"id", "call", "args", "kwargs", "expect", "raises"})
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -35,9 +36,9 @@ class HeldOutCase:
 
     id: str
     call: str
-    args: tuple[Any, ...] = field(converter=tuple)
-    kwargs: Mapping[str, Any] = field(converter=loose_map)
-    expect: Any = None
+    args: tuple[JsonValue, ...] = field(converter=tuple)
+    kwargs: Mapping[str, JsonValue] = field(converter=json_map)
+    expect: JsonValue = None
     raises: str | None = None
     line: int = 0
 

@@ -24,8 +24,8 @@ from typing import Any, Protocol, cast
 import attrs
 from attrs import field, frozen
 
-from certlab_core.plugin.converters import loose_map, text_map
-from certlab_core.plugin.records import AgentOutcome, AgentRequest, AgentStatus, Fault
+from certlab_core.plugin.converters import json_map, text_map
+from certlab_core.plugin.records import AgentOutcome, AgentRequest, AgentStatus, Fault, JsonObject
 
 #: The ``tool`` a descriptor's fault names to act at the model boundary.
 MODEL_TOOL = "model"
@@ -42,7 +42,7 @@ class ModelFaultPlan:
     index: int
     fault: Fault
     on_calls: tuple[int, ...] | None = None
-    params: Mapping[str, Any] = field(factory=dict, converter=loose_map)
+    params: JsonObject = field(factory=dict, converter=json_map)
 
 
 @frozen
@@ -62,7 +62,7 @@ class ModelRun:
     faults: tuple[ModelFaultPlan, ...] = field(converter=_tuple, default=())
     max_calls: int | None = None
     max_tokens: int | None = None
-    replay: tuple[Mapping[str, Any], ...] | None = None
+    replay: tuple[JsonObject, ...] | None = None
 
 
 class ModelSession(Protocol):
@@ -101,7 +101,7 @@ class ModelBoundaryPlan:
     max_calls: int | None = None
     max_tokens: int | None = None
     seed: int = 0
-    replay: tuple[Mapping[str, Any], ...] | None = None  # a recording to answer from, with no upstream
+    replay: tuple[JsonObject, ...] | None = None  # a recording to answer from, with no upstream
 
     def open(self, request: AgentRequest) -> ModelSession:
         """Open the boundary for the agent run ``request`` describes."""
