@@ -19,6 +19,7 @@ from attrs import field, frozen
 Outcome = tuple[str, str | None]
 MODES = ("bwrap", "none")
 TARGETS = ("intervals", "ledger", "machine", "user-task")
+AGENT_TIMEOUT_S = 3.0  # --agent-timeout of every corpus trial
 
 TIMEOUT = ("not-fixed", "agent-timeout")
 TESTS_MODIFIED = ("not-fixed", "policy-tests-modified")

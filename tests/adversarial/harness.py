@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +13,8 @@ from certlab_core.plugin.records import TaskFamily
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.sandbox import choose_containment
 
-from .corpus import STRATEGIES, TARGETS, Strategy
+from .corpus import AGENT_TIMEOUT_S, STRATEGIES, TARGETS, Strategy
 
-AGENT_TIMEOUT_S = 3.0
 USER_TASK = "user-task"
 
 
@@ -32,11 +29,11 @@ class Run:
 
 
 def make_user_task(root: Path) -> Path:
+    """The task ``certlab init-task`` writes (its scaffold, called in this process)."""
+    from certlab_core.scaffold import scaffold
+
     task = root / USER_TASK
-    done = subprocess.run(
-        [sys.executable, "-m", "certlab_core.cli", "init-task", str(task)], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    scaffold(task)
     return task
 
 
