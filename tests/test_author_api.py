@@ -192,3 +192,18 @@ def test_an_unknown_built_in_name_says_which_distribution_to_install() -> None:
 def test_an_outcome_needs_only_its_status() -> None:
     outcome = AgentOutcome(status="unavailable", detail="fixbot is not on PATH")
     assert (outcome.exit_code, outcome.stdout_tail, outcome.wall_s, outcome.leftover_processes) == (None, "", 0.0, ())
+
+
+def test_a_distribution_seen_twice_on_sys_path_is_one_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its source folder on sys.path beside its installed metadata (as pytest does for a package's test module)."""
+    import importlib.metadata
+    import shutil
+    import sys
+
+    installed = importlib.metadata.distribution("certlab-suite")
+    metadata = Path(str(installed._path))  # type: ignore[attr-defined]
+    shutil.copytree(metadata, tmp_path / metadata.name)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    registry = discover()
+    assert "suite" in registry.names(Grader)
+    assert registry.failures == []

@@ -81,13 +81,17 @@ def new_plugin_manager() -> pluggy.PluginManager:
 
 
 def _declared_plugins() -> list[tuple[str, str, str, str]]:
-    """Every entry point of the group, as (name, value, distribution, version), from installed metadata."""
-    found: list[tuple[str, str, str, str]] = []
+    """Every entry point of the group, as (name, value, distribution, version), from installed metadata.
+
+    One distribution seen twice (its source folder on ``sys.path`` beside its installed
+    metadata, as when a tool runs from inside that folder) declares its entry points once.
+    """
+    found: dict[tuple[str, str, str, str], None] = {}
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
             if ep.group == ENTRY_POINT_GROUP:
-                found.append((ep.name, ep.value, dist.metadata["Name"] or "?", dist.version or "?"))
-    return found
+                found[(ep.name, ep.value, dist.metadata["Name"] or "?", dist.version or "?")] = None
+    return list(found)
 
 
 Provider = tuple[object, str]  # (record, plugin name)

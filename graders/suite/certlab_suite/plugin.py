@@ -27,8 +27,8 @@ from certlab_core.plugin import (
     run_contained,
 )
 from certlab_core.plugin import failure_modes as fm
-from certlab_suite import test_process
-from certlab_suite.test_process import run_pytest
+from certlab_suite import visible_suite
+from certlab_suite.visible_suite import run_pytest
 
 NAME = "suite"
 SUITE_TIMEOUT_S = 120.0
@@ -109,14 +109,14 @@ def grade(request: GradeRequest) -> GradeResult:
 def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path) -> GradeResult:
     """The agent's code under the run's sandbox: a new interpreter of the agent environment, out of the key's reach.
 
-    The test process is this distribution's ``test_process.py``, copied into the scratch
+    The test process is this distribution's ``visible_suite.py``, copied into the scratch
     folder (certlab's installation is hidden inside); it writes the hooks' report as JSON.
     """
     containment = active_containment()
     runner = scratch / "runner"
     runner.mkdir()
-    script = runner / "test_process.py"
-    shutil.copyfile(test_process.__file__, script)
+    script = runner / "visible_suite.py"
+    shutil.copyfile(visible_suite.__file__, script)
     result = scratch / "result.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
     argv = [

@@ -1,6 +1,6 @@
 """The suite grader's test process: pytest on the copy, its outcomes counted through pytest's own hooks.
 
-Imports nothing of certlab, so that it also runs as a script (``python test_process.py
+Imports nothing of certlab, so that it also runs as a script (``python visible_suite.py
 RESULT TREE LOG MODULES TEST_PATH...``) in the agent environment inside a sandbox, where
 certlab's installation is hidden; it then writes what the hooks saw as JSON to RESULT.
 """
