@@ -12,109 +12,248 @@ way round (a test checks the direction).
 
 from __future__ import annotations
 
-from certlab_core.plugin import failure_modes, report_format
-from certlab_core.plugin.cases import HeldOutCase, check_modules, read_cases, read_cases_bytes
-from certlab_core.plugin.command import ContainedRun, run_command, run_contained
-from certlab_core.plugin.command_records import Command, RegisterCommand
-from certlab_core.plugin.errors import (
-    EXIT_BLOCK,
-    EXIT_ERROR,
-    EXIT_INCONCLUSIVE,
-    EXIT_OK,
-    EXIT_PASS,
-    EXIT_USAGE,
-    CertlabError,
-    InstrumentError,
-    UsageError,
-)
-from certlab_core.plugin.exceptions import (
-    BoundaryBroken,
-    BudgetExceeded,
-    ModelUnavailable,
-    ToolError,
-    ToolRejected,
-    ToolTimeout,
-    ToolUnavailable,
-)
-from certlab_core.plugin.executor import (
-    Executor,
-    ExecutorOptions,
-    ExecutorSession,
-    Stage,
-    Work,
-    WorkDone,
-    WorkFailure,
-    run_isolated,
-    warm_up,
-)
-from certlab_core.plugin.fingerprints import check_unmoved
-from certlab_core.plugin.forking import ForkedCallError, call_in_fork
-from certlab_core.plugin.hookspecs import hookimpl
-from certlab_core.plugin.looks import look_alpha, look_sizes
-from certlab_core.plugin.model_boundary import ModelBoundary, ModelFaultPlan, ModelRun, ModelSession
-from certlab_core.plugin.records import (
-    AcceptanceLock,
-    AgentAdapter,
-    AgentOutcome,
-    AgentRequest,
-    AgentRun,
-    AgentStatus,
-    Bounds,
-    Build,
-    CalibrationExpectation,
-    CallKind,
-    CheckArgs,
-    CheckInput,
-    CheckParams,
-    Decide,
-    DecisionModel,
-    Defect,
-    Fault,
-    FaultContext,
-    FaultEffect,
-    GateVerdict,
-    Grade,
-    Grader,
-    GradeRequest,
-    GradeResult,
-    Inject,
-    Interval,
-    JsonObject,
-    JsonValue,
-    Oracle,
-    OracleVerdict,
-    Plan,
-    PluginFailure,
-    PluginInfo,
-    PluginWarning,
-    PreflightCheck,
-    Render,
-    Reporter,
-    Seed,
-    Snapshot,
-    StatisticalRule,
-    TaskFamily,
-    TaskHandle,
-    Tool,
-    ToolWorld,
-    Transform,
-    TrialVerdict,
-    Usage,
-    WorldInstance,
-)
-from certlab_core.plugin.report import ArmSummary, ArmUsage, ConditionReport, FailureCluster, FaultFiring, Report
-from certlab_core.plugin.sandbox import (
-    Containment,
-    ResourceLimit,
-    ResourceLimits,
-    Sandbox,
-    SandboxChoice,
-    SandboxLaunch,
-    SandboxRequest,
-    active_containment,
-    agent_environment_dir,
-)
-from certlab_core.plugin.workcopy import Change, copy_tree, materialise, record_changes, sha256_file
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from certlab_core.plugin import failure_modes, report_format
+    from certlab_core.plugin.cases import HeldOutCase, check_modules, read_cases, read_cases_bytes
+    from certlab_core.plugin.command import ContainedRun, run_command, run_contained
+    from certlab_core.plugin.command_records import Command, RegisterCommand
+    from certlab_core.plugin.errors import (
+        EXIT_BLOCK,
+        EXIT_ERROR,
+        EXIT_INCONCLUSIVE,
+        EXIT_OK,
+        EXIT_PASS,
+        EXIT_USAGE,
+        CertlabError,
+        InstrumentError,
+        UsageError,
+    )
+    from certlab_core.plugin.exceptions import (
+        BoundaryBroken,
+        BudgetExceeded,
+        ModelUnavailable,
+        ToolError,
+        ToolRejected,
+        ToolTimeout,
+        ToolUnavailable,
+    )
+    from certlab_core.plugin.executor import (
+        Executor,
+        ExecutorOptions,
+        ExecutorSession,
+        Stage,
+        Work,
+        WorkDone,
+        WorkFailure,
+        run_isolated,
+        warm_up,
+    )
+    from certlab_core.plugin.fingerprints import check_unmoved
+    from certlab_core.plugin.forking import ForkedCallError, call_in_fork
+    from certlab_core.plugin.hookspecs import hookimpl
+    from certlab_core.plugin.looks import look_alpha, look_sizes
+    from certlab_core.plugin.model_boundary import ModelBoundary, ModelFaultPlan, ModelRun, ModelSession
+    from certlab_core.plugin.records import (
+        AcceptanceLock,
+        AgentAdapter,
+        AgentOutcome,
+        AgentRequest,
+        AgentRun,
+        AgentStatus,
+        Bounds,
+        Build,
+        CalibrationExpectation,
+        CallKind,
+        CheckArgs,
+        CheckInput,
+        CheckParams,
+        Decide,
+        DecisionModel,
+        Defect,
+        Fault,
+        FaultContext,
+        FaultEffect,
+        GateVerdict,
+        Grade,
+        Grader,
+        GradeRequest,
+        GradeResult,
+        Inject,
+        Interval,
+        JsonObject,
+        JsonValue,
+        Oracle,
+        OracleVerdict,
+        Plan,
+        PluginFailure,
+        PluginInfo,
+        PluginWarning,
+        PreflightCheck,
+        Render,
+        Reporter,
+        Seed,
+        Snapshot,
+        StatisticalRule,
+        TaskFamily,
+        TaskHandle,
+        Tool,
+        ToolWorld,
+        Transform,
+        TrialVerdict,
+        Usage,
+        WorldInstance,
+    )
+    from certlab_core.plugin.report import ArmSummary, ArmUsage, ConditionReport, FailureCluster, FaultFiring, Report
+    from certlab_core.plugin.sandbox import (
+        Containment,
+        ResourceLimit,
+        ResourceLimits,
+        Sandbox,
+        SandboxChoice,
+        SandboxLaunch,
+        SandboxRequest,
+        active_containment,
+        agent_environment_dir,
+    )
+    from certlab_core.plugin.workcopy import Change, copy_tree, materialise, record_changes, sha256_file
+
+# Where each name lives. Importing this package loads nothing more: a name's module is imported when the name is
+# first used, so a process that needs only one part of the API (the fork server needs ``forking``) does not pay for
+# the report model, the held-out cases and the sandbox at start-up.
+_HOME: dict[str, str] = {
+    "HeldOutCase": "certlab_core.plugin.cases",
+    "check_modules": "certlab_core.plugin.cases",
+    "read_cases": "certlab_core.plugin.cases",
+    "read_cases_bytes": "certlab_core.plugin.cases",
+    "ContainedRun": "certlab_core.plugin.command",
+    "run_command": "certlab_core.plugin.command",
+    "run_contained": "certlab_core.plugin.command",
+    "Command": "certlab_core.plugin.command_records",
+    "RegisterCommand": "certlab_core.plugin.command_records",
+    "CertlabError": "certlab_core.plugin.errors",
+    "EXIT_BLOCK": "certlab_core.plugin.errors",
+    "EXIT_ERROR": "certlab_core.plugin.errors",
+    "EXIT_INCONCLUSIVE": "certlab_core.plugin.errors",
+    "EXIT_OK": "certlab_core.plugin.errors",
+    "EXIT_PASS": "certlab_core.plugin.errors",
+    "EXIT_USAGE": "certlab_core.plugin.errors",
+    "InstrumentError": "certlab_core.plugin.errors",
+    "UsageError": "certlab_core.plugin.errors",
+    "BoundaryBroken": "certlab_core.plugin.exceptions",
+    "BudgetExceeded": "certlab_core.plugin.exceptions",
+    "ModelUnavailable": "certlab_core.plugin.exceptions",
+    "ToolError": "certlab_core.plugin.exceptions",
+    "ToolRejected": "certlab_core.plugin.exceptions",
+    "ToolTimeout": "certlab_core.plugin.exceptions",
+    "ToolUnavailable": "certlab_core.plugin.exceptions",
+    "Executor": "certlab_core.plugin.executor",
+    "ExecutorOptions": "certlab_core.plugin.executor",
+    "ExecutorSession": "certlab_core.plugin.executor",
+    "Stage": "certlab_core.plugin.executor",
+    "Work": "certlab_core.plugin.executor",
+    "WorkDone": "certlab_core.plugin.executor",
+    "WorkFailure": "certlab_core.plugin.executor",
+    "run_isolated": "certlab_core.plugin.executor",
+    "warm_up": "certlab_core.plugin.executor",
+    "failure_modes": "certlab_core.plugin.failure_modes",
+    "check_unmoved": "certlab_core.plugin.fingerprints",
+    "ForkedCallError": "certlab_core.plugin.forking",
+    "call_in_fork": "certlab_core.plugin.forking",
+    "hookimpl": "certlab_core.plugin.hookspecs",
+    "look_alpha": "certlab_core.plugin.looks",
+    "look_sizes": "certlab_core.plugin.looks",
+    "ModelBoundary": "certlab_core.plugin.model_boundary",
+    "ModelFaultPlan": "certlab_core.plugin.model_boundary",
+    "ModelRun": "certlab_core.plugin.model_boundary",
+    "ModelSession": "certlab_core.plugin.model_boundary",
+    "AcceptanceLock": "certlab_core.plugin.records",
+    "AgentAdapter": "certlab_core.plugin.records",
+    "AgentOutcome": "certlab_core.plugin.records",
+    "AgentRequest": "certlab_core.plugin.records",
+    "AgentRun": "certlab_core.plugin.records",
+    "AgentStatus": "certlab_core.plugin.records",
+    "Bounds": "certlab_core.plugin.records",
+    "Build": "certlab_core.plugin.records",
+    "CalibrationExpectation": "certlab_core.plugin.records",
+    "CallKind": "certlab_core.plugin.records",
+    "CheckArgs": "certlab_core.plugin.records",
+    "CheckInput": "certlab_core.plugin.records",
+    "CheckParams": "certlab_core.plugin.records",
+    "Decide": "certlab_core.plugin.records",
+    "DecisionModel": "certlab_core.plugin.records",
+    "Defect": "certlab_core.plugin.records",
+    "Fault": "certlab_core.plugin.records",
+    "FaultContext": "certlab_core.plugin.records",
+    "FaultEffect": "certlab_core.plugin.records",
+    "GateVerdict": "certlab_core.plugin.records",
+    "Grade": "certlab_core.plugin.records",
+    "GradeRequest": "certlab_core.plugin.records",
+    "GradeResult": "certlab_core.plugin.records",
+    "Grader": "certlab_core.plugin.records",
+    "Inject": "certlab_core.plugin.records",
+    "Interval": "certlab_core.plugin.records",
+    "JsonObject": "certlab_core.plugin.records",
+    "JsonValue": "certlab_core.plugin.records",
+    "Oracle": "certlab_core.plugin.records",
+    "OracleVerdict": "certlab_core.plugin.records",
+    "Plan": "certlab_core.plugin.records",
+    "PluginFailure": "certlab_core.plugin.records",
+    "PluginInfo": "certlab_core.plugin.records",
+    "PluginWarning": "certlab_core.plugin.records",
+    "PreflightCheck": "certlab_core.plugin.records",
+    "Render": "certlab_core.plugin.records",
+    "Reporter": "certlab_core.plugin.records",
+    "Seed": "certlab_core.plugin.records",
+    "Snapshot": "certlab_core.plugin.records",
+    "StatisticalRule": "certlab_core.plugin.records",
+    "TaskFamily": "certlab_core.plugin.records",
+    "TaskHandle": "certlab_core.plugin.records",
+    "Tool": "certlab_core.plugin.records",
+    "ToolWorld": "certlab_core.plugin.records",
+    "Transform": "certlab_core.plugin.records",
+    "TrialVerdict": "certlab_core.plugin.records",
+    "Usage": "certlab_core.plugin.records",
+    "WorldInstance": "certlab_core.plugin.records",
+    "ArmSummary": "certlab_core.plugin.report",
+    "ArmUsage": "certlab_core.plugin.report",
+    "ConditionReport": "certlab_core.plugin.report",
+    "FailureCluster": "certlab_core.plugin.report",
+    "FaultFiring": "certlab_core.plugin.report",
+    "Report": "certlab_core.plugin.report",
+    "report_format": "certlab_core.plugin.report_format",
+    "Containment": "certlab_core.plugin.sandbox",
+    "ResourceLimit": "certlab_core.plugin.sandbox",
+    "ResourceLimits": "certlab_core.plugin.sandbox",
+    "Sandbox": "certlab_core.plugin.sandbox",
+    "SandboxChoice": "certlab_core.plugin.sandbox",
+    "SandboxLaunch": "certlab_core.plugin.sandbox",
+    "SandboxRequest": "certlab_core.plugin.sandbox",
+    "active_containment": "certlab_core.plugin.sandbox",
+    "agent_environment_dir": "certlab_core.plugin.sandbox",
+    "Change": "certlab_core.plugin.workcopy",
+    "copy_tree": "certlab_core.plugin.workcopy",
+    "materialise": "certlab_core.plugin.workcopy",
+    "record_changes": "certlab_core.plugin.workcopy",
+    "sha256_file": "certlab_core.plugin.workcopy",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'certlab_core.plugin' has no attribute {name!r}")
+    module = importlib.import_module(home)
+    value = module if home == f"{__name__}.{name}" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "EXIT_BLOCK",
