@@ -11,7 +11,7 @@ import statistics
 import sys
 import time
 
-from certlab_core.lab import calibrate, constructed_agents, grader_chain, preload, prove
+from certlab_core.certify.lab import calibrate, constructed_agents, grader_chain, preload, prove
 from certlab_core.plugin.registry import discover
 
 

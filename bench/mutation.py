@@ -14,8 +14,8 @@ import resource
 import sys
 import time
 
-from certlab_core.lab import grader_chain, preload, prove
-from certlab_core.mutation import percent, prove_by_mutation
+from certlab_core.certify.lab import grader_chain, preload, prove
+from certlab_core.certify.mutation import percent, prove_by_mutation
 from certlab_core.plugin.registry import discover
 
 

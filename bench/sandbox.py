@@ -18,7 +18,16 @@ import sys
 import time
 from pathlib import Path
 
-from certlab_core.lab import Task, TrialRecord, TrialSpec, answer_key_paths, grader_chain, preload, prove, run_trials
+from certlab_core.certify.lab import (
+    Task,
+    TrialRecord,
+    TrialSpec,
+    answer_key_paths,
+    grader_chain,
+    preload,
+    prove,
+    run_trials,
+)
 from certlab_core.plugin.command import run_contained
 from certlab_core.plugin.registry import discover
 from certlab_core.plugin.sandbox import Containment, choose_containment

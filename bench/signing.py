@@ -34,8 +34,9 @@ def main() -> int:
     from certlab_signing import evidence
     from store import build_store, template_run
 
+    from certlab_core.evidence.record_file import cut_torn_tail
     from certlab_core.gate.manifest import read_manifest
-    from certlab_core.gate.resume import cut_torn_tail, recorded_trials
+    from certlab_core.gate.resume import recorded_trials
     from certlab_core.gate.store import DECISION, MANIFEST, TRIALS, seal_line
 
     with tempfile.TemporaryDirectory(prefix="certlab-bench-signing-") as scratch:

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import run_certlab
 
-from certlab_core.certification import CertifyOptions, certify
-from certlab_core.contract import render_contract
+from certlab_core.certify.certification import CertifyOptions, certify
+from certlab_core.certify.contract import render_contract
+from certlab_core.certify.lab import Task, TrialSpec, run_trial
 from certlab_core.gate.family import outcome_of
-from certlab_core.lab import Task, TrialSpec, run_trial
 from certlab_core.plugin import AgentAdapter, TaskFamily
 from certlab_core.plugin.registry import Registry, discover
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import make_certification, run_certlab
 
-from certlab_core.canonical import seal_holds
-from certlab_core.certification import CertifyOptions, certify
+from certlab_core.certify.certification import CertifyOptions, certify
+from certlab_core.evidence.canonical import seal_holds
 from certlab_core.plugin.errors import CertlabError
 from certlab_core.plugin.registry import Registry, discover
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from certlab_core.certification import CertifyOptions, certify
+from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.plugin.command import live_descendants, run_command
 from certlab_core.plugin.records import AgentRequest
 from certlab_core.plugin.registry import Registry
@@ -118,7 +118,7 @@ def test_the_trial_checks_again_before_grading_for_what_an_adapter_left(registry
     """An adapter that starts a process itself (not through run_command) still has it killed and named."""
     import subprocess
 
-    from certlab_core.lab import Task, TrialSpec, grader_chain, run_trial
+    from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
     from certlab_core.plugin.records import AgentAdapter, AgentOutcome
 
     pidfile = tmp_path / "stray.pid"

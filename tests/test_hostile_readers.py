@@ -26,8 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from certlab_core.evidence.safe_io import MAX_DOCUMENT_BYTES, MAX_NESTING, load_json, nesting_depth, parse_json
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_USAGE, CertlabError, InstrumentError, UsageError
-from certlab_core.safe_io import MAX_DOCUMENT_BYTES, MAX_NESTING, load_json, nesting_depth, parse_json
 
 REPO = Path(__file__).resolve().parent.parent
 ARCHIVED = REPO / "tests" / "archived_stores" / "block"
@@ -169,7 +169,7 @@ def _read_manifest(path: Path) -> object:
 
 
 def _read_certification(path: Path) -> object:
-    from certlab_core.regrade import read_bundle
+    from certlab_core.certify.regrade import read_bundle
 
     return read_bundle(path)
 
@@ -195,7 +195,7 @@ def _read_earlier_decision(path: Path) -> object:
 
 
 def _read_lock(path: Path) -> object:
-    from certlab_core.lock import lock_path, read_lock
+    from certlab_core.certify.lock import lock_path, read_lock
 
     lock_path(path.parent).parent.mkdir()
     path.rename(lock_path(path.parent))
@@ -203,8 +203,8 @@ def _read_lock(path: Path) -> object:
 
 
 def _read_predictions(path: Path) -> object:
-    from certlab_core.lock import predictions_path
-    from certlab_core.prediction import read_predictions
+    from certlab_core.certify.lock import predictions_path
+    from certlab_core.certify.prediction import read_predictions
 
     predictions_path(path.parent).parent.mkdir()
     path.rename(predictions_path(path.parent))
@@ -212,7 +212,7 @@ def _read_predictions(path: Path) -> object:
 
 
 def _read_task_config(path: Path) -> object:
-    from certlab_core.user_task import read_config
+    from certlab_core.certify.user_task import read_config
 
     return read_config(path.parent)
 
@@ -400,7 +400,7 @@ def test_the_earlier_runs_reader_takes_any_decision_and_manifest(scratch: Path, 
 @PROPERTY
 @given(st.one_of(HOSTILE_TEXT, mutated(BUNDLE[:3000] + BUNDLE[-3000:])))
 def test_the_certification_bundle_reader_takes_any_bytes(scratch: Path, data: bytes) -> None:
-    from certlab_core.regrade import read_bundle
+    from certlab_core.certify.regrade import read_bundle
 
     (scratch / "bundle.json").write_bytes(data)
     refuses_cleanly(lambda: read_bundle(scratch / "bundle.json"), (EXIT_ERROR,))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from certlab_core.certification import output_lock
+from certlab_core.certify.certification import output_lock
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.workcopy import DEFAULT_FILE_CAP, record_changes, tree_hashes
 
@@ -175,8 +175,8 @@ ONE_TRIAL = textwrap.dedent(
     import json, resource, sys
     limit = 1536 << 20  # a reader that held the 2 GB file would fail here, not take the machine's memory
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from certlab_core.canonical import unstructure
-    from certlab_core.lab import Task, TrialSpec, grader_chain, run_trial
+    from certlab_core.evidence.canonical import unstructure
+    from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
     from certlab_core.plugin.registry import discover
     registry = discover()
     family = registry.get("task_families", "intervals")

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from certlab_core.mutation import MUTATOR, file_mutants, mutable_files, mutants_sha256
+from certlab_core.certify.mutation import MUTATOR, file_mutants, mutable_files, mutants_sha256
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.registry import Registry
 
@@ -107,7 +107,7 @@ def test_the_published_mutant_sets_are_made_again_here(registry: Registry) -> No
     import json
     from pathlib import Path
 
-    from certlab_core.mutation import family_mutants
+    from certlab_core.certify.mutation import family_mutants
     from certlab_core.plugin.workcopy import taskset_sha256
 
     bundle = json.loads((Path(__file__).parent.parent / "certifications" / "oracle-all" / "bundle.json").read_text())

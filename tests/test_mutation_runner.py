@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from certlab_core.lab import grader_chain, preload, prove
-from certlab_core.mutation import (
+from certlab_core.certify.lab import grader_chain, preload, prove
+from certlab_core.certify.mutation import (
     assessment,
     family_mutants,
     mutation_document,

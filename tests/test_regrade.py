@@ -12,9 +12,9 @@ from conftest import run_certlab
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certlab_core.canonical import sealed
+from certlab_core.certify.regrade import read_bundle
+from certlab_core.evidence.canonical import sealed
 from certlab_core.plugin.errors import CertlabError
-from certlab_core.regrade import read_bundle
 
 
 def copy_of(folder: Path, tmp_path: Path) -> Path:

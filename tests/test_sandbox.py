@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import run_certlab
 
-from certlab_core.lab import Task, TrialRecord, TrialSpec, grader_chain, run_trial
+from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, grader_chain, run_trial
 from certlab_core.plugin.forking import call_in_fork
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.sandbox import Containment, ResourceLimits, choose_containment

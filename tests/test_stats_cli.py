@@ -41,7 +41,7 @@ def test_look_sizes_refuse_impossible_designs(n: object, looks: object) -> None:
 
 def test_look_helpers_and_the_stats_commands_import_nothing_heavy() -> None:
     code = (
-        "import sys, certlab_core.plugin.looks, certlab_core.commands.stats_cmd\n"
+        "import sys, certlab_core.plugin.looks, certlab_core.cli.stats_cmd\n"
         "heavy = [m for m in ('scipy', 'numpy') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

@@ -1,1 +1,4 @@
-"""Diagnosis: read a run store into a report, diff two trials, minimise, bundle, replay and re-derive."""
+"""Diagnosis of a run: diff two trials, minimise a failure, bundle it, and replay the bundle offline.
+
+May import: plugin, evidence, certify, gate, report.
+"""

@@ -8,7 +8,7 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.diagnosis.events import (
+from certlab_core.gate.events import (
     FaultBefore,
     common_prefix,
     describe_call,

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from certlab_core.canonical import sealed, unstructure
-from certlab_core.diagnosis.events import failure_fingerprint
+from certlab_core.evidence.canonical import sealed, unstructure
+from certlab_core.gate.events import failure_fingerprint
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.registry import Registry
 
@@ -131,7 +131,7 @@ def minimize(
     store: RunStore, trial_id: str, registry: Registry, progress: Callable[[str], None] = lambda _m: None
 ) -> Minimized:
     """Shrink the faults of the failed trial ``trial_id`` while its failure keeps its fingerprint."""
-    from certlab_core.diagnosis.reading import trial_line
+    from certlab_core.report.reading import trial_line
 
     trial = trial_line(store, trial_id)
     if trial.get("outcome") != "failure":

@@ -34,9 +34,9 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.canonical import canonical_json
 from certlab_core.diagnosis.bundle import edited_files, manifest_from_slice, module_paths
-from certlab_core.diagnosis.events import describe_call
+from certlab_core.evidence.canonical import canonical_json
+from certlab_core.gate.events import describe_call
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, UsageError
 from certlab_core.plugin.forking import ForkedCallError, call_in_fork
 from certlab_core.plugin.registry import Registry
@@ -206,7 +206,7 @@ def reproducer_code_containment() -> Containment:
 
 
 def _containment_line() -> str:
-    from certlab_core.regrade import containment_line
+    from certlab_core.certify.regrade import containment_line
 
     return containment_line(reproducer_code_containment(), "this reproducer")
 
@@ -329,7 +329,7 @@ def replay_live(bundle: Mapping[str, Any], registry: Registry, agent: str | None
 
 
 def _certified_child(spec: Any, registry: Registry) -> Any:
-    from certlab_core.lab import grader_chain, run_trial
+    from certlab_core.certify.lab import grader_chain, run_trial
 
     return run_trial(spec, grader_chain(registry))
 
@@ -342,9 +342,9 @@ def replay_certified_trial(folder: Path, trial_id: str, registry: Registry) -> R
     recording does not hold (it left the recorded path); reproduced (exit 0) when the recorded
     verdict and failure mode come back, else not reproduced (exit 1).
     """
-    from certlab_core.lab import Task, TrialSpec
+    from certlab_core.certify.lab import Task, TrialSpec
+    from certlab_core.certify.regrade import read_bundle
     from certlab_core.plugin.model_boundary import ModelBoundaryPlan, default_model_plan
-    from certlab_core.regrade import read_bundle
 
     bundle = read_bundle(folder)
     trials = {str(t.get("id")): t for t in bundle.get("trials") or () if isinstance(t, Mapping)}

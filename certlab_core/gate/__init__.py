@@ -1,1 +1,6 @@
-"""The A/B reliability gate: descriptor, sealed manifest, schedule, tool boundary, trial runner, run store, decision."""
+"""The A/B reliability gate: descriptor, sealed manifest, schedule, tool boundary, trial runner, run store, decision.
+
+A coding arm's trial is a certification trial (``certify.lab``), run and graded the same way.
+
+May import: plugin, evidence, certify.
+"""

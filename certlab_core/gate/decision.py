@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from attrs import define, field
 
-from certlab_core.canonical import sealed
+from certlab_core.evidence.canonical import sealed
 from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
 from certlab_core.gate.schedule import Identities
 from certlab_core.gate.store import (

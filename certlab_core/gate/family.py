@@ -3,7 +3,7 @@
 Index ``i`` of both arms works on the family's ``i mod D``-th selected defect. The instrument
 is proven once before the first trial (the clean tree passes, each seeded tree fails), as
 certification does; each trial then runs in its own forked process, and each grader in a
-further process of its own (``certlab_core.lab.run_trial``).
+further process of its own (``certlab_core.certify.lab.run_trial``).
 
 When a model boundary is installed, every agent run goes through it: the agent's model calls
 are the trial's events, a condition's faults (declared with ``tool: model``) are injected
@@ -18,9 +18,18 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-from certlab_core.canonical import unstructure
-from certlab_core.held_out import experiment_lock
-from certlab_core.lab import Task, TrialSpec, answer_key_paths, grader_chain, log_to_stderr, preload, prove, run_trial
+from certlab_core.certify.held_out import experiment_lock
+from certlab_core.certify.lab import (
+    Task,
+    TrialSpec,
+    answer_key_paths,
+    grader_chain,
+    log_to_stderr,
+    preload,
+    prove,
+    run_trial,
+)
+from certlab_core.evidence.canonical import unstructure
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.fingerprints import check_unmoved

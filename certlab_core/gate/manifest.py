@@ -18,7 +18,7 @@ import attrs
 from attrs import field, frozen
 
 from certlab_core import __version__
-from certlab_core.canonical import seal_of, unstructure
+from certlab_core.evidence.canonical import seal_of, unstructure
 from certlab_core.gate.descriptor import (
     GATING_BUCKETS,
     Budgets,
@@ -412,7 +412,7 @@ def manifest_from_document(document: Any, source: str) -> Manifest:
 
 def read_manifest(path: Path) -> Manifest:
     """Read and verify ``manifest.json``."""
-    from certlab_core.safe_io import load_json
+    from certlab_core.evidence.safe_io import load_json
 
     source = str(path)
     missing = f"{source}: missing; this folder is not a certlab run store"

@@ -11,107 +11,18 @@ the same. See docs/run-store.md, "Resuming a run".
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
-import signal
 import stat
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import FrameType
 
 from attrs import frozen
 
+from certlab_core.evidence.record_file import count_recorded, notice_interrupt_total, torn
 from certlab_core.gate.manifest import Manifest
 from certlab_core.gate.trial import Job
 from certlab_core.plugin.errors import InstrumentError, UsageError
-
-_held: set[int] = set()  # the lock descriptors this process holds; a forked child closes its copies
-
-
-def _close_held_in_child() -> None:
-    # A forked trial or oracle inherits the lock's descriptor; closing the copy (never unlocking:
-    # that would unlock the parent's too) means a child left running after its parent was killed
-    # does not hold the store's lock.
-    for fd in list(_held):
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    _held.clear()
-
-
-os.register_at_fork(after_in_child=_close_held_in_child)
-
-
-def held_by_this_process_only(fd: int) -> None:
-    """Have every child forked from now on close its copy of the lock descriptor ``fd`` (see lock_store)."""
-    _held.add(fd)
-
-
-def forget_held(fd: int) -> None:
-    _held.discard(fd)
-
-
-def lock_store(folder: Path) -> int:
-    """Take the writer's lock of the run store ``folder`` (an flock on the folder); refuse in one line if it is held.
-
-    Returns the descriptor to give :func:`unlock_store`.
-    """
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as error:
-        raise UsageError(f"{folder}: cannot open the run store ({error.strerror})") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise UsageError(
-            f"{folder}: another certlab run is writing this run store; wait for it to end, "
-            f"then resume with certlab run --resume {folder}"
-        ) from None
-    _held.add(fd)
-    return fd
-
-
-def unlock_store(fd: int) -> None:
-    _held.discard(fd)
-    with contextlib.suppress(OSError):
-        os.close(fd)  # closing the last descriptor of the lock releases it
-
-
-def cut_torn_tail(path: Path) -> int:
-    """Cut a last line that has no newline (a write that a kill interrupted); returns how many bytes were cut.
-
-    A record is written whole with its newline, so bytes after the last newline are a record
-    whose write never finished: its trial was not recorded and runs again.
-    """
-    try:
-        with path.open("rb+") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            if size == 0:
-                return 0
-            position = size
-            block = 1 << 16
-            while position > 0:
-                start = max(0, position - block)
-                handle.seek(start)
-                chunk = handle.read(position - start)
-                newline = chunk.rfind(b"\n")
-                if newline >= 0:
-                    keep = start + newline + 1
-                    break
-                position = start
-            else:
-                keep = 0
-            if keep < size:
-                handle.truncate(keep)
-                os.fsync(handle.fileno())
-            return size - keep
-    except FileNotFoundError:
-        return 0
-    except OSError as error:
-        raise InstrumentError(f"{path}: cannot repair the record sink ({error.strerror})") from None
 
 
 @frozen
@@ -171,29 +82,6 @@ def pending_jobs(
     return pending, stopped
 
 
-def count_recorded(path: Path) -> int:
-    """How many distinct trials trials.jsonl records (for the interruption message; never raises)."""
-    seen: set[str] = set()
-    try:
-        with path.open("rb") as handle:
-            for raw in _whole_lines(handle):
-                try:
-                    document = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(document, dict) and isinstance(document.get("id"), str):
-                    seen.add(document["id"])
-    except OSError:
-        return len(seen)
-    return len(seen)
-
-
-def _whole_lines(handle: Iterable[bytes]) -> Iterator[bytes]:
-    for raw in handle:
-        if raw.endswith(b"\n"):
-            yield raw
-
-
 def scheduled_trials(manifest: Manifest) -> int:
     """How many trials the manifest schedules at most (every look of every condition, both arms)."""
     return 2 * manifest.n_per_arm * len(manifest.conditions)
@@ -217,25 +105,13 @@ def open_for_resume(folder: Path, descriptor: Path | None) -> Manifest:
     if not regular:
         raise InstrumentError(f"{folder / TRIALS}: not a regular file; the run store is damaged and cannot be resumed")
     recorded = count_recorded(folder / TRIALS)
-    torn = " (a torn last line is cut: its trial runs again)" if _torn(folder / TRIALS) else ""
+    cut = " (a torn last line is cut: its trial runs again)" if torn(folder / TRIALS) else ""
     print(
-        f"certlab: resuming {folder}: {recorded} of {scheduled_trials(manifest)} trials recorded{torn}",
+        f"certlab: resuming {folder}: {recorded} of {scheduled_trials(manifest)} trials recorded{cut}",
         file=sys.stderr,
         flush=True,
     )
     return manifest
-
-
-def _torn(path: Path) -> bool:
-    try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            if size == 0:
-                return False
-            handle.seek(size - 1)
-            return handle.read(1) != b"\n"
-    except OSError:
-        return False
 
 
 def notice_interrupt(folder: Path, manifest: Manifest, command: str = "certlab run --resume") -> None:
@@ -246,18 +122,3 @@ def notice_interrupt(folder: Path, manifest: Manifest, command: str = "certlab r
     not reset the handler gets the plain KeyboardInterrupt.
     """
     notice_interrupt_total(folder / "trials.jsonl", scheduled_trials(manifest), f"{command} {folder}")
-
-
-def notice_interrupt_total(path: Path, total: int, resume_with: str) -> None:
-    """The SIGINT handler of :func:`notice_interrupt` for any record file of ``total`` trials."""
-    owner = os.getpid()
-
-    def interrupted(_signum: int, _frame: FrameType | None) -> None:
-        if os.getpid() == owner:
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C is a plain one
-            line = f"certlab: interrupted: {count_recorded(path)} of {total} trials recorded; resume with {resume_with}"
-            with contextlib.suppress(OSError, ValueError):
-                print(line, file=sys.stderr, flush=True)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, interrupted)

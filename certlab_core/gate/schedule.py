@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
-from certlab_core.canonical import canonical_json, unstructure
+from certlab_core.evidence.canonical import canonical_json, unstructure
 from certlab_core.gate.manifest import ARMS, Manifest
 from certlab_core.gate.trial import TrialKey
 

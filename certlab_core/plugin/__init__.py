@@ -7,7 +7,9 @@ held-out-case helpers for graders, the alpha split over looks for rules). The ho
 themselves, each with a complete example plugin, are in ``certlab_core.plugin.hookspecs``.
 
 This package imports nothing else of the kernel: the kernel is built on it, not the other
-way round (a test checks the direction).
+way round (tests/test_kernel_layout.py checks the direction of every subpackage's imports).
+
+May import: nothing else of the kernel.
 """
 
 from __future__ import annotations

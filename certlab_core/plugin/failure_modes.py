@@ -17,7 +17,9 @@ OVERFIT_TO_VISIBLE_TESTS = "overfit-to-visible-tests"
 AGENT_TIMEOUT = "agent-timeout"
 AGENT_UNAVAILABLE = "agent-unavailable"
 AGENT_RESOURCE_LIMIT = "agent-resource-limit"  # the sandbox stopped the agent: CPU, memory, processes or file size
-ANSWERS_LEAKED = "answers-leaked"  # the trial's changes hold over half of the held-out answers (certlab_core.leakscan)
+ANSWERS_LEAKED = (
+    "answers-leaked"  # the trial's changes hold over half of the held-out answers (certlab_core.certify.leakscan)
+)
 # Tool-world trials (the A/B gate): the oracle judged the final state, or the agent never got there.
 ORACLE_REJECTED = "oracle-rejected"
 TOOL_FAULT_UNCAUGHT = "tool-fault-uncaught"

@@ -142,7 +142,7 @@ def certlab_reporters() -> list[Reporter]:
     """Return the report formats this plugin provides (``certlab report RUNDIR --format NAME``).
 
     ``render(report, rule)`` returns the whole file as text from the report model (see
-    ``certlab_core.diagnosis.model.Report``); ``rule`` is the experiment's statistical rule
+    ``certlab_core.report.model.Report``); ``rule`` is the experiment's statistical rule
     when installed, else None. A reporter reads; it never re-runs or re-decides anything.
 
     Example plugin::

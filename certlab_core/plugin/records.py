@@ -77,11 +77,11 @@ class TaskFamily:
     test_paths: tuple[str, ...] = field(converter=_tuple)
     module_names: tuple[str, ...] = field(converter=_tuple)
     defects: tuple[Defect, ...] = field(converter=_tuple)
-    # False for a user's own task (``certlab_core.user_task``): the tree as issued holds the
+    # False for a user's own task (``certlab_core.certify.user_task``): the tree as issued holds the
     # defect and no fixed tree is known, so proving means the issued tree fails its grading.
     clean_tree: bool = True
     # The least share of the clean tree's mutants the visible suite and held-out cases must kill
-    # together (``certlab_core.mutation``); FamilyConformance fails below it, certify warns.
+    # together (``certlab_core.certify.mutation``); FamilyConformance fails below it, certify warns.
     mutation_threshold: float = 0.9
 
     #: The standard layout of a family folder shipped in a distribution.
@@ -233,7 +233,7 @@ class PreflightCheck:
 
 @frozen
 class AcceptanceLock:
-    """The held-out cases as locked (``certlab_core.lock``): scoring reads only ``cases_file``.
+    """The held-out cases as locked (``certlab_core.certify.lock``): scoring reads only ``cases_file``.
 
     ``cases_file`` is the copy of the cases taken at lock time (outside every work copy),
     ``cases_sha256`` its hash; ``fingerprints`` maps each fingerprinted file (the cases as
@@ -424,7 +424,7 @@ class Render(Protocol):
 class Reporter:
     """A report format: ``render(report, rule) -> str``, the whole file's text.
 
-    ``report`` is a ``certlab_core.diagnosis.model.Report`` (the verdict, and per condition
+    ``report`` is a ``certlab_core.report.model.Report`` (the verdict, and per condition
     its bounds, arms, fault firings and failure clusters); ``rule`` is the experiment's
     ``StatisticalRule`` when it is installed, else None (a reporter that plots the rule's
     operating characteristic calls ``rule.plan``). ``suffix`` is the usual file ending

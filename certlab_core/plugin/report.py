@@ -127,7 +127,7 @@ class ArmUsage:
     """Tokens and estimated cost an arm's agent reported, summed over the trials that reported them.
 
     ``Report.cost`` holds the per-trial means with intervals and the candidate-against-baseline
-    comparisons (or why none is claimed), from ``certlab_core.cost``.
+    comparisons (or why none is claimed), from ``certlab_core.report.cost``.
     """
 
     arm: str

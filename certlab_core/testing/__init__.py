@@ -14,13 +14,15 @@ Installed with certlab (entry point ``pytest11``), so any plugin distribution's 
   seeded tree fails it, the oracle fixes each defect, the null agent fixes none, the
   other constructed agents score exactly what they must, and the visible suite with the
   held-out cases kills at least the family's ``mutation_threshold`` (default 0.9) of the
-  clean tree's generated mutants (``certlab_core.mutation``; the score and every survivor
+  clean tree's generated mutants (``certlab_core.certify.mutation``; the score and every survivor
   are reported).
 
 Two modules here are imported by the tests that need them, not by the plugin:
 ``family_checks`` (seeded trees, the visible suite and held-out cases run in subprocesses,
 and ``FamilyChecks``, the checks every built-in family makes on itself) and ``rule_checks``
 (references a statistical rule's exact ``plan`` is checked against).
+
+May import: plugin, evidence, certify.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class FamilyConformance:
     @pytest.fixture(scope="class")
     @classmethod
     def conformance(cls) -> dict[str, Any]:
-        from certlab_core.lab import calibrate, constructed_agents, grader_chain, prove
+        from certlab_core.certify.lab import calibrate, constructed_agents, grader_chain, prove
         from certlab_core.plugin.registry import discover
 
         if not cls.family_name:
@@ -92,8 +94,8 @@ class FamilyConformance:
     @pytest.fixture(scope="class")
     @classmethod
     def mutation(cls, conformance: dict[str, Any]) -> Any:
-        from certlab_core.lab import grader_chain
-        from certlab_core.mutation import prove_by_mutation
+        from certlab_core.certify.lab import grader_chain
+        from certlab_core.certify.mutation import prove_by_mutation
         from certlab_core.plugin.registry import discover
 
         proof = conformance["proof"]
@@ -105,7 +107,7 @@ class FamilyConformance:
     def test_suite_and_held_out_cases_kill_the_family_threshold_of_its_mutants(
         self, conformance: dict[str, Any], mutation: Any, request: pytest.FixtureRequest
     ) -> None:
-        from certlab_core.mutation import report_lines
+        from certlab_core.certify.mutation import report_lines
 
         family = conformance["family"]
         lines = report_lines(family, mutation)

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certlab_core.cost import cost_report, t_quantile
-from certlab_core.diagnosis.intervals import regularized_beta
 from certlab_core.plugin.records import Usage
+from certlab_core.report.cost import cost_report, t_quantile
+from certlab_core.report.intervals import regularized_beta
 
 
 def claude(cost: float, tokens_in: int = 1000, tokens_out: int = 100) -> Usage:

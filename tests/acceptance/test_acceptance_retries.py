@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from certlab_core.evidence.integrity import attempt_problems, verify_store
 from certlab_core.gate.store import seal_line
-from certlab_core.integrity import attempt_problems, verify_store
 from certlab_core.plugin.registry import Registry, discover
 
 TOOLSET = """
@@ -202,7 +202,7 @@ def test_certlab_gate_refuses_a_store_with_a_forged_retry(retried_store: Path, t
 
 
 def test_a_coding_arm_retried_after_a_broken_grader_verifies() -> None:
-    from certlab_core.canonical import sealed
+    from certlab_core.evidence.canonical import sealed
 
     common = {"schema": "certlab.trial/1", "id": "baseline/clean/0", "identity": "i", "seed": 1, "grades": []}
     first = dict(

@@ -19,8 +19,8 @@ from acceptance_helpers import (
     scaffold_task,
 )
 
-from certlab_core.canonical import canonical_json, sealed
-from certlab_core.lock import predictions_path
+from certlab_core.certify.lock import predictions_path
+from certlab_core.evidence.canonical import canonical_json, sealed
 
 
 @pytest.fixture(scope="module")

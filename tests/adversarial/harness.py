@@ -7,8 +7,8 @@ from pathlib import Path
 
 from attrs import frozen
 
-from certlab_core.held_out import open_held_out
-from certlab_core.lab import Task, TrialRecord, TrialSpec, answer_key_paths, grader_chain, prove, run_trials
+from certlab_core.certify.held_out import open_held_out
+from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, answer_key_paths, grader_chain, prove, run_trials
 from certlab_core.plugin.records import TaskFamily
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.sandbox import choose_containment
@@ -30,7 +30,7 @@ class Run:
 
 def make_user_task(root: Path) -> Path:
     """The task ``certlab init-task`` writes (its scaffold, called in this process)."""
-    from certlab_core.scaffold import scaffold
+    from certlab_core.certify.scaffold import scaffold
 
     task = root / USER_TASK
     scaffold(task)

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from certlab_signing import evidence
 
-from certlab_core.canonical import sealed
+from certlab_core.certify.regrade import regrade
+from certlab_core.evidence.canonical import sealed
 from certlab_core.plugin.errors import CertlabError
 from certlab_core.plugin.registry import Registry
-from certlab_core.regrade import regrade
 
 from .corpus import EVIDENCE_ATTACKS
 

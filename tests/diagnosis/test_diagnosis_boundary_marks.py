@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from certlab_core.diagnosis.events import boundary_mark, failure_fingerprint
-from certlab_core.diagnosis.model import ReportAccumulator
+from certlab_core.gate.events import boundary_mark, failure_fingerprint
 from certlab_core.gate.store import seal_line
+from certlab_core.report.model import ReportAccumulator
 
 ARCHIVED = Path(__file__).resolve().parents[1] / "archived_stores"
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certlab_core.diagnosis.diff import diff_trials, render_diff
-from certlab_core.diagnosis.model import build_report
+from certlab_core.report.model import build_report
 
 MANIFEST = json.loads((ARCHIVED / "block" / "manifest.json").read_text())
 DECISION = json.loads((ARCHIVED / "block" / "decision.json").read_text())

@@ -10,9 +10,9 @@ import pytest
 from diagnosis_helpers import ARCHIVED, run_certlab
 
 from certlab_core.diagnosis.diff import diff_trials
-from certlab_core.diagnosis.events import failure_fingerprint
-from certlab_core.diagnosis.intervals import clopper_pearson, pass_hat_k, wilson
-from certlab_core.diagnosis.model import build_report
+from certlab_core.gate.events import failure_fingerprint
+from certlab_core.report.intervals import clopper_pearson, pass_hat_k, wilson
+from certlab_core.report.model import build_report
 
 
 def _report(name: str, *args: str) -> dict:

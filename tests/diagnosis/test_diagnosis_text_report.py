@@ -7,8 +7,8 @@ import json
 import attrs
 from diagnosis_helpers import ARCHIVED
 
-from certlab_core.diagnosis.model import Report, build_report
-from certlab_core.diagnosis.text import render_text
+from certlab_core.report.model import Report, build_report
+from certlab_core.report.text import render_text
 
 
 def report_of(name: str) -> Report:

@@ -13,7 +13,7 @@ from gate_helpers import EXAMPLES, descriptor, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certlab_core.canonical import pretty_json, seal_of, sealed
+from certlab_core.evidence.canonical import pretty_json, seal_of, sealed
 from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import (
     Manifest,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from gate_helpers import AGENTS, certlab, descriptor, lines, recompute, run, write, write_module
 
-from certlab_core.canonical import pretty_json, sealed
+from certlab_core.evidence.canonical import pretty_json, sealed
 from certlab_core.gate.manifest import read_manifest
 from certlab_core.gate.runner import rerun_trial
 from certlab_core.gate.store import seal_line
@@ -193,8 +193,8 @@ def test_usage_reported_by_the_agent_is_recorded(registry: Registry, folder: Pat
 
 
 def test_the_report_reads_usage_from_a_lines_tail_as_a_whole_parse_does(registry: Registry, folder: Path) -> None:
-    from certlab_core.diagnosis.model import build_report
-    from certlab_core.diagnosis.reading import load_report
+    from certlab_core.report.model import build_report
+    from certlab_core.report.reading import load_report
 
     store, decision = run(registry, write(folder, toolset_descriptor("good", "good", n=3)), folder / "runs")
     report, _rule = load_report(store, registry, (1, 2, 4))  # reads each line's usage, its last key, alone

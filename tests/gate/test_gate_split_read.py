@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from certlab_core.canonical import unstructure
-from certlab_core.diagnosis.model import ReportAccumulator
+from certlab_core.evidence.canonical import unstructure
+from certlab_core.evidence.integrity import AttemptLedger
 from certlab_core.gate.decision import _line_ranges, decision_of, read_file, read_lines
 from certlab_core.gate.manifest import manifest_document
 from certlab_core.gate.store import TRIALS, iter_raw_line_bytes, open_manifest
-from certlab_core.integrity import AttemptLedger
 from certlab_core.plugin.registry import discover
+from certlab_core.report.model import ReportAccumulator
 
 ARCHIVED = Path(__file__).resolve().parent.parent / "archived_stores"
 

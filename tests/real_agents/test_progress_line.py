@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from certlab_core.lab import progress_facts
+from certlab_core.certify.lab import progress_facts
 from certlab_core.plugin.records import Usage
 
 

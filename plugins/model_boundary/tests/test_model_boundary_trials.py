@@ -1,4 +1,4 @@
-"""The model boundary in a trial (``certlab_core.lab.run_trial``): the agent's CLI is pointed at it, its calls are the
+"""The model boundary in a trial (``certify.lab.run_trial``): the agent's CLI is pointed at it, its calls are the
 trial's record, and the one rule for model errors holds: the real upstream failing is infrastructure, a declared
 fault is the condition under test, judged by what the agent left.
 
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 from scripted_process import scripted_process
 
-from certlab_core.lab import Task, TrialSpec, grader_chain, run_trial
+from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
 from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest
 from certlab_core.plugin.model_boundary import ModelBoundaryPlan, ModelFaultPlan, judged_status
 from certlab_core.plugin.registry import Registry, discover

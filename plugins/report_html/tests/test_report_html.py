@@ -15,8 +15,8 @@ import pytest
 from certlab_report_html.render import render
 from certlab_report_html.svg import ticks
 
-from certlab_core.diagnosis.model import Report, build_report
 from certlab_core.plugin.registry import discover
+from certlab_core.report.model import Report, build_report
 
 ARCHIVED = Path(__file__).resolve().parents[3] / "tests" / "archived_stores"
 CHROMIUM_FLAGS = (

@@ -8,7 +8,7 @@ from pathlib import Path
 from certlab_report_junit.render import render
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from certlab_core.diagnosis.model import Report, build_report
+from certlab_core.report.model import Report, build_report
 
 ARCHIVED = Path(__file__).resolve().parents[3] / "tests" / "archived_stores"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from certlab_report_markdown.render import cell, render
 
-from certlab_core.diagnosis.model import Report, build_report
+from certlab_core.report.model import Report, build_report
 
 ARCHIVED = Path(__file__).resolve().parents[3] / "tests" / "archived_stores"
 

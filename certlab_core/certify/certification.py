@@ -1,0 +1,506 @@
+"""Certification: prove, calibrate, run the agent, and write the sealed evidence bundle and its contract."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.metadata
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+from attrs import frozen
+
+from certlab_core import __version__
+from certlab_core.certify.held_out import HeldOut, open_held_out
+from certlab_core.certify.lab import (
+    InstrumentProof,
+    Progress,
+    Task,
+    TrialRecord,
+    TrialSpec,
+    answer_key_paths,
+    calibrate,
+    constructed_agents,
+    grader_chain,
+    log_to_stderr,
+    prove,
+    run_trials,
+)
+from certlab_core.evidence.canonical import pretty_json, sealed, unstructure
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.plugin.model_boundary import model_plan_for
+from certlab_core.plugin.records import AgentAdapter, Grader, TaskFamily
+from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.sandbox import choose_containment
+from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
+
+BUNDLE_SCHEMA = "certlab.certification/1"
+BUNDLE_FILE = "bundle.json"
+CONTRACT_FILE = "CONTRACT.md"
+
+
+@frozen
+class CertifyOptions:
+    families: tuple[str, ...]
+    agent: str
+    agent_args: tuple[str, ...] = ()
+    agent_name: str | None = None
+    agent_version: str = "unknown"
+    agent_timeout_s: float = 600.0
+    trials: int = 1
+    workers: int = 2
+    origin_note: str = ""
+    tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (certlab_core.certify.user_task)
+    sandbox: str = "auto"  # --sandbox: auto, bwrap or none (certlab_core.plugin.sandbox)
+    hidden: tuple[str, ...] = ()  # more paths the agent must not see (the output folder)
+    mutants: bool = False  # also the mutation proof of each family (certlab_core.certify.mutation)
+    min_mutation_score: float | None = None  # refuse a family whose mutants survive more than this allows
+    journal: str | None = None  # journal each finished trial in this folder, resuming it (certify_journal)
+
+
+@frozen
+class CertifyResult:
+    bundle: dict[str, Any]
+    exit_code: int
+    problems: tuple[str, ...]
+
+
+def harness_commit() -> str:
+    """The git commit of the certlab checkout that ran, or ``unknown`` outside a checkout."""
+    source = Path(__file__).resolve().parent.parent
+    if not (source / ".git").exists():
+        return "unknown"
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def environment_facts() -> dict[str, Any]:
+    """Python, platform and installed distributions; never environment variables."""
+    dists = sorted({(d.metadata["Name"] or "?").lower(): d.version for d in importlib.metadata.distributions()}.items())
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "distributions": dict(dists),
+    }
+
+
+def resolve_families(registry: Registry, names: Sequence[str]) -> list[TaskFamily]:
+    if not names:
+        raise UsageError("name a family with --family NAME (or --family all), or a task of your own with --task DIR")
+    if "all" in names:
+        families = list(registry.all("task_families").values())
+        if not families:
+            raise UsageError("no task family is installed; install one, e.g. pip install certlab-intervals")
+        return families
+    return [registry.get("task_families", name) for name in dict.fromkeys(names)]
+
+
+def family_facts(registry: Registry, family: TaskFamily) -> dict[str, Any]:
+    plugin = registry.plugin_of("task_families", family.name)
+    return {
+        "name": family.name,
+        "version": family.version,
+        "distribution": plugin.distribution,
+        "distribution_version": plugin.version,
+        "taskset_sha256": taskset_sha256(family),
+        "prompt_sha256": sha256_file(Path(family.prompt_file)),
+        "tasks": [d.id for d in family.defects],
+    }
+
+
+def grader_facts(registry: Registry) -> list[dict[str, Any]]:
+    facts = []
+    for grader in grader_chain(registry):
+        plugin = registry.plugin_of("graders", grader.name)
+        facts.append(
+            {"name": grader.name, "order": grader.order, "distribution": plugin.distribution, "version": plugin.version}
+        )
+    return facts
+
+
+def trial_document(record: TrialRecord) -> dict[str, Any]:
+    document: dict[str, Any] = unstructure(record)
+    return document
+
+
+ACCEPTANCE_GRADER = "acceptance"
+
+
+def held_out_notices(families: Sequence[TaskFamily], graders: Sequence[Grader]) -> list[str]:
+    """What the certification cannot claim with the graders installed: held-out cases nobody scores."""
+    if any(grader.name == ACCEPTANCE_GRADER for grader in graders):
+        return []
+    unscored = [f.name for f in families if _has_cases(Path(f.cases_file))]
+    if not unscored:
+        return []
+    return [
+        f"held-out cases not scored: certlab-acceptance is not installed (families with cases: {', '.join(unscored)})"
+    ]
+
+
+def _has_cases(path: Path) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def agent_details(trials: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The adapter's own one-line accounts (``AgentOutcome.detail``), each with the trials that gave it."""
+    by_detail: dict[str, list[str]] = {}
+    for trial in trials:
+        detail = trial.get("agent_detail") or ""
+        if detail:
+            by_detail.setdefault(detail, []).append(str(trial["id"]))
+    return [{"detail": detail, "trials": ids} for detail, ids in sorted(by_detail.items())]
+
+
+def summary_of(trials: Sequence[dict[str, Any]]) -> dict[str, int]:
+    return {
+        "scheduled": len(trials),
+        "fixed": sum(1 for t in trials if t["verdict"] == "fixed"),
+        "graded": sum(1 for t in trials if t["grades"]),
+        "unavailable": sum(1 for t in trials if t["verdict"] == "unavailable"),
+    }
+
+
+USAGE_QUANTITIES = ("input_tokens", "cached_input_tokens", "output_tokens", "cost_usd")
+DOLLAR_NOTE = "the client's own estimate, from its own price table, not a bill"
+
+
+def usage_document(trials: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What the agent's trials reported of their own consumption, summed per report shape (never across shapes).
+
+    Each quantity's total is over the trials whose report carries it, and says how many those are.
+    """
+    by_shape: dict[str, list[dict[str, Any]]] = {}
+    for trial in trials:
+        usage = trial.get("usage")
+        if isinstance(usage, dict):
+            by_shape.setdefault(str(usage.get("shape")), []).append(usage)
+    shapes = []
+    for shape, reports in sorted(by_shape.items()):
+        entry: dict[str, Any] = {"shape": shape, "reported": len(reports)}
+        for quantity in USAGE_QUANTITIES:
+            values = [r[quantity] for r in reports if isinstance(r.get(quantity), int | float)]
+            entry[quantity] = {"total": (round(sum(values), 10) if values else None), "trials": len(values)}
+        entry["cost_sources"] = sorted({str(r["cost_source"]) for r in reports if r.get("cost_source")})
+        shapes.append(entry)
+    return {
+        "trials": len(trials),
+        "reported": sum(s["reported"] for s in shapes),
+        "shapes": shapes,
+        "note": DOLLAR_NOTE,
+    }
+
+
+def proof_document(proof: InstrumentProof) -> dict[str, Any]:
+    return {
+        "family": proof.family,
+        "holds": proof.holds,
+        "clean_passed": proof.clean_passed,
+        "expected_tests": list(proof.expected_tests),
+        "seeded": [dict(s) for s in proof.seeded],
+        "problems": list(proof.problems),
+    }
+
+
+def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> CertifyResult:
+    """Prove every family, calibrate, run the agent on every task ``trials`` times, and build the bundle.
+
+    Every family and user task is scored under a lock of its held-out cases
+    (``certlab_core.certify.held_out``), checked before every arm and after the last trial.
+    """
+    if options.trials < 1:
+        raise UsageError(f"--trials must be at least 1 (got {options.trials})")
+    if options.agent_timeout_s <= 0:
+        raise UsageError(f"--agent-timeout must be positive (got {options.agent_timeout_s:g})")
+    from certlab_core.certify.mutation import check_minimum
+
+    check_minimum(options.min_mutation_score)
+    installed = resolve_families(registry, options.families) if options.families or not options.tasks else []
+    held_out = open_held_out(registry, installed, options.tasks)
+    try:
+        return _certify(registry, options, progress, held_out)
+    finally:
+        held_out.close()
+
+
+def _certify(registry: Registry, options: CertifyOptions, progress: Progress, held_out: HeldOut) -> CertifyResult:
+    families = held_out.families
+    agent: AgentAdapter = registry.get("agents", options.agent)
+    if agent.check_args is not None:
+        agent.check_args(tuple(options.agent_args))
+    graders = grader_chain(registry)
+    hidden = [*answer_key_paths(families), str(held_out.scratch), *options.tasks, *options.hidden]
+    containment = choose_containment(registry, options.sandbox, hidden, log_to_stderr)
+    notices = held_out_notices(families, graders)
+    for notice in notices:
+        progress(f"notice: {notice}")
+    calibrators = constructed_agents(registry)
+    if not calibrators:
+        raise UsageError("no constructed agents are installed to calibrate with; pip install certlab-calibration")
+    started = time.monotonic()
+
+    problems: list[str] = []
+    proofs: list[InstrumentProof] = []
+    for family in families:
+        proof = prove(family, graders, workers=options.workers, acceptance_lock=held_out.lock_for(family.name))
+        proofs.append(proof)
+        if proof.holds and not family.clean_tree:
+            progress(
+                f"prove {family.name}: the fixture as issued fails its grading ({proof.seeded[0]['caught_by']}); "
+                f"{proof.seeded[0]['tests_collected']} visible tests collected on it"
+            )
+        elif proof.holds:
+            progress(
+                f"prove {family.name}: the clean tree passes {len(proof.expected_tests)} tests; "
+                f"all {len(proof.seeded)} seeded defects are caught"
+            )
+        for problem in proof.problems:
+            progress(f"prove {family.name}: REFUSED: {problem}")
+        problems.extend(proof.problems)
+    mutation = _mutation_proofs(families, proofs, graders, options, held_out, progress) if not problems else {}
+    problems.extend(p for record in mutation.values() for p in record["refusals"])
+
+    calibration_trials: list[tuple[str, TrialRecord]] = []
+    trials: list[TrialRecord] = []
+    if not problems:
+        progress(
+            f"calibrate: {', '.join(a.name for a in calibrators)} on {sum(len(f.defects) for f in families)} tasks"
+        )
+        held_out.check("before the calibration arm")
+        calibration_trials, calibration_problems = calibrate(
+            list(zip(families, proofs, strict=True)),
+            calibrators,
+            graders,
+            workers=options.workers,
+            locks=held_out.locks,
+        )
+        for problem in calibration_problems:
+            progress(f"calibrate: FAILED: {problem}")
+        problems.extend(calibration_problems)
+        for calibrator in calibrators:
+            mine = [t for name, t in calibration_trials if name == calibrator.name]
+            if not mine:
+                progress(f"calibrate: {calibrator.name:<15} not run (no fixed tree is known to check it on)")
+                continue
+            progress(f"calibrate: {calibrator.name:<15} {_score_line(mine)}")
+    if not problems:
+        expected = {p.family: p.expected_tests for p in proofs}
+        # A real agent reaches its model API through the model boundary: every call recorded, no key in the CLI.
+        model_boundary = model_plan_for(registry, options.agent_args) if agent.calibration is None else None
+        specs = [
+            TrialSpec(
+                task=Task(family, defect),
+                agent=agent,
+                repeat=repeat,
+                agent_args=tuple(options.agent_args),
+                agent_timeout_s=options.agent_timeout_s,
+                expected_tests=expected[family.name],
+                acceptance_lock=held_out.lock_for(family.name),
+                containment=containment,
+                model_boundary=model_boundary,
+            )
+            for repeat in range(1, options.trials + 1)
+            for family in families
+            for defect in family.defects
+        ]
+        progress(f"certify: {agent.name} on {len(specs)} trials")
+        held_out.check(f"before the arm of {agent.name}")
+        if options.journal is not None:
+            from certlab_core.certify.journal import TrialJournal, run_journalled
+
+            journal = TrialJournal(Path(options.journal), attrs.evolve(options, journal=None))
+            trials = run_journalled(specs, graders, options.workers, progress, journal)
+        else:
+            trials = run_trials(specs, graders, options.workers, progress)
+        held_out.check("after the last trial")
+        errors = [f"trial {t.id}: {t.grader_error}" for t in trials if t.grader_error]
+        problems.extend(errors)
+
+    trial_docs = [trial_document(t) for t in trials]
+    agent_plugin = registry.plugin_of("agents", agent.name)
+    bundle: dict[str, Any] = {
+        "schema": BUNDLE_SCHEMA,
+        "origin": {
+            "produced_by": f"certlab {__version__}",
+            "command": "certlab " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "certlab",
+            "produced_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "where": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
+            "agent_kind": "constructed" if agent.calibration is not None else "external",
+            "note": options.origin_note,
+        },
+        "agent": {
+            "name": options.agent_name or agent.name,
+            "adapter": agent.name,
+            "distribution": agent_plugin.distribution,
+            # A constructed agent is versioned by the distribution that ships it.
+            "version": agent_plugin.version
+            if agent.calibration is not None and options.agent_version == "unknown"
+            else options.agent_version,
+            "adapter_version": agent_plugin.version,
+            "args": list(options.agent_args),
+        },
+        "settings": {"trials": options.trials, "agent_timeout_s": options.agent_timeout_s},
+        "containment": containment.document(),
+        "families": [held_out.family_facts(f) or family_facts(registry, f) for f in families],
+        "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version} for p in registry.plugins()],
+        "environment": environment_facts(),
+        "harness_commit": harness_commit(),
+        "graders": grader_facts(registry),
+        "instrument": [
+            dict(proof_document(p), clean_tree=f.clean_tree, mutation=mutation.get(f.name))
+            for f, p in zip(families, proofs, strict=True)
+        ],
+        "held_out": held_out.document(),
+        "predictions": held_out.recorded_predictions(),
+        "calibration": {
+            "agents": [{"name": a.name, "expect": unstructure(a.calibration)} for a in calibrators],
+            "trials": [dict(trial_document(t), agent=name) for name, t in calibration_trials],
+            "problems": [p for p in problems if p.startswith("calibration")],
+        },
+        "trials": trial_docs,
+        "summary": summary_of(trial_docs),
+        "usage": usage_document(trial_docs),
+        "notices": notices,
+        "agent_details": agent_details(trial_docs),
+        "wall_s": round(time.monotonic() - started, 3),
+    }
+    bundle = sealed(bundle)
+    unavailable = bundle["summary"]["unavailable"]
+    exit_code = EXIT_ERROR if problems or unavailable else EXIT_OK
+    return CertifyResult(bundle=bundle, exit_code=exit_code, problems=tuple(problems))
+
+
+def _mutation_proofs(
+    families: Sequence[TaskFamily],
+    proofs: Sequence[InstrumentProof],
+    graders: Sequence[Grader],
+    options: CertifyOptions,
+    held_out: HeldOut,
+    progress: Progress,
+) -> dict[str, dict[str, Any]]:
+    """The mutation proof of every family with a clean tree, when asked (``--mutants``, ``--min-mutation-score``)."""
+    if not options.mutants and options.min_mutation_score is None:
+        return {}
+    from certlab_core.certify.mutation import mutation_step
+
+    records: dict[str, dict[str, Any]] = {}
+    for family, proof in zip(families, proofs, strict=True):
+        if not family.clean_tree:
+            progress(f"mutants {family.name}: not made (no fixed tree is known for a task of your own)")
+            continue
+        lock = held_out.lock_for(family.name)
+        record, refusals, warnings = mutation_step(
+            family, graders, proof.expected_tests, options.workers, lock, options.min_mutation_score, progress
+        )
+        for warning in warnings:
+            progress(f"mutants {family.name}: WARNING: {warning}")
+        for refusal in refusals:
+            progress(f"mutants {family.name}: REFUSED: {refusal}")
+        records[family.name] = dict(record, warnings=warnings, refusals=refusals)
+    return records
+
+
+def _score_line(records: Sequence[TrialRecord]) -> str:
+    fixed = sum(1 for r in records if r.verdict == "fixed")
+    modes = sorted({r.failure_mode for r in records if r.failure_mode})
+    return f"{fixed}/{len(records)} fixed" + (f" ({', '.join(modes)})" if modes else "")
+
+
+def write_certification(out: Path, result: CertifyResult, registry: Registry) -> None:
+    """Write bundle.json and CONTRACT.md into ``out`` (which must not hold a certification)."""
+    from certlab_core.certify.contract import render_contract
+
+    out.mkdir(parents=True, exist_ok=True)
+    _write_new(out / BUNDLE_FILE, pretty_json(result.bundle))
+    _write_new(out / CONTRACT_FILE, render_contract(result.bundle, registry))
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Write a file that must not exist yet (a finished certification is never overwritten)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        raise UsageError(
+            f"{path} already exists; a certification is never overwritten: choose a new --out folder"
+        ) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+@contextlib.contextmanager
+def output_lock(out: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the folder ``out`` for a whole certification (created if need be).
+
+    A second certify into the same folder refuses at once in one line; the kernel drops the
+    lock when the process ends, so a killed run leaves none behind. Inside the lock the folder
+    is checked again: a finished certification is never overwritten.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise UsageError(f"--out {out}: cannot use the folder ({error.strerror}); choose a writable folder") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(
+                f"--out {out}: another certlab certify is writing there (it holds the folder's lock); "
+                "wait for it to finish or choose a new --out folder"
+            ) from None
+        check_output_dir(out)
+        from certlab_core.evidence.record_file import forget_held, held_by_this_process_only
+
+        held_by_this_process_only(fd)  # a trial left running after a kill -9 must not keep the folder locked
+        try:
+            yield
+        finally:
+            forget_held(fd)
+    finally:
+        os.close(fd)
+
+
+def check_output_dir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a folder for the certification")
+    for name in (BUNDLE_FILE, CONTRACT_FILE):
+        if (out / name).exists():
+            raise UsageError(f"{out} already holds a certification ({name}); choose a new --out folder")
+
+
+def bundle_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_json(path: Path, what: str) -> Any:
+    """A bundle (or other document certify wrote) read as hostile input: ``evidence.safe_io``'s caps, exit 3."""
+    from certlab_core.evidence.safe_io import MAX_BUNDLE_BYTES
+    from certlab_core.evidence.safe_io import load_json as load_capped
+    from certlab_core.plugin.errors import InstrumentError
+
+    missing = f"{path}: no {what} there; give the folder certlab certify wrote"
+    return load_capped(path, what, InstrumentError, missing, MAX_BUNDLE_BYTES)
+
+
+def cpu_workers() -> int:
+    return max(1, os.cpu_count() or 1)

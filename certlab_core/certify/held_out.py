@@ -1,0 +1,171 @@
+"""Held-out acceptance inside a certification: the user tasks staged, one lock per task, checked before every arm.
+
+A certification runs under one lock per task: a user task's own lock (``certlab lock``)
+when it has one, else a lock taken when the certification starts (for an installed family,
+and for a user task that was never locked, after the same refusals ``certlab lock``
+applies). Every lock is checked before every arm (the calibration, the agent) and after
+the last trial; the acceptance grader checks it again before and after each scoring.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import define, field
+
+from certlab_core.certify.lock import LockRefused, lock_refusals, open_lock, read_task_cases, scratch_folder, take_lock
+from certlab_core.certify.prediction import check_predictions, recorded_form
+from certlab_core.certify.user_task import UserTask, load_user_task, stage_family
+from certlab_core.plugin.fingerprints import check_unmoved
+from certlab_core.plugin.records import AcceptanceLock, TaskFamily
+from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
+
+
+@define
+class HeldOut:
+    """The locks of one certification and the user tasks it staged; ``close()`` removes the scratch."""
+
+    scratch: Path
+    families: list[TaskFamily] = field(factory=list)
+    user_tasks: dict[str, UserTask] = field(factory=dict)
+    locks: dict[str, AcceptanceLock] = field(factory=dict)
+    lock_kinds: dict[str, str] = field(factory=dict)
+    predictions: dict[str, list[dict[str, Any]]] = field(factory=dict)
+
+    def lock_for(self, name: str) -> AcceptanceLock | None:
+        return self.locks.get(name)
+
+    def check(self, moment: str) -> None:
+        """Raise InstrumentError (ERROR) naming what moved since any lock."""
+        for name, lock in self.locks.items():
+            check_unmoved(lock, f"{moment} ({name})")
+
+    def family_facts(self, family: TaskFamily) -> dict[str, Any] | None:
+        """The bundle's ``families`` entry of a user task (None for an installed family)."""
+        task = self.user_tasks.get(family.name)
+        if task is None:
+            return None
+        return {
+            "name": family.name,
+            "version": family.version,
+            "distribution": "user task",
+            "distribution_version": family.version,
+            "taskset_sha256": taskset_sha256(family),
+            "prompt_sha256": sha256_file(Path(family.prompt_file)),
+            "tasks": [d.id for d in family.defects],
+        }
+
+    def document(self) -> dict[str, Any]:
+        """What the bundle records of the held-out setup: each lock's seal and where it came from."""
+        return {
+            "locks": [
+                {
+                    "task": name,
+                    "kind": self.lock_kinds[name],
+                    "seal": lock.seal,
+                    "cases_sha256": lock.cases_sha256,
+                    "fingerprinted_files": len(lock.fingerprints),
+                }
+                for name, lock in sorted(self.locks.items())
+            ],
+        }
+
+    def recorded_predictions(self) -> list[dict[str, Any]]:
+        return [dict(entry, task=name) for name, entries in sorted(self.predictions.items()) for entry in entries]
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str]) -> HeldOut:
+    """Stage every user task, then open or take a lock for it and for every installed family."""
+    held_out = HeldOut(scratch=scratch_folder("certlab-certify-"))
+    try:
+        names = {family.name for family in families}
+        for number, directory in enumerate(task_dirs):
+            task = load_user_task(Path(directory))
+            if task.name in names:
+                raise_duplicate(task.name)
+            names.add(task.name)
+            family = stage_family(task, held_out.scratch / f"task-{number}")
+            held_out.user_tasks[task.name] = task
+            held_out.families.append(family)
+            lock = open_lock(task, registry, held_out.scratch / f"lock-{number}")
+            if lock is None:
+                problems = lock_refusals(task, read_task_cases(task))
+                if problems:
+                    raise LockRefused(problems)
+                lock = take_lock(task.cases, registry, held_out.scratch / f"lock-{number}", task.root)
+                held_out.lock_kinds[task.name] = "taken when the certification started (the task is not locked)"
+            else:
+                held_out.lock_kinds[task.name] = "the task's lock (certlab lock)"
+            held_out.locks[task.name] = lock
+            held_out.predictions[task.name] = recorded_form(check_predictions(task.root))
+        for number, family in enumerate(families):
+            held_out.locks[family.name] = take_lock(
+                Path(family.cases_file), registry, held_out.scratch / f"family-lock-{number}"
+            )
+            held_out.lock_kinds[family.name] = "taken when the certification started"
+        held_out.families = [*families, *held_out.families]
+    except BaseException:
+        held_out.close()
+        raise
+    return held_out
+
+
+def raise_duplicate(name: str) -> None:
+    from certlab_core.plugin.errors import UsageError
+
+    raise UsageError(f"two tasks are named {name!r}; give each user task its own task.name in certlab.yaml")
+
+
+# ----------------------------------------------------------------------------- a user task in an A/B experiment
+
+_EXPERIMENT_LOCKS: dict[str, AcceptanceLock] = {}
+
+
+def register_experiment_task(registry: Registry, directory: Path) -> TaskFamily | None:
+    """Make the user task in an experiment directory a task family of ``registry`` (None when there is none).
+
+    The gate's descriptor then names it as ``task: {family: NAME}``. The task is staged (its
+    tree lives until this process exits), proven like any family, and its lock (``certlab
+    lock``, or one taken now after the same refusals) is kept for :func:`experiment_lock`.
+    """
+    import atexit
+    import types
+
+    from certlab_core.certify.user_task import holds_user_task
+    from certlab_core.plugin import hookimpl
+
+    if not holds_user_task(directory):
+        return None
+    task = load_user_task(directory)
+    scratch = scratch_folder("certlab-experiment-")
+    atexit.register(shutil.rmtree, scratch, True)
+    family = stage_family(task, scratch / "task")
+    lock = open_lock(task, registry, scratch / "lock")
+    if lock is None:
+        problems = lock_refusals(task, read_task_cases(task))
+        if problems:
+            raise LockRefused(problems)
+        lock = take_lock(task.cases, registry, scratch / "lock", task.root)
+    _EXPERIMENT_LOCKS[family.name] = lock
+
+    module = types.ModuleType(f"certlab_user_task_{family.name.replace('-', '_').replace('.', '_')}")
+
+    @hookimpl
+    def certlab_task_families() -> list[TaskFamily]:
+        return [family]
+
+    module.certlab_task_families = certlab_task_families  # type: ignore[attr-defined]
+    registry.add_plugin(module, f"user-task:{family.name}", "user task", family.version)
+    return family
+
+
+def experiment_lock(family_name: str) -> AcceptanceLock | None:
+    """The lock of a user task registered by :func:`register_experiment_task` in this process."""
+    return _EXPERIMENT_LOCKS.get(family_name)

@@ -1,0 +1,709 @@
+"""The certification engine: prove the instrument, calibrate with constructed agents, run and grade trials."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import gc
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from attrs import field, frozen
+
+from certlab_core.certify.leakscan import answers_leaked
+from certlab_core.certify.user_task import test_files
+from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.command import become_subreaper, has_children, live_descendants, sweep_descendants
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.executor import ExecutorSession, Stage, Work
+from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
+from certlab_core.plugin.model_boundary import ModelBoundaryPlan, judged_outcome
+from certlab_core.plugin.records import (
+    AcceptanceLock,
+    AgentAdapter,
+    AgentOutcome,
+    AgentRequest,
+    Defect,
+    Grader,
+    GradeRequest,
+    GradeResult,
+    TaskFamily,
+    Usage,
+)
+from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.sandbox import (
+    Containment,
+    active_containment,
+    limits_hit_count,
+    limits_hit_since,
+    loopback_ports,
+    use_containment,
+)
+from certlab_core.plugin.workcopy import Change, apply_seeds, materialise, record_changes
+
+VERDICTS = ("fixed", "not-fixed", "unavailable")
+GRADER_TIMEOUT_S = 300.0
+OUTPUT_TAIL_BYTES = 64 * 1024
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_message: str) -> None:
+    return None
+
+
+@frozen
+class Task:
+    """One task of a repo family: the family with one of its seeded defects."""
+
+    family: TaskFamily
+    defect: Defect
+
+    @property
+    def id(self) -> str:
+        return f"{self.family.name}/{self.defect.id}"
+
+
+@frozen
+class TrialSpec:
+    """One scheduled trial: an agent on a task, the ``repeat``-th time."""
+
+    task: Task
+    agent: AgentAdapter
+    repeat: int
+    agent_args: tuple[str, ...] = ()
+    agent_timeout_s: float = 600.0
+    expected_tests: tuple[str, ...] = ()
+    acceptance_lock: AcceptanceLock | None = None
+    # The agent's sandbox, in force for it and for the graders that run its code; None: as the harness.
+    containment: Containment | None = None
+    # The model boundary the agent's CLI reaches its model API through, with the condition's model faults.
+    model_boundary: ModelBoundaryPlan | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.task.id}/{self.repeat}"
+
+
+@frozen
+class TrialRecord:
+    """What one trial produced; the bundle's ``trials`` entries."""
+
+    id: str
+    family: str
+    task: str
+    defect_class: str
+    repeat: int
+    verdict: str
+    failure_mode: str | None
+    changes: tuple[Change, ...]
+    diff: str
+    output_tail: dict[str, str]
+    timings: dict[str, float]
+    usage: Usage | None
+    agent_status: str
+    exit_code: int | None
+    grades: tuple[GradeResult, ...] = ()
+    leftover_processes: tuple[str, ...] = ()
+    grader_error: str | None = None
+    #: the adapter's own one-line account of what happened (why it was unavailable, what it could not do)
+    agent_detail: str = ""
+    #: the agent's model traffic as the model boundary recorded it (calls, tokens, faults), when one was in force
+    model: dict[str, Any] | None = None
+
+
+@frozen
+class ChainResult:
+    grades: tuple[GradeResult, ...]
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(g.passed for g in self.grades)
+
+    @property
+    def failure_mode(self) -> str | None:
+        for grade in self.grades:
+            if not grade.passed:
+                return grade.failure_mode
+        return None
+
+
+@frozen
+class InstrumentProof:
+    """The instrument's proof for one family: the clean tree passes, each seeded tree fails."""
+
+    family: str
+    clean_passed: bool
+    expected_tests: tuple[str, ...]
+    seeded: tuple[dict[str, Any], ...] = field(factory=tuple)
+    problems: tuple[str, ...] = field(factory=tuple)
+
+    @property
+    def holds(self) -> bool:
+        return not self.problems
+
+
+def grader_chain(registry: Registry) -> list[Grader]:
+    """The installed graders in the order they run (ascending ``order``, then name)."""
+    graders = sorted(registry.all("graders").values(), key=lambda g: (g.order, g.name))
+    if not graders:
+        raise UsageError("no grader is installed; install certlab-policy and certlab-suite")
+    return graders
+
+
+def run_chain(graders: Sequence[Grader], request: GradeRequest) -> ChainResult:
+    """Run each grader in its own fresh forked process, in order, stopping at the first failure."""
+    grades: list[GradeResult] = []
+    for grader in graders:
+        try:
+            result = call_in_fork(grader.grade, request, timeout=GRADER_TIMEOUT_S)
+        except ForkedCallError as error:
+            return ChainResult(tuple(grades), f"grader {grader.name} broke: {error.failure.summary}")
+        if not isinstance(result, GradeResult):
+            return ChainResult(tuple(grades), f"grader {grader.name} returned {type(result).__name__}, not GradeResult")
+        try:
+            fm.check(result.failure_mode, grader.failure_modes)
+        except ValueError as error:
+            return ChainResult(tuple(grades), f"grader {grader.name} returned an undeclared failure mode: {error}")
+        grades.append(result)
+        if not result.passed:
+            break
+    return ChainResult(tuple(grades))
+
+
+def _issued_bytes(task: Task, seeded: dict[str, bytes], relpath: str) -> bytes | None:
+    if relpath in seeded:
+        return seeded[relpath]
+    source = Path(task.family.tree_dir) / relpath
+    return source.read_bytes() if source.is_file() and not source.is_symlink() else None
+
+
+def readable_diff(task: Task, work: Path, changes: Iterable[Change]) -> str:
+    """A unified diff of the text files an agent changed (binary and link changes are named)."""
+    out: list[str] = []
+    seeded = apply_seeds(task.family, task.defect)
+    for change in changes:
+        if change.omitted:  # past a size cap: never read again
+            out.append(f"file {change.path} {change.kind}: {change.size} bytes, not recorded (past a size cap)\n")
+            continue
+        before = _issued_bytes(task, seeded, change.path) if change.kind != "added" else None
+        after_path = work / change.path
+        after = (
+            after_path.read_bytes()
+            if change.kind in ("added", "modified", "hardlink") and after_path.is_file()
+            else None
+        )
+        if change.kind == "symlink":
+            out.append(f"symlink {change.path} -> {os.readlink(after_path) if after_path.is_symlink() else '?'}\n")
+            continue
+        try:
+            a = before.decode("utf-8").splitlines(keepends=True) if before is not None else []
+            b = after.decode("utf-8").splitlines(keepends=True) if after is not None else []
+        except UnicodeDecodeError:
+            out.append(f"binary file {change.path} {change.kind}\n")
+            continue
+        out.extend(
+            difflib.unified_diff(
+                a,
+                b,
+                fromfile=f"a/{change.path}" if before is not None else "/dev/null",
+                tofile=f"b/{change.path}" if after is not None else "/dev/null",
+            )
+        )
+    text = "".join(out)
+    return text if len(text) <= OUTPUT_TAIL_BYTES else text[:OUTPUT_TAIL_BYTES] + "\n[diff cut at 64 KiB]\n"
+
+
+def answer_key_paths(families: Iterable[TaskFamily]) -> list[str]:
+    """The folders holding each family's clean tree, prompt and held-out cases: hidden from a contained agent."""
+    folders = {os.path.dirname(p) for f in families for p in (f.prompt_file, f.cases_file)}
+    return sorted(folders | {f.tree_dir for f in families})
+
+
+def agent_environment(task: Task, prompt: str, prompt_file: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    # An agent that runs the tests must not plant bytecode or a pytest cache by accident.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["CERTLAB_PROMPT"] = prompt
+    env["CERTLAB_PROMPT_FILE"] = str(prompt_file)
+    env["CERTLAB_TASK_ID"] = task.id
+    return env
+
+
+def _cases_file(spec: TrialSpec) -> str:
+    """The held-out cases a trial is scored on: the locked copy when there is a lock."""
+    return spec.acceptance_lock.cases_file if spec.acceptance_lock is not None else spec.task.family.cases_file
+
+
+def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
+    """Issue a seeded work copy, run the agent in it, record what changed, and grade the artifacts."""
+    started = time.monotonic()
+    scratch = Path(tempfile.mkdtemp(prefix="certlab-trial-"))
+    scope = contextlib.ExitStack()
+    scope.enter_context(use_containment(spec.containment or Containment()))
+    agent_scope = scope.enter_context(contextlib.ExitStack())  # in force for the agent's run alone
+    # This trial's process adopts every orphan the agent leaves; what was running before is spared.
+    spare = (set(live_descendants()) if has_children() else set()) if become_subreaper() else None
+    limits_mark = limits_hit_count()
+    try:
+        work = scratch / "work"
+        issued = materialise(spec.task.family, spec.task.defect, work)
+        prompt = Path(spec.task.family.prompt_file).read_text(encoding="utf-8")
+        prompt_file = scratch / "PROMPT.md"
+        prompt_file.write_text(prompt, encoding="utf-8")
+        request = AgentRequest(
+            workdir=str(work),
+            prompt=prompt,
+            prompt_file=str(prompt_file),
+            task_id=spec.task.id,
+            timeout_s=spec.agent_timeout_s,
+            env=agent_environment(spec.task, prompt, prompt_file),
+            agent_args=spec.agent_args,
+            task=spec.task,
+        )
+        session = spec.model_boundary.open(request) if spec.model_boundary is not None else None
+        if session is not None:
+            scope.callback(session.close)
+            request = attrs.evolve(request, env=session.agent_env(request.env))
+            ports = loopback_ports(request.env)  # the boundary on the host's loopback: relayed into a sandbox
+            if ports and active_containment().contained:
+                relayed = attrs.evolve(active_containment(), relay_host_ports=ports)
+                agent_scope.enter_context(use_containment(relayed))
+        try:
+            outcome = spec.agent.run(request)
+        except Exception as error:  # an adapter that raised could not run the agent: infrastructure, not capability
+            outcome = AgentOutcome(
+                status="unavailable",
+                wall_s=time.monotonic() - started,
+                detail=f"the adapter {spec.agent.name} raised {type(error).__name__}: {error}",
+            )
+        agent_scope.close()  # the boundary's relay was the agent's: the graders get the trial's containment
+        model = session.recording() if session is not None else None
+        if session is not None:
+            session.close()
+            # The real upstream failing is infrastructure; an error the boundary injected is the condition under test.
+            outcome = judged_outcome(outcome, model)
+        # Checked again before grading: nothing of the agent's may run while its work is judged.
+        left_before_grading = tuple(sweep_descendants(spare)) if spare is not None else ()
+        agent_done = time.monotonic()
+        changes = tuple(record_changes(work, issued))
+        diff = readable_diff(spec.task, work, changes)
+        chain = ChainResult(())
+        verdict = "not-fixed"
+        failure: str | None = None
+        if outcome.status == "unavailable":
+            verdict, failure = "unavailable", fm.AGENT_UNAVAILABLE
+        elif outcome.status == "timeout":
+            failure = fm.AGENT_TIMEOUT
+        elif limits_hit_since(limits_mark):
+            failure = fm.AGENT_RESOURCE_LIMIT
+        else:
+            chain = run_chain(
+                graders,
+                GradeRequest(
+                    workdir=str(work),
+                    family=spec.task.family,
+                    defect=spec.task.defect,
+                    issued=issued,
+                    expected_tests=spec.expected_tests,
+                    acceptance_lock=spec.acceptance_lock,
+                ),
+            )
+            if chain.passed and answers_leaked(changes, _cases_file(spec)):
+                failure = fm.ANSWERS_LEAKED  # the work copy holds the answer key: read, whatever the tests say
+            elif chain.passed:
+                verdict = "fixed"
+            else:
+                failure = chain.failure_mode
+        left_after_grading = tuple(sweep_descendants(spare)) if spare is not None else ()
+        finished = time.monotonic()
+        return TrialRecord(
+            id=spec.id,
+            family=spec.task.family.name,
+            task=spec.task.id,
+            defect_class=spec.task.defect.defect_class,
+            repeat=spec.repeat,
+            verdict=verdict,
+            failure_mode=failure,
+            changes=changes,
+            diff=diff,
+            output_tail={"stdout": outcome.stdout_tail, "stderr": outcome.stderr_tail},
+            timings={
+                "agent_s": round(agent_done - started, 4),
+                "grading_s": round(finished - agent_done, 4),
+                "total_s": round(finished - started, 4),
+            },
+            usage=outcome.usage,
+            agent_status=outcome.status,
+            exit_code=outcome.exit_code,
+            grades=chain.grades,
+            leftover_processes=(
+                *outcome.leftover_processes,
+                *(f"before grading: {p}" for p in left_before_grading),
+                *(f"after grading: {p}" for p in left_after_grading),
+            ),
+            grader_error=chain.error,
+            agent_detail=outcome.detail,
+            model=model,
+        )
+    finally:
+        scope.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+_preloaded: list[str] = []
+
+
+def preload() -> None:
+    """Import once in the parent what every forked grader needs, so children start warm.
+
+    pytest imports its built-in plugins only when a session is configured; importing them
+    here means no forked test process pays for it. Nothing from a family is imported.
+    """
+    if _preloaded:
+        return
+    import importlib
+
+    import pytest  # noqa: F401  (the suite grader's runner; children inherit it)
+    from _pytest.config import default_plugins
+
+    for name in default_plugins:
+        try:
+            importlib.import_module(f"_pytest.{name}")
+        except ImportError:
+            continue
+        _preloaded.append(name)
+    # Move everything imported so far out of the collector's reach: a forked child then never
+    # walks (and so never copies) the parent's pages during a collection. Halves a grade's CPU.
+    gc.collect()
+    gc.freeze()
+
+
+# ----------------------------------------------------------------------------- on an executor
+
+_executors: list[ExecutorSession] = []
+WORKER_LOST_RERUNS = 3
+
+
+@contextlib.contextmanager
+def trials_on(session: ExecutorSession) -> Iterator[ExecutorSession]:
+    """For the ``with`` block, certification's trials, proofs and calibration run on ``session`` (else local forks)."""
+    _executors.append(session)
+    try:
+        yield session
+    finally:
+        _executors.pop()
+
+
+def warm_graders() -> None:
+    """The preload of a process that forks graded trials on an executor's worker (pytest imported once)."""
+    preload()
+
+
+def _graded_trial(_preloaded: object, item: tuple[TrialSpec, Sequence[Grader]]) -> TrialRecord:
+    spec, graders = item
+    return run_trial(spec, graders)
+
+
+def _tree_check(_preloaded: object, item: tuple[Any, ...]) -> ChainResult:
+    return _check_tree_chain(*item)
+
+
+def on_executor(
+    call: Callable[[object, Any], Any], items: Sequence[Any], what: str, progress: Progress = _quiet
+) -> Iterator[tuple[int, Any]]:
+    """``call(preloaded, item)`` for each item in a fresh process on the executor in force; ``(index, result)`` pairs.
+
+    A result is a ChildFailure when the unit raised, died or timed out. A unit lost with its
+    worker runs again (at most ``WORKER_LOST_RERUNS`` times), so no trial is counted twice
+    or lost.
+    """
+    session = _executors[-1]
+    stage = Stage(name=f"{what}@certlab", call=call, preload=warm_graders)
+    session.prepare([stage])
+    pending = list(range(len(items)))
+    pending.reverse()
+    lost: dict[int, int] = {}
+    while pending or session.busy():
+        while pending and session.busy() < session.slots:
+            index = pending.pop()
+            session.submit(Work(tag=index, stage=stage, arg=items[index], timeout_s=None))
+        for done in session.wait():
+            assert isinstance(done.tag, int)
+            index = done.tag
+            failure = done.failure
+            if failure is None:
+                yield index, done.value
+            elif failure.kind == "worker-lost" and lost.get(index, 0) < WORKER_LOST_RERUNS:
+                lost[index] = lost.get(index, 0) + 1
+                progress(f"{what} {index + 1}: {failure.summary}; running it again")
+                pending.append(index)
+            else:
+                yield index, ChildFailure(failure.kind, failure.summary, failure.traceback, failure.exit_code)
+
+
+def run_trials(
+    specs: Sequence[TrialSpec],
+    graders: Sequence[Grader],
+    workers: int,
+    progress: Progress = _quiet,
+    on_record: Callable[[TrialRecord], None] | None = None,
+) -> list[TrialRecord]:
+    """Run every trial in its own forked process, ``workers`` at a time; return them in schedule order.
+
+    ``on_record`` gets each record as its trial finishes (certify's journal: certlab_core.certify.journal).
+    """
+    preload()
+    results: list[TrialRecord | None] = [None] * len(specs)
+    started = time.monotonic()
+    if specs:
+        progress(f"[0/{len(specs)}] in flight: {', '.join(s.id for s in specs[:workers])}")
+    finished = enumerate(
+        on_executor(_graded_trial, [(spec, graders) for spec in specs], "certify-trial", progress)
+        if _executors
+        else map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers),
+        1,
+    )
+    for done, (index, result) in finished:
+        if isinstance(result, ChildFailure):
+            raise InstrumentError(f"trial {specs[index].id} could not be run: {result.summary}")
+        results[index] = result
+        if on_record is not None:
+            on_record(result)
+        line = f"[{done}/{len(specs)}] {specs[index].agent.name} on {result.id}: {result.verdict}"
+        progress(line + progress_facts(specs, results, done, workers, time.monotonic() - started))
+    return [r for r in results if r is not None]
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}" if minutes >= 60 else f"{minutes}:{secs:02d}"
+
+
+def progress_facts(
+    specs: Sequence[TrialSpec], results: Sequence[TrialRecord | None], done: int, workers: int, elapsed_s: float
+) -> str:
+    """After a trial: elapsed time, an ETA, the running cost (the client's own estimate) and the trials in flight."""
+    facts = [f"elapsed {_clock(elapsed_s)}"]
+    if done < len(specs):
+        facts.append(f"ETA {_clock(elapsed_s / done * (len(specs) - done))}")
+    usages = [r.usage for r in results if r is not None and r.usage is not None]
+    costs = [u.cost_usd for u in usages if u.cost_usd is not None]
+    if costs:
+        facts.append(f"cost so far ${sum(costs):.4f} (the client's own estimate, {len(costs)} trials)")
+    in_flight = [specs[i].id for i in range(min(len(specs), done + workers)) if results[i] is None]
+    if in_flight:
+        facts.append(f"in flight: {', '.join(in_flight)}")
+    return "; " + "; ".join(facts)
+
+
+# ----------------------------------------------------------------------------- the instrument
+
+
+def _check_tree_chain(
+    family: TaskFamily,
+    defect: Defect | None,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    acceptance_lock: AcceptanceLock | None = None,
+) -> ChainResult:
+    scratch = Path(tempfile.mkdtemp(prefix="certlab-prove-"))
+    try:
+        work = scratch / "work"
+        issued = materialise(family, defect, work)
+        probe = defect or Defect(id="clean", defect_class="none", description="the clean tree", seeds=())
+        request = GradeRequest(
+            workdir=str(work),
+            family=family,
+            defect=probe,
+            issued=issued,
+            expected_tests=expected,
+            acceptance_lock=acceptance_lock,
+        )
+        return run_chain(graders, request)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _checked_tree(
+    family: TaskFamily,
+    defect: Defect | None,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    acceptance_lock: AcceptanceLock | None,
+) -> ChainResult:
+    """One tree through the grader chain in a fresh process: forked here, or on the executor in force."""
+    if not _executors:
+        return call_in_fork(_check_tree_chain, family, defect, graders, expected, acceptance_lock)
+    ((_index, result),) = on_executor(_tree_check, [(family, defect, graders, expected, acceptance_lock)], "prove")
+    if isinstance(result, ChildFailure):
+        raise ForkedCallError(result)
+    assert isinstance(result, ChainResult)
+    return result
+
+
+def prove(
+    family: TaskFamily, graders: Sequence[Grader], workers: int = 2, acceptance_lock: AcceptanceLock | None = None
+) -> InstrumentProof:
+    """The clean tree must pass the grader chain and every seeded tree must fail it.
+
+    A task without a clean tree (a user's own) is proven by :func:`prove_issued` instead.
+    """
+    preload()
+    if not family.clean_tree:
+        return prove_issued(family, graders, acceptance_lock)
+    problems: list[str] = []
+    if not family.defects:
+        problems.append(f"family {family.name} has no seeded defects")
+    ids = [d.id for d in family.defects]
+    if len(set(ids)) != len(ids):
+        problems.append(f"family {family.name} repeats a defect id")
+    clean = _checked_tree(family, None, graders, (), acceptance_lock)
+    expected: tuple[str, ...] = ()
+    for grade in clean.grades:
+        collected = grade.data.get("collected")
+        if isinstance(collected, list | tuple) and collected:
+            expected = tuple(str(node) for node in collected)
+    if clean.error:
+        problems.append(f"family {family.name}: the clean tree could not be graded: {clean.error}")
+    elif not clean.passed:
+        problems.append(
+            f"family {family.name}: the clean tree fails its own grading ({clean.failure_mode}: "
+            f"{next((g.detail for g in clean.grades if not g.passed), '')})"
+        )
+    if not expected and not problems:
+        problems.append(f"family {family.name}: no grader reported the visible tests (is certlab-suite installed?)")
+    seeded: list[dict[str, Any]] = []
+    if not problems:
+        defects = list(family.defects)
+        for index, result in (
+            on_executor(_tree_check, [(family, d, graders, expected, acceptance_lock) for d in defects], "prove")
+            if _executors
+            else map_in_forks(
+                lambda d: _check_tree_chain(family, d, graders, expected, acceptance_lock), defects, workers=workers
+            )
+        ):
+            defect = defects[index]
+            if isinstance(result, ChildFailure):
+                problems.append(f"defect {defect.id}: the seeded tree could not be graded: {result.summary}")
+                continue
+            seeded.append({"defect": defect.id, "defect_class": defect.defect_class, "caught_by": result.failure_mode})
+            if result.error:
+                problems.append(f"defect {defect.id}: the seeded tree could not be graded: {result.error}")
+            elif result.passed:
+                problems.append(
+                    f"defect {defect.id} ({defect.defect_class}) is not caught: the seeded tree passes the suite"
+                )
+        seeded.sort(key=lambda s: ids.index(s["defect"]))
+    return InstrumentProof(
+        family=family.name,
+        clean_passed=clean.passed,
+        expected_tests=expected,
+        seeded=tuple(seeded),
+        problems=tuple(problems),
+    )
+
+
+def calibrate(
+    families: Sequence[tuple[TaskFamily, InstrumentProof]],
+    agents: Sequence[AgentAdapter],
+    graders: Sequence[Grader],
+    workers: int = 2,
+    progress: Progress = _quiet,
+    locks: Mapping[str, AcceptanceLock] | None = None,
+) -> tuple[list[tuple[str, TrialRecord]], list[str]]:
+    """Run every constructed agent on every task once; return (agent, trial) pairs and every expectation missed.
+
+    An agent that must fix the task (the oracle) is not run on a task without a clean tree:
+    no fix is known to restore there.
+    """
+    specs = [
+        TrialSpec(
+            task=Task(family, defect),
+            agent=agent,
+            repeat=1,
+            expected_tests=proof.expected_tests,
+            acceptance_lock=(locks or {}).get(family.name),
+        )
+        for agent in agents
+        for family, proof in families
+        for defect in family.defects
+        if family.clean_tree or agent.calibration is None or agent.calibration.verdict != "fixed"
+    ]
+    records = run_trials(specs, graders, workers, progress)
+    problems: list[str] = []
+    for spec, record in zip(specs, records, strict=True):
+        expect = spec.agent.calibration
+        assert expect is not None
+        if record.grader_error:
+            problems.append(f"calibration {spec.agent.name} on {record.task}: {record.grader_error}")
+        elif record.verdict != expect.verdict or (
+            expect.failure_mode is not None and record.failure_mode != expect.failure_mode
+        ):
+            problems.append(
+                f"calibration: {spec.agent.name} on {record.task} scored {record.verdict}"
+                f" ({record.failure_mode or 'no failure'}), but must score {expect.verdict}"
+                f" ({expect.failure_mode or 'any failure mode'})"
+            )
+    return [(spec.agent.name, record) for spec, record in zip(specs, records, strict=True)], problems
+
+
+def prove_issued(
+    family: TaskFamily, graders: Sequence[Grader], acceptance_lock: AcceptanceLock | None = None
+) -> InstrumentProof:
+    """A task without a clean tree: the tree as issued must fail its grading (suite or held-out cases).
+
+    The visible tests collected on the issued tree become the expected tests when every test
+    module collected; when some did not (a test imports what the task asks for), each graded
+    tree must pass every test collected on it instead.
+    """
+    problems: list[str] = []
+    if len(family.defects) != 1:
+        problems.append(f"task {family.name} must be issued as exactly one task (it has {len(family.defects)})")
+        return InstrumentProof(family=family.name, clean_passed=False, expected_tests=(), problems=tuple(problems))
+    defect = family.defects[0]
+    issued = _checked_tree(family, defect, graders, (), acceptance_lock)
+    collected: tuple[str, ...] = ()
+    for grade in issued.grades:
+        nodes = grade.data.get("collected")
+        if isinstance(nodes, list | tuple):
+            collected = tuple(str(node) for node in nodes)
+    modules = test_files(Path(family.tree_dir), family.test_paths)
+    complete = bool(collected) and all(any(c.startswith(m + "::") for c in collected) for m in modules)
+    if issued.error:
+        problems.append(f"task {family.name}: the tree as issued could not be graded: {issued.error}")
+    elif issued.passed:
+        problems.append(
+            f"task {family.name}: the fixture as issued already passes its visible tests and every held-out case; "
+            "there is nothing to fix, so nothing can be certified on it"
+        )
+    seeded = {
+        "defect": defect.id,
+        "defect_class": defect.defect_class,
+        "caught_by": issued.failure_mode,
+        "tests_collected": len(collected),
+        "collection": "complete" if complete else "partial",
+    }
+    return InstrumentProof(
+        family=family.name,
+        clean_passed=False,
+        expected_tests=collected if complete else (),
+        seeded=(seeded,),
+        problems=tuple(problems),
+    )
+
+
+def constructed_agents(registry: Registry) -> list[AgentAdapter]:
+    return [a for a in registry.all("agents").values() if a.calibration is not None]
+
+
+def log_to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,311 @@
+"""``certlab lock``: seal a task's held-out cases with fingerprints, after refusing every layout that leaks them.
+
+The lock (``EXPERIMENT_DIR/.certlab/lock.json``, sealed) holds a copy of the cases taken
+at lock time, from which every score is computed, and the fingerprints of the cases, the
+predictions registered so far, the scorer (every installed grader's package) and the
+kernel's own files. Before every arm, before scoring and after scoring they are taken
+again; any movement refuses the verdict (ERROR) and names what moved.
+
+Refused at lock time: cases inside the fixture or the visible tests, or the fixture inside
+the cases' folder; a symlink, a hard link or a plain copy of a case file anywhere in the
+fixture or the tests; a case whose input the visible tests call with equal literal
+arguments; and a fixture or test file that holds most of the held-out answers.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from certlab_core import __version__
+from certlab_core.certify.user_task import UserTask
+from certlab_core.certify.visible_calls import leaked_inputs, suite_calls
+from certlab_core.evidence.canonical import pretty_json, seal_holds, sealed
+from certlab_core.plugin.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.fingerprints import (
+    CASES_GROUP,
+    KERNEL_GROUP,
+    PREDICTIONS_GROUP,
+    check_unmoved,
+    digest_of,
+    fingerprint,
+    kernel_source,
+    movements,
+    scorer_sources,
+)
+from certlab_core.plugin.records import AcceptanceLock
+from certlab_core.plugin.workcopy import sha256_file
+
+LOCK_FOLDER = ".certlab"
+LOCK_FILE = "lock.json"
+LOCK_SCHEMA = "certlab.lock/1"
+PREDICTIONS_FILE = "predictions.jsonl"
+
+
+def lock_path(root: Path) -> Path:
+    return root / LOCK_FOLDER / LOCK_FILE
+
+
+def predictions_path(root: Path) -> Path:
+    return root / LOCK_FOLDER / PREDICTIONS_FILE
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    path, folder = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return path == folder or folder in path.parents
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def layout_refusals(task: UserTask) -> list[str]:
+    """The cases must live in their own folder, apart from everything issued to the agent."""
+    problems: list[str] = []
+    cases_folder = task.cases.parent
+    for label, issued in (("fixture", task.fixture), ("visible tests", task.tests)):
+        if _inside(task.cases, issued):
+            problems.append(
+                f"the held-out cases {_relative(task.cases, task.root)} are inside the {label} "
+                f"({_relative(issued, task.root)}), which is issued to the agent; move them to their own folder"
+            )
+        if _inside(issued, cases_folder):
+            problems.append(
+                f"the {label} ({_relative(issued, task.root)}) is inside the cases' folder "
+                f"({_relative(cases_folder, task.root) or '.'}); give the cases a folder of their own, e.g. cases/"
+            )
+    return problems
+
+
+def _case_files(task: UserTask) -> list[Path]:
+    folder = task.cases.parent
+    if _inside(task.fixture, folder) or _inside(task.tests, folder):
+        return [task.cases]
+    return sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) or [task.cases]
+
+
+def link_refusals(task: UserTask) -> list[str]:
+    """No symlink to, hard link of, or plain copy of a case file anywhere in the fixture or the tests."""
+    case_files = _case_files(task)
+    by_inode = {(f.stat().st_dev, f.stat().st_ino): f for f in case_files}
+    by_hash = {sha256_file(f): f for f in case_files}
+    real = {os.path.realpath(f): f for f in case_files}
+    problems: list[str] = []
+    for issued in (task.fixture, task.tests):
+        for dirpath, dirnames, filenames in os.walk(issued, followlinks=False):
+            base = Path(dirpath)
+            for name in [*dirnames, *filenames]:
+                path = base / name
+                shown = _relative(path, task.root)
+                if path.is_symlink():
+                    target = os.path.realpath(path)
+                    hit = real.get(target) or next((f for f in case_files if _inside(f, Path(target))), None)
+                    if hit is not None:
+                        problems.append(
+                            f"{shown} is a symlink to the held-out cases ({_relative(hit, task.root)}); remove it"
+                        )
+                    continue
+                if not path.is_file():
+                    continue
+                st = path.stat()
+                hit = by_inode.get((st.st_dev, st.st_ino))
+                if hit is not None:
+                    problems.append(
+                        f"{shown} is a hard link of the held-out cases ({_relative(hit, task.root)}); remove it"
+                    )
+                    continue
+                if st.st_size == 0:
+                    continue
+                hit = by_hash.get(sha256_file(path))
+                if hit is not None:
+                    problems.append(f"{shown} is a copy of the held-out cases ({_relative(hit, task.root)}); remove it")
+    return problems
+
+
+def input_refusals(task: UserTask, cases: Sequence[HeldOutCase]) -> list[str]:
+    """No held-out input the visible tests call with equal literal arguments."""
+    files = sorted(task.tests.rglob("*.py"))
+    return leaked_inputs(cases, suite_calls(files, task.root), _relative(task.cases, task.root))
+
+
+def answer_refusals(task: UserTask, cases: Sequence[HeldOutCase]) -> list[str]:
+    """No file issued to the agent that holds most of the held-out answers."""
+    from certlab_core.certify.leakscan import scan_paths
+
+    findings = scan_paths([task.fixture, task.tests], cases, task.root)
+    return [
+        f"{finding.artefact} holds {finding.found} of the {finding.total} held-out answers; it is issued to the "
+        "agent, so remove them from it"
+        for finding in findings
+        if finding.majority
+    ]
+
+
+def lock_refusals(task: UserTask, cases: Sequence[HeldOutCase]) -> list[str]:
+    """Every reason to refuse locking this task, one line each (empty when it may be locked)."""
+    problems = layout_refusals(task)
+    problems += link_refusals(task)
+    problems += input_refusals(task, cases)
+    problems += answer_refusals(task, cases)
+    return problems
+
+
+def read_task_cases(task: UserTask) -> list[HeldOutCase]:
+    cases = read_cases(task.cases)
+    check_modules(cases, task.module_names, _relative(task.cases, task.root))
+    return cases
+
+
+# ----------------------------------------------------------------------------- fingerprints
+
+
+def lock_sources(
+    cases_file: Path, registry: Any, predictions: Path | None = None, kernel: bool = True
+) -> dict[str, str]:
+    """What a lock fingerprints: the cases file, the predictions (for a task), the scorer, the kernel."""
+    sources = {CASES_GROUP: str(cases_file)}
+    if kernel:
+        sources[KERNEL_GROUP] = str(kernel_source())
+    sources.update(scorer_sources(registry))
+    if predictions is not None:
+        sources[PREDICTIONS_GROUP] = str(predictions)
+    return sources
+
+
+def _write_copy(data: bytes, scratch: Path) -> Path:
+    scratch.mkdir(parents=True, exist_ok=True)
+    copy = scratch / "acceptance.locked.jsonl"
+    copy.write_bytes(data)
+    copy.chmod(0o400)
+    return copy
+
+
+def take_lock(cases_file: Path, registry: Any, scratch: Path, experiment_dir: Path | None = None) -> AcceptanceLock:
+    """A lock taken now, for one run (a family, or a task that was never locked): a copy of the cases,
+    and the fingerprints of the cases and the scorer (the kernel's files only with ``certlab lock``)."""
+    data = cases_file.read_bytes()
+    sources = lock_sources(cases_file, registry, kernel=False)
+    fingerprints = fingerprint(sources)
+    copy = _write_copy(data, scratch)
+    return AcceptanceLock(
+        cases_file=str(copy),
+        cases_sha256=cases_sha256(data),
+        fingerprints=fingerprints,
+        sources=sources,
+        experiment_dir=str(experiment_dir or cases_file.parent),
+        seal=digest_of(fingerprints),
+    )
+
+
+def write_lock(task: UserTask, registry: Any, again: bool = False) -> tuple[Path, dict[str, Any]]:
+    """Refuse a leaking task (UsageError listing every reason), else write and return the sealed lock."""
+    path = lock_path(task.root)
+    if path.exists() and not again:
+        raise UsageError(f"{task.root} is already locked ({_relative(path, task.root)}); pass --again to lock it anew")
+    cases = read_task_cases(task)
+    problems = lock_refusals(task, cases)
+    if problems:
+        raise LockRefused(problems)
+    data = task.cases.read_bytes()
+    sources = lock_sources(task.cases, registry, predictions_path(task.root))
+    fingerprints = fingerprint(sources)
+    document = sealed(
+        {
+            "schema": LOCK_SCHEMA,
+            "task": task.name,
+            "locked_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "certlab_version": __version__,
+            "cases": {
+                "file": _relative(task.cases, task.root),
+                "sha256": cases_sha256(data),
+                "count": len(cases),
+                "copy": data.decode("utf-8"),
+            },
+            "fingerprints": fingerprints,
+            "fingerprints_sha256": digest_of(fingerprints),
+        }
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(pretty_json(document), encoding="utf-8")
+    temporary.replace(path)
+    return path, document
+
+
+class LockRefused(UsageError):
+    """The task leaks its held-out cases; ``problems`` holds one line per reason."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__(f"lock refused: {len(problems)} problem(s); the first: {problems[0]}")
+        self.problems = tuple(problems)
+
+
+def read_lock(root: Path) -> dict[str, Any] | None:
+    """The sealed lock of an experiment directory, or None; a broken or edited lock is an ERROR."""
+    from certlab_core.evidence.safe_io import load_json
+    from certlab_core.plugin.errors import CertlabError
+
+    path = lock_path(root)
+    if not (path.exists() or path.is_symlink()):
+        return None
+    try:
+        document = load_json(path, "lock")  # regular file, capped, shallow (certlab_core.evidence.safe_io)
+    except CertlabError as error:
+        raise InstrumentError(f"{error.message}; lock again with certlab lock --again") from None
+    if not isinstance(document, dict) or document.get("schema") != LOCK_SCHEMA:
+        raise InstrumentError(f"{path}: not a certlab lock (schema {LOCK_SCHEMA} expected)")
+    if not seal_holds(document):
+        raise InstrumentError(f"{path}: the lock was edited after it was sealed; the verdict is refused (ERROR)")
+    return document
+
+
+def open_lock(task: UserTask, registry: Any, scratch: Path) -> AcceptanceLock | None:
+    """The task's lock as an AcceptanceLock (its cases copy written to ``scratch``), checked unmoved; or None."""
+    document = read_lock(task.root)
+    if document is None:
+        return None
+    path = lock_path(task.root)
+    try:
+        copy_text: str = document["cases"]["copy"]
+        copy_sha: str = document["cases"]["sha256"]
+        fingerprints: Mapping[str, str] = document["fingerprints"]
+    except (KeyError, TypeError):
+        raise InstrumentError(f"{path}: malformed lock (no cases copy or fingerprints)") from None
+    data = copy_text.encode("utf-8")
+    if cases_sha256(data) != copy_sha:
+        raise InstrumentError(f"{path}: the cases copy in the lock does not match its own sha256")
+    read_cases_bytes(data, f"{path} (the locked copy)")
+    lock = AcceptanceLock(
+        cases_file=str(_write_copy(data, scratch)),
+        cases_sha256=copy_sha,
+        fingerprints=fingerprints,
+        sources=lock_sources(task.cases, registry, predictions_path(task.root)),
+        experiment_dir=str(task.root),
+        seal=str(document["seal"]),
+    )
+    check_unmoved(lock, "opening the lock")
+    return lock
+
+
+def lock_status(task: UserTask, registry: Any) -> list[str]:
+    """What moved since the task was locked (empty when nothing did); InstrumentError when unlocked or broken."""
+    document = read_lock(task.root)
+    if document is None:
+        raise UsageError(f"{task.root} is not locked; run certlab lock {task.root}")
+    now = fingerprint(lock_sources(task.cases, registry, predictions_path(task.root)))
+    return movements(document["fingerprints"], now)
+
+
+def scratch_folder(prefix: str = "certlab-lock-") -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix))

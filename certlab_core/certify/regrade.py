@@ -1,0 +1,243 @@
+"""Regrade: re-earn every verdict of a certification bundle from its recorded changes, without the agent.
+
+Regrading runs the code the bundle holds: each trial's recorded changes are applied to a
+freshly issued tree and the graders run its tests, which import that code. It runs only in
+fresh child processes (one per trial, and one per grader inside it), in a temp folder of
+its own; changes are materialised there with no-follow semantics, and a change that would
+leave it (a symlink on the way, an absolute or ``..`` path, a special file) is refused as
+tampered, exit 3. That code runs in the bwrap sandbox where it works (:func:`bundle_code_containment`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import cattrs
+from attrs import frozen
+
+from certlab_core.certify.certification import BUNDLE_FILE, BUNDLE_SCHEMA, load_json
+from certlab_core.certify.lab import Progress, answer_key_paths, grader_chain, log_to_stderr, preload, prove, run_chain
+from certlab_core.certify.leakscan import answers_leaked
+from certlab_core.evidence.canonical import seal_holds, structure
+from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
+from certlab_core.plugin.forking import ChildFailure, map_in_forks
+from certlab_core.plugin.records import Defect, Grader, GradeRequest, TaskFamily
+from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.sandbox import Containment, choose_containment, use_containment
+from certlab_core.plugin.workcopy import Change, apply_changes, materialise, sha256_file, taskset_sha256
+
+
+@frozen
+class RecordedTrial:
+    """The part of a bundle's trial that regrading reads (checked on load)."""
+
+    id: str
+    family: str
+    task: str
+    verdict: str
+    failure_mode: str | None
+    agent_status: str
+    changes: list[Change]
+
+
+def bundle_code_containment(registry: Registry, sandbox: str = "auto") -> Containment:
+    """The containment the bundle's code runs under during a regrade: bwrap where it works, else none.
+
+    Every grader of every regraded trial runs under it (``use_containment`` in
+    :func:`_regrade_one`), with every installed family's clean tree and held-out cases hidden;
+    without a working sandbox, one warning line, and regrade says it ran the code uncontained.
+    """
+    families = list(registry.all("task_families").values())
+    return choose_containment(registry, sandbox, answer_key_paths(families), log_to_stderr)
+
+
+def containment_line(containment: Containment, what: str) -> str:
+    """The plain statement a reader prints: it ran the code ``what`` holds, and how contained."""
+    if containment.contained:
+        return f"note: this ran the code {what} holds, in fresh processes inside the sandbox {containment.name}"
+    return (
+        f"note: this ran the code {what} holds, in fresh processes but uncontained (as you, with your files in "
+        "reach); run it only on evidence you trust, or where a sandbox contains it (docs/trust-model.md)"
+    )
+
+
+@frozen
+class RegradeResult:
+    status: str  # consistent, stale, mismatch
+    exit_code: int
+    lines: tuple[str, ...]
+
+
+def read_bundle(folder: Path) -> dict[str, Any]:
+    """Load a bundle and check its schema and seal; anything wrong is one line and exit 3."""
+    path = folder / BUNDLE_FILE if folder.is_dir() else folder
+    bundle = load_json(path, "certification bundle")
+    if not isinstance(bundle, dict):
+        raise InstrumentError(f"{path}: not a certification bundle (the top level is not an object)")
+    if bundle.get("schema") != BUNDLE_SCHEMA:
+        raise InstrumentError(f"{path}: schema is {bundle.get('schema')!r}, expected {BUNDLE_SCHEMA!r}")
+    if "seal" not in bundle:
+        raise InstrumentError(
+            f"{path}: the bundle is unsealed; only a bundle written by certlab certify can be regraded"
+        )
+    if not seal_holds(bundle):
+        raise InstrumentError(
+            f"{path}: the seal does not match the contents; the bundle was edited after it was sealed"
+        )
+    return bundle
+
+
+def _recorded_trials(bundle: dict[str, Any], path: Path) -> list[RecordedTrial]:
+    try:
+        return [structure(t, RecordedTrial) for t in bundle["trials"]]
+    except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
+        detail = "; ".join(cattrs.transform_error(error)) if isinstance(error, cattrs.BaseValidationError) else error
+        raise InstrumentError(f"{path}: malformed trials ({detail})") from None
+
+
+def _regrade_one(
+    trial: RecordedTrial,
+    family: TaskFamily,
+    defect: Defect,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    containment: Containment,
+) -> tuple[str, str | None, str | None]:
+    """In a fresh process: issue the seeded tree again, re-apply the recorded changes, run the chain."""
+    scratch = Path(tempfile.mkdtemp(prefix="certlab-regrade-"))
+    try:
+        work = scratch / "work"
+        issued = materialise(family, defect, work)
+        links = scratch / "links"
+        links.mkdir()
+        try:
+            apply_changes(work, trial.changes, links)
+        except CertlabError as error:
+            return "tampered", None, error.message
+        with use_containment(containment):
+            chain = run_chain(
+                graders,
+                GradeRequest(workdir=str(work), family=family, defect=defect, issued=issued, expected_tests=expected),
+            )
+        if chain.error:
+            return "error", None, chain.error
+        if chain.passed and answers_leaked(trial.changes, family.cases_file):
+            return "not-fixed", fm.ANSWERS_LEAKED, None
+        return ("fixed" if chain.passed else "not-fixed"), chain.failure_mode, None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def regrade(
+    registry: Registry, folder: Path, workers: int, progress: Progress, mutants: bool = False, sandbox: str = "auto"
+) -> RegradeResult:
+    """Check the seal, the installed versions, then re-earn each graded verdict in fresh processes.
+
+    With ``mutants``, each recorded mutation proof is re-earned too (``certlab_core.certify.mutation``). ``sandbox``
+    is ``--sandbox``: the bundle's code runs in bwrap where it works (auto), in bwrap or not at all, or uncontained.
+    """
+    path = folder / BUNDLE_FILE if folder.is_dir() else folder
+    bundle = read_bundle(folder)
+    trials = _recorded_trials(bundle, path)
+    lines: list[str] = []
+    stale: list[str] = []
+    families: dict[str, TaskFamily] = {}
+    try:
+        recorded_families = {f["name"]: f for f in bundle["families"]}
+        recorded_graders = [(g["name"], g["version"]) for g in bundle["graders"]]
+        instrument = {p["family"]: tuple(p["expected_tests"]) for p in bundle["instrument"]}
+    except (KeyError, TypeError) as error:
+        raise InstrumentError(f"{path}: malformed bundle (missing or wrong {error})") from None
+    for name, facts in recorded_families.items():
+        try:
+            family = registry.get("task_families", name)
+        except CertlabError as error:
+            if facts.get("distribution") == "user task":
+                raise InstrumentError(
+                    f"{path}: the bundle certifies the user task {name!r}; "
+                    "give its experiment directory with --task DIR"
+                ) from None
+            raise InstrumentError(f"{path}: the bundle's family is not installed: {error}") from None
+        families[name] = family
+        if family.version != facts.get("version") or taskset_sha256(family) != facts.get("taskset_sha256"):
+            stale.append(
+                f"family {name}: installed {family.version} (taskset {taskset_sha256(family)[:12]}) differs from the "
+                f"recorded {facts.get('version')} (taskset {str(facts.get('taskset_sha256'))[:12]})"
+            )
+        elif sha256_file(Path(family.prompt_file)) != facts.get("prompt_sha256"):
+            stale.append(f"family {name}: the installed prompt differs from the recorded one")
+    graders = grader_chain(registry)
+    installed = []
+    for grader in graders:
+        installed.append((grader.name, registry.plugin_of("graders", grader.name).version))
+    if installed != recorded_graders:
+        stale.append(f"grader chain: installed {installed} differs from the recorded {recorded_graders}")
+    if stale:
+        return RegradeResult("stale", EXIT_STALE, tuple(f"stale: {s}" for s in stale))
+
+    preload()
+    expected: dict[str, tuple[str, ...]] = {}
+    for name, family in families.items():
+        proof = prove(family, graders, workers=workers)
+        if not proof.holds:
+            raise InstrumentError(f"the installed family {name} no longer proves: {'; '.join(proof.problems)}")
+        if proof.expected_tests != instrument.get(name):
+            return RegradeResult(
+                "stale",
+                EXIT_STALE,
+                (f"stale: family {name}: the visible tests collected now differ from the recorded",),
+            )
+        expected[name] = proof.expected_tests
+
+    graded = [t for t in trials if t.agent_status not in ("unavailable", "timeout")]
+    jobs: list[tuple[RecordedTrial, TaskFamily, Defect]] = []
+    for trial in graded:
+        family = families.get(trial.family)
+        defect_id = trial.task.split("/", 1)[-1]
+        defect = next((d for d in family.defects if d.id == defect_id), None) if family else None
+        if family is None or defect is None:
+            raise InstrumentError(f"{path}: trial {trial.id} names a task {trial.task} the bundle's families lack")
+        jobs.append((trial, family, defect))
+    mismatches: list[str] = []
+    containment = bundle_code_containment(registry, sandbox)
+    for index, outcome in map_in_forks(
+        lambda job: _regrade_one(job[0], job[1], job[2], graders, expected[job[1].name], containment),
+        jobs,
+        workers=workers,
+    ):
+        trial = jobs[index][0]
+        if isinstance(outcome, ChildFailure):
+            raise InstrumentError(f"regrading trial {trial.id} failed: {outcome.summary}")
+        verdict, mode, problem = outcome
+        if verdict == "tampered":
+            raise InstrumentError(f"{path}: trial {trial.id}: {problem}")
+        if verdict == "error":
+            raise InstrumentError(f"regrading trial {trial.id}: {problem}")
+        same = verdict == trial.verdict and mode == trial.failure_mode
+        line = (
+            f"{trial.id}: recorded {trial.verdict} ({trial.failure_mode or 'no failure'}), "
+            f"re-earned {verdict} ({mode or 'no failure'})"
+        )
+        progress(("consistent " if same else "MISMATCH   ") + line)
+        if not same:
+            mismatches.append(line)
+    for trial in trials:
+        if trial not in graded:
+            lines.append(f"{trial.id}: {trial.verdict} ({trial.failure_mode}) comes from the agent run, not regradable")
+    if graded:
+        lines.append(containment_line(containment, "this bundle"))
+    if mutants:
+        from certlab_core.certify.mutation import recheck_bundle
+
+        mutation_lines, mutation_mismatches = recheck_bundle(bundle, families, graders, expected, workers, progress)
+        lines.extend(mutation_lines)
+        mismatches.extend(mutation_mismatches)
+    if mismatches:
+        return RegradeResult("mismatch", EXIT_MISMATCH, tuple(lines + [f"mismatch: {m}" for m in mismatches]))
+    lines.append(f"consistent: {len(graded)} graded trial(s) re-earned their recorded verdicts")
+    return RegradeResult("consistent", EXIT_OK, tuple(lines))

@@ -1,0 +1,142 @@
+"""The ``certlab`` command line: one typer app; every command, the kernel's too, comes from ``certlab_commands``.
+
+May import: any part of the kernel.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any
+
+import typer
+
+from certlab_core.cli.builtin import COMMAND_MODULES
+from certlab_core.plugin.errors import EXIT_USAGE, CertlabError
+
+app = typer.Typer(
+    name="certlab",
+    help="CI-grade reliability evidence for AI agents: certify an agent, gate a change.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+KERNEL_PLUGIN = "certlab"  # the name of the kernel's built-in command plugin in the registry
+KERNEL_COMMANDS = frozenset(name for names in COMMAND_MODULES.values() for name in names)
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an error."),
+) -> None:
+    _state["debug"] = debug
+
+
+def fail(message: str, exit_code: int = EXIT_USAGE) -> None:
+    """Raise the one-line error the CLI prints (``certlab: error: ...``) with ``exit_code``."""
+    raise CertlabError(message, exit_code)
+
+
+def _click_exceptions() -> Any:
+    """click's exception classes: typer vendors click in recent releases, older ones depend on it."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover  (typer releases that depend on click)
+        from click import exceptions  # type: ignore[no-redef]
+    return exceptions
+
+
+def _register_all(wanted: str | None = None) -> None:
+    """Register the kernel's commands and every installed plugin's (``certlab_commands``); one line per refusal."""
+    from certlab_core.cli import builtin
+    from certlab_core.plugin.command_records import Command
+    from certlab_core.plugin.registry import discover
+
+    for command in builtin.certlab_commands():
+        command.register(app)
+    registry = discover(extra=[(KERNEL_PLUGIN, builtin)])
+    for name in registry.names(Command):
+        if name in KERNEL_COMMANDS:
+            if name == wanted:
+                continue
+            for plugin in registry.providers_of(Command, name):
+                if plugin != KERNEL_PLUGIN:
+                    print(
+                        f"certlab: warning: {registry.describe_source(plugin)} provides the command {name!r}, "
+                        "which the kernel's own command takes; it is ignored",
+                        file=sys.stderr,
+                    )
+            continue
+        try:
+            registry.get(Command, name).register(app)
+        except CertlabError as refused:  # a name two plugins provide
+            if name == wanted:
+                raise
+            print(f"certlab: warning: {refused.message}", file=sys.stderr)
+        except Exception as error:  # a plugin's register that breaks must not take the command line down
+            source = registry.describe_source(registry.plugin_name_of(Command, name))
+            print(
+                f"certlab: warning: the command {name!r} of {source} could not be registered: "
+                f"{type(error).__name__}: {error}",
+                file=sys.stderr,
+            )
+
+
+def _register_for(args: list[str]) -> None:
+    """Register the kernel command ``args`` names (the first word that is not an option), else every command."""
+    from certlab_core.cli import builtin
+
+    name = next((arg for arg in args if not arg.startswith("-")), None)
+    if name in KERNEL_COMMANDS:
+        next(c for c in builtin.certlab_commands() if c.name == name).register(app)
+        return
+    _register_all(name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; a CertlabError becomes one line on stderr and its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    _state["debug"] = "--debug" in args
+    _register_for(args)
+    try:
+        returned = app(args=args, prog_name="certlab", standalone_mode=False)
+        if isinstance(returned, int):  # click returns the code of typer.Exit when not standalone
+            return returned
+    except CertlabError as error:
+        if _state["debug"]:
+            traceback.print_exc()
+        print(f"certlab: error: {error.message}", file=sys.stderr)
+        return error.exit_code
+    except typer.Exit as done:
+        return int(done.exit_code or 0)
+    except SystemExit as done:
+        return int(done.code or 0) if isinstance(done.code, int) else EXIT_USAGE
+    except KeyboardInterrupt as interrupted:  # the message of certlab_core.gate.resume's handler, if it raised
+        print(f"certlab: {interrupted.args[0] if interrupted.args else 'interrupted'}", file=sys.stderr)
+        return 130
+    except Exception as error:  # click usage errors and anything unforeseen
+        click_exceptions = _click_exceptions()
+        if isinstance(error, click_exceptions.NoArgsIsHelpError):
+            print(error.ctx.get_help() if error.ctx else "", file=sys.stderr)
+            return EXIT_USAGE
+        if isinstance(error, click_exceptions.UsageError):
+            where = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
+            print(f"certlab: error: {error.format_message()}{where}", file=sys.stderr)
+            return EXIT_USAGE
+        if isinstance(error, typer.Abort):  # click turns a KeyboardInterrupt into Abort
+            cause = error.__cause__
+            said = cause.args[0] if isinstance(cause, KeyboardInterrupt) and cause.args else "aborted"
+            print(f"certlab: {said}", file=sys.stderr)
+            return 130
+        if _state["debug"]:
+            traceback.print_exc()
+        print(
+            f"certlab: internal error: {type(error).__name__}: {error} (run again with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 3
+    return 0

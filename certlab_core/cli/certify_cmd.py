@@ -1,0 +1,230 @@
+"""``certlab certify`` and ``certlab regrade``: issue a capability contract, and re-earn it later."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from certlab_core.certify.certification import (
+    CertifyOptions,
+    check_output_dir,
+    cpu_workers,
+    output_lock,
+    write_certification,
+)
+from certlab_core.certify.lab import log_to_stderr
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.plugin.registry import Registry, discover
+
+
+def certify_command(
+    family: list[str] = typer.Option([], "--family", "-f", help="Task family to certify on (repeatable, or 'all')."),
+    task: list[str] = typer.Option(
+        [], "--task", help="A task of your own: its experiment directory (repeatable; see certlab init-task)."
+    ),
+    agent: str = typer.Option("", "--agent", "-a", help="The agent (adapter) to certify, e.g. oracle or command."),
+    agent_arg: list[str] = typer.Option(
+        [], "--agent-arg", help="Argument for the adapter (the command line for 'command')."
+    ),
+    agent_name: str = typer.Option(
+        "", "--agent-name", help="The name the contract gives the agent (default: the adapter)."
+    ),
+    agent_version: str = typer.Option(
+        "unknown", "--agent-version", help="The agent's version, recorded in the bundle."
+    ),
+    agent_timeout: float = typer.Option(600.0, "--agent-timeout", help="Seconds before the agent is stopped."),
+    trials: int = typer.Option(1, "--trials", "-k", help="Runs of every task (K); K > 1 gives intervals."),
+    out: Path = typer.Option(None, "--out", "-o", help="New folder for bundle.json and CONTRACT.md."),
+    workers: int = typer.Option(0, "--workers", "-w", help="Trials at once (default: the number of CPUs)."),
+    executor: str = typer.Option(
+        "local", "--executor", help="Where trials run: local (forked processes here) or a plugin's, such as dask."
+    ),
+    scheduler: str = typer.Option(
+        "", "--scheduler", help="With --executor dask: the scheduler, tcp://HOST:PORT (none: a local cluster)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result line."),
+    origin_note: str = typer.Option(
+        "", "--origin-note", help="A note on where this run comes from, kept in the bundle."
+    ),
+    mutants: bool = typer.Option(
+        False, "--mutants", help="Also prove each family by mutation (certlab prove --mutants); the score is recorded."
+    ),
+    min_mutation_score: float | None = typer.Option(
+        None, "--min-mutation-score", help="Refuse a family whose suite and held-out cases kill less than this share."
+    ),
+    sandbox: str = typer.Option(
+        "auto",
+        "--sandbox",
+        help="Contain the agent and its code: auto (bwrap where it works, else uncontained with a warning), "
+        "bwrap (refuse without it) or none (run as you, uncontained).",
+    ),
+    sign_key: Path = typer.Option(None, "--sign-key", help="Sign the certification when it is written (keygen)."),
+    resume: Path = typer.Option(
+        None, "--resume", help="Complete the certification in OUT that a kill or Ctrl-C stopped (its options kept)."
+    ),
+) -> None:
+    """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
+    from certlab_core.certify.journal import TrialJournal, certify_into, notice_interrupt
+    from certlab_core.cli.signing_cmd import check_sign_key, sign_evidence
+
+    if resume is not None:
+        out = resume
+    elif not agent:
+        raise UsageError("Missing option '--agent': name the agent to certify, e.g. --agent oracle")
+    elif out is None:
+        raise UsageError("Missing option '--out': give a new folder for the certification (or --resume OUT)")
+    check_sign_key(sign_key)
+    check_output_dir(out)
+    notice_interrupt(out)
+    registry = discover()
+    progress = (lambda _m: None) if quiet else log_to_stderr
+    with output_lock(out), certify_executor(registry, executor, workers or cpu_workers(), scheduler):
+        result = certify_into(
+            out,
+            resume is not None,
+            registry,
+            CertifyOptions(
+                families=tuple(family),
+                agent=agent,
+                agent_args=tuple(agent_arg),
+                agent_name=agent_name or None,
+                agent_version=agent_version,
+                agent_timeout_s=agent_timeout,
+                trials=trials,
+                workers=workers or cpu_workers(),
+                origin_note=origin_note,
+                tasks=tuple(task),
+                sandbox=sandbox,
+                hidden=(str(out),),
+                mutants=mutants,
+                min_mutation_score=min_mutation_score,
+            ),
+            progress,
+        )
+        write_certification(out, result, registry)
+        TrialJournal(out).finish()
+        signed = sign_evidence(out, sign_key) if sign_key is not None else None
+    summary = result.bundle["summary"]
+    status = "certified" if result.exit_code == 0 else "NOT certified"
+    typer.echo(
+        f"{status}: {result.bundle['agent']['name']} fixed {summary['fixed']}/{summary['scheduled']} "
+        f"({summary['unavailable']} unavailable); bundle {out / 'bundle.json'}, contract {out / 'CONTRACT.md'}"
+    )
+    for notice in result.bundle.get("notices") or []:
+        typer.echo(f"notice: {notice}")
+    details: list[dict[str, Any]] = result.bundle.get("agent_details") or []
+    for entry in details:
+        ids: list[str] = entry["trials"]
+        typer.echo(f"agent said: {entry['detail']} ({len(ids)} trial(s), first {ids[0]})")
+    for proof in result.bundle["instrument"]:
+        for warning in (proof.get("mutation") or {}).get("warnings", []):
+            typer.echo(f"warning: {warning}", err=True)
+    for problem in result.problems:
+        typer.echo(f"problem: {problem}", err=True)
+    if signed is not None:
+        typer.echo(signed)
+    raise typer.Exit(result.exit_code)
+
+
+@contextlib.contextmanager
+def certify_executor(registry: Registry, name: str, workers: int, scheduler: str) -> Iterator[None]:
+    """Every trial, proof and calibration of the block on the executor ``name`` (``local``: today's forks here)."""
+    if name == "local" and not scheduler:
+        yield
+        return
+    from certlab_core.certify.lab import trials_on
+    from certlab_core.gate.runner import open_executor
+
+    session = open_executor(registry, name, workers, scheduler or None, certify_distributions(registry))
+    try:
+        with trials_on(session):
+            yield
+    finally:
+        session.close()
+
+
+def certify_distributions(registry: Registry) -> dict[str, str]:
+    """What every worker must have for a certification: certlab and each family, agent and grader plugin, alike."""
+    from certlab_core import __version__
+
+    wanted = {"certlab": __version__}
+    for info in registry.plugins():
+        if {"task_families", "agents", "graders"} & set(info.provides):
+            wanted[info.distribution] = info.version
+    return wanted
+
+
+def regrade_command(
+    folder: Path = typer.Argument(..., help="A certification folder (or its bundle.json)."),
+    workers: int = typer.Option(0, "--workers", "-w", help="Regrades at once (default: the number of CPUs)."),
+    sandbox: str = typer.Option(
+        "auto", "--sandbox", help="Run the bundle's code in bwrap where it works (auto), only in bwrap, or none."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
+    task: list[Path] = typer.Option([], "--task", help="The experiment directory of a user task the bundle certified."),
+    mutants: bool = typer.Option(
+        False, "--mutants", help="Also grade every family's mutants again and compare with the recorded score."
+    ),
+) -> None:
+    """Re-earn every verdict of a bundle from its recorded changes: consistent, stale or mismatch."""
+    from certlab_core.certify.held_out import register_experiment_task
+    from certlab_core.certify.regrade import regrade
+
+    registry = discover()
+    for directory in task:
+        if register_experiment_task(registry, directory) is None:
+            raise UsageError(f"--task {directory}: no task of your own there (certlab.yaml, fixture/, cases/)")
+    progress = (lambda _m: None) if quiet else log_to_stderr
+    result = regrade(registry, folder, workers or cpu_workers(), progress, mutants=mutants, sandbox=sandbox)
+    for line in result.lines:
+        typer.echo(line)
+    typer.echo(f"regrade: {result.status}")
+    raise typer.Exit(result.exit_code)
+
+
+def prove_command(
+    family: list[str] = typer.Option([], "--family", "-f", help="Task family to prove (repeatable, or 'all')."),
+    task: list[str] = typer.Option([], "--task", help="A task of your own: its experiment directory (repeatable)."),
+    fixed: Path | None = typer.Option(
+        None, "--fixed", help="The fixed tree of the one --task given: its mutants are made and graded."
+    ),
+    mutants: bool = typer.Option(
+        False, "--mutants", help="Also grade every generated mutant of the clean tree and print the mutation score."
+    ),
+    min_mutation_score: float | None = typer.Option(
+        None, "--min-mutation-score", help="Fail when the suite and held-out cases kill less than this share (0-1)."
+    ),
+    workers: int = typer.Option(0, "--workers", "-w", help="Mutants graded at once (default: the number of CPUs)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the scores, not the survivors' diffs."),
+) -> None:
+    """Prove the instrument: the clean tree passes, each seeded tree fails; with --mutants, score it against mutants."""
+    from certlab_core.certify.mutation import prove_families
+
+    registry = discover()
+    result = prove_families(
+        registry,
+        tuple(family),
+        tuple(task),
+        workers or cpu_workers(),
+        mutants=mutants or min_mutation_score is not None,
+        min_mutation_score=min_mutation_score,
+        fixed=str(fixed) if fixed is not None else None,
+    )
+    for line in result.lines if quiet else (*result.lines, *result.details):
+        typer.echo(line)
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    for problem in result.problems:
+        typer.echo(f"problem: {problem}", err=True)
+    typer.echo("prove: holds" if not result.problems else "prove: REFUSED")
+    raise typer.Exit(EXIT_ERROR if result.problems else EXIT_OK)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("certify")(certify_command)
+    app.command("regrade")(regrade_command)
+    app.command("prove")(prove_command)

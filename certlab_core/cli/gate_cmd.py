@@ -1,0 +1,250 @@
+"""``certlab run``, ``certlab gate``, ``certlab schema`` and ``certlab init``: the A/B reliability gate.
+
+``run`` validates and seals a descriptor, runs its trials into a new run store and exits
+with the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3; usage errors 4); ``gate``
+recomputes the verdict from a run store alone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import typer
+
+from certlab_core.plugin.errors import EXIT_ERROR, UsageError
+
+SCHEMA_DOCUMENTS = ("descriptor", "manifest", "trial", "decision")
+
+
+def _echo_decision(decision: dict[str, Any], folder: Path, earlier: list[str]) -> None:
+    for condition in decision["conditions"]:
+        counts = condition["counts"]
+        bounds = condition["bounds"]
+        interval = f"[{bounds['lower']:.4f}, {bounds['upper']:.4f}]" if bounds else "[-]"
+        gate = "" if condition["gating"] else ", reported, never gated"
+        typer.echo(
+            f"condition {condition['name']} ({condition['bucket']}{gate}): "
+            f"baseline {counts['baseline']['successes']}/{counts['baseline']['trials']}, "
+            f"candidate {counts['candidate']['successes']}/{counts['candidate']['trials']}, "
+            f"candidate - baseline {interval}: {condition['verdict']}"
+        )
+    for warning in decision.get("warnings") or ():
+        typer.echo(f"warning: {warning}")
+    for problem in decision.get("problems") or ():
+        typer.echo(f"problem: {problem}")
+    if earlier:
+        typer.echo(f"earlier runs of {decision['experiment']} (not part of this decision):")
+        for line in earlier:
+            typer.echo(f"  {line}")
+    typer.echo(f"verdict: {decision['verdict']}")
+
+
+def _write_reports(folder: Path, decision: dict[str, Any], junit: Path | None, markdown: Path | None) -> None:
+    """Write the JUnit and Markdown reports through the reporter plugins when installed, else a minimal form."""
+    if junit is None and markdown is None:
+        return
+    from certlab_core.report import files as reports
+
+    for path, fmt in ((junit, "junit"), (markdown, "markdown")):
+        if path is not None:
+            reports.write_report(folder, decision, fmt, path)
+
+
+def run_command(
+    descriptor: Path = typer.Argument(None, help="The experiment descriptor (certlab.yaml); none with --resume."),
+    workers: int = typer.Option(0, "--workers", "-w", help="Trials at once (default: the number of CPUs)."),
+    out: Path = typer.Option(Path("runs"), "--out", "-o", help="Folder that receives the new run store."),
+    retry_infra: bool = typer.Option(False, "--retry-infra", help="Retry an infrastructure ERROR once."),
+    junit: Path = typer.Option(None, "--junit", help="Also write a JUnit XML report here."),
+    markdown: Path = typer.Option(None, "--markdown", help="Also write a Markdown report here."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    executor: str = typer.Option(
+        "local", "--executor", help="Where trials run: local (forked processes here) or a plugin's, such as dask."
+    ),
+    scheduler: str = typer.Option(
+        "", "--scheduler", help="With --executor dask: the scheduler, tcp://HOST:PORT (none: a local cluster)."
+    ),
+    sign_key: Path = typer.Option(None, "--sign-key", help="Sign the run store when it is written (certlab keygen)."),
+    resume: Path = typer.Option(None, "--resume", help="Complete the run store RUNDIR that a kill or Ctrl-C stopped."),
+    sandbox: str = typer.Option(
+        "auto",
+        "--sandbox",
+        help="Contain coding arms' agents and their code: auto (bwrap where it works, else uncontained with a "
+        "warning), bwrap (refuse without it) or none. Recorded in the manifest.",
+    ),
+) -> None:
+    """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""
+    from certlab_core.cli.signing_cmd import check_sign_key, sign_evidence
+    from certlab_core.gate.descriptor import load_descriptor
+    from certlab_core.gate.manifest import build_manifest
+    from certlab_core.gate.runner import (
+        ProgressLine,
+        open_executor,
+        plan_run,
+        run_distributions,
+        run_experiment,
+        workers_default,
+    )
+    from certlab_core.gate.store import create_run, earlier_lines
+    from certlab_core.plugin.registry import discover
+
+    if workers < 0:
+        raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
+    check_sign_key(sign_key)
+    registry = discover()
+    from certlab_core.certify.held_out import register_experiment_task  # a task of the user's own, in this folder
+    from certlab_core.gate.resume import notice_interrupt, open_for_resume
+
+    if resume is not None:
+        manifest = open_for_resume(resume, descriptor)
+        register_experiment_task(registry, Path(manifest.descriptor_dir))
+    else:
+        if descriptor is None:
+            raise UsageError("give the experiment descriptor (certlab run certlab.yaml), or --resume RUNDIR")
+        spec = load_descriptor(descriptor)
+        register_experiment_task(registry, descriptor.resolve().parent)
+        manifest = build_manifest(spec, descriptor, registry)
+        if manifest.task.kind == "family":  # the arms run external programs: seal the containment they get
+            from certlab_core.gate.manifest import seal_manifest
+            from certlab_core.plugin.sandbox import choose_containment
+
+            used = choose_containment(registry, sandbox, [], lambda line: print(line, file=sys.stderr)).name
+            manifest = seal_manifest(attrs.evolve(manifest, sandbox=used))
+    plan = plan_run(manifest, registry)
+    session = open_executor(
+        registry, executor, workers or workers_default(), scheduler or None, run_distributions(manifest)
+    )
+    try:
+        folder = resume if resume is not None else create_run(out, manifest)
+        print(f"certlab: running {manifest.experiment} into {folder}", file=sys.stderr, flush=True)
+        notice_interrupt(folder, manifest)
+        total = 2 * manifest.n_per_arm * len(manifest.conditions)
+        progress = ProgressLine(total, enabled=not quiet)
+        outcome = run_experiment(plan, folder, workers or workers_default(), retry_infra, progress, session)
+    finally:
+        session.close()
+    decision = _decide_and_write(folder, registry)
+    typer.echo(f"run: {folder}")
+    if outcome.stopped and decision["verdict"] != "ERROR" and not quiet:
+        print(f"certlab: {outcome.stopped}", file=sys.stderr)
+    _echo_decision(decision, folder, earlier_lines(folder, manifest))
+    _write_reports(folder, decision, junit, markdown)
+    if sign_key is not None:
+        typer.echo(sign_evidence(folder, sign_key))
+    raise typer.Exit(int(decision["exit_code"]))
+
+
+def _decide_and_write(folder: Path, registry: Any) -> dict[str, Any]:
+    from certlab_core.gate.decision import decide
+    from certlab_core.gate.store import TRIALS, iter_raw_lines, open_manifest, write_decision
+
+    manifest = open_manifest(folder)
+    rule = registry.get("statistical_rules", manifest.rule.name)
+    decision = decide(manifest, iter_raw_lines(folder / TRIALS), rule)
+    write_decision(folder, decision)
+    return decision
+
+
+def gate_command(
+    rundir: Path = typer.Argument(..., help="A run store made by 'certlab run'."),
+    junit: Path = typer.Option(None, "--junit", help="Also write a JUnit XML report here."),
+    markdown: Path = typer.Option(None, "--markdown", help="Also write a Markdown report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the decision document instead of text."),
+) -> None:
+    """Recompute the verdict from a run store alone; the exit code is the verdict."""
+    from certlab_core.evidence.canonical import pretty_json, seal_holds
+    from certlab_core.evidence.integrity import AttemptLedger
+    from certlab_core.gate.decision import decide_file
+    from certlab_core.gate.store import (
+        DECISION,
+        TRIALS,
+        collector_paused,
+        earlier_lines,
+        open_manifest,
+    )
+    from certlab_core.plugin.registry import discover
+
+    manifest = open_manifest(rundir)
+    rule = discover().get("statistical_rules", manifest.rule.name)
+    # One pass over trials.jsonl: the decision's seal and schedule checks, and the retries'
+    # (certlab_core.evidence.integrity: each record written once, a retry only after an infrastructure error).
+    ledger = AttemptLedger(manifest.infra_exit_codes)
+    with collector_paused():
+        decision = decide_file(manifest, rundir / TRIALS, rule, ledger)
+    stored_path = rundir / DECISION
+    if stored_path.exists() or stored_path.is_symlink():
+        from certlab_core.evidence.safe_io import parse_json, read_capped_bytes
+        from certlab_core.plugin.errors import CertlabError
+
+        try:
+            stored_text = read_capped_bytes(stored_path, "decision").decode("utf-8", errors="replace")
+        except CertlabError as error:  # a FIFO, a device, a folder or a huge file in its place
+            stored_text = error.message
+        if stored_text != pretty_json(decision):
+            try:
+                stored = parse_json(stored_text, str(stored_path))
+                tampered = not (isinstance(stored, dict) and seal_holds(stored))
+            except (CertlabError, ValueError):
+                tampered = True
+            note = (
+                "decision.json was edited by hand (its seal does not hold)"
+                if tampered
+                else "decision.json differs from the decision its manifest and trials give"
+            )
+            decision = dict(decision)
+            decision["problems"] = [*decision["problems"], f"{note}; the verdict above is recomputed"]
+            decision["verdict"], decision["exit_code"] = "ERROR", EXIT_ERROR
+    forged = [problem for problem in ledger.finish() if problem not in decision["problems"]]
+    if forged:
+        decision = dict(decision, problems=[*decision["problems"], *forged], verdict="ERROR", exit_code=EXIT_ERROR)
+    if as_json:
+        typer.echo(pretty_json(decision), nl=False)
+    else:
+        typer.echo(f"run: {rundir}")
+        _echo_decision(decision, rundir, earlier_lines(rundir, manifest))
+    _write_reports(rundir, decision, junit, markdown)
+    raise typer.Exit(int(decision["exit_code"]))
+
+
+def schema_command(
+    document: str = typer.Argument(
+        "descriptor",
+        help="Which document: descriptor (certlab.yaml), manifest, trial (a trials.jsonl line) or decision.",
+    ),
+) -> None:
+    """Print a JSON Schema generated from the code (default: the experiment descriptor)."""
+    from certlab_core.gate import schemas
+
+    if document not in SCHEMA_DOCUMENTS:
+        raise UsageError(f"no schema for {document!r}; choose one of {', '.join(SCHEMA_DOCUMENTS)}")
+    typer.echo(json.dumps(schemas.schema_of(document), indent=2, sort_keys=False))
+
+
+def init_command(
+    name: str = typer.Argument(..., help="The experiment id."),
+    baseline: str = typer.Option(..., "--baseline", help="module:function of the baseline agent."),
+    candidate: str = typer.Option(..., "--candidate", help="module:function of the candidate agent."),
+    toolset: str = typer.Option(..., "--toolset", help="module:function building the tools: build(task_input, seed)."),
+    oracle: str = typer.Option(
+        ..., "--oracle", help="module:function judging the final state: oracle(task, snapshot)."
+    ),
+    fault: list[str] = typer.Option([], "--fault", help="NAME:TOOL, a fault on the first call of a tool (repeatable)."),
+    out: Path = typer.Option(Path("certlab.yaml"), "--out", "-o", help="The descriptor to write."),
+    n_per_arm: int = typer.Option(20, "--n", help="Trials per arm of the smoke experiment."),
+) -> None:
+    """Check the references in a child process and write a small smoke descriptor."""
+    from certlab_core.gate.scaffold import write_smoke_descriptor
+
+    path = write_smoke_descriptor(name, baseline, candidate, toolset, oracle, fault, out, n_per_arm)
+    typer.echo(f"wrote {path}; run it with: certlab run {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run_command)
+    app.command("gate")(gate_command)
+    app.command("schema")(schema_command)
+    app.command("init")(init_command)
