@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
 WHEELHOUSE := .wheelhouse
 PYPROJECTS := $(shell find . -name pyproject.toml -not -path './.venv/*' -not -path './.wheelhouse/*' -not -path '*/build/*' -not -path './certifications/*')
 # Every package of ours that the type checker reads: the kernel and each plugin distribution's package.
@@ -16,7 +17,7 @@ $(STAMP): requirements-dev.txt $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install -q -r requirements-dev.txt
-	@touch $(STAMP)
+	@touch $(STAMP) $(DEMO_STAMP)
 
 # A local wheelhouse, so the tests can install a third party's family into a fresh environment without network.
 # Rebuilt when any file of our packages changes; setuptools' build/ folders go first, as they keep deleted files.
@@ -61,7 +62,16 @@ AIDER_VERSION := 0.86.2
 clis: $(STAMP)
 	@sh tools/install_clis.sh "$(CLI_CACHE)" $(BIN)/python $(CLAUDE_CODE_VERSION) $(CODEX_VERSION) $(AIDER_VERSION)
 
-demo: $(STAMP)
+# The demo needs only the distributions it runs (requirements-demo.txt), not the test tools: a quicker first setup.
+# They are all ours and editable, so they build without isolation (setuptools is in the venv): no build environment
+# is made per package. A full setup (requirements-dev.txt) includes them and stamps both.
+$(DEMO_STAMP): requirements-demo.txt $(PYPROJECTS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q --no-build-isolation -r requirements-demo.txt
+	@touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/certlab demo
 
 lint: $(STAMP)

@@ -1,7 +1,7 @@
 """certlab-all: the kernel and every built-in plugin as one distribution, installed from wheels without network.
 
 The fresh environment (``freshenv``) is made by installing ``certlab-all`` alone (and the
-third party's family) from the wheelhouse; here it certifies intervals with the oracle, and
+third party's family) from the wheelhouse; here it certifies intervals with the oracle and runs the demo, and
 certlab-all is checked to depend on exactly the distributions this repository holds.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from freshenv import ALL_DISTRIBUTION, REPO, FreshEnv, editable_distributions
@@ -33,6 +34,25 @@ def test_certlab_all_depends_on_every_distribution_of_the_repository_at_its_vers
     assert set(meta["dependencies"]) == wanted
 
 
+def test_make_demo_installs_exactly_the_demo_and_what_it_depends_on() -> None:
+    # requirements-demo.txt (what make demo installs) is the demo's dependency closure among our distributions.
+    def meta(folder: Path) -> dict[str, Any]:
+        project: dict[str, Any] = tomllib.loads((folder / "pyproject.toml").read_text())["project"]
+        return project
+
+    ours = {meta(folder)["name"]: folder for _name, folder in editable_distributions()}
+    closure, todo = set(), ["certlab-demo"]
+    while todo:
+        name = todo.pop()
+        if name not in closure:
+            closure.add(name)
+            needs = [d.split(">")[0].split("=")[0] for d in meta(ours[name]).get("dependencies", [])]
+            todo += [need for need in needs if need in ours]
+    lines = (REPO / "requirements-demo.txt").read_text().splitlines()
+    listed = {meta(REPO / line[3:])["name"] for line in lines if line.startswith("-e ")}
+    assert listed == closure
+
+
 def test_make_dist_builds_every_distribution() -> None:
     makefile = (REPO / "Makefile").read_text()
     assert (
@@ -51,3 +71,15 @@ def test_installed_through_certlab_all_certlab_certifies_intervals(fresh: FreshE
     assert done.stdout.startswith("certified: oracle fixed 6/6 (0 unavailable)")
     bundle = json.loads((out / "bundle.json").read_text())
     assert {p["distribution"] for p in bundle["plugins"]} >= {"certlab-intervals", "certlab-policy", "certlab-suite"}
+
+
+def test_installed_through_certlab_all_the_demo_runs_from_its_wheel(fresh: FreshEnv, tmp_path: Path) -> None:
+    # The demo is a distribution of its own (certlab-demo); its example files are package data, so it runs
+    # from the installed wheel in a folder that is not a checkout.
+    (site_packages,) = fresh.venv.glob("lib/python3*/site-packages")
+    shipped = site_packages / "certlab_demo" / "examples" / "retry" / "a_vs_b.yaml"
+    assert shipped.is_file() and not shipped.is_symlink()
+    assert shipped.read_bytes() == (REPO / "examples" / "retry" / "a_vs_b.yaml").read_bytes()
+    done = fresh.certlab("demo", "--keep", str(tmp_path / "demo"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "demo: all " in done.stdout and " steps held" in done.stdout

@@ -21,7 +21,6 @@ from certlab_core.plugin.hookspecs import hookimpl
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "certlab_core.cli.plugins_cmd": ("plugins",),
     "certlab_core.cli.certify_cmd": ("certify", "regrade", "prove"),
-    "certlab_core.cli.demo_cmd": ("demo",),
     "certlab_core.cli.compare_cmd": ("compare",),
     "certlab_core.cli.stats_cmd": ("stats", "plan", "selfcheck"),
     "certlab_core.cli.gate_cmd": ("run", "gate", "schema", "init"),

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from certlab_core import demo_acceptance
-from certlab_core.demo import CHAPTERS, DemoContext
+from certlab_demo import chapter_acceptance as demo_acceptance
+from certlab_demo.tour import CHAPTERS, DemoContext
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_chapter_follows_the_certification_chapter() -> None:
-    assert CHAPTERS.index("certlab_core.demo_acceptance") == CHAPTERS.index("certlab_core.demo_certify") + 1
+    assert CHAPTERS.index("certlab_demo.chapter_acceptance") == CHAPTERS.index("certlab_demo.chapter_certify") + 1
 
 
 def test_every_step_of_the_acceptance_chapter_holds(tmp_path: Path) -> None:
-    context = DemoContext(workdir=tmp_path, checkout=REPO)
+    context = DemoContext(workdir=tmp_path)
     findings = [step.run(context) for step in demo_acceptance.steps(context)]
     assert len(findings) == 5
     assert findings[1].startswith("refused: fixture/examples.jsonl is a copy of the held-out cases")

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from certlab_demo import chapter_diagnosis as demo_diagnosis
+from certlab_demo.chapter_gate import A_VS_B, store_marker
+from certlab_demo.tour import CHAPTERS, DemoContext
 from diagnosis_helpers import REPO, run_certlab
-
-from certlab_core import demo_diagnosis
-from certlab_core.demo import CHAPTERS, DemoContext
-from certlab_core.demo_gate import A_VS_B, store_marker
 
 
 def test_the_chapter_follows_the_gate_chapter() -> None:
-    assert CHAPTERS.index("certlab_core.demo_diagnosis") == CHAPTERS.index("certlab_core.demo_gate") + 1
+    assert CHAPTERS.index("certlab_demo.chapter_diagnosis") == CHAPTERS.index("certlab_demo.chapter_gate") + 1
 
 
 def test_every_step_of_the_diagnosis_chapter_holds(tmp_path: Path) -> None:
-    context = DemoContext(workdir=tmp_path, checkout=REPO)
+    context = DemoContext(workdir=tmp_path)
     # what the gate chapter leaves: the confirmatory A against B store, which this chapter reads, never reruns
     done = run_certlab("run", str(REPO / A_VS_B), "--out", str(tmp_path / "runs"), "--quiet")
     assert done.returncode == 1, done.stdout + done.stderr

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from certlab_demo.chapter_gate import choose_n, planning_rates, run_figures
 from gate_helpers import EXAMPLES, lines, run, write
 
-from certlab_core.demo_gate import choose_n, planning_rates, run_figures
 from certlab_core.plugin.registry import Registry
 
 RECORDED: dict[str, Any] = json.loads((EXAMPLES / "recorded_run.json").read_text())["figures"]

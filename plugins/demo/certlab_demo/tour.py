@@ -1,4 +1,4 @@
-"""The demo: each chapter runs real certlab commands on built-in agents and checks what they print."""
+"""The tour: each chapter runs real certlab commands on built-in agents and checks what they print."""
 
 from __future__ import annotations
 
@@ -14,15 +14,19 @@ from pathlib import Path
 
 from attrs import frozen
 
-from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin import UsageError
 
 # Each chapter module defines ``steps(context) -> list[DemoStep]``; a capability adds its chapter here.
 CHAPTERS: tuple[str, ...] = (
-    "certlab_core.demo_certify",
-    "certlab_core.demo_acceptance",
-    "certlab_core.demo_gate",
-    "certlab_core.demo_diagnosis",
+    "certlab_demo.chapter_certify",
+    "certlab_demo.chapter_acceptance",
+    "certlab_demo.chapter_gate",
+    "certlab_demo.chapter_diagnosis",
 )
+
+# The example files the chapters read, shipped in this distribution (package data): the same files as the
+# repository's examples/ folder, so the demo runs from an installed wheel as from a checkout.
+EXAMPLES = Path(__file__).resolve().parent / "examples"
 
 
 class DemoFailed(Exception):
@@ -31,15 +35,16 @@ class DemoFailed(Exception):
 
 @frozen
 class DemoContext:
+    """Where the demo works, and where its example files are (``examples/...`` paths resolve under ``examples``)."""
+
     workdir: Path
-    checkout: Path
+    examples: Path = EXAMPLES
 
     def example(self, relpath: str) -> Path:
-        path = self.checkout / relpath
-        if not path.exists():
-            raise UsageError(
-                f"the demo needs {relpath} from a certlab checkout; run it as 'make demo' in the repository"
-            )
+        """The shipped example file ``relpath`` (written as in the repository: ``examples/retry/a_vs_b.yaml``)."""
+        path = self.examples / Path(relpath).relative_to("examples")
+        if not path.is_file():
+            raise UsageError(f"{path}: the demo's example file is missing; reinstall certlab-demo")
         return path
 
 
@@ -78,10 +83,9 @@ def read_bundle_summary(folder: Path) -> dict[str, int]:
 
 def run_demo(keep: Path | None = None) -> int:
     """Run every chapter's steps in order; print each finding; return the exit code."""
-    checkout = Path(__file__).resolve().parent.parent
     workdir = keep or Path(tempfile.mkdtemp(prefix="certlab-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    context = DemoContext(workdir=workdir, checkout=checkout)
+    context = DemoContext(workdir=workdir)
     steps: list[DemoStep] = []
     for chapter in CHAPTERS:
         steps.extend(importlib.import_module(chapter).steps(context))

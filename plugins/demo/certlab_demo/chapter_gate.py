@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from certlab_core.demo import DemoContext, DemoFailed, DemoStep, certlab
+from certlab_demo.tour import DemoContext, DemoFailed, DemoStep, certlab
 
 FIRST_LOOK = "examples/retry/a_vs_b_first_look.yaml"
 A_VS_B = "examples/retry/a_vs_b.yaml"

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from certlab_core.demo import DemoContext, DemoFailed, DemoStep, certlab
-from certlab_core.demo_gate import FALSIFY, recorded_store
+from certlab_demo.chapter_gate import FALSIFY, recorded_store
+from certlab_demo.tour import DemoContext, DemoFailed, DemoStep, certlab
 
 AGENTS = "certlab_retry_world.agents"
 ARMS = ("baseline", "candidate")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from certlab_core.demo import DemoContext, DemoFailed, DemoStep, certlab
+from certlab_demo.tour import DemoContext, DemoFailed, DemoStep, certlab
 
 TASK = "my-task"
 FIX = "sed -i 's/fahrenheit - 32 \\* 5 \\/ 9/(fahrenheit - 32) * 5 \\/ 9/' temperature.py"

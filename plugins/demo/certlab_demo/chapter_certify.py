@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from certlab_core.demo import DemoContext, DemoFailed, DemoStep, certlab, read_bundle_summary
+from certlab_demo.tour import DemoContext, DemoFailed, DemoStep, certlab, read_bundle_summary
 
 SCRIPT_AGENT = "examples/agents/pattern_fixer.sh"
 SCRIPT_AGENT_FIXES = 2  # it knows exactly two of the six seeded slips

@@ -1,0 +1,1 @@
+../../../../../examples/agents/pattern_fixer.sh
