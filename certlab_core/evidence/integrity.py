@@ -109,7 +109,7 @@ class AttemptLedger:
         self._by_trial.setdefault(trial_id, []).append(entry)
 
     def observe(self, number: int, raw: str | bytes, summary: Mapping[str, Any] | None) -> None:
-        """:meth:`add`, as an observer of the decision's pass (``certlab_core.gate.decision.read_file``)."""
+        """:meth:`add`, as an observer of the decision's pass (``certlab_core.gate.summaries.read_summaries``)."""
         self.add(number, raw, summary)
 
     def fresh(self) -> AttemptLedger:

@@ -40,8 +40,8 @@ def recorded_trials(path: Path, manifest: Manifest) -> dict[str, Recorded]:
     checked as ``certlab gate`` checks them) makes the store unfit to resume (exit 3):
     resuming must never build on records certlab did not write.
     """
-    from certlab_core.gate.decision import read_lines
-    from certlab_core.gate.store import collector_paused, iter_raw_line_bytes
+    from certlab_core.gate.store import collector_paused
+    from certlab_core.gate.summaries import read_summaries
 
     try:
         if os.stat(path).st_size == 0:  # a new run: nothing recorded yet (and nothing to read)
@@ -51,13 +51,10 @@ def recorded_trials(path: Path, manifest: Manifest) -> dict[str, Recorded]:
     except OSError as error:
         raise InstrumentError(f"{path}: unreadable ({error.strerror}); the run store is damaged") from None
     with collector_paused():
-        trials = read_lines(manifest, iter_raw_line_bytes(path))
+        trials = read_summaries(manifest, path, workers=1)
     if trials.problems:
         raise InstrumentError(f"{path}: {trials.problems[0]}; the store is damaged or edited, so it cannot be resumed")
-    return {
-        trial_id: Recorded(int(line.get("attempt") or 1), str(line.get("outcome")))
-        for trial_id, line in trials.latest.items()
-    }
+    return {trial_id: Recorded(summary.attempt, summary.outcome) for trial_id, summary in trials.latest.items()}
 
 
 def pending_jobs(

@@ -34,7 +34,7 @@ from certlab_core.gate.descriptor import FaultDeclaration, is_reference
 from certlab_core.gate.manifest import ARMS, Manifest
 from certlab_core.gate.resume import pending_jobs, recorded_trials
 from certlab_core.gate.schedule import Identities, key_of, look_order
-from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink, iter_raw_line_bytes
+from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink
 from certlab_core.gate.trial import Job, TrialKey, TrialPlan, blank_outcome
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
@@ -362,9 +362,9 @@ def _walk_child(plan: Plan, path: Path) -> tuple[int | None, list[str], list[str
 
     The child reads the file itself, a line at a time, so the parent never holds the store.
     """
-    from certlab_core.gate.decision import read_lines
+    from certlab_core.gate.summaries import read_summaries
 
-    trials = read_lines(plan.manifest, iter_raw_line_bytes(path))
+    trials = read_summaries(plan.manifest, path, workers=1)
     result = walk(plan.manifest, trials.latest, plan.rule)
     return result.due_look, result.due_conditions, result.problems + trials.problems
 

@@ -86,17 +86,34 @@ def seal_line(line: Mapping[str, Any]) -> str:
     return _canonical_text(document) + "\n"
 
 
-def line_seal_holds(raw: str, document: Mapping[str, Any]) -> bool:
-    """Whether a stored line's seal matches its content (checked on its canonical text, without re-encoding)."""
-    seal = document.get("seal")
-    if not isinstance(seal, str):
+_SEAL_KEY = b',"seal":"'
+
+
+def line_seal_holds(raw: bytes | str, seal: str | None = None) -> bool:
+    """Whether a stored line's seal is the sha256 of its bytes without the seal field (docs/run-store.md).
+
+    The one check of a line's seal, over the line as stored (no re-encoding of its content).
+    ``seal`` is the line's own ``seal`` when the caller has decoded it; otherwise the last seal
+    field of the line is taken. Either way that field must occur exactly once.
+    """
+    data = raw.encode("utf-8") if isinstance(raw, str) else raw
+    data = data.rstrip(b"\n")
+    if seal is None:
+        at = data.rfind(_SEAL_KEY)
+        if at < 0:
+            return False
+        found = data[at + len(_SEAL_KEY) : at + len(_SEAL_KEY) + 64]
+    else:
+        found = seal.encode("ascii", "replace")
+        at = data.find(_SEAL_KEY + found + b'"')
+        if at < 0:
+            return False
+    end = at + len(_SEAL_KEY) + len(found)
+    if len(found) != 64 or data[end : end + 1] != b'"' or data.count(data[at : end + 1]) != 1:
         return False
-    marker = f',"seal":"{seal}"'
-    text = raw.rstrip("\n")
-    if text.count(marker) != 1:
-        return False
-    body = text.replace(marker, "", 1)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest() == seal
+    digest = hashlib.sha256(memoryview(data)[:at])
+    digest.update(memoryview(data)[end + 1 :])
+    return digest.hexdigest().encode() == found
 
 
 @contextlib.contextmanager

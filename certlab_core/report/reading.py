@@ -95,7 +95,8 @@ def trial_line(store: RunStore, trial_id: str, attempt: int | None = None) -> di
             continue
         if not isinstance(line, dict) or line.get("id") != trial_id:
             continue
-        if not line_seal_holds(raw, line):
+        seal = line.get("seal")
+        if not isinstance(seal, str) or not line_seal_holds(raw_bytes, seal):
             raise InstrumentError(
                 f"{store.folder}/trials.jsonl line {number}: the seal of {trial_id} does not match its content; "
                 "the record was edited after it was written"
@@ -121,7 +122,7 @@ def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tu
     trials.jsonl is read once: the gate's decision verifies each line (seal, schedule) and
     hands it to the report's accumulator in the same pass, so no line is held or parsed twice.
     The file is split at a newline and its parts read in forked workers, each with its own
-    accumulator, merged back in file order (``certlab_core.gate.decision.read_file``).
+    accumulator, merged back in file order (``certlab_core.gate.summaries.read_summaries``).
     """
     from certlab_core.gate.decision import decide_file
     from certlab_core.gate.manifest import manifest_document

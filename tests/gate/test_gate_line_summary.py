@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certlab_core.gate.decision import _SUMMARY_WINDOW, _summary_of_bytes
 from certlab_core.gate.store import seal_line
+from certlab_core.gate.summaries import _SUMMARY_WINDOW, _summary_of_bytes
 
 ERRORS = st.one_of(
     st.none(),

@@ -9,9 +9,10 @@ import pytest
 
 from certlab_core.evidence.canonical import unstructure
 from certlab_core.evidence.integrity import AttemptLedger
-from certlab_core.gate.decision import _line_ranges, decision_of, read_file, read_lines
+from certlab_core.gate.decision import decision_of
 from certlab_core.gate.manifest import manifest_document
 from certlab_core.gate.store import TRIALS, iter_raw_line_bytes, open_manifest
+from certlab_core.gate.summaries import _line_ranges, read_summaries, verify_lines
 from certlab_core.plugin.registry import discover
 from certlab_core.report.model import ReportAccumulator
 
@@ -34,10 +35,10 @@ def _both(folder: Path, workers: int) -> tuple[tuple, tuple]:
         accumulator = ReportAccumulator(manifest_document(manifest))
         if split:
             splitter = _Both(ledger, accumulator)
-            trials = read_file(manifest, folder / TRIALS, splitter, workers=workers, least=0)
+            trials = read_summaries(manifest, folder / TRIALS, splitter, workers=workers, least=0)
         else:
             splitter = _Both(ledger, accumulator)
-            trials = read_lines(manifest, iter_raw_line_bytes(folder / TRIALS), splitter.observe)
+            trials = verify_lines(manifest, iter_raw_line_bytes(folder / TRIALS), splitter.observe)
         decision = decision_of(manifest, trials, rule)
         report = splitter.accumulator.report(decision)
         results.append(
