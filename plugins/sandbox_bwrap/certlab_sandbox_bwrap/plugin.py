@@ -6,7 +6,8 @@ the run store) is covered by an empty tmpfs (a hidden file by ``/dev/null``); th
 and any further writable folder are bound back at their own paths; ``HOME`` is a fresh
 ``/home/agent`` (or the fresh HOME an adapter made for the run in the temp folder, bound
 with the work copy); the dedicated agent environment (a venv with pytest and nothing of
-certlab) is bound read-only and first on ``PATH``. ``--unshare-pid --die-with-parent``: every
+certlab) is bound read-only and first on ``PATH``. ``--cap-drop ALL``: a program run as root keeps no
+capability (with CAP_SYS_ADMIN it could unmount what hides the key). ``--unshare-pid --die-with-parent``: every
 process the program starts dies with it. ``--unshare-net``: no network at all, not even the
 host's loopback; host Unix sockets named in ``relay_sockets`` are bound in at their paths,
 and each port of ``relay_ports`` is relayed to its socket by ``inner_relay.py`` inside.
@@ -284,6 +285,8 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
         argv += ["--ro-bind", str(RELAY_FILE), str(RELAY_FILE)]
         pairs = [f"{port}={path}" for port, path in sorted(relay_ports.items())]
         command = [str(python_bin / "python"), "-I", str(RELAY_FILE), *pairs, "--", *command]
+    # Run as root, bwrap would keep every capability of the caller: CAP_SYS_ADMIN unmounts what hides the key.
+    argv += ["--cap-drop", "ALL"]
     argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
     argv += ["--chdir", request.workdir, "--", *command]
 

@@ -94,6 +94,33 @@ def test_the_answer_key_the_experiment_and_other_trials_are_out_of_reach(
     assert family_file.is_file() and (other / "intervals.py").is_file()  # hidden inside, untouched outside
 
 
+def test_a_contained_program_cannot_unmount_what_hides_the_answer_key(containment: Containment, tmp_path: Path) -> None:
+    """Run as root, bwrap keeps the caller's capabilities unless told otherwise: with CAP_SYS_ADMIN, ``umount``
+    of the tmpfs over an installed family showed its clean tree (measured before ``--cap-drop ALL``)."""
+    import certlab_intervals
+
+    family_dir = Path(certlab_intervals.__file__).parent / "family"
+    hiding = next(
+        p for p in containment.hidden if str(family_dir).startswith(p.rstrip("/") + "/") or p == str(family_dir)
+    )
+    source = f"""
+        import ctypes, json, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        unmounted = libc.umount2({hiding!r}.encode(), 2) == 0  # MNT_DETACH
+        status = dict(line.split(":", 1) for line in open("/proc/self/status") if line.startswith("Cap"))
+        try:
+            open({str(family_dir / "tree" / "intervals.py")!r}).read()
+            key = "read"
+        except OSError:
+            key = "refused"
+        print(json.dumps({{"unmounted": unmounted, "key": key, "effective": status["CapEff"].strip()}}))
+    """
+    run, out = contained_python(containment, tmp_path / "work", source)
+    assert run.status == "completed", out
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen == {"unmounted": False, "key": "refused", "effective": "0000000000000000"}
+
+
 def test_no_network_but_a_bound_boundary_socket(containment: Containment, tmp_path: Path) -> None:
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
