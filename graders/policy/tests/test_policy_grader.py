@@ -75,3 +75,36 @@ def test_files_outside_the_allowed_paths_fail_by_policy(tmp_path: Path) -> None:
     assert not passed and mode == "policy-outside-allowed-paths" and "notes.md (added)" in detail
     passed, mode, _ = graded(tmp_path / "2", lambda w: (w / "TASK.md").write_text("x"))
     assert not passed and mode == "policy-outside-allowed-paths"
+
+
+def _socket_file(path: Path) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+
+
+SPECIAL_FILES: dict[str, Callable[[Path], object]] = {
+    "fifo": lambda w: os.mkfifo(w / "pipe"),
+    "fifo in a folder": lambda w: os.mkfifo(w / "tests" / "pipe"),
+    "fifo over the module": lambda w: ((w / "intervals.py").unlink(), os.mkfifo(w / "intervals.py")),
+    "socket": lambda w: _socket_file(w / "agent.sock"),
+    "device node": lambda w: os.mknod(w / "null", 0o600 | __import__("stat").S_IFCHR, os.makedev(1, 3)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SPECIAL_FILES))
+def test_a_special_file_left_in_the_work_copy_fails_by_policy_by_name(tmp_path: Path, kind: str) -> None:
+    """A FIFO left behind made the suite grader's copy of the tree fail, and the trial ended as ERROR."""
+    if kind == "device node" and os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    passed, mode, detail = graded(tmp_path, SPECIAL_FILES[kind])
+    assert not passed and mode == "policy-special-file", detail
+    assert "special file" in detail
+
+
+def test_the_policy_grader_declares_its_special_file_mode() -> None:
+    from certlab_policy.plugin import certlab_graders
+
+    (grader,) = certlab_graders()
+    assert "policy-special-file" in grader.failure_modes
