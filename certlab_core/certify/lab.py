@@ -462,6 +462,37 @@ def run_trials(
     ``on_record`` gets each record as its trial finishes (certify's journal: certlab_core.certify.journal).
     """
     preload()
+    with grading_services(specs, graders, workers):
+        return _run_trials(specs, graders, workers, progress, on_record)
+
+
+@contextlib.contextmanager
+def grading_services(specs: Sequence[TrialSpec], graders: Sequence[Grader], workers: int) -> Iterator[None]:
+    """For the ``with`` block, each grader's ``serve`` runs once per sandbox the trials are contained by.
+
+    Trials forked here inherit what the services started (a warm grading server in the
+    sandbox); trials on an executor's workers do not, and their graders start their own.
+    """
+    with contextlib.ExitStack() as services:
+        if not _executors:
+            contained: list[Containment] = []
+            for spec in specs:
+                if spec.containment is not None and spec.containment.contained and spec.containment not in contained:
+                    contained.append(spec.containment)
+            for containment in contained:
+                for grader in graders:
+                    if grader.serve is not None:
+                        services.enter_context(grader.serve(containment, max(1, min(workers, len(specs)))))
+        yield
+
+
+def _run_trials(
+    specs: Sequence[TrialSpec],
+    graders: Sequence[Grader],
+    workers: int,
+    progress: Progress,
+    on_record: Callable[[TrialRecord], None] | None,
+) -> list[TrialRecord]:
     results: list[TrialRecord | None] = [None] * len(specs)
     started = time.monotonic()
     if specs:

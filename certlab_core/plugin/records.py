@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, get_args
 
 import attrs
@@ -19,6 +20,7 @@ from certlab_core.plugin.converters import json_map, names_map, text_map, tool_m
 
 if TYPE_CHECKING:
     from certlab_core.plugin.report import Report
+    from certlab_core.plugin.sandbox import Containment
 
 #: JSON-like data: what crosses a tool boundary, a task input, a world's snapshot, a grader's facts.
 JsonValue: TypeAlias = "bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue] | None"
@@ -281,6 +283,17 @@ class Grade(Protocol):
     def __call__(self, request: GradeRequest, /) -> GradeResult: ...
 
 
+class GradingService(Protocol):
+    """A grader's ``serve``: what it starts once for a run of contained trials, as a context manager.
+
+    Entered in the process that forks the trials, before the first (``slots`` trials run at
+    once) and left after the last; what it starts (a warm server inside the sandbox) is
+    inherited by every trial's grading. It must start no thread in that process.
+    """
+
+    def __call__(self, containment: Containment, slots: int, /) -> AbstractContextManager[None]: ...
+
+
 @frozen
 class Grader:
     """A grader: ``grade(request) -> GradeResult``, run in its own fresh process.
@@ -289,7 +302,8 @@ class Grader:
     ``failure_modes`` declares every mode the grader may name: the kernel's
     (``certlab_core.plugin.failure_modes``) or modes of its own, which reports then count
     like the kernel's; a mode neither the kernel nor the grader declares is an error
-    naming the grader.
+    naming the grader. ``serve``, when given, is started once per run of contained trials
+    (``GradingService``); ``grade`` must give the same result without it.
     """
 
     name: str
@@ -297,6 +311,7 @@ class Grader:
     description: str
     grade: Grade = field(eq=False, repr=False)
     failure_modes: tuple[str, ...] = field(converter=_tuple, default=())
+    serve: GradingService | None = field(default=None, eq=False, repr=False)
 
 
 # --------------------------------------------------------------------------- statistics

@@ -4,18 +4,35 @@ The tests run in a fresh process forked from this grader's process; their outcom
 back over a pipe, collected by a pytest plugin object from ``pytest_collection_finish``
 and ``pytest_runtest_logreport``. Nothing is read from pytest's output, so code that
 prints success, exits at import time or collects nothing cannot pass.
+
+Under a sandbox the agent's code must not run in a fork of this process (it holds the
+registry, so the seeded defects, in memory): the tests run in the sandbox instead, in a
+fresh process forked for the grading by the run's grading server (``suite_server.py``,
+started once per run by ``serve`` and warm with pytest), or, where no server is in reach (a
+trial on an executor's worker, a server that stopped answering), in a new interpreter of
+the agent environment.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import select
 import shutil
+import subprocess
 import tempfile
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from attrs import define
 
 from certlab_core.plugin import (
+    Containment,
     ForkedCallError,
     Grader,
     GradeRequest,
@@ -27,7 +44,7 @@ from certlab_core.plugin import (
     run_contained,
 )
 from certlab_core.plugin import failure_modes as fm
-from certlab_suite import visible_suite
+from certlab_suite import suite_server, visible_suite
 from certlab_suite.visible_suite import run_pytest
 
 NAME = "suite"
@@ -35,6 +52,8 @@ SUITE_TIMEOUT_S = 120.0
 LOG_TAIL_BYTES = 4096
 # Variables the contained test process must not inherit: the lab's own, and those that steer Python or pytest.
 DROPPED_PREFIXES = ("CERTLAB_", "PYTHON", "PYTEST_")
+SERVER_GRACE_S = 30.0  # past the suite's own time limit (and a server's start), a silent server is given up
+REPORT_KEYS = {"collected": list, "outcomes": dict, "collect_errors": list, "strays": list}
 
 
 def _tail(path: Path, tree: Path) -> str:
@@ -44,6 +63,11 @@ def _tail(path: Path, tree: Path) -> str:
     except OSError:
         return ""
     return data[-LOG_TAIL_BYTES:].decode("utf-8", "replace").replace(str(tree), "<work>")
+
+
+def well_formed(report: object) -> bool:
+    """Whether a report from a contained test process has the shape ``judge`` reads (it may come from anyone)."""
+    return isinstance(report, dict) and all(isinstance(report.get(key), kind) for key, kind in REPORT_KEYS.items())
 
 
 def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> GradeResult:
@@ -78,6 +102,10 @@ def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> Grad
 
 def grade(request: GradeRequest) -> GradeResult:
     """Copy the work tree, run its visible tests in a fresh process, and count the results."""
+    if active_containment().contained:
+        served = _grade_on_server(request)
+        if served is not None:
+            return served
     scratch = Path(tempfile.mkdtemp(prefix="certlab-suite-"))
     try:
         tree = scratch / "tree"
@@ -106,6 +134,197 @@ def grade(request: GradeRequest) -> GradeResult:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _contained_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
+
+
+def _not_reported(how: str, log: Path, tree: Path) -> GradeResult:
+    return GradeResult(NAME, False, fm.SUITE_NOT_RUN, f"the test process did not report ({how})\n" + _tail(log, tree))
+
+
+def _judged_text(text: str, request: GradeRequest, log: Path, tree: Path) -> GradeResult:
+    try:
+        report = json.loads(text)
+    except ValueError:
+        report = None
+    if not well_formed(report):
+        return _not_reported("its report is not one", log, tree)
+    return judge(report, tuple(request.expected_tests), _tail(log, tree))
+
+
+# ----------------------------------------------------------------------------- the run's grading servers
+
+
+@define
+class GradingServer:
+    """One grading server of a run: its process in the sandbox, its pipes, and the one folder it grades in.
+
+    Trials forked after it started share it one grading at a time (an ``flock`` on ``lock``);
+    a server that stopped answering is marked ``broken`` (a file) and no longer used.
+    """
+
+    containment: Containment
+    folder: Path
+    lock: Path
+    broken: Path
+    process: subprocess.Popen[bytes]
+    release: Any
+
+    def usable(self) -> bool:
+        # Not ``process.poll()``: in a trial forked after the start the server is no child of ours, and
+        # ``poll`` would call it exited. A server that went away is found by its pipe, and marked broken.
+        return not self.broken.exists()
+
+
+_servers: list[GradingServer] = []
+
+
+@contextlib.contextmanager
+def serve(containment: Containment, slots: int) -> Iterator[None]:
+    """Start ``slots`` grading servers inside ``containment`` for the ``with`` block (the kernel's ``serve`` hook)."""
+    base = Path(tempfile.mkdtemp(prefix="certlab-suite-servers-"))
+    runner = base / "runner"
+    runner.mkdir()
+    for module in (suite_server, visible_suite):
+        shutil.copyfile(str(module.__file__), runner / Path(str(module.__file__)).name)
+    started: list[GradingServer] = []
+    try:
+        for number in range(slots):
+            folder = base / f"grading-{number}"
+            folder.mkdir()
+            argv = [containment.python(), "-I", str(runner / "suite_server.py")]
+            launch = containment.launch(
+                argv, str(folder), _contained_environment(), writable=(str(folder),), readable=(str(runner),)
+            )
+            with (base / f"server-{number}.log").open("ab") as log:
+                process = subprocess.Popen(
+                    list(launch.argv),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    cwd=folder,
+                    env=dict(launch.env),
+                    start_new_session=True,
+                    preexec_fn=launch.before_exec,
+                )
+            lock, broken = base / f"server-{number}.lock", base / f"server-{number}.broken"
+            lock.touch()
+            started.append(GradingServer(containment, folder, lock, broken, process, launch.release))
+        _servers.extend(started)
+        yield
+    finally:
+        for server in started:
+            with contextlib.suppress(ValueError):
+                _servers.remove(server)
+            with contextlib.suppress(OSError):
+                assert server.process.stdin is not None
+                server.process.stdin.close()
+            try:
+                server.process.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+                server.process.wait()
+            if server.process.stdout is not None:
+                server.process.stdout.close()
+            server.release()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _a_free_server(containment: Containment) -> Iterator[GradingServer | None]:
+    """A usable server of this containment, held for the block (waiting for one when all are busy); else None."""
+    mine = [s for s in _servers if s.containment == containment and s.usable()]
+    if not mine:
+        yield None
+        return
+    handles: list[IO[str]] = []
+    try:
+        chosen: GradingServer | None = None
+        for server in mine:
+            handle = server.lock.open("r")
+            handles.append(handle)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            chosen = server
+            break
+        if chosen is None:  # all busy: wait for one, chosen by this process
+            index = os.getpid() % len(mine)
+            fcntl.flock(handles[index], fcntl.LOCK_EX)
+            chosen = mine[index]
+        yield chosen if chosen.usable() else None
+    finally:
+        for held in handles:
+            held.close()
+
+
+def _empty(folder: Path) -> None:
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _ask(server: GradingServer, message: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+    """Send one request and read lines until its reply (a line left by an earlier, killed caller is skipped)."""
+    assert server.process.stdin is not None and server.process.stdout is not None
+    try:
+        server.process.stdin.write((json.dumps(message) + "\n").encode("utf-8"))
+        server.process.stdin.flush()
+    except OSError:
+        return None
+    fd = server.process.stdout.fileno()
+    deadline = time.monotonic() + timeout_s
+    buffer = b""
+    while True:
+        while b"\n" not in buffer:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            buffer += chunk
+        line, buffer = buffer.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(reply, dict) and reply.get("id") == message["id"]:
+            return reply
+
+
+def _grade_on_server(request: GradeRequest) -> GradeResult | None:
+    """The grading on one of the run's servers, in a fresh fork of it in the sandbox; None when none is in reach."""
+    with _a_free_server(active_containment()) as server:
+        if server is None:
+            return None
+        try:
+            _empty(server.folder)
+            tree, log = server.folder / "tree", server.folder / "pytest.log"
+            copy_tree(Path(request.workdir), tree)
+            message = {
+                "id": uuid.uuid4().hex,
+                "tree": str(tree),
+                "log": str(log),
+                "modules": list(request.family.module_names),
+                "test_paths": list(request.family.test_paths),
+                "timeout_s": SUITE_TIMEOUT_S,
+            }
+            reply = _ask(server, message, SUITE_TIMEOUT_S + SERVER_GRACE_S)
+            if reply is None:  # gone or silent (the graded code may have killed it): graded afresh, without it
+                server.broken.touch()
+                return None
+            text = reply.get("report_text")
+            if not isinstance(text, str):
+                return _not_reported(str(reply.get("failure") or "no report"), log, tree)
+            return _judged_text(text, request, log, tree)
+        finally:
+            _empty(server.folder)
+
+
 def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path) -> GradeResult:
     """The agent's code under the run's sandbox: a new interpreter of the agent environment, out of the key's reach.
 
@@ -118,7 +337,7 @@ def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path
     script = runner / "visible_suite.py"
     shutil.copyfile(visible_suite.__file__, script)
     result = scratch / "result.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
+    env = _contained_environment()
     argv = [
         containment.python(),
         "-I",
@@ -133,13 +352,10 @@ def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path
         argv, cwd=str(tree), env=env, timeout_s=SUITE_TIMEOUT_S, containment=containment, writable=(str(scratch),)
     )
     try:
-        report = json.loads(result.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        how = ran.detail or f"exit status {ran.exit_code}"
-        return GradeResult(
-            NAME, False, fm.SUITE_NOT_RUN, f"the test process did not report ({how})\n" + _tail(log, tree)
-        )
-    return judge(report, tuple(request.expected_tests), _tail(log, tree))
+        text = result.read_text(encoding="utf-8")
+    except OSError:
+        return _not_reported(ran.detail or f"exit status {ran.exit_code}", log, tree)
+    return _judged_text(text, request, log, tree)
 
 
 @hookimpl
@@ -151,5 +367,6 @@ def certlab_graders() -> list[Grader]:
             description="every visible test collected on the clean tree ran and passed, counted by pytest's hooks",
             grade=grade,
             failure_modes=(fm.SUITE_FAILED, fm.SUITE_NOT_RUN),
+            serve=serve,
         )
     ]
