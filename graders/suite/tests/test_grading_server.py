@@ -1,0 +1,115 @@
+"""The suite grader's warm grading server in the bwrap sandbox: a fresh interpreter's verdicts, nothing kept between."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from certlab_suite import plugin as suite
+
+from certlab_core.certify.lab import answer_key_paths
+from certlab_core.plugin.records import GradeRequest, GradeResult
+from certlab_core.plugin.registry import discover
+from certlab_core.plugin.sandbox import Containment, choose_containment, use_containment
+from certlab_core.plugin.workcopy import materialise
+
+REASON = __import__("certlab_sandbox_bwrap.plugin", fromlist=["probe"]).probe()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no bwrap sandbox here: {REASON}")
+FAMILY = discover(only=("intervals",)).get("task_families", "intervals")
+MARKER = "certlab-grading-server-test-daemon"
+
+
+@pytest.fixture(scope="module")
+def containment() -> Containment:
+    return choose_containment(discover(), "bwrap", answer_key_paths([FAMILY]), lambda _line: None)
+
+
+@pytest.fixture
+def served(containment: Containment) -> Iterator[Containment]:
+    with use_containment(containment), suite.serve(containment, 1):
+        yield containment
+
+
+def request(tmp_path: Path, name: str, suffix: str = "", seeded: bool = False) -> GradeRequest:
+    work = tmp_path / name
+    defect = FAMILY.defects[0]
+    issued = materialise(FAMILY, defect if seeded else None, work)
+    module = work / "intervals.py"
+    module.write_text(module.read_text() + "\n" + textwrap.dedent(suffix))
+    return GradeRequest(workdir=str(work), family=FAMILY, defect=defect, issued=issued)
+
+
+def on_server(req: GradeRequest) -> GradeResult:
+    result = suite._grade_on_server(req)
+    assert result is not None, "the grading did not run on the run's server"
+    return result
+
+
+def test_a_served_grading_gives_the_verdicts_of_a_fresh_interpreter(served: Containment, tmp_path: Path) -> None:
+    clean, seeded = request(tmp_path, "clean"), request(tmp_path, "seeded", seeded=True)
+    served_clean, served_seeded = on_server(clean), on_server(seeded)
+    assert served_clean.passed and served_clean.data["collected"], served_clean.detail
+    assert not served_seeded.passed and served_seeded.failure_mode == "suite-failed"
+    suite._servers.clear()  # the same gradings with no server in reach: a new interpreter in a sandbox of its own
+    fresh_clean, fresh_seeded = suite.grade(clean), suite.grade(seeded)
+    assert (fresh_clean.passed, fresh_clean.data) == (True, served_clean.data)
+    assert "passed" in served_seeded.detail  # pytest's own log, flushed before the child ended
+    assert (fresh_seeded.passed, fresh_seeded.failure_mode) == (False, "suite-failed")
+
+
+def _daemons() -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and MARKER.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_nothing_one_grading_leaves_reaches_the_next(served: Containment, tmp_path: Path) -> None:
+    """One trial's code leaves files in the sandbox's /tmp and HOME, and a daemon that rewrites the next tree."""
+    leaves = f"""
+        import os, subprocess, sys
+        for folder in ("/tmp", os.environ["HOME"], "/dev/shm"):
+            open(os.path.join(folder, "left-behind"), "w").write("from the first trial")
+        script = (
+            "import sys, time\\n"
+            "time.sleep(0.3)\\n"
+            "while True:\\n"
+            "    try: open(sys.argv[1], 'a').write('\\\\nraise SystemExit(3)\\\\n')\\n"
+            "    except OSError: pass\\n"
+            "    time.sleep(0.05)\\n"
+        )
+        subprocess.Popen([sys.executable, "-c", script, os.path.abspath(__file__), {MARKER!r}], start_new_session=True)
+    """
+    first = on_server(request(tmp_path, "first", leaves))
+    assert first.passed, first.detail
+    checks = """
+        import os
+        for folder in ("/tmp", os.environ["HOME"], "/dev/shm"):
+            if os.path.exists(os.path.join(folder, "left-behind")):
+                raise RuntimeError("the first trial's file is still in " + folder)
+    """
+    time.sleep(0.5)  # a surviving daemon would have started writing by now
+    second = on_server(request(tmp_path, "second", checks))
+    assert second.passed, second.detail
+    assert _daemons() == []
+
+
+def test_graded_code_that_kills_the_server_is_graded_afresh(served: Containment, tmp_path: Path) -> None:
+    kills = """
+        import os, signal
+        if os.environ.get("HOME") == "/home/agent" and os.getppid() > 1:
+            os.kill(os.getppid(), signal.SIGKILL)
+    """
+    result = suite.grade(request(tmp_path, "killer", kills))
+    assert suite._servers[0].broken.exists()
+    assert isinstance(result, GradeResult) and result.passed, result.detail  # graded again in a fresh interpreter
+    after = suite.grade(request(tmp_path, "after"))
+    assert after.passed, after.detail
