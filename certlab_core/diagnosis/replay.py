@@ -14,12 +14,14 @@ mode come back, 1 when they do not (for a failure's reproducer, 1 means the agen
 
 Either way replay runs the code the reproducer holds (its included files): only in a fresh
 child process, with the files written inside that child's own temp folder (never through a
-link, never at an absolute or ``..`` path). Its containment is chosen in
-:func:`reproducer_code_containment`.
+link, never at an absolute or ``..`` path). A recorded replay runs it in the bwrap sandbox
+where it works (:func:`reproducer_code_containment`); a live re-run still runs it uncontained,
+and says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -195,20 +197,83 @@ def _exception_type(detail: str) -> str:
     return detail.partition(":")[0].strip()
 
 
-def reproducer_code_containment() -> Containment:
-    """The containment the reproducer's code runs under.
+def reproducer_code_containment(registry: Registry | None = None) -> Containment:
+    """The containment the reproducer's code runs under: the bwrap sandbox where it works, else none (one warning).
 
-    SANDBOX SEAM: this is where replay picks a sandbox from the installed ``certlab_sandboxes``
-    plugins and runs :func:`_replay_child` / :func:`_live_child` inside it. Until the sandbox
-    plugin wires it, replay runs the included code uncontained and says so.
+    Inside it the reproducer's agent sees a read-only system, writes only in its own temp
+    folder, has no network and its processes die with it; every installed family's clean
+    tree and held-out cases stay hidden. certlab's own installation stays visible: the
+    replay process is certlab's, running the reproducer's agent against the recording.
     """
-    return Containment(note="replay ran the reproducer's code uncontained (no sandbox is wired into replay)")
+    import attrs
+
+    from certlab_core.certify.lab import answer_key_paths, log_to_stderr
+    from certlab_core.plugin.registry import discover
+    from certlab_core.plugin.sandbox import choose_containment
+
+    found = registry if registry is not None else discover()
+    keys = answer_key_paths(list(found.all("task_families").values()))
+    chosen = choose_containment(found, "auto", keys, log_to_stderr)
+    return attrs.evolve(chosen, hidden=tuple(keys)) if chosen.contained else chosen
 
 
-def _containment_line() -> str:
+def _contained_replay(bundle: Mapping[str, Any], containment: Containment, timeout_s: float) -> dict[str, Any]:
+    """:func:`_replay_child` in a new interpreter inside ``containment``; its folder is the one it may write."""
+    import os
+    import shutil
+
+    from certlab_core.plugin.command import run_contained
+    from certlab_core.plugin.forking import ChildFailure
+    from certlab_core.plugin.sandbox import installation_paths
+
+    folder = Path(tempfile.mkdtemp(prefix="certlab-replay-contained-"))
+    try:
+        (folder / "bundle.json").write_text(json.dumps(bundle), encoding="utf-8")
+        argv = [sys.executable, "-I", "-m", "certlab_core.diagnosis.replay", str(folder)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CERTLAB_")}
+        env["TMPDIR"] = str(folder)
+        with (folder / "replay.log").open("wb") as log:
+            ran = run_contained(
+                argv,
+                cwd=str(folder),
+                env=env,
+                timeout_s=timeout_s,
+                stdout=log,
+                stderr=log,
+                containment=containment,
+                readable=installation_paths(),  # certlab itself, wherever it lives (a checkout in /tmp)
+            )
+        try:
+            found = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+            if not isinstance(found, dict):
+                raise ValueError("not an object")
+        except (OSError, ValueError):
+            how = ran.detail or f"exit status {ran.exit_code}"
+            with contextlib.suppress(OSError):
+                tail = (folder / "replay.log").read_bytes()[-4096:].decode("utf-8", "replace").strip().splitlines()
+                how += f": {tail[-1]}" if tail else ""
+            raise ForkedCallError(
+                ChildFailure("died", f"the contained replay process did not report ({how})")
+            ) from None
+        return found
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def contained_main(folder: str) -> int:
+    """In the sandbox: replay ``folder/bundle.json`` and write what :func:`_replay_child` found to ``result.json``."""
+    bundle = json.loads(Path(folder, "bundle.json").read_text(encoding="utf-8"))
+    found = _replay_child(bundle)
+    Path(folder, "result.json").write_text(json.dumps(found), encoding="utf-8")
+    return 0
+
+
+def _containment_line(containment: Containment | None = None) -> str:
     from certlab_core.certify.regrade import containment_line
 
-    return containment_line(reproducer_code_containment(), "this reproducer")
+    if containment is None:  # a live re-run: the gate's runner, not yet inside a sandbox
+        containment = Containment(note="a live re-run runs the reproducer's code uncontained")
+    return containment_line(containment, "this reproducer")
 
 
 def replay(bundle: Mapping[str, Any]) -> ReplayResult:
@@ -216,13 +281,20 @@ def replay(bundle: Mapping[str, Any]) -> ReplayResult:
     from certlab_core.gate.runner import classify
 
     trial = bundle["trial"]
-    lines = [f"replay {trial['id']} of {bundle['experiment']} (recorded: {_outcome(trial)})", _containment_line()]
+    containment = reproducer_code_containment()
+    lines = [
+        f"replay {trial['id']} of {bundle['experiment']} (recorded: {_outcome(trial)})",
+        _containment_line(containment),
+    ]
     edited = edited_files(bundle)
     if edited:
         lines.append(f"included files edited since bundling: {', '.join(edited)}")
     seconds = float(bundle["manifest"]["budgets"].get("seconds") or 60.0)
     try:
-        found = call_in_fork(_replay_child, bundle, timeout=seconds + KILL_GRACE_S)
+        if containment.contained:
+            found = _contained_replay(bundle, containment, seconds + KILL_GRACE_S)
+        else:
+            found = call_in_fork(_replay_child, bundle, timeout=seconds + KILL_GRACE_S)
     except ForkedCallError as error:
         lines.append(f"invalid: the replay process failed ({error.failure.summary})")
         return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
@@ -401,3 +473,7 @@ def replay_certified_trial(folder: Path, trial_id: str, registry: Registry) -> R
         return ReplayResult("reproduced", EXIT_OK, tuple(lines))
     lines.append(f"not reproduced: recorded {recorded}, replayed {replayed}")
     return ReplayResult("not-reproduced", EXIT_MISMATCH, tuple(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(contained_main(sys.argv[1]))

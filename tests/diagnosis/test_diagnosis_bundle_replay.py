@@ -148,3 +148,28 @@ def test_a_resealed_reproducer_of_the_wrong_shape_is_one_line_exit_3(
         assert done.returncode == 3, done.stdout + done.stderr
         assert done.stderr.count("\n") == 1 and needle in done.stderr, done.stderr
         assert "internal error" not in done.stderr
+
+
+def test_a_hostile_reproducer_cannot_write_outside_its_folder(reproducer: Path, tmp_path: Path) -> None:
+    """Replay ran the included agent as the user: its code could write anywhere (measured before the sandbox)."""
+    from certlab_sandbox_bwrap.plugin import probe
+
+    if probe() is not None:
+        pytest.skip(f"no bwrap sandbox here: {probe()}")
+    target = tmp_path / "written-by-the-reproducer.txt"
+    edited = _edited(
+        reproducer,
+        tmp_path,
+        (
+            "def agent_b(task: Mapping[str, Any], tools: Any, rng: Any) -> dict[str, Any]:",
+            "def agent_b(task: Mapping[str, Any], tools: Any, rng: Any) -> dict[str, Any]:\n"
+            f"    for where in ({str(target)!r}, {str(Path.home() / '.certlab-replay-escape')!r}):\n"
+            "        try:\n            open(where, 'w').write('escaped')\n        except OSError:\n            pass\n"
+            "    return _agent_b(task, tools, rng)\n\n\n"
+            "def _agent_b(task: Any, tools: Any, rng: Any) -> dict[str, Any]:",
+        ),
+    )
+    done = run_certlab("replay", str(edited))
+    assert "inside the sandbox bwrap" in done.stdout, done.stdout + done.stderr
+    assert "the agent made exactly the 2 recorded calls, in order" in done.stdout, done.stdout + done.stderr
+    assert not target.exists() and not (Path.home() / ".certlab-replay-escape").exists()

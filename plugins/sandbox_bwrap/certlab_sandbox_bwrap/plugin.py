@@ -263,19 +263,26 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
     ]
     shown = [request.workdir, *request.writable, *scratch_homes]
     argv: list[str] = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for path in request.hidden:
-        if not os.path.lexists(path) or path in ("/", "/tmp"):
-            continue
-        if os.path.isdir(path) and not os.path.islink(path):
-            argv += ["--tmpfs", path]
-        else:
-            argv += ["--ro-bind", "/dev/null", path]
+
+    def hide(paths: list[str]) -> None:
+        for path in paths:
+            if not os.path.lexists(path) or path in ("/", "/tmp"):
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                argv.extend(["--tmpfs", path])
+            else:
+                argv.extend(["--ro-bind", "/dev/null", path])
+
+    hide(list(request.hidden))
     argv += ["--tmpfs", "/home", "--dir", AGENT_HOME]
     if environment.is_dir():
         argv += ["--ro-bind", str(environment), str(environment)]
-    for path in request.readable:
-        if os.path.exists(path):
-            argv += ["--ro-bind", path, path]
+    readable = [path for path in request.readable if os.path.exists(path)]
+    for path in readable:
+        argv += ["--ro-bind", path, path]
+    # A readable folder (a checkout in /tmp) shows what it holds, but a hidden path inside it stays hidden.
+    readable_folders = [p for p in readable if os.path.isdir(p)]
+    hide([p for p in request.hidden if any(p.startswith(f.rstrip("/") + "/") for f in readable_folders)])
     for path in shown:
         argv += ["--bind", path, path]
     for socket_path in sorted({*request.relay_sockets, *relay_ports.values()}):
