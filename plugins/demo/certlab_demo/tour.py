@@ -93,11 +93,12 @@ def run_demo(keep: Path | None = None) -> int:
     started = time.monotonic()
     for number, step in enumerate(steps, 1):
         print(f"\n[{number}/{len(steps)}] {step.title}", flush=True)
+        step_started = time.monotonic()
         try:
             finding = step.run(context)
         except DemoFailed as failure:
             print(f"demo: step {number} did not hold: {failure}", flush=True)
             return 1
-        print(f"  held: {finding}", flush=True)
+        print(f"  held: {finding} ({time.monotonic() - step_started:.1f} s)", flush=True)
     print(f"\ndemo: all {len(steps)} steps held ({time.monotonic() - started:.1f} s)", flush=True)
     return 0
