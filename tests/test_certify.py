@@ -139,6 +139,15 @@ def test_bad_input_is_one_line_and_exit_4(tmp_path: Path, args: list[str], messa
     assert not (tmp_path / "out" / "bundle.json").exists()
 
 
+def test_a_token_budget_needs_the_model_boundary_and_a_positive_count(registry: Registry) -> None:
+    from certlab_core.plugin.errors import UsageError
+
+    with pytest.raises(UsageError, match="--token-budget must be at least 1"):
+        certify(registry, CertifyOptions(families=("intervals",), agent="oracle", token_budget=0), lambda _m: None)
+    with pytest.raises(UsageError, match="counted at the model boundary, and oracle would run without one"):
+        certify(registry, CertifyOptions(families=("intervals",), agent="oracle", token_budget=500), lambda _m: None)
+
+
 def test_a_built_in_family_that_certlab_plugins_leaves_out_says_so(tmp_path: Path) -> None:
     env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
     done = run_certlab("certify", "--family", "ledger", "--agent", "oracle", "--out", str(tmp_path / "o"), env=env)

@@ -66,6 +66,7 @@ class CertifyOptions:
     mutants: bool = False  # also the mutation proof of each family (certlab_core.certify.mutation)
     min_mutation_score: float | None = None  # refuse a family whose mutants survive more than this allows
     journal: str | None = None  # journal each finished trial in this folder, resuming it (certify_journal)
+    token_budget: int | None = None  # --token-budget: model tokens per trial, enforced at the model boundary
 
 
 @frozen
@@ -222,6 +223,14 @@ def proof_document(proof: InstrumentProof) -> dict[str, Any]:
     }
 
 
+def settings_of(options: CertifyOptions) -> dict[str, Any]:
+    """The bundle's ``settings``: trials per task, the agent's timeout, and the token budget when one was set."""
+    settings: dict[str, Any] = {"trials": options.trials, "agent_timeout_s": options.agent_timeout_s}
+    if options.token_budget is not None:
+        settings["token_budget"] = options.token_budget
+    return settings
+
+
 def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> CertifyResult:
     """Prove every family, calibrate, run the agent on every task ``trials`` times, and build the bundle.
 
@@ -232,6 +241,8 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         raise UsageError(f"--trials must be at least 1 (got {options.trials})")
     if options.agent_timeout_s <= 0:
         raise UsageError(f"--agent-timeout must be positive (got {options.agent_timeout_s:g})")
+    if options.token_budget is not None and options.token_budget < 1:
+        raise UsageError(f"--token-budget must be at least 1 (got {options.token_budget})")
     from certlab_core.certify.mutation import check_minimum
 
     check_minimum(options.min_mutation_score)
@@ -248,6 +259,17 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
     agent: AgentAdapter = registry.get("agents", options.agent)
     if agent.check_args is not None:
         agent.check_args(tuple(options.agent_args))
+    # A real agent reaches its model API through the model boundary: every call recorded, no key in the CLI.
+    model_boundary = (
+        model_plan_for(registry, options.agent_args, max_tokens=options.token_budget)
+        if agent.calibration is None
+        else None
+    )
+    if options.token_budget is not None and model_boundary is None:
+        raise UsageError(
+            f"--token-budget is counted at the model boundary, and {options.agent} would run without one "
+            "(a constructed agent, an adapter given --base-url, or certlab-model-boundary not installed)"
+        )
     graders = grader_chain(registry)
     hidden = [*answer_key_paths(families), str(held_out.scratch), *options.tasks, *options.hidden]
     containment = choose_containment(registry, options.sandbox, hidden, log_to_stderr)
@@ -305,8 +327,6 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             progress(f"calibrate: {calibrator.name:<15} {_score_line(mine)}")
     if not problems:
         expected = {p.family: p.expected_tests for p in proofs}
-        # A real agent reaches its model API through the model boundary: every call recorded, no key in the CLI.
-        model_boundary = model_plan_for(registry, options.agent_args) if agent.calibration is None else None
         specs = [
             TrialSpec(
                 task=Task(family, defect),
@@ -359,7 +379,7 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             "adapter_version": agent_plugin.version,
             "args": list(options.agent_args),
         },
-        "settings": {"trials": options.trials, "agent_timeout_s": options.agent_timeout_s},
+        "settings": settings_of(options),
         "containment": containment.document(),
         "families": [held_out.family_facts(f) or family_facts(registry, f) for f in families],
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version} for p in registry.plugins()],

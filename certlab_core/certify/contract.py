@@ -118,6 +118,17 @@ def containment_line(containment: Any) -> str:
     )
 
 
+def budget_lines(settings: dict[str, Any]) -> list[str]:
+    """The token budget the trials ran under, when one was set (``certlab certify --token-budget``)."""
+    budget = settings.get("token_budget")
+    if budget is None:
+        return []
+    return [
+        f"- Token budget: {budget} model tokens per trial (input plus output, as the model's answers reported "
+        "them), counted at the model boundary; a trial that asked past it is `budget-exceeded`"
+    ]
+
+
 def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
     """The contract a reader can check against the bundle line by line."""
     agent = bundle["agent"]
@@ -132,6 +143,7 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
         + ", ".join(f"`{f['name']}` {f['version']} (taskset `{f['taskset_sha256'][:12]}`)" for f in bundle["families"]),
         f"- Graders, in order: {', '.join(g['name'] + ' ' + g['version'] for g in bundle['graders'])}",
         containment_line(bundle.get("containment")),
+        *budget_lines(bundle.get("settings") or {}),
         f"- Bundle seal: `{bundle['seal']}`; produced by {bundle['origin']['produced_by']} "
         f"at commit `{bundle['harness_commit'][:12]}`",
         "",

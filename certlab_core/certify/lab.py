@@ -24,7 +24,7 @@ from certlab_core.plugin.command import become_subreaper, has_children, live_des
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.executor import ExecutorSession, Stage, Work
 from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
-from certlab_core.plugin.model_boundary import ModelBoundaryPlan, judged_outcome
+from certlab_core.plugin.model_boundary import ModelBoundaryPlan, judged_outcome, spent_budget
 from certlab_core.plugin.records import (
     AcceptanceLock,
     AgentAdapter,
@@ -303,6 +303,8 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
             verdict, failure = "unavailable", fm.AGENT_UNAVAILABLE
         elif outcome.status == "timeout":
             failure = fm.AGENT_TIMEOUT
+        elif spent_budget(model) is not None:  # running out is the agent's failure, as a timeout is: not graded
+            failure = fm.BUDGET_EXCEEDED
         elif limits_hit_since(limits_mark):
             failure = fm.AGENT_RESOURCE_LIMIT
         else:

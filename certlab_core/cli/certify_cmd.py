@@ -37,6 +37,12 @@ def certify_command(
         "unknown", "--agent-version", help="The agent's version, recorded in the bundle."
     ),
     agent_timeout: float = typer.Option(600.0, "--agent-timeout", help="Seconds before the agent is stopped."),
+    token_budget: int = typer.Option(
+        None,
+        "--token-budget",
+        help="Model tokens a trial may spend (input plus output, as the answers report them); the model boundary "
+        "refuses the next call, and the trial is budget-exceeded.",
+    ),
     trials: int = typer.Option(1, "--trials", "-k", help="Runs of every task (K); K > 1 gives intervals."),
     out: Path = typer.Option(None, "--out", "-o", help="New folder for bundle.json and CONTRACT.md."),
     workers: int = typer.Option(0, "--workers", "-w", help="Trials at once (default: the number of CPUs)."),
@@ -94,6 +100,7 @@ def certify_command(
                 agent_name=agent_name or None,
                 agent_version=agent_version,
                 agent_timeout_s=agent_timeout,
+                token_budget=token_budget,
                 trials=trials,
                 workers=workers or cpu_workers(),
                 origin_note=origin_note,

@@ -116,6 +116,13 @@ class Budgets:
         default=None,
         metadata=_doc("decision-channel steps per trial; for a family task, model calls (null: no limit)"),
     )
+    tokens: int | None = field(
+        default=None,
+        metadata=_doc(
+            "model tokens per trial of a family task (input plus output, as the model's answers report them), "
+            "counted at the model boundary, which refuses the next call once they are spent (null: no limit)"
+        ),
+    )
     seconds: float = field(default=60.0, metadata=_doc("wall seconds per trial"))
 
 
@@ -242,12 +249,14 @@ def value_problems(descriptor: Descriptor) -> list[tuple[str, str]]:
     if d.seed < 0:
         out.append(("seed", "the seed must be 0 or more"))
     budgets = d.budgets
-    for name in ("tool_calls", "model_steps"):
+    for name in ("tool_calls", "model_steps", "tokens"):
         value = getattr(budgets, name)
         if value is not None and value < 1:
             out.append((f"budgets.{name}", "a budget must be at least 1 (or null for no limit)"))
         if value is not None and task.family is not None and name == "tool_calls":
             out.append((f"budgets.{name}", "a family task has no tool boundary to count at; remove it"))
+        if value is not None and task.family is None and name == "tokens":
+            out.append((f"budgets.{name}", "a tool world has no model boundary to count tokens at; remove it"))
     if not 0.0 < budgets.seconds <= 86400.0:
         out.append(("budgets.seconds", f"{budgets.seconds} is outside (0, 86400]"))
     contract = d.contract

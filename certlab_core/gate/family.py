@@ -7,7 +7,8 @@ further process of its own (``certlab_core.certify.lab.run_trial``).
 
 When a model boundary is installed, every agent run goes through it: the agent's model calls
 are the trial's events, a condition's faults (declared with ``tool: model``) are injected
-there, and ``budgets.model_steps`` limits the model calls.
+there, ``budgets.model_steps`` limits the model calls and ``budgets.tokens`` their tokens; a trial
+whose call the boundary refused for a spent budget is ``budget-exceeded`` (the record names which).
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ from certlab_core.evidence.canonical import unstructure
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.fingerprints import check_unmoved
-from certlab_core.plugin.model_boundary import MODEL_TOOL, ModelBoundaryPlan, ModelFaultPlan, default_model_plan
+from certlab_core.plugin.model_boundary import (
+    CALLS_BUDGET,
+    MODEL_TOOL,
+    TOKENS_BUDGET,
+    ModelBoundaryPlan,
+    ModelFaultPlan,
+    default_model_plan,
+)
 from certlab_core.plugin.records import AgentAdapter, Defect, Grader, TaskFamily
 from certlab_core.plugin.sandbox import Containment, choose_containment
 
@@ -133,8 +141,14 @@ def model_plans(manifest: Any, registry: Any) -> dict[str, ModelBoundaryPlan]:
             for index, d in enumerate(condition.faults)
             if d.tool == MODEL_TOOL
         )
-        plans[condition.name] = ModelBoundaryPlan(boundary, faults, max_calls=manifest.budgets.model_steps)
+        plans[condition.name] = ModelBoundaryPlan(
+            boundary, faults, max_calls=manifest.budgets.model_steps, max_tokens=manifest.budgets.tokens
+        )
     return plans
+
+
+#: The descriptor's name of each budget the model boundary enforces.
+GATE_BUDGETS = {CALLS_BUDGET: "model_steps", TOKENS_BUDGET: "tokens"}
 
 
 def outcome_of(record: Any, infra_exit_codes: Sequence[int]) -> dict[str, Any]:
@@ -150,10 +164,8 @@ def outcome_of(record: Any, infra_exit_codes: Sequence[int]) -> dict[str, Any]:
     passed = record.verdict == "fixed"
     model = getattr(record, "model", None) or {}
     calls = int((model.get("counts") or {}).get("model_calls") or 0)
-    budget_exceeded = model.get("budget_exceeded")
+    budget_exceeded = GATE_BUDGETS.get(str(model.get("budget_exceeded")))
     failure_mode = None if passed else (record.failure_mode or fm.SUITE_FAILED)
-    if budget_exceeded and not passed and record.verdict != "unavailable":
-        failure_mode = fm.BUDGET_EXCEEDED
     return {
         "agent": {
             "status": status,

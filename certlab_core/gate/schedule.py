@@ -74,6 +74,15 @@ def full_order(manifest: Manifest) -> Iterator[TrialKey]:
         yield from look_order(manifest, look)
 
 
+def _bound_budgets(budgets: Any) -> dict[str, Any]:
+    """The budgets a trial's identity binds: the token budget only when set, so a store sealed before it existed
+    keeps the identities it was run with."""
+    body: dict[str, Any] = unstructure(budgets)
+    if body.get("tokens") is None:
+        body.pop("tokens", None)
+    return body
+
+
 def identity_body(manifest: Manifest, key: TrialKey) -> dict[str, Any]:
     """What a trial's identity binds."""
     return {
@@ -87,7 +96,7 @@ def identity_body(manifest: Manifest, key: TrialKey) -> dict[str, Any]:
         "seed": key.seed,
         "rule": unstructure(manifest.rule),
         "n_per_arm": manifest.n_per_arm,
-        "budgets": unstructure(manifest.budgets),
+        "budgets": _bound_budgets(manifest.budgets),
         "contract": unstructure(manifest.contract),
         "infra_exit_codes": list(manifest.infra_exit_codes),
         "plugins": dict(manifest.plugins),

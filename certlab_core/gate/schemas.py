@@ -138,7 +138,7 @@ class TrialLine:
     events: tuple[Event, ...]
     faults: tuple[FaultFired, ...]
     counts: Counts
-    budget_exceeded: Literal["tool_calls", "model_steps", "seconds"] | None
+    budget_exceeded: Literal["tool_calls", "model_steps", "tokens", "seconds"] | None
     contract_violations: tuple[Violation, ...]
     usage: dict[str, Any] | None
     timings: dict[str, float]

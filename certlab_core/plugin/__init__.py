@@ -57,7 +57,14 @@ if TYPE_CHECKING:
     from certlab_core.plugin.forking import ForkedCallError, call_in_fork
     from certlab_core.plugin.hookspecs import hookimpl
     from certlab_core.plugin.looks import look_alpha, look_sizes
-    from certlab_core.plugin.model_boundary import ModelBoundary, ModelFaultPlan, ModelRun, ModelSession
+    from certlab_core.plugin.model_boundary import (
+        CALLS_BUDGET,
+        TOKENS_BUDGET,
+        ModelBoundary,
+        ModelFaultPlan,
+        ModelRun,
+        ModelSession,
+    )
     from certlab_core.plugin.records import (
         AcceptanceLock,
         AgentAdapter,
@@ -168,6 +175,8 @@ _HOME: dict[str, str] = {
     "hookimpl": "certlab_core.plugin.hookspecs",
     "look_alpha": "certlab_core.plugin.looks",
     "look_sizes": "certlab_core.plugin.looks",
+    "CALLS_BUDGET": "certlab_core.plugin.model_boundary",
+    "TOKENS_BUDGET": "certlab_core.plugin.model_boundary",
     "ModelBoundary": "certlab_core.plugin.model_boundary",
     "ModelFaultPlan": "certlab_core.plugin.model_boundary",
     "ModelRun": "certlab_core.plugin.model_boundary",
@@ -260,12 +269,14 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CALLS_BUDGET",
     "EXIT_BLOCK",
     "EXIT_ERROR",
     "EXIT_INCONCLUSIVE",
     "EXIT_OK",
     "EXIT_PASS",
     "EXIT_USAGE",
+    "TOKENS_BUDGET",
     "AcceptanceLock",
     "AgentAdapter",
     "AgentOutcome",

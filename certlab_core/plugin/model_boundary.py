@@ -13,7 +13,9 @@ loopback proxy.
 upstream (401, 429, 5xx, unreachable) is infrastructure, so the run is ``unavailable``
 whatever the adapter said; an error the boundary injected as a declared fault is the
 condition under test, so an adapter's ``unavailable`` becomes ``completed`` and the run is
-judged by what it left.
+judged by what it left. A call the boundary refused because a budget was spent
+(``budget_exceeded``: :data:`CALLS_BUDGET` or :data:`TOKENS_BUDGET`) is the agent's own doing:
+an adapter's ``unavailable`` becomes ``completed``, and the trial ends as ``budget-exceeded``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from certlab_core.plugin.records import AgentOutcome, AgentRequest, AgentStatus,
 
 #: The ``tool`` a descriptor's fault names to act at the model boundary.
 MODEL_TOOL = "model"
+#: The budgets a model boundary enforces, as its recording's ``budget_exceeded`` names them.
+CALLS_BUDGET = "model_calls"
+TOKENS_BUDGET = "model_tokens"
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:
@@ -126,11 +131,21 @@ def judged_status(status: str, detail: str, recording: Mapping[str, Any] | None)
         return status, f"{detail} [model boundary: {infra}]" if detail else str(infra)
     if infra:
         return "unavailable", f"{infra}; {detail}" if detail else str(infra)
+    spent = spent_budget(recording)
+    if spent is not None:
+        note = f"the model boundary refused a call past the trial's {spent} budget"
+        return "completed" if status == "unavailable" else status, f"{note}; {detail}" if detail else note
     fired = any(fault.get("fired") for fault in recording.get("faults") or ())
     if status == "unavailable" and fired:
         note = "the model error was the declared fault under test, so the run is judged by what it left"
         return "completed", f"{note}; {detail}" if detail else note
     return status, detail
+
+
+def spent_budget(recording: Mapping[str, Any] | None) -> str | None:
+    """The budget the boundary refused a call for (:data:`CALLS_BUDGET`, :data:`TOKENS_BUDGET`), or None."""
+    spent = (recording or {}).get("budget_exceeded")
+    return str(spent) if spent in (CALLS_BUDGET, TOKENS_BUDGET) else None
 
 
 def judged_outcome(outcome: AgentOutcome, recording: Mapping[str, Any] | None) -> AgentOutcome:
@@ -147,12 +162,14 @@ def default_model_plan(registry: Any) -> ModelBoundaryPlan | None:
     return ModelBoundaryPlan(boundaries[sorted(boundaries)[0]]) if boundaries else None
 
 
-def model_plan_for(registry: Any, agent_args: Sequence[str]) -> ModelBoundaryPlan | None:
+def model_plan_for(registry: Any, agent_args: Sequence[str], max_tokens: int | None = None) -> ModelBoundaryPlan | None:
     """A real agent's plan in a certification: the installed boundary, unless the adapter is given ``--base-url``.
 
     An explicit ``--base-url`` points the CLI at that upstream itself, past the boundary; the run
     then keeps the adapter's own account only (and the key the harness gave it reaches the CLI).
+    ``max_tokens`` is the token budget of each trial (``certlab certify --token-budget``).
     """
     if any(arg == "--base-url" or arg.startswith("--base-url=") for arg in agent_args):
         return None
-    return default_model_plan(registry)
+    plan = default_model_plan(registry)
+    return attrs.evolve(plan, max_tokens=max_tokens) if plan is not None else None

@@ -46,6 +46,8 @@ def test_certlab_schema_prints_the_descriptors_schema_from_the_records() -> None
     assert schema == schema_of("descriptor")
     assert list(schema["properties"]) == [f.name for f in attrs.fields(Descriptor)]
     assert set(schema["required"]) == {"experiment", "task", "arms", "conditions", "n_per_arm"}
+    budgets = schema["$defs"]["Budgets"]["properties"]
+    assert "counted at the model boundary" in json.dumps(budgets["tokens"])
     jsonschema.Draft202012Validator.check_schema(schema)
 
 

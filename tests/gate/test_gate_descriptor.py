@@ -84,6 +84,8 @@ def problems(data: Any) -> list[str]:
         ({"arms": {"baseline": {"agent": f"{AGENTS}:agent_a"}}}, "certlab.yaml: arms.candidate: missing; add it"),
         ({"task": {"world": "retry-inventory", "family": "intervals"}}, "certlab.yaml: task: name exactly one of"),
         ({"budgets": {"seconds": 0}}, "certlab.yaml: budgets.seconds: 0.0 is outside (0, 86400]"),
+        ({"budgets": {"tokens": 0}}, "certlab.yaml: budgets.tokens: a budget must be at least 1"),
+        ({"budgets": {"tokens": 5000}}, "certlab.yaml: budgets.tokens: a tool world has no model boundary to count"),
         ({"infra_exit_codes": [0]}, "certlab.yaml: infra_exit_codes[0]: 0 is not an exit code"),
         (
             {"contract": {"forbidden_tools": ["reserve"], "required_tools": ["reserve"]}},

@@ -75,13 +75,20 @@ def work_dir_of(body: Any) -> str:
 
 
 def certify(
-    task: Path, out: Path, agent: str, args: Sequence[str], env: dict[str, str], timeout_s: float = 90
+    task: Path,
+    out: Path,
+    agent: str,
+    args: Sequence[str],
+    env: dict[str, str],
+    timeout_s: float = 90,
+    options: Sequence[str] = (),
+    sandbox: str = "none",
 ) -> tuple[int, dict[str, Any], str]:
-    """``certlab certify --task`` with one trial: exit code, bundle and stderr."""
-    argv = ["certify", "--task", str(task), "--agent", agent, "--out", str(out), "--workers", "1"]
+    """``certlab certify --task`` with one trial (and ``options``): exit code, bundle, stdout and stderr."""
+    argv = ["certify", "--task", str(task), "--agent", agent, "--out", str(out), "--workers", "1", *options]
     # Uncontained: the bwrap sandbox gives the agent no network, and the scripted server is on the
     # harness's loopback (inside the sandbox only the model boundary's relay reaches out).
-    argv += ["--agent-timeout", f"{timeout_s:g}", "--sandbox", "none"]
+    argv += ["--agent-timeout", f"{timeout_s:g}", "--sandbox", sandbox]
     for arg in args:
         argv.append(f"--agent-arg={arg}")
     done = run_certlab(*argv, env=env, timeout=timeout_s + 240)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ def _patch(path: str, old: str, new: str) -> list[Reply]:
     return [Reply(tool_calls=(ToolCall("apply_patch", patch),), usage=USAGE[0]), Reply(text="Done.", usage=USAGE[1])]
 
 
-def _certify(codex: str, server: ScriptedModelServer, tmp_path: Path) -> tuple[int, dict[str, Any], str]:
+def _certify(
+    codex: str, server: ScriptedModelServer, tmp_path: Path, options: Sequence[str] = ()
+) -> tuple[int, dict[str, Any], str]:
     return certify(
         one_task(tmp_path / "task"),
         tmp_path / "out",
@@ -34,6 +37,7 @@ def _certify(codex: str, server: ScriptedModelServer, tmp_path: Path) -> tuple[i
         [f"--bin={codex}"],
         harness_env(OPENAI_API_KEY="scripted-key", OPENAI_BASE_URL=server.openai_base_url),
         timeout_s=60,
+        options=options,
     )
 
 
@@ -78,3 +82,26 @@ def test_an_api_error_is_agent_unavailable_not_a_failed_fix(codex: str, tmp_path
     ), said
     assert code == 3
     assert '"type":"turn.failed"' in trial["output_tail"]["stdout"]
+
+
+def test_a_run_past_its_token_budget_is_refused_at_the_boundary_and_is_budget_exceeded(
+    codex: str, tmp_path: Path
+) -> None:
+    # The first answer (the fix) reports 5150 tokens; the budget is 1000, so the closing call is refused.
+    with ScriptedModelServer(_patch("intervals.py", f"    {SEEDED_LINE}", f"    {FIXED_LINE}")) as server:
+        code, bundle, said = _certify(codex, server, tmp_path, ["--token-budget", "1000"])
+        requests = server.requests
+    trial = only_trial(bundle)
+    assert len([r for r in requests if r.path == "/v1/responses"]) == 1, said
+    assert trial["model"]["budget_exceeded"] == "model_tokens"
+    assert [e["status"] for e in trial["model"]["events"]][:1] == ["ok"]
+    assert trial["model"]["events"][1]["error"]["type"] == "BudgetExceeded"
+    # Codex reported the refusal as a failed turn; the budget was the trial's own, so no outage and no grade.
+    assert (trial["verdict"], trial["failure_mode"], trial["agent_status"]) == (
+        "not-fixed",
+        "budget-exceeded",
+        "completed",
+    ), said
+    assert "model_tokens budget" in trial["agent_detail"] and "budget (1000) is spent" in trial["agent_detail"]
+    assert code == 0 and bundle["settings"]["token_budget"] == 1000
+    assert "Token budget: 1000 model tokens per trial" in (tmp_path / "out" / "CONTRACT.md").read_text()

@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 
 from attrs import define, field, frozen
 
-from certlab_core.plugin import Fault, FaultContext, FaultEffect
+from certlab_core.plugin import CALLS_BUDGET, TOKENS_BUDGET, Fault, FaultContext, FaultEffect
 from certlab_model_boundary import wire
 
 DEFAULT_ANTHROPIC = "https://api.anthropic.com"
@@ -376,14 +376,14 @@ class ModelProxy:
         with self._lock:
             seq = len(self.events)
             spent = self.tokens["input_tokens"] + self.tokens["output_tokens"]
-            over = None
+            over, limit = None, None
             if self.budgets.calls is not None and self.model_calls >= self.budgets.calls:
-                over = "model_calls"
+                over, limit = CALLS_BUDGET, self.budgets.calls
             elif self.budgets.tokens is not None and spent >= self.budgets.tokens:
-                over = "model_tokens"
+                over, limit = TOKENS_BUDGET, self.budgets.tokens
             if over is not None:
                 self.budget_exceeded = self.budget_exceeded or over
-                message = f"certlab: the {over.replace('_', ' ')} budget of this trial is spent"
+                message = f"certlab: this trial's {over} budget ({limit}) is spent"
                 return Decision(seq=seq, call_number=self.model_calls, refusal=(400, "BudgetExceeded", message))
             self.model_calls += 1
             call_number = self.model_calls

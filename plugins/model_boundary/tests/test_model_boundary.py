@@ -244,7 +244,7 @@ def test_the_model_call_budget_refuses_the_next_call(server: ScriptedModelServer
         assert call(boundary, wire.OPENAI_RESPONSES, _body(wire.OPENAI_RESPONSES, 0, True))[0] == 200
         status, _h, raw = call(boundary, wire.OPENAI_RESPONSES, _body(wire.OPENAI_RESPONSES, 1, True))
         recording = boundary.recording()
-    assert status == 400 and "model calls budget" in raw.decode()
+    assert status == 400 and "model_calls budget (1) is spent" in raw.decode()
     assert recording["budget_exceeded"] == "model_calls"
     assert len(server.requests_for(wire.OPENAI_RESPONSES)) == 1
 

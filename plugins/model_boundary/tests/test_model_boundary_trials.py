@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,6 +18,7 @@ import pytest
 from scripted_process import scripted_process
 
 from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
+from certlab_core.gate.family import model_plans, outcome_of
 from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest
 from certlab_core.plugin.model_boundary import ModelBoundaryPlan, ModelFaultPlan, judged_status
 from certlab_core.plugin.registry import Registry, discover
@@ -25,18 +27,22 @@ REAL_KEY = "sk-harness-key-0123456789"
 seen: dict[str, Any] = {}
 
 
-def one_call(request: AgentRequest) -> AgentOutcome:
-    """Call the model once, like a CLI: unavailable when the API answers an error."""
+def model_calls(request: AgentRequest, calls: int) -> AgentOutcome:
+    """Call the model ``calls`` times, like a CLI: unavailable at the first error the API answers."""
     started = time.monotonic()
     seen["env"] = dict(request.env)
     base = urlsplit(request.env["ANTHROPIC_BASE_URL"])
-    connection = http.client.HTTPConnection(base.hostname or "", base.port, timeout=10)
-    body = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": request.prompt[:50]}]}
-    connection.request(
-        "POST", "/v1/messages", body=json.dumps(body), headers={"x-api-key": request.env["ANTHROPIC_API_KEY"]}
-    )
-    status = connection.getresponse().status
-    connection.close()
+    status = 200
+    for _ in range(calls):
+        connection = http.client.HTTPConnection(base.hostname or "", base.port, timeout=10)
+        body = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": request.prompt[:50]}]}
+        connection.request(
+            "POST", "/v1/messages", body=json.dumps(body), headers={"x-api-key": request.env["ANTHROPIC_API_KEY"]}
+        )
+        status = connection.getresponse().status
+        connection.close()
+        if status != 200:
+            break
     return AgentOutcome(
         status="completed" if status == 200 else "unavailable",
         wall_s=time.monotonic() - started,
@@ -44,7 +50,7 @@ def one_call(request: AgentRequest) -> AgentOutcome:
     )
 
 
-AGENT = AgentAdapter(name="one-call", description="one model call", run=one_call)
+AGENT = AgentAdapter(name="one-call", description="one model call", run=lambda request: model_calls(request, 1))
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +58,20 @@ def registry() -> Registry:
     return discover(only=["intervals", "policy", "suite", "faults", "model-boundary"])
 
 
-def trial(registry: Registry, faults: tuple[ModelFaultPlan, ...] = ()) -> Any:
+def trial(
+    registry: Registry,
+    faults: tuple[ModelFaultPlan, ...] = (),
+    agent: AgentAdapter = AGENT,
+    max_tokens: int | None = None,
+) -> Any:
     family = registry.get("task_families", "intervals")
     boundary = registry.get("model_boundaries", "model-proxy")
     spec = TrialSpec(
         task=Task(family, family.defects[0]),
-        agent=AGENT,
+        agent=agent,
         repeat=1,
         agent_timeout_s=30,
-        model_boundary=ModelBoundaryPlan(boundary, faults, seed=3),
+        model_boundary=ModelBoundaryPlan(boundary, faults, seed=3, max_tokens=max_tokens),
     )
     return run_trial(spec, grader_chain(registry))
 
@@ -90,6 +101,36 @@ def test_a_declared_429_is_the_condition_under_test_not_an_outage(registry: Regi
     assert "declared fault under test" in record.agent_detail
     assert (record.verdict, record.failure_mode) == ("not-fixed", "suite-failed")  # judged by what it left
     assert record.model["faults"][0]["fired"] is True
+
+
+def test_a_call_past_the_token_budget_is_refused_and_the_trial_is_budget_exceeded(registry: Registry) -> None:
+    # The first answer reports 100 + 20 tokens (the scripted default); a budget of 100 refuses the second call.
+    twice = AgentAdapter(name="two-calls", description="two model calls", run=lambda r: model_calls(r, 2))
+    with scripted_process([{"text": "a"}, {"text": "b"}]) as server, pytest.MonkeyPatch.context() as p:
+        p.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        p.setenv("ANTHROPIC_API_KEY", REAL_KEY)
+        record = trial(registry, agent=twice, max_tokens=100)
+    assert len([r for r in server.requests if r["protocol"] == "anthropic-messages"]) == 1
+    assert record.model["budget_exceeded"] == "model_tokens" and record.model["infra_error"] is None
+    assert record.model["events"][1]["error"]["type"] == "BudgetExceeded"
+    # The adapter saw an API error; the budget was the trial's own, so it is neither an outage nor a grade.
+    assert (record.agent_status, record.verdict, record.failure_mode) == ("completed", "not-fixed", "budget-exceeded")
+    assert record.agent_detail.startswith("the model boundary refused a call past the trial's model_tokens budget")
+    assert record.grades == ()
+    # In a gate, the line names the descriptor's budget.
+    outcome = outcome_of(record, infra_exit_codes=())
+    assert (outcome["budget_exceeded"], outcome["family_failure_mode"], outcome["error"]) == (
+        "tokens",
+        "budget-exceeded",
+        None,
+    )
+
+
+def test_a_gates_token_budget_is_each_conditions_model_budget(registry: Registry) -> None:
+    condition = SimpleNamespace(name="clean", faults=[])
+    manifest = SimpleNamespace(conditions=[condition], budgets=SimpleNamespace(model_steps=9, tokens=700))
+    plan = model_plans(manifest, registry)["clean"]
+    assert (plan.max_calls, plan.max_tokens) == (9, 700)
 
 
 def test_an_error_of_the_real_upstream_is_agent_unavailable(
