@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
+from certlab_core.certify.heartbeat import InFlight, beating, clock, heartbeat_interval
 from certlab_core.certify.leakscan import answers_leaked
 from certlab_core.certify.user_task import test_files
 from certlab_core.plugin import failure_modes as fm
@@ -495,39 +496,42 @@ def _run_trials(
     progress: Progress,
     on_record: Callable[[TrialRecord], None] | None,
 ) -> list[TrialRecord]:
+    interval = heartbeat_interval()
     results: list[TrialRecord | None] = [None] * len(specs)
     started = time.monotonic()
+    in_flight = InFlight()
     if specs:
         progress(f"[0/{len(specs)}] in flight: {', '.join(s.id for s in specs[:workers])}")
+    for spec in specs[:workers]:  # trials start in schedule order, each as soon as a slot is free
+        in_flight.start(spec.id)
     finished = enumerate(
         on_executor(_graded_trial, [(spec, graders) for spec in specs], "certify-trial", progress)
         if _executors
         else map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers),
         1,
     )
-    for done, (index, result) in finished:
-        if isinstance(result, ChildFailure):
-            raise InstrumentError(f"trial {specs[index].id} could not be run: {result.summary}")
-        results[index] = result
-        if on_record is not None:
-            on_record(result)
-        line = f"[{done}/{len(specs)}] {specs[index].agent.name} on {result.id}: {result.verdict}"
-        progress(line + progress_facts(specs, results, done, workers, time.monotonic() - started))
+    with beating(in_flight, progress, interval):
+        for done, (index, result) in finished:
+            if isinstance(result, ChildFailure):
+                raise InstrumentError(f"trial {specs[index].id} could not be run: {result.summary}")
+            results[index] = result
+            in_flight.finish(specs[index].id)
+            if done + workers - 1 < len(specs):
+                in_flight.start(specs[done + workers - 1].id)
+            if on_record is not None:
+                on_record(result)
+            line = f"[{done}/{len(specs)}] {specs[index].agent.name} on {result.id}: {result.verdict}"
+            progress(line + progress_facts(specs, results, done, workers, time.monotonic() - started))
     return [r for r in results if r is not None]
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}" if minutes >= 60 else f"{minutes}:{secs:02d}"
 
 
 def progress_facts(
     specs: Sequence[TrialSpec], results: Sequence[TrialRecord | None], done: int, workers: int, elapsed_s: float
 ) -> str:
     """After a trial: elapsed time, an ETA, the running cost (the client's own estimate) and the trials in flight."""
-    facts = [f"elapsed {_clock(elapsed_s)}"]
+    facts = [f"elapsed {clock(elapsed_s)}"]
     if done < len(specs):
-        facts.append(f"ETA {_clock(elapsed_s / done * (len(specs) - done))}")
+        facts.append(f"ETA {clock(elapsed_s / done * (len(specs) - done))}")
     usages = [r.usage for r in results if r is not None and r.usage is not None]
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
     if costs:

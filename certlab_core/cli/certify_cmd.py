@@ -16,6 +16,7 @@ from certlab_core.certify.certification import (
     output_lock,
     write_certification,
 )
+from certlab_core.certify.heartbeat import heartbeat_interval
 from certlab_core.certify.lab import log_to_stderr
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.plugin.registry import Registry, discover
@@ -84,6 +85,7 @@ def certify_command(
     elif out is None:
         raise UsageError("Missing option '--out': give a new folder for the certification (or --resume OUT)")
     check_sign_key(sign_key)
+    heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
     check_output_dir(out)
     notice_interrupt(out)
     registry = discover()

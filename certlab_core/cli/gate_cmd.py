@@ -95,6 +95,9 @@ def run_command(
     if workers < 0:
         raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
     check_sign_key(sign_key)
+    from certlab_core.certify.heartbeat import heartbeat_interval
+
+    heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
     registry = discover()
     from certlab_core.certify.held_out import register_experiment_task  # a task of the user's own, in this folder
     from certlab_core.gate.resume import notice_interrupt, open_for_resume

@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 from attrs import define, field, frozen
 
+from certlab_core.certify.heartbeat import InFlight, beating, heartbeat_interval
 from certlab_core.gate import boundary as bd
 from certlab_core.gate import trial as tr
 from certlab_core.gate.decision import walk
@@ -340,6 +341,14 @@ class ProgressLine:
                 self.stream.write(f"progress: {done}/{self.total} trials, {failed} failed, {errors} errors\n")
                 self.stream.flush()
 
+    def note(self, line: str) -> None:
+        """A line of its own (the heartbeat's), above the bar on a terminal."""
+        if not self.enabled:
+            return
+        self.stream.write(f"\r{line}\n" if self.tty else f"{line}\n")
+        self.stream.flush()
+        self.last_draw = 0.0  # the bar is drawn again at the next update
+
     def finish(self) -> None:
         if self.enabled and self.tty:
             self.stream.write("\n")
@@ -497,7 +506,9 @@ def _run_looks(
     trial_timeout = manifest.budgets.seconds + KILL_GRACE_S
     retried: set[str] = set()  # trials whose one --retry-infra retry is used
     lost: dict[str, int] = {}  # trials re-run after their worker was lost, and how often
-    with TrialSink(folder) as sink:
+    in_flight = InFlight()
+    interval = heartbeat_interval() if progress is not None and progress.enabled else None
+    with TrialSink(folder) as sink, beating(in_flight, progress.note if progress else print, interval):
         recorded = recorded_trials(folder / TRIALS, manifest)  # a resumed run: these never run again
         counts["done"] = len(recorded)
         conditions: list[str] | None = None
@@ -511,6 +522,7 @@ def _run_looks(
                 while queue and session.busy() < session.slots and result.stopped is None:
                     job = queue.popleft()
                     started[f"{job.key.id}#{job.attempt}"] = time.perf_counter()
+                    in_flight.start(job.key.id)
                     stage = stages[FAMILY if graded_in_child else job.key.arm]
                     session.submit(Work(tag=TrialTag(job), stage=stage, arg=job, timeout_s=trial_timeout))
                 if result.stopped is not None and not session.busy():
@@ -552,6 +564,7 @@ def _run_looks(
                             plan, job, outcome, oracle if outcome.get("error") is None else None, oracle_error, timings
                         )
                     sink.append(line)
+                    in_flight.finish(job.key.id)
                     result.lines += 1
                     if line["outcome"] == "error":
                         key_id = job.key.id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,10 @@ def crash(task, tools, rng):
 
 def slow(task, tools, rng):
     time.sleep(30)
+
+def snooze(task, tools, rng):
+    time.sleep(1.2)
+    return good(task, tools, rng)
 
 def chatty(task, tools, rng):
     while True:
@@ -578,3 +583,27 @@ def test_a_sealed_line_reporting_infinite_or_odd_usage_is_read_without_a_crash(f
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     usage = {arm["arm"]: arm for arm in json.loads(done.stdout)["usage"]}
     assert usage["candidate"]["trials_reporting"] + usage["baseline"]["trials_reporting"] == 2
+
+
+def test_a_long_trial_shows_a_heartbeat_naming_it_and_the_records_do_not(
+    registry: Registry, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from certlab_core.gate.descriptor import load_descriptor
+    from certlab_core.gate.manifest import build_manifest
+    from certlab_core.gate.runner import ProgressLine, plan_run, run_experiment
+    from certlab_core.gate.store import create_run
+
+    monkeypatch.setenv("CERTLAB_HEARTBEAT_S", "0.3")
+    path = write(folder, toolset_descriptor("snooze", "good", n=1))
+    plan = plan_run(build_manifest(load_descriptor(path), path, registry), registry)
+    store = create_run(folder / "runs", plan.manifest)
+    stream = io.StringIO()
+    run_experiment(plan, store, workers=1, progress=ProgressLine(2, stream=stream))
+    said = stream.getvalue()
+    beats = [line for line in said.splitlines() if line.startswith("still running: ")]
+    assert len(beats) >= 2, said
+    assert re.fullmatch(r"still running: baseline/clean/0 for 0:0\d; elapsed 0:0\d", beats[0]), beats
+    assert [line["outcome"] for line in lines(store)] == ["success", "success"]
+    assert "still running" not in "".join(p.read_text() for p in store.iterdir() if p.is_file())

@@ -1,10 +1,18 @@
-"""The progress line of a long run: elapsed time, an ETA, the running cost and the trials still in flight."""
+"""The progress of a long run: per trial, elapsed time, an ETA, the running cost, the trials in flight; a heartbeat."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
+import pytest
+from conftest import run_certlab
+from real_cli_support import harness_env, one_task, only_trial
+
 from certlab_core.certify.lab import progress_facts
+from certlab_core.plugin import UsageError
 from certlab_core.plugin.records import Usage
 
 
@@ -32,3 +40,26 @@ def test_after_two_of_five_trials_with_two_workers() -> None:
 def test_the_last_trial_has_no_eta_and_a_run_without_dollars_says_no_cost() -> None:
     specs: list[Any] = [_Spec("t/0")]
     assert progress_facts(specs, [_Record(None)], done=1, workers=2, elapsed_s=3725.0) == "; elapsed 1:02:05"
+
+
+def test_a_long_trial_of_certify_shows_a_heartbeat_on_stderr_and_nowhere_else(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = ["certify", "--task", str(one_task(tmp_path / "task")), "--agent", "command", "--out", str(out)]
+    argv += ["--agent-arg", "sleep 1.5", "--workers", "1", "--sandbox", "none"]
+    done = run_certlab(*argv, env=harness_env(CERTLAB_HEARTBEAT_S="0.4"), timeout=240)
+    beats = [line for line in done.stderr.splitlines() if line.startswith("still running: ")]
+    assert len(beats) >= 2, done.stderr
+    assert re.fullmatch(r"still running: intervals-length/fixture/1 for 0:0\d; elapsed 0:\d\d", beats[0]), beats
+    assert done.returncode == 0 and "still running" not in done.stdout
+    assert only_trial(json.loads((out / "bundle.json").read_text()))["verdict"] == "not-fixed"
+    assert not any("still running" in p.read_text() for p in out.iterdir() if p.is_file())
+
+
+def test_a_heartbeat_interval_that_is_no_number_is_refused_in_one_line() -> None:
+    from certlab_core.certify.heartbeat import heartbeat_interval
+
+    assert heartbeat_interval({}) == 30.0 and heartbeat_interval({"CERTLAB_HEARTBEAT_S": "0"}) is None
+    assert heartbeat_interval({"CERTLAB_HEARTBEAT_S": "2.5"}) == 2.5
+    for bad in ("soon", "-1", "nan", "1e9"):
+        with pytest.raises(UsageError, match=r"CERTLAB_HEARTBEAT_S=.*give seconds between heartbeats"):
+            heartbeat_interval({"CERTLAB_HEARTBEAT_S": bad})
