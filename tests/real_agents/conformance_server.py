@@ -1,8 +1,9 @@
 """A scripted model server in a process of its own, for the adapters' conformance checks (which fork).
 
 ``python conformance_server.py`` prints its port, then serves until killed. The model name a
-request asks for picks the answer: ``...-down`` gets HTTP 500, ``...-hang`` no answer for a
-minute, any other "OK".
+request asks for picks the answer: ``...-down`` gets HTTP 500, ``...-401`` (or any other
+three-digit status after the last dash) that status, ``...-hang`` no answer for a minute,
+any other "OK".
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ def conformance_reply(turn: Turn) -> Reply:
         time.sleep(HANG_S)
     if model.endswith("-down"):
         return Reply(http_status=500, error_message="scripted outage")
+    status = model.rsplit("-", 1)[-1]
+    if len(status) == 3 and status.isdigit() and status != "200":
+        return Reply(http_status=int(status), error_message=f"scripted HTTP {status}")
     return Reply(text="OK", usage=TokenCounts(input_tokens=300, output_tokens=2))
 
 

@@ -8,20 +8,28 @@ certification runs one trial and takes seconds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
-from collections.abc import Sequence
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import certlab_intervals
 import pytest
 from certlab_usage import agent_clis
 from conftest import run_certlab
 
-from certlab_core.plugin import UsageError
+from certlab_core.plugin import AgentOutcome, AgentRequest, UsageError
+from certlab_core.plugin.forking import ChildFailure, map_in_forks
+from certlab_core.plugin.registry import discover
+
+T = TypeVar("T")
 
 FAMILY = Path(certlab_intervals.__file__).resolve().parent / "family"
 DEFECT_FIND = "    return end - start\n"
@@ -44,6 +52,27 @@ def require_cli(adapter: str, program: str, variable: str, cached: str) -> str:
         if os.environ.get("CI"):
             pytest.fail(f"CI is set and {program} is not installed (make clis must install it): {error}")
         pytest.skip(f"{program} is not installed, so the real {adapter} tests are skipped (run `make clis`)")
+
+
+@contextlib.contextmanager
+def conformance_server() -> Iterator[str]:
+    """The base URL of ``conformance_server.py`` in a process of its own (a test that forks holds no server thread)."""
+    script = Path(__file__).resolve().parent / "conformance_server.py"
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def one_task(parent: Path) -> Path:
@@ -111,3 +140,34 @@ def only_trial(bundle: dict[str, Any]) -> dict[str, Any]:
     assert len(trials) == 1, [t["id"] for t in trials]
     trial: dict[str, Any] = trials[0]
     return trial
+
+
+def run_adapter(adapter: str, args: Sequence[str], env: dict[str, str], timeout_s: float, work: Path) -> AgentOutcome:
+    """The adapter run once, as a certification runs it past the model boundary, in ``work`` (a README.md only)."""
+    work.mkdir(parents=True)
+    (work / "README.md").write_text("Say OK.\n", encoding="utf-8")
+    request = AgentRequest(
+        workdir=str(work),
+        prompt="Say OK.",
+        prompt_file=str(work / "README.md"),
+        task_id="outage",
+        timeout_s=timeout_s,
+        env=harness_env(**env),
+        agent_args=tuple(args),
+    )
+    outcome: AgentOutcome = discover(only=[adapter]).get("agents", adapter).run(request)
+    return outcome
+
+
+def at_once(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Each call's result, the calls run at once, each in a forked child (runs that wait out a CLI's retries)."""
+    found: dict[int, T] = {}
+    for index, result in map_in_forks(lambda call: call(), calls, workers=len(calls)):
+        assert not isinstance(result, ChildFailure), result.summary + (result.traceback or "")
+        found[index] = result
+    return [found[index] for index in range(len(calls))]
+
+
+def told(outcome: AgentOutcome) -> str:
+    """An outcome for an assertion's message."""
+    return f"{outcome.status}: {outcome.detail}\n{outcome.stdout_tail[-800:]}\n{outcome.stderr_tail[-400:]}"

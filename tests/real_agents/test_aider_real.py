@@ -5,7 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from real_cli_support import FIXED_LINE, SEEDED_LINE, TEST_FILE, certify, harness_env, one_task, only_trial, require_cli
+from real_cli_support import (
+    FIXED_LINE,
+    SEEDED_LINE,
+    TEST_FILE,
+    at_once,
+    certify,
+    closed_port,
+    conformance_server,
+    harness_env,
+    one_task,
+    only_trial,
+    require_cli,
+    run_adapter,
+    told,
+)
 
 from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts
 
@@ -69,16 +83,43 @@ def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(aider: str, tmp_p
     assert code == 0
 
 
-def test_an_api_error_is_agent_unavailable_although_aider_exits_0(aider: str, tmp_path: Path) -> None:
-    # aider retries a 500 with backoff for over a minute; stopped at the trial's timeout while it
-    # is still retrying, the trial is an outage, not a timeout of the agent's own making.
-    with ScriptedModelServer([Reply(http_status=500, error_message="scripted outage")], relative_turns=True) as server:
-        code, bundle, said = _certify(aider, server, tmp_path, timeout_s=45)
+def test_every_outage_is_agent_unavailable_in_aiders_own_words_although_it_exits_0(aider: str, tmp_path: Path) -> None:
+    # aider retries a 500, a 429 and a refused connection with backoff for over a minute: stopped at
+    # the timeout while still retrying, the run is an outage, not a timeout of the agent's own making.
+    # The runs wait out the same retries, so they run at once: a certification through the model
+    # boundary (a 500), and the adapter past it on a 401, a 429 and a port nothing listens on.
+    with conformance_server() as base_url:  # a process of its own: the runs are forked from this one
+        args = (f"--bin={aider}", "--max-input-tokens=128000", "--file=README.md")
+        api = {"OPENAI_API_BASE": f"{base_url}/v1", "OPENAI_API_KEY": "k"}
+        gone = {"OPENAI_API_BASE": f"http://127.0.0.1:{closed_port()}/v1", "OPENAI_API_KEY": "k"}
+        timeout_s = 40  # aider starts in about 8 s here, longer when the machine is busy
+        task, out = one_task(tmp_path / "task"), tmp_path / "out"
+        certified, refused, limited, unreachable = at_once(
+            [
+                lambda: certify(
+                    task, out, "aider", (*args[:2], "--model=openai/m-down"), harness_env(**api), timeout_s
+                ),
+                lambda: run_adapter("aider", (*args, "--model=openai/m-401"), api, timeout_s, tmp_path / "401"),
+                lambda: run_adapter("aider", (*args, "--model=openai/m-429"), api, timeout_s, tmp_path / "429"),
+                lambda: run_adapter("aider", (*args, "--model=openai/m-ok"), gone, timeout_s, tmp_path / "gone"),
+            ]
+        )
+    code, bundle, output = certified
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"], trial["agent_status"]) == (
         "unavailable",
         "agent-unavailable",
         "unavailable",
-    ), said
+    ), output
     assert code == 3
     assert "InternalServerError" in trial["output_tail"]["stdout"] + trial["output_tail"]["stderr"]
+    # A refused key is not retried: aider gives up and exits 0 (or is still winding down at the timeout).
+    assert refused.status == "unavailable", told(refused)
+    assert refused.detail.endswith("litellm.BadRequestError: OpenAIException - scripted HTTP 401"), told(refused)
+    assert limited.status == "unavailable", told(limited)
+    assert limited.detail.startswith("the model API failed (still retrying when stopped at its timeout): ")
+    assert "litellm.RateLimitError" in limited.detail and "scripted HTTP 429" in limited.detail, told(limited)
+    assert "The API provider has rate limited you" in limited.stdout_tail
+    assert unreachable.status == "unavailable", told(unreachable)
+    assert unreachable.detail.startswith("the model API failed (still retrying when stopped at its timeout): ")
+    assert "Connection error" in unreachable.detail and "servers are down or overloaded" in unreachable.stdout_tail

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import socket
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from real_cli_support import (
     SEEDED_LINE,
     TEST_FILE,
     certify,
+    closed_port,
     harness_env,
     one_task,
     only_trial,
@@ -134,10 +134,7 @@ def test_an_api_error_is_agent_unavailable_not_a_failed_fix(claude: str, tmp_pat
 
 
 def test_an_unreachable_model_api_is_agent_unavailable(claude: str, tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
-    env = harness_env(ANTHROPIC_API_KEY="scripted-key", ANTHROPIC_BASE_URL=f"http://127.0.0.1:{closed}")
+    env = harness_env(ANTHROPIC_API_KEY="scripted-key", ANTHROPIC_BASE_URL=f"http://127.0.0.1:{closed_port()}")
     code, bundle, said = certify(one_task(tmp_path / "task"), tmp_path / "out", "claude-code", _args(claude), env)
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"]) == ("unavailable", "agent-unavailable"), said

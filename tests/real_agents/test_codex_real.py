@@ -7,7 +7,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_cli_support import FIXED_LINE, SEEDED_LINE, TEST_FILE, certify, harness_env, one_task, only_trial, require_cli
+from real_cli_support import (
+    FIXED_LINE,
+    SEEDED_LINE,
+    TEST_FILE,
+    at_once,
+    certify,
+    closed_port,
+    conformance_server,
+    harness_env,
+    one_task,
+    only_trial,
+    require_cli,
+    run_adapter,
+    told,
+)
 
 from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall
 
@@ -82,6 +96,25 @@ def test_an_api_error_is_agent_unavailable_not_a_failed_fix(codex: str, tmp_path
     ), said
     assert code == 3
     assert '"type":"turn.failed"' in trial["output_tail"]["stdout"]
+
+
+def test_a_refused_key_or_an_unreachable_server_is_unavailable_in_codexs_own_words(codex: str, tmp_path: Path) -> None:
+    # Past the model boundary (an adapter given --base-url) the adapter's own account is all there is.
+    # Codex reconnects for ever with retries at 0, so that run ends at its timeout, still the outage.
+    unreachable = {"OPENAI_BASE_URL": f"http://127.0.0.1:{closed_port()}/v1", "OPENAI_API_KEY": "k"}
+    with conformance_server() as base_url:
+        refused_key = {"OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": "a-bad-key"}
+        refused, gone = at_once(
+            [
+                lambda: run_adapter("codex", (f"--bin={codex}", "--model=gpt-401"), refused_key, 30, tmp_path / "a"),
+                lambda: run_adapter("codex", (f"--bin={codex}",), unreachable, 6, tmp_path / "b"),
+            ]
+        )
+    assert (refused.status, refused.exit_code) == ("unavailable", 1), told(refused)
+    assert refused.detail.startswith("the model API failed: unexpected status 401 Unauthorized: scripted HTTP 401")
+    assert gone.status == "unavailable", told(gone)
+    assert gone.detail.startswith("the model API failed (still reconnecting when stopped at its timeout): ")
+    assert "Connection failed" in gone.detail, told(gone)
 
 
 def test_a_run_past_its_token_budget_is_refused_at_the_boundary_and_is_budget_exceeded(

@@ -6,28 +6,18 @@ The CLIs run against a scripted model server on 127.0.0.1 in a process of its ow
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from real_cli_support import require_cli
+from real_cli_support import conformance_server, require_cli
 
 from certlab_core.testing import AdapterConformance, Scenario
 
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    script = Path(__file__).resolve().parent / "conformance_server.py"
-    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        port = int(process.stdout.readline())
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.kill()
-        process.wait()
+    with conformance_server() as url:
+        yield url
 
 
 class TestClaudeCode(AdapterConformance):
