@@ -75,6 +75,18 @@ def closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def contained_or_skip() -> str:
+    """``bwrap``, the sandbox a test certifies a real CLI in; without a working one the test skips (one line)."""
+    try:
+        from certlab_sandbox_bwrap.plugin import probe
+    except ImportError:
+        pytest.skip("certlab-sandbox-bwrap is not installed, so the real CLIs are not certified contained")
+    reason = probe()
+    if reason is not None:
+        pytest.skip(f"no bwrap sandbox here ({reason}), so the real CLIs are not certified contained")
+    return "bwrap"
+
+
 def one_task(parent: Path) -> Path:
     """The intervals family with its length defect seeded, as a user's own task in ``parent/intervals-length``.
 
@@ -113,10 +125,12 @@ def certify(
     options: Sequence[str] = (),
     sandbox: str = "none",
 ) -> tuple[int, dict[str, Any], str]:
-    """``certlab certify --task`` with one trial (and ``options``): exit code, bundle, stdout and stderr."""
+    """``certlab certify --task`` with one trial (and ``options``): exit code, bundle, stdout and stderr.
+
+    Uncontained unless ``sandbox`` says otherwise: a bwrap sandbox gives the agent no network but the
+    model boundary's relay, so a CLI pointed past the boundary (``--base-url``) reaches nothing there.
+    """
     argv = ["certify", "--task", str(task), "--agent", agent, "--out", str(out), "--workers", "1", *options]
-    # Uncontained: the bwrap sandbox gives the agent no network, and the scripted server is on the
-    # harness's loopback (inside the sandbox only the model boundary's relay reaches out).
     argv += ["--agent-timeout", f"{timeout_s:g}", "--sandbox", sandbox]
     for arg in args:
         argv.append(f"--agent-arg={arg}")

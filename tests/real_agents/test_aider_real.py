@@ -13,6 +13,7 @@ from real_cli_support import (
     certify,
     closed_port,
     conformance_server,
+    contained_or_skip,
     harness_env,
     one_task,
     only_trial,
@@ -47,7 +48,9 @@ def _args(aider: str) -> list[str]:
     ]
 
 
-def _certify(aider: str, server: ScriptedModelServer, tmp_path: Path, timeout_s: float = 60) -> tuple[int, dict, str]:
+def _certify(
+    aider: str, server: ScriptedModelServer, tmp_path: Path, timeout_s: float = 60, sandbox: str = "none"
+) -> tuple[int, dict, str]:
     return certify(
         one_task(tmp_path / "task"),
         tmp_path / "out",
@@ -55,16 +58,21 @@ def _certify(aider: str, server: ScriptedModelServer, tmp_path: Path, timeout_s:
         _args(aider),
         harness_env(OPENAI_API_KEY="scripted-key", OPENAI_API_BASE=server.openai_base_url),
         timeout_s=timeout_s,
+        sandbox=sandbox,
     )
 
 
-def test_a_scripted_search_replace_fix_certifies_as_fixed_with_aiders_figures(aider: str, tmp_path: Path) -> None:
+def test_a_scripted_search_replace_fix_certifies_as_fixed_in_bwrap_with_aiders_figures(
+    aider: str, tmp_path: Path
+) -> None:
+    sandbox = contained_or_skip()  # the model boundary's relay is the CLI's only way out
     script = [_block("intervals.py", f"    {SEEDED_LINE}", f"    {FIXED_LINE}")]
     with ScriptedModelServer(script, relative_turns=True) as server:
-        code, bundle, said = _certify(aider, server, tmp_path)
+        code, bundle, said = _certify(aider, server, tmp_path, sandbox=sandbox)
         requests = server.requests
     trial = only_trial(bundle)
     assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
+    assert bundle["containment"]["sandbox"] == "bwrap"
     assert {r.path for r in requests} == {"/v1/chat/completions"} and len(requests) == 1
     assert requests[0].headers.get("authorization") == "Bearer scripted-key"
     usage = trial["usage"]

@@ -12,6 +12,7 @@ from real_cli_support import (
     TEST_FILE,
     certify,
     closed_port,
+    contained_or_skip,
     harness_env,
     one_task,
     only_trial,
@@ -59,9 +60,10 @@ def _env(server: ScriptedModelServer) -> dict[str, str]:
     return harness_env(ANTHROPIC_API_KEY="scripted-key", ANTHROPIC_BASE_URL=server.base_url)
 
 
-def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_with_its_cost(
+def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_in_bwrap_with_its_cost(
     claude: str, tmp_path: Path
 ) -> None:
+    sandbox = contained_or_skip()  # the model boundary's relay is the CLI's only way out
     with ScriptedModelServer(_edit_script("intervals.py", SEEDED_LINE, FIXED_LINE)) as server:
         code, bundle, said = certify(
             one_task(tmp_path / "task"),
@@ -69,10 +71,12 @@ def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_wi
             "claude-code",
             _args(claude),
             _env(server),
+            sandbox=sandbox,
         )
         requests = server.requests
     trial = only_trial(bundle)
     assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
+    assert bundle["containment"]["sandbox"] == "bwrap"
     # Every request was a model call on loopback, each with the key the harness holds.
     assert {r.path for r in requests if r.method == "POST"} == {"/v1/messages"}
     assert all(r.status != 404 for r in requests)

@@ -15,6 +15,7 @@ from real_cli_support import (
     certify,
     closed_port,
     conformance_server,
+    contained_or_skip,
     harness_env,
     one_task,
     only_trial,
@@ -42,7 +43,7 @@ def _patch(path: str, old: str, new: str) -> list[Reply]:
 
 
 def _certify(
-    codex: str, server: ScriptedModelServer, tmp_path: Path, options: Sequence[str] = ()
+    codex: str, server: ScriptedModelServer, tmp_path: Path, options: Sequence[str] = (), sandbox: str = "none"
 ) -> tuple[int, dict[str, Any], str]:
     return certify(
         one_task(tmp_path / "task"),
@@ -52,15 +53,18 @@ def _certify(
         harness_env(OPENAI_API_KEY="scripted-key", OPENAI_BASE_URL=server.openai_base_url),
         timeout_s=60,
         options=options,
+        sandbox=sandbox,
     )
 
 
-def test_a_scripted_apply_patch_fix_certifies_as_fixed_with_codexs_tokens(codex: str, tmp_path: Path) -> None:
+def test_a_scripted_apply_patch_fix_certifies_as_fixed_in_bwrap_with_codexs_tokens(codex: str, tmp_path: Path) -> None:
+    sandbox = contained_or_skip()  # the model boundary's relay is the CLI's only way out
     with ScriptedModelServer(_patch("intervals.py", f"    {SEEDED_LINE}", f"    {FIXED_LINE}")) as server:
-        code, bundle, said = _certify(codex, server, tmp_path)
+        code, bundle, said = _certify(codex, server, tmp_path, sandbox=sandbox)
         requests = server.requests
     trial = only_trial(bundle)
     assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
+    assert bundle["containment"]["sandbox"] == "bwrap"
     assert {r.path for r in requests} == {"/v1/responses"}
     assert {r.headers.get("authorization") for r in requests} == {"Bearer scripted-key"}
     usage = trial["usage"]
