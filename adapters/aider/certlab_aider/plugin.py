@@ -37,13 +37,10 @@ from certlab_core.plugin import (
     PreflightCheck,
     UsageError,
     hookimpl,
-    run_command,
 )
 
 NAME = "aider"
-PROGRAM = "aider"
-BIN_VARIABLE = "CERTLAB_AIDER_BIN"
-CACHED = "aider/bin/aider"
+CLI = clis.Cli(NAME, program="aider", variable="CERTLAB_AIDER_BIN", cached="aider/bin/aider")
 DEFAULT_MODEL = "openai/gpt-4o"
 BASE_URL_VARIABLES = ("OPENAI_API_BASE", "OPENAI_BASE_URL")
 CREDENTIALS = ("OPENAI_API_KEY",)
@@ -235,36 +232,22 @@ def judge(outcome: AgentOutcome) -> AgentOutcome:
 def run(request: AgentRequest) -> AgentOutcome:
     """Run aider once on the request's work copy."""
     options = clis.parse_options(_spec(), request.agent_args)
-    try:
-        executable = clis.find_cli(
-            NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=request.env
-        )
-    except UsageError as error:  # no CLI to run: the agent's own infrastructure is missing
-        return clis.not_started(str(error))
     files = files_to_edit(request, options)
-    with clis.scratch_home(NAME) as home:
-        outcome = run_command(
-            request,
-            command_line(executable, request.prompt, files, home, options),
-            env=environment(request.env, home, options),
-            unavailable_exit_codes=(),
-        )
-    return judge(outcome)
+    return CLI.run(
+        request,
+        options,
+        lambda executable, home: command_line(executable, request.prompt, files, home, options),
+        lambda home: environment(request.env, home, options),
+        judge,
+    )
 
 
 def preflight(args: tuple[str, ...], harness: Mapping[str, str]) -> list[PreflightCheck]:
     """The binary, its version, the base URL and the key a live run needs."""
     options = clis.parse_options(_spec(), args)
-    try:
-        executable = clis.find_cli(
-            NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=harness
-        )
-    except UsageError as error:
-        return [PreflightCheck("binary", False, str(error))]
-    checks = [
-        PreflightCheck("binary", True, executable),
-        PreflightCheck("version", True, clis.cli_version(executable, harness)),
-    ]
+    executable, checks = CLI.binary_checks(options, harness)
+    if executable is None:
+        return checks
     base_url = clis.one(options, "base-url")
     source = "--base-url"
     if not base_url:

@@ -29,15 +29,11 @@ from certlab_core.plugin import (
     AgentOutcome,
     AgentRequest,
     PreflightCheck,
-    UsageError,
     hookimpl,
-    run_command,
 )
 
 NAME = "claude-code"
-PROGRAM = "claude"
-BIN_VARIABLE = "CERTLAB_CLAUDE_BIN"
-CACHED = "npm/node_modules/.bin/claude"
+CLI = clis.Cli(NAME, program="claude", variable="CERTLAB_CLAUDE_BIN", cached="npm/node_modules/.bin/claude")
 ALLOWED_TOOLS = "Read,Glob,Grep,Edit,Write,Bash(python -m pytest:*)"
 DEFAULT_MAX_TURNS = 30
 CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -151,34 +147,21 @@ def judge(outcome: AgentOutcome) -> AgentOutcome:
 def run(request: AgentRequest) -> AgentOutcome:
     """Run Claude Code once on the request's work copy."""
     options = clis.parse_options(_spec(), request.agent_args)
-    try:
-        executable = clis.find_cli(
-            NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=request.env
-        )
-    except UsageError as error:  # no CLI to run: the agent's own infrastructure is missing
-        return clis.not_started(str(error))
-    with clis.scratch_home(NAME) as home:
-        outcome = run_command(
-            request,
-            command_line(executable, request.prompt, options),
-            env=environment(request.env, home, options),
-            unavailable_exit_codes=(),
-        )
-    return judge(outcome)
+    return CLI.run(
+        request,
+        options,
+        lambda executable, _home: command_line(executable, request.prompt, options),
+        lambda home: environment(request.env, home, options),
+        judge,
+    )
 
 
 def preflight(args: tuple[str, ...], harness: Mapping[str, str]) -> list[PreflightCheck]:
     """The binary, its version, the base URL and the credentials a live run needs."""
     options = clis.parse_options(_spec(), args)
-    checks: list[PreflightCheck] = []
-    try:
-        executable = clis.find_cli(
-            NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=harness
-        )
-    except Exception as error:  # a UsageError naming where it looked
-        return [PreflightCheck("binary", False, str(error))]
-    checks.append(PreflightCheck("binary", True, executable))
-    checks.append(PreflightCheck("version", True, clis.cli_version(executable, harness)))
+    executable, checks = CLI.binary_checks(options, harness)
+    if executable is None:
+        return checks
     base_url = clis.one(options, "base-url") or harness.get("ANTHROPIC_BASE_URL")
     source = "--base-url" if clis.one(options, "base-url") else "ANTHROPIC_BASE_URL"
     checks.append(PreflightCheck("base URL", True, f"{base_url} (from {source})" if base_url else "the vendor's API"))

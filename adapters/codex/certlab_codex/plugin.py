@@ -32,13 +32,10 @@ from certlab_core.plugin import (
     PreflightCheck,
     UsageError,
     hookimpl,
-    run_command,
 )
 
 NAME = "codex"
-PROGRAM = "codex"
-BIN_VARIABLE = "CERTLAB_CODEX_BIN"
-CACHED = "npm/node_modules/.bin/codex"
+CLI = clis.Cli(NAME, program="codex", variable="CERTLAB_CODEX_BIN", cached="npm/node_modules/.bin/codex")
 DEFAULT_MODEL = "gpt-5.5"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KEY_VARIABLE = "OPENAI_API_KEY"
@@ -167,36 +164,25 @@ def judge(outcome: AgentOutcome) -> AgentOutcome:
 def run(request: AgentRequest) -> AgentOutcome:
     """Run ``codex exec`` once on the request's work copy."""
     options = clis.parse_options(_spec(), request.agent_args)
-    try:
-        executable = clis.find_cli(
-            NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=request.env
-        )
-    except UsageError as error:  # no CLI to run: the agent's own infrastructure is missing
-        return clis.not_started(str(error))
-    with clis.scratch_home(NAME) as home:
-        outcome = run_command(
-            request,
-            command_line(executable, request.prompt, options),
-            env=environment(request.env, home, options),
-            unavailable_exit_codes=(),
-        )
-    return judge(outcome)
+    return CLI.run(
+        request,
+        options,
+        lambda executable, _home: command_line(executable, request.prompt, options),
+        lambda home: environment(request.env, home, options),
+        judge,
+    )
 
 
 def preflight(args: tuple[str, ...], harness: Mapping[str, str]) -> list[PreflightCheck]:
     """The binary, its version, the base URL and the key a live run needs."""
     options = clis.parse_options(_spec(), args)
-    try:
-        executable = clis.find_cli(
-            NAME, PROGRAM, explicit=clis.one(options, "bin"), variable=BIN_VARIABLE, cached=CACHED, env=harness
-        )
-    except UsageError as error:
-        return [PreflightCheck("binary", False, str(error))]
+    executable, checks = CLI.binary_checks(options, harness)
+    if executable is None:
+        return checks
     base_url, source = base_url_of(options, harness)
     present = bool(harness.get(KEY_VARIABLE))
     return [
-        PreflightCheck("binary", True, executable),
-        PreflightCheck("version", True, clis.cli_version(executable, harness)),
+        *checks,
         PreflightCheck("base URL", True, f"{base_url} (from {source})"),
         PreflightCheck("credentials", present, f"{KEY_VARIABLE} {'set' if present else 'is not set'}"),
     ]

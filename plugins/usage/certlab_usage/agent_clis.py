@@ -9,7 +9,8 @@ option, the adapter's environment variable (``CERTLAB_CLAUDE_BIN``, ``CERTLAB_AI
 
 Each run gets a fresh ``HOME`` outside the work copy (the CLI's configuration, history and
 caches land there, never in the evidence) and an environment built from a short list of the
-harness's variables: the CLI sees no key or proxy it was not given on purpose.
+harness's variables: the CLI sees no key or proxy it was not given on purpose. :class:`Cli` is
+that run, and the binary and version checks of a preflight, for one CLI.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from attrs import frozen
 
-from certlab_core.plugin import AgentOutcome, UsageError
+from certlab_core.plugin import AgentOutcome, AgentRequest, PreflightCheck, UsageError, run_command
 
 CACHE_SUBDIR = ("certlab", "clis")
 # The harness variables every CLI run keeps (the rest of the harness's environment stays behind).
@@ -189,3 +190,57 @@ def last_line(text: str, limit: int = 300) -> str:
         if line.strip():
             return line.strip()[:limit]
     return ""
+
+
+@frozen
+class Cli:
+    """One real agent CLI as its adapter drives it: found, run once in a scratch HOME, judged; checked before."""
+
+    adapter: str  # the adapter's name (claude-code)
+    program: str  # the executable's name on PATH (claude)
+    variable: str  # the environment variable naming the executable (CERTLAB_CLAUDE_BIN)
+    cached: str  # the executable's path in the cache of pinned CLIs (npm/node_modules/.bin/claude)
+
+    def find(self, options: Mapping[str, Sequence[str]], env: Mapping[str, str]) -> str:
+        """The executable (see :func:`find_cli`); a UsageError naming where it looked."""
+        return find_cli(
+            self.adapter,
+            self.program,
+            explicit=one(options, "bin"),
+            variable=self.variable,
+            cached=self.cached,
+            env=env,
+        )
+
+    def run(
+        self,
+        request: AgentRequest,
+        options: Mapping[str, Sequence[str]],
+        argv: Callable[[str, Path], list[str]],
+        environment: Callable[[Path], dict[str, str]],
+        judge: Callable[[AgentOutcome], AgentOutcome],
+    ) -> AgentOutcome:
+        """Run the CLI once: ``argv(executable, home)`` with ``environment(home)``, exit codes decide nothing.
+
+        A CLI that cannot be found is ``unavailable`` (the agent's own infrastructure is missing).
+        """
+        try:
+            executable = self.find(options, request.env)
+        except UsageError as error:
+            return not_started(str(error))
+        with scratch_home(self.adapter) as home:
+            outcome = run_command(request, argv(executable, home), env=environment(home), unavailable_exit_codes=())
+        return judge(outcome)
+
+    def binary_checks(
+        self, options: Mapping[str, Sequence[str]], harness: Mapping[str, str]
+    ) -> tuple[str | None, list[PreflightCheck]]:
+        """A preflight's first checks, the binary and its version, and the executable (None when not found)."""
+        try:
+            executable = self.find(options, harness)
+        except UsageError as error:
+            return None, [PreflightCheck("binary", False, str(error))]
+        return executable, [
+            PreflightCheck("binary", True, executable),
+            PreflightCheck("version", True, cli_version(executable, harness)),
+        ]
