@@ -118,9 +118,15 @@ def containment_line(containment: Any) -> str:
     )
 
 
+def token_budget_of(settings: Any) -> int | None:
+    """The token budget a bundle's ``settings`` record (None: none, or not a count a certification writes)."""
+    budget = settings.get("token_budget") if isinstance(settings, dict) else None
+    return budget if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1 else None
+
+
 def budget_lines(settings: dict[str, Any]) -> list[str]:
     """The token budget the trials ran under, when one was set (``certlab certify --token-budget``)."""
-    budget = settings.get("token_budget")
+    budget = token_budget_of(settings)
     if budget is None:
         return []
     return [

@@ -194,7 +194,10 @@ def regrade(
             )
         expected[name] = proof.expected_tests
 
-    graded = [t for t in trials if t.agent_status not in ("unavailable", "timeout")]
+    # A verdict the run itself decided (an outage, a timeout, a spent model budget) has no grading to re-earn.
+    graded = [
+        t for t in trials if t.agent_status not in ("unavailable", "timeout") and t.failure_mode != fm.BUDGET_EXCEEDED
+    ]
     jobs: list[tuple[RecordedTrial, TaskFamily, Defect]] = []
     for trial in graded:
         family = families.get(trial.family)

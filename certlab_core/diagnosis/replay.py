@@ -414,6 +414,7 @@ def replay_certified_trial(folder: Path, trial_id: str, registry: Registry) -> R
     recording does not hold (it left the recorded path); reproduced (exit 0) when the recorded
     verdict and failure mode come back, else not reproduced (exit 1).
     """
+    from certlab_core.certify.contract import token_budget_of
     from certlab_core.certify.lab import Task, TrialSpec
     from certlab_core.certify.regrade import read_bundle
     from certlab_core.plugin.model_boundary import ModelBoundaryPlan, default_model_plan
@@ -451,7 +452,10 @@ def replay_certified_trial(folder: Path, trial_id: str, registry: Registry) -> R
         agent_args=tuple(str(a) for a in agent.get("args") or ()),
         agent_timeout_s=float((bundle.get("settings") or {}).get("agent_timeout_s") or 600.0),
         expected_tests=tuple(expected or ()),
-        model_boundary=ModelBoundaryPlan(plan.boundary, replay=tuple(events)),
+        # The recorded trial's token budget refuses the same call again (its tokens are the recorded ones).
+        model_boundary=ModelBoundaryPlan(
+            plan.boundary, replay=tuple(events), max_tokens=token_budget_of(bundle.get("settings"))
+        ),
     )
     try:
         record = call_in_fork(_certified_child, spec, registry, timeout=spec.agent_timeout_s + 600.0)

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_certlab
 from real_cli_support import (
     FIXED_LINE,
     SEEDED_LINE,
+    TASK_NAME,
     TEST_FILE,
     at_once,
     certify,
@@ -142,3 +144,8 @@ def test_a_run_past_its_token_budget_is_refused_at_the_boundary_and_is_budget_ex
     assert "model_tokens budget" in trial["agent_detail"] and "budget (1000) is spent" in trial["agent_detail"]
     assert code == 0 and bundle["settings"]["token_budget"] == 1000
     assert "Token budget: 1000 model tokens per trial" in (tmp_path / "out" / "CONTRACT.md").read_text()
+    # The verdict came from the run, not from grading: regrade has nothing to re-earn (it re-earned `fixed`).
+    task = str(tmp_path / "task" / TASK_NAME)
+    regraded = run_certlab("regrade", str(tmp_path / "out"), "--task", task, "--sandbox", "none", env=harness_env())
+    assert regraded.returncode == 0, regraded.stdout + regraded.stderr
+    assert "not-fixed (budget-exceeded) comes from the agent run, not regradable" in regraded.stdout

@@ -117,6 +117,20 @@ def test_a_call_past_the_token_budget_is_refused_and_the_trial_is_budget_exceede
     assert (record.agent_status, record.verdict, record.failure_mode) == ("completed", "not-fixed", "budget-exceeded")
     assert record.agent_detail.startswith("the model boundary refused a call past the trial's model_tokens budget")
     assert record.grades == ()
+    # Replayed from its recording with the same budget (no upstream at all), the trial ends the same way.
+    boundary = registry.get("model_boundaries", "model-proxy")
+    family = registry.get("task_families", "intervals")
+    again = run_trial(
+        TrialSpec(
+            task=Task(family, family.defects[0]),
+            agent=twice,
+            repeat=1,
+            agent_timeout_s=30,
+            model_boundary=ModelBoundaryPlan(boundary, replay=tuple(record.model["events"]), max_tokens=100),
+        ),
+        grader_chain(registry),
+    )
+    assert (again.verdict, again.failure_mode, again.model["departure"]) == ("not-fixed", "budget-exceeded", None)
     # In a gate, the line names the descriptor's budget.
     outcome = outcome_of(record, infra_exit_codes=())
     assert (outcome["budget_exceeded"], outcome["family_failure_mode"], outcome["error"]) == (
