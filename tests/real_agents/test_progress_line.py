@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +65,30 @@ def test_a_heartbeat_interval_that_is_no_number_is_refused_in_one_line() -> None
     for bad in ("soon", "-1", "nan", "1e9"):
         with pytest.raises(UsageError, match=r"CERTLAB_HEARTBEAT_S=.*give seconds between heartbeats"):
             heartbeat_interval({"CERTLAB_HEARTBEAT_S": bad})
+
+
+def _alarm_state() -> tuple[bool, float]:
+    return signal.getsignal(signal.SIGALRM) is PREVIOUS[0], signal.getitimer(signal.ITIMER_REAL)[0]
+
+
+PREVIOUS: list[object] = []
+
+
+def test_the_heartbeat_beats_here_only_and_leaves_nothing_behind() -> None:
+    from certlab_core.certify.heartbeat import InFlight, beating
+    from certlab_core.plugin.forking import call_in_fork
+
+    PREVIOUS[:] = [signal.getsignal(signal.SIGALRM)]
+    in_flight, said = InFlight(), []
+    in_flight.start("t/1")
+    with beating(in_flight, said.append, 0.05):
+        in_child = call_in_fork(_alarm_state)  # a forked trial: the handler that was there, and no timer
+        time.sleep(0.3)
+        in_flight.finish("t/1")
+        time.sleep(0.1)
+        quiet = len(said)
+        time.sleep(0.1)
+    assert in_child == (True, 0.0)
+    assert said and all(re.fullmatch(r"still running: t/1 for 0:00; elapsed 0:00", line) for line in said), said
+    assert len(said) == quiet  # nothing in flight: no line
+    assert signal.getsignal(signal.SIGALRM) is PREVIOUS[0] and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
