@@ -6,16 +6,15 @@ import json
 import re
 import signal
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_certlab
-from real_cli_support import harness_env, one_task, only_trial
 
-from certlab_core.certify.lab import progress_facts
+from certlab_core.certify.lab import Task, TrialSpec, log_to_stderr, progress_facts, run_trials
+from certlab_core.evidence.canonical import unstructure
 from certlab_core.plugin import UsageError
 from certlab_core.plugin.records import Usage
+from certlab_core.plugin.registry import Registry
 
 
 class _Spec:
@@ -44,17 +43,26 @@ def test_the_last_trial_has_no_eta_and_a_run_without_dollars_says_no_cost() -> N
     assert progress_facts(specs, [_Record(None)], done=1, workers=2, elapsed_s=3725.0) == "; elapsed 1:02:05"
 
 
-def test_a_long_trial_of_certify_shows_a_heartbeat_on_stderr_and_nowhere_else(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    argv = ["certify", "--task", str(one_task(tmp_path / "task")), "--agent", "command", "--out", str(out)]
-    argv += ["--agent-arg", "sleep 1.5", "--workers", "1", "--sandbox", "none"]
-    done = run_certlab(*argv, env=harness_env(CERTLAB_HEARTBEAT_S="0.4"), timeout=240)
-    beats = [line for line in done.stderr.splitlines() if line.startswith("still running: ")]
-    assert len(beats) >= 2, done.stderr
-    assert re.fullmatch(r"still running: intervals-length/fixture/1 for 0:0\d; elapsed 0:\d\d", beats[0]), beats
-    assert done.returncode == 0 and "still running" not in done.stdout
-    assert only_trial(json.loads((out / "bundle.json").read_text()))["verdict"] == "not-fixed"
-    assert not any("still running" in p.read_text() for p in out.iterdir() if p.is_file())
+def test_a_long_trial_of_certify_shows_a_heartbeat_on_stderr_and_nowhere_else(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # certify's trials as certify runs them (forked, progress on stderr), with a slow command agent.
+    monkeypatch.setenv("CERTLAB_HEARTBEAT_S", "0.4")
+    family = registry.get("task_families", "intervals")
+    slow = TrialSpec(
+        task=Task(family, family.defects[0]),
+        agent=registry.get("agents", "command"),
+        repeat=1,
+        agent_args=("sleep 1.5",),
+        agent_timeout_s=30,
+    )
+    (record,) = run_trials([slow], [], workers=1, progress=log_to_stderr)
+    out, err = capfd.readouterr()
+    beats = [line for line in err.splitlines() if line.startswith("still running: ")]
+    assert len(beats) >= 2, err
+    assert re.fullmatch(rf"still running: {re.escape(slow.id)} for 0:0\d; elapsed 0:0\d", beats[0]), beats
+    assert "still running" not in out and record.agent_status == "completed"
+    assert "still running" not in json.dumps(unstructure(record))
 
 
 def test_a_heartbeat_interval_that_is_no_number_is_refused_in_one_line() -> None:
