@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certlab_core.plugin.errors import InstrumentError
-from certlab_core.plugin.workcopy import Change, apply_changes, record_changes, tree_hashes
+from certlab_core.plugin.workcopy import Change, apply_changes, in_allowed_paths, record_changes, tree_hashes
 
 NAMES = st.sampled_from(["a.py", "b.txt", "pkg/c.py", "pkg/d.bin", "tests/test_x.py", "new/deep/e.py"])
 ACTIONS = st.lists(
@@ -91,3 +91,19 @@ def test_a_change_may_not_leave_the_tree(tmp_path: Path) -> None:
 def test_a_change_that_contradicts_its_hash_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InstrumentError, match="does not match its own sha256"):
         apply_changes(tmp_path, [Change("a.py", "added", "0" * 64, "eA==")])
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("ledger/models.py", True),
+        ("ledger/models/__init__.py", False),  # a package that would shadow ledger/models.py
+        ("ledger.py", False),
+        ("other/ledger/models.py", False),
+        ("deep/a/b/c.py", True),
+        ("deep/c.py", True),
+        ("deep/a/c.txt", False),
+    ],
+)
+def test_an_allowed_path_pattern_matches_folder_by_folder(path: str, allowed: bool) -> None:
+    assert in_allowed_paths(path, ["ledger/*.py", "deep/**/*.py"]) is allowed

@@ -39,7 +39,6 @@ import ast
 import contextlib
 import ctypes
 import difflib
-import fnmatch
 import hashlib
 import io
 import os
@@ -59,7 +58,7 @@ from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
 from certlab_core.plugin.records import AcceptanceLock, Defect, Grader, GradeRequest, GradeResult, TaskFamily
 from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.workcopy import materialise, taskset_sha256
+from certlab_core.plugin.workcopy import in_allowed_paths, materialise, taskset_sha256
 
 #: The name of the operator set; a recorded proof is re-checked only under the same one.
 MUTATOR = "certlab-ast/1"
@@ -387,7 +386,7 @@ def mutable_files(family: TaskFamily) -> list[str]:
             continue
         if any(relative == t or relative.startswith(t.rstrip("/") + "/") for t in family.test_paths):
             continue
-        if any(fnmatch.fnmatch(relative, pattern) for pattern in family.allowed_paths):
+        if in_allowed_paths(relative, family.allowed_paths):
             found.append(relative)
     return found
 

@@ -128,7 +128,14 @@ if TYPE_CHECKING:
         active_containment,
         agent_environment_dir,
     )
-    from certlab_core.plugin.workcopy import Change, copy_tree, materialise, record_changes, sha256_file
+    from certlab_core.plugin.workcopy import (
+        Change,
+        copy_tree,
+        in_allowed_paths,
+        materialise,
+        record_changes,
+        sha256_file,
+    )
 
 # Where each name lives. Importing this package loads nothing more: a name's module is imported when the name is
 # first used, so a process that needs only one part of the API (the fork server needs ``forking``) does not pay for
@@ -248,6 +255,7 @@ _HOME: dict[str, str] = {
     "agent_environment_dir": "certlab_core.plugin.sandbox",
     "Change": "certlab_core.plugin.workcopy",
     "copy_tree": "certlab_core.plugin.workcopy",
+    "in_allowed_paths": "certlab_core.plugin.workcopy",
     "materialise": "certlab_core.plugin.workcopy",
     "record_changes": "certlab_core.plugin.workcopy",
     "sha256_file": "certlab_core.plugin.workcopy",
@@ -374,6 +382,7 @@ __all__ = [
     "copy_tree",
     "failure_modes",
     "hookimpl",
+    "in_allowed_paths",
     "look_alpha",
     "look_sizes",
     "materialise",

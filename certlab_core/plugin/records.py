@@ -64,7 +64,8 @@ class TaskFamily:
     ``tree_dir`` holds the clean tree (code and visible tests) as issued to an agent,
     ``prompt_file`` the TASK.md given to every agent, ``cases_file`` the held-out
     acceptance cases (JSON lines), which never enter a work copy. ``allowed_paths`` are
-    glob patterns (``fnmatch``, relative to the tree) an agent may change; ``test_paths``
+    glob patterns (``fnmatch`` per folder, ``*`` never crossing a ``/``; see ``in_allowed_paths``), relative
+    to the tree, an agent may change; ``test_paths``
     are the files or folders of the visible suite; ``module_names`` are the top-level
     modules under test, which must be imported from the work copy under test.
     """

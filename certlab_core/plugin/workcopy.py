@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import fnmatch
 import hashlib
 import os
 import shutil
@@ -17,6 +18,26 @@ from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.records import Defect, TaskFamily
 
 CHANGE_KINDS = ("added", "modified", "deleted", "symlink", "hardlink")
+
+
+def in_allowed_paths(relpath: str, patterns: Iterable[str]) -> bool:
+    """Whether ``relpath`` matches one of a family's ``allowed_paths``, folder by folder.
+
+    Each ``/``-separated part of a pattern is an ``fnmatch`` pattern for one part of the path, so
+    ``*`` never crosses a folder: ``ledger/*.py`` allows ``ledger/models.py`` but not
+    ``ledger/models/__init__.py`` (a package planted there would shadow the module). A part ``**``
+    matches any number of folders.
+    """
+    parts = relpath.split("/")
+    return any(_parts_match(parts, pattern.strip("/").split("/")) for pattern in patterns)
+
+
+def _parts_match(parts: Sequence[str], pattern: Sequence[str]) -> bool:
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_parts_match(parts[skip:], pattern[1:]) for skip in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _parts_match(parts[1:], pattern[1:])
 
 
 @frozen

@@ -19,7 +19,6 @@ make a seeded tree pass or a clean one fail.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import shutil
@@ -35,6 +34,7 @@ import pytest
 from certlab_core.certify.visible_calls import LiteralCall, leaked_inputs, suite_calls
 from certlab_core.plugin.cases import HeldOutCase, read_cases
 from certlab_core.plugin.records import Defect, TaskFamily
+from certlab_core.plugin.workcopy import in_allowed_paths
 
 # Evaluates every held-out case (JSON lines on stdin) in the tree given as argv[1]; prints one JSON verdict a line.
 # The comparison happens here, on the value the code returned (a tuple never equals a JSON list).
@@ -143,7 +143,7 @@ def leaked_held_out_inputs(family: TaskFamily) -> list[str]:
 
 def within_allowed_paths(family: TaskFamily, path: str) -> bool:
     """Whether the edit policy lets an agent change ``path`` (relative to the tree): allowed, and not a test."""
-    return any(fnmatch.fnmatch(path, pattern) for pattern in family.allowed_paths) and not path.startswith("tests/")
+    return in_allowed_paths(path, family.allowed_paths) and not path.startswith("tests/")
 
 
 def wheel_family_files(distribution_dir: Path, package: str, work_dir: Path) -> tuple[set[str], set[str]]:

@@ -20,7 +20,6 @@ run: an entry replaces all aider knows of the model), or ``--model-metadata-file
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -37,6 +36,7 @@ from certlab_core.plugin import (
     PreflightCheck,
     UsageError,
     hookimpl,
+    in_allowed_paths,
 )
 
 NAME = "aider"
@@ -123,7 +123,7 @@ def files_to_edit(request: AgentRequest, options: Mapping[str, Sequence[str]]) -
             found += sorted(
                 str(p.relative_to(work))
                 for p in work.rglob("*")
-                if p.is_file() and fnmatch.fnmatch(str(p.relative_to(work)), pattern)
+                if p.is_file() and in_allowed_paths(p.relative_to(work).as_posix(), [pattern])
             )
         elif (work / pattern).is_file():
             found.append(pattern)

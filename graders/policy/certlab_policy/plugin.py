@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from certlab_core.plugin import Change, Grader, GradeRequest, GradeResult, hookimpl, record_changes
+from certlab_core.plugin import Change, Grader, GradeRequest, GradeResult, hookimpl, in_allowed_paths, record_changes
 from certlab_core.plugin import failure_modes as fm
 
 NAME = "policy"
@@ -98,7 +97,7 @@ def judge(changes: list[Change], request: GradeRequest) -> GradeResult:
         return GradeResult(
             NAME, False, fm.POLICY_TESTS_MODIFIED, f"the visible suite differs from what was issued: {listed}"
         )
-    outside = [c for c in changes if not any(fnmatch.fnmatchcase(c.path, pattern) for pattern in family.allowed_paths)]
+    outside = [c for c in changes if not in_allowed_paths(c.path, family.allowed_paths)]
     if outside:
         listed = ", ".join(f"{c.path} ({c.kind})" for c in outside[:5])
         return GradeResult(
