@@ -102,7 +102,7 @@ def result_object(stdout: str) -> Mapping[str, Any] | None:
     for candidate in candidates:
         try:
             value = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what the decoder can follow
             continue
         if isinstance(value, dict) and value.get("type") == "result":
             return value
@@ -139,9 +139,9 @@ def judge(outcome: AgentOutcome) -> AgentOutcome:
             outcome,
             status="unavailable",
             usage=usage,
-            detail=f"the model API failed ({where}): {text[:300]}",
+            detail=f"the model API failed ({where}): {clis.one_line(text)}",
         )
-    return attrs.evolve(outcome, usage=usage, detail="; ".join(f for f in facts if f))
+    return attrs.evolve(outcome, usage=usage, detail=clis.one_line("; ".join(f for f in facts if f)))
 
 
 def run(request: AgentRequest) -> AgentOutcome:

@@ -128,7 +128,7 @@ def events(stdout: str) -> list[dict[str, Any]]:
             continue
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what the decoder can follow
             continue
         if isinstance(event, dict):
             found.append(event)
@@ -145,8 +145,9 @@ def judge(outcome: AgentOutcome) -> AgentOutcome:
     errors = [e for e in seen if e.get("type") in ("turn.failed", "error")]
     if errors and not completed:
         last = errors[-1]
-        raw = last.get("error", {}).get("message") if last.get("type") == "turn.failed" else last.get("message")
-        said = str(raw or "no message")[:300]
+        error = last.get("error") if last.get("type") == "turn.failed" else None
+        raw = error.get("message") if isinstance(error, dict) else error
+        said = clis.one_line(str(raw or last.get("message") or "no message"))
         stopped = " (still reconnecting when stopped at its timeout)" if outcome.status == "timeout" else ""
         return attrs.evolve(outcome, status="unavailable", usage=usage, detail=f"the model API failed{stopped}: {said}")
     if outcome.status == "completed" and outcome.exit_code != 0 and not seen:
@@ -154,9 +155,8 @@ def judge(outcome: AgentOutcome) -> AgentOutcome:
         return attrs.evolve(
             outcome, status="unavailable", usage=usage, detail=f"codex exited {outcome.exit_code}: {said}"
         )
-    changes = sum(
-        1 for e in seen if e.get("type") == "item.completed" and (e.get("item") or {}).get("type") == "file_change"
-    )
+    items = [e.get("item") for e in seen if e.get("type") == "item.completed"]
+    changes = sum(1 for item in items if isinstance(item, dict) and item.get("type") == "file_change")
     detail = outcome.detail or f"{completed} turn(s) completed, {changes} file change(s)"
     return attrs.evolve(outcome, usage=usage, detail=detail)
 

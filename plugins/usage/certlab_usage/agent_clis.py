@@ -184,6 +184,11 @@ def not_started(reason: str) -> AgentOutcome:
     return AgentOutcome(status="unavailable", exit_code=None, stdout_tail="", stderr_tail="", wall_s=0.0, detail=reason)
 
 
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` as one line for a detail (each run of whitespace, newlines included, one space), cut to ``limit``."""
+    return " ".join(text.split())[:limit]
+
+
 def last_line(text: str, limit: int = 300) -> str:
     """The last non-empty line of ``text``, cut to ``limit`` characters."""
     for line in reversed(text.splitlines()):
