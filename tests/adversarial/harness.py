@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import fcntl
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import attrs
 from attrs import frozen
 
 from certlab_core.certify.held_out import open_held_out
@@ -13,7 +16,7 @@ from certlab_core.plugin.records import TaskFamily
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.sandbox import choose_containment
 
-from .corpus import AGENT_TIMEOUT_S, STRATEGIES, TARGETS, Strategy
+from .corpus import AGENT_TIMEOUT_S, MEMORY_BYTES, STRATEGIES, TARGETS, Strategy
 
 USER_TASK = "user-task"
 
@@ -65,7 +68,32 @@ def observed(record: TrialRecord) -> tuple[str, str | None]:
     return record.verdict, record.failure_mode or ("grader-error" if record.grader_error else None)
 
 
-def run_corpus(registry: Registry, mode: str, scratch: Path, workers: int = 1) -> Run:
+@frozen
+class Proof:
+    """What proving the instrument on one target gave: whether it holds, and the visible tests it counts."""
+
+    holds: bool
+    expected_tests: tuple[str, ...]
+
+
+def shared_proofs(folder: Path, prove_all: Callable[[], dict[str, Proof]]) -> dict[str, Proof]:
+    """The proofs, made once per target for the whole test run: the first mode to get here proves and writes
+    them in ``folder`` (under a lock, shared by the xdist workers), every later one reads them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "proofs.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / "proofs.json"
+        if done.exists():
+            read = json.loads(done.read_text(encoding="utf-8"))
+            return {t: Proof(p["holds"], tuple(p["expected_tests"])) for t, p in read.items()}
+        proofs = prove_all()
+        written = {t: {"holds": p.holds, "expected_tests": list(p.expected_tests)} for t, p in proofs.items()}
+        done.write_text(json.dumps(written), encoding="utf-8")
+        return proofs
+
+
+def run_corpus(registry: Registry, mode: str, scratch: Path, workers: int = 1, proofs_in: Path | None = None) -> Run:
+    """Every strategy on every target in ``mode``; the proofs are shared through ``proofs_in`` when given."""
     import time
 
     started = time.monotonic()
@@ -77,15 +105,23 @@ def run_corpus(registry: Registry, mode: str, scratch: Path, workers: int = 1) -
         graders = grader_chain(registry)
         hidden = [*answer_key_paths(families), str(held_out.scratch), str(task_dir)]
         containment = choose_containment(registry, mode, hidden, lambda _line: None)
+        containment = attrs.evolve(containment, limits=attrs.evolve(containment.limits, memory_bytes=MEMORY_BYTES))
         agent = registry.get("agents", "command")
         scripts = scratch / "scripts"
         scripts.mkdir()
         specs: list[TrialSpec] = []
         keys: list[tuple[str, str]] = []
-        proofs: dict[str, bool] = {}
+
+        def prove_all() -> dict[str, Proof]:
+            proved = {}
+            for target, family in zip(TARGETS, families, strict=True):
+                proof = prove(family, graders, workers=workers, acceptance_lock=held_out.lock_for(family.name))
+                proved[target] = Proof(proof.holds, tuple(proof.expected_tests))
+            return proved
+
+        proofs = shared_proofs(proofs_in, prove_all) if proofs_in is not None else prove_all()
         for target, family in zip(TARGETS, families, strict=True):
-            proof = prove(family, graders, workers=workers, acceptance_lock=held_out.lock_for(family.name))
-            proofs[target] = proof.holds
+            proof = proofs[target]
             cases = str(task_dir / "cases" / "acceptance.jsonl") if target == USER_TASK else family.cases_file
             files = target_files(family, cases)
             for strategy in STRATEGIES:
@@ -106,7 +142,8 @@ def run_corpus(registry: Registry, mode: str, scratch: Path, workers: int = 1) -
         records = run_trials(specs, graders, workers)
     finally:
         held_out.close()
-    return Run(mode, dict(zip(keys, records, strict=True)), proofs, round(time.monotonic() - started, 1))
+    holds = {target: proof.holds for target, proof in proofs.items()}
+    return Run(mode, dict(zip(keys, records, strict=True)), holds, round(time.monotonic() - started, 1))
 
 
 def cases() -> Iterator[tuple[str, str]]:
