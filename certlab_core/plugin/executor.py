@@ -15,12 +15,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
+from functools import partial
 from typing import Any, Literal, Protocol
 
 from attrs import field, frozen
 
 from certlab_core.plugin.converters import text_map
-from certlab_core.plugin.forking import ChildFailure, ForkPool, Zygote
+from certlab_core.plugin.forking import ChildFailure, ForkPool, Zygote, ZygoteHost
 
 FailureKind = Literal["exception", "died", "timeout", "worker-lost"]
 """How a unit of work failed: it raised, its process died, it ran past its time, or the machine running it was lost."""
@@ -258,14 +259,58 @@ LOCAL = Executor(
 _STAGES_KEPT = 8  # the stages a process keeps zygotes for (the most recently used)
 _idle: OrderedDict[str, list[Zygote]] = OrderedDict()  # stage name -> zygotes no thread is using
 _idle_lock = threading.Lock()
+_host: ZygoteHost | None = None  # forks this process's zygotes (one interpreter start for all of them)
+
+
+def code_modules(stages: Sequence[Stage]) -> list[str]:
+    """The modules the stages' functions are defined in (the kernel's trial machinery; never an agent's code)."""
+    found: dict[str, None] = {}
+    for stage in stages:
+        for function in (stage.preload, stage.call):
+            if function is None:
+                continue
+            while isinstance(function, partial):
+                function = function.func
+            module = getattr(function, "__module__", None) or type(function).__module__
+            if isinstance(module, str):
+                found.setdefault(module, None)
+    return list(found)
+
+
+def _zygote_host(stages: Sequence[Stage]) -> ZygoteHost | None:
+    """This process's zygote host, started (with the stages' modules imported) when there is none alive."""
+    global _host
+    with _idle_lock:
+        if _host is None or not _host.alive:
+            if _host is not None:
+                _host.close()
+            try:
+                _host = ZygoteHost(code_modules(stages))
+            except OSError:
+                _host = None
+        return _host
+
+
+def _hosted(stage: Stage, preload: Preload, call: StageCall) -> Zygote:
+    """A zygote for ``stage`` forked by this process's host, or (no host) spawned as a fresh interpreter."""
+    host = _zygote_host([stage])
+    if host is not None:
+        try:
+            return host.zygote(preload, call)
+        except OSError:  # the host has just gone: the next call starts another
+            pass
+    return Zygote.spawn(preload, call)
 
 
 def _started(stage: Stage) -> Zygote:
-    """A new zygote for ``stage``, a fresh interpreter; one whose units load what they need when the preload fails."""
-    zygote = Zygote.spawn(stage.preload or nothing_to_preload, stage.call)
+    """A new zygote for ``stage``; if its preload fails, a fresh interpreter, then one whose units load themselves."""
+    zygote = _hosted(stage, stage.preload or nothing_to_preload, stage.call)
     if zygote.wait_ready():
         return zygote
     problem = zygote.problem
+    zygote = Zygote.spawn(stage.preload or nothing_to_preload, stage.call)  # not the host's doing, if it fails too
+    if zygote.wait_ready():
+        return zygote
     fallback = Zygote.spawn(nothing_to_preload, _Apply(stage.direct or _Unprepared(stage)))
     if not fallback.wait_ready():
         raise RuntimeError(f"no process could be started for {stage.name}: {problem}; {fallback.problem}")
@@ -298,11 +343,15 @@ def warm_up(stages: Sequence[Stage], per_stage: int = 1) -> int:
     """Start ``per_stage`` zygotes for each stage in this process now, all at once; return how many are ready.
 
     An executor calls it on each worker before the first unit (``per_stage``: the worker's
-    threads), so no trial waits for an interpreter to start.
+    threads), so no trial waits for a process to start. The zygotes are forked by one host
+    interpreter (started here with the stages' modules), so a worker pays one interpreter
+    start, not one per stage and thread; each then runs its stage's preload, all at once.
     """
     with _idle_lock:
         wanted = [stage for stage in stages for _ in range(max(0, per_stage - len(_idle.get(stage.name, []))))]
-    spawned = [(stage, Zygote.spawn(stage.preload or nothing_to_preload, stage.call)) for stage in wanted]
+    if wanted:
+        _zygote_host(stages)
+    spawned = [(stage, _hosted(stage, stage.preload or nothing_to_preload, stage.call)) for stage in wanted]
     ready = 0
     for stage, zygote in spawned:
         if zygote.wait_ready():
@@ -340,9 +389,13 @@ def run_isolated(stage: Stage, arg: object, timeout_s: float | None = None) -> W
 
 
 def close_isolated() -> None:
-    """Stop this process's idle zygotes (they also end by themselves when their parent does)."""
+    """Stop this process's idle zygotes and its zygote host (they also end by themselves when their parent does)."""
+    global _host
     with _idle_lock:
         while _idle:
             _name, zygotes = _idle.popitem()
             for zygote in zygotes:
                 zygote.close()
+        if _host is not None:
+            _host.close()
+            _host = None

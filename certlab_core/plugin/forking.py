@@ -284,7 +284,11 @@ def _read_exactly(fd: int, size: int) -> bytes:
 
 def spawned_zygote() -> None:
     """The entry of a zygote started as a fresh interpreter: read its setup, then serve as a forked one does."""
-    command_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
+    _serve_setup(int(sys.argv[1]), int(sys.argv[2]))
+
+
+def _serve_setup(command_fd: int, result_fd: int) -> None:
+    """In a new zygote (spawned, or forked by a host): read its pickled setup from its command pipe, serve, exit."""
     code = 0
     try:
         (size,) = _FRAME.unpack(_read_exactly(command_fd, _FRAME.size))
@@ -297,6 +301,105 @@ def spawned_zygote() -> None:
     finally:
         sys.stdout.flush()
         os._exit(code)
+
+
+def zygote_host() -> None:
+    """The entry of a zygote host: import the given modules once, then fork a zygote for each pair of pipes sent.
+
+    It reads from its socket one byte per request, with the new zygote's command pipe (read
+    end) and result pipe (write end) attached; the forked zygote reads its setup from that
+    command pipe, as a spawned one does. It ends when the process that started it closes the
+    socket (or dies); the zygotes it forked end when their own command pipes close.
+    """
+    import importlib
+    import socket
+
+    channel = socket.socket(fileno=int(sys.argv[1]))
+    for module in sys.argv[2:]:
+        with contextlib.suppress(Exception):  # a zygote that needs it reports the failure itself
+            importlib.import_module(module)
+    if threading.active_count() > 1:  # forking from here would not be safe: each zygote is then spawned
+        os._exit(70)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the zygotes
+    gc.collect()
+    gc.freeze()
+    try:
+        while True:
+            message, fds, _flags, _address = socket.recv_fds(channel, 1, 2)
+            if not message:
+                break
+            if len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            command_fd, result_fd = fds
+            if os.fork() == 0:
+                channel.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote waits for its own children
+                _serve_setup(command_fd, result_fd)
+            os.close(command_fd)
+            os.close(result_fd)
+    finally:
+        os._exit(0)
+
+
+class ZygoteHost:
+    """A fresh, lean interpreter that forks zygotes on request: one interpreter start for every stage of a process.
+
+    Spawning a zygote costs a new interpreter per stage (and per thread that serves it); a
+    host is started once, imports ``modules`` (the code the stages' functions live in, never
+    an agent's), and forks each zygote asked of it, which then runs its own preload. Such a
+    zygote talks over pipes that the asking process made, exactly as a spawned one does; it
+    is the host's child, not the asker's. Safe to use from several threads.
+    """
+
+    def __init__(self, modules: Iterable[str] = ()) -> None:
+        import socket
+        import subprocess
+
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        bootstrap = "from certlab_core.plugin.forking import zygote_host; zygote_host()"
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", bootstrap, str(theirs.fileno()), *modules],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        except BaseException:
+            mine.close()
+            raise
+        finally:
+            theirs.close()
+        self._socket = mine
+        self._lock = threading.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return self._socket.fileno() >= 0 and self._process.poll() is None
+
+    def zygote(
+        self, preload: Callable[[], Any], call: Callable[[Any, Any], Any], start_timeout: float = 120.0
+    ) -> Zygote:
+        """A zygote forked by this host; it starts in the background: call ``wait_ready()`` before using it."""
+        return Zygote(preload, call, start_timeout, host=self)
+
+    def fork_with(self, command_fd: int, result_fd: int) -> None:
+        """Ask the host for a zygote on these pipe ends (an OSError when the host is gone)."""
+        import socket
+
+        with self._lock:
+            socket.send_fds(self._socket, [b"z"], [command_fd, result_fd])
+
+    def close(self) -> None:
+        """Stop the host (the zygotes it forked stay until their own pipes close)."""
+        with self._lock:
+            self._socket.close()
+        try:
+            self._process.wait(timeout=5.0)
+        except Exception:
+            self._process.kill()
+            self._process.wait()
 
 
 def _frames(buffer: bytearray) -> list[Any]:
@@ -323,7 +426,7 @@ def _zygote_main(command_fd: int, result_fd: int, preload: Callable[[], Any], ca
     except BaseException as error:
         _send_frame(result_fd, ("unready", f"{type(error).__name__}: {error}"))
         return
-    _send_frame(result_fd, ("ready", None))
+    _send_frame(result_fd, ("ready", os.getpid()))
     selector = selectors.DefaultSelector()
     selector.register(command_fd, selectors.EVENT_READ)
     commands = bytearray()
@@ -386,7 +489,9 @@ class Zygote:
     process, as with ``ForkPool.submit``, but what ``preload`` imported is already there (the
     code under test, which the parent itself never imports). Check ``ready`` after creating
     it: a preload that raised, or started a thread, leaves ``ready`` false and ``problem``
-    set. Results come through ``ForkPool.submit_to`` and ``ForkPool.wait``.
+    set. Results come through ``ForkPool.submit_to`` and ``ForkPool.wait``. It is forked
+    from this process, spawned as a fresh interpreter (``Zygote.spawn``), or forked by a
+    :class:`ZygoteHost` (``host.zygote``).
     """
 
     def __init__(
@@ -395,16 +500,31 @@ class Zygote:
         call: Callable[[Any, Any], Any],
         start_timeout: float = 120.0,
         spawn: bool = False,
+        host: ZygoteHost | None = None,
     ) -> None:
-        if not spawn:  # a spawned zygote is a new interpreter: a process with threads (a Dask worker) may start one
+        apart = spawn or host is not None  # a new interpreter, or a host's fork: the caller may have threads
+        if not apart:
             _assert_single_threaded()
         sys.stdout.flush()
         sys.stderr.flush()
         self._process: Any = None
-        setup = pickle.dumps((preload, call), protocol=pickle.HIGHEST_PROTOCOL) if spawn else b""  # may refuse
+        self._hosted = host is not None
+        setup = pickle.dumps((preload, call), protocol=pickle.HIGHEST_PROTOCOL) if apart else b""  # may refuse
         command_read, command_write = os.pipe()
         result_read, result_write = os.pipe()
-        if spawn:
+        if host is not None:
+            try:
+                host.fork_with(command_read, result_write)
+            except BaseException:
+                for fd in (command_write, result_read):
+                    os.close(fd)
+                raise
+            finally:
+                os.close(command_read)
+                os.close(result_write)
+            pid = 0  # known when the zygote says it is ready
+            _write_all(command_write, _FRAME.pack(len(setup)) + setup)
+        elif spawn:
             import subprocess
 
             bootstrap = "from certlab_core.plugin.forking import spawned_zygote; spawned_zygote()"
@@ -452,7 +572,7 @@ class Zygote:
         self.problem: str | None = None
         self._start_timeout = start_timeout
         self._started = False
-        if not spawn:
+        if not apart:
             self.wait_ready()
 
     def wait_ready(self) -> bool:
@@ -462,6 +582,7 @@ class Zygote:
             first = self._first_message(self._start_timeout)
             if first is not None and first[0] == "ready":
                 self.ready = True
+                self.pid = int(first[1])
             else:
                 self.problem = first[1] if first is not None else "the zygote did not start"
                 self.close()
@@ -529,7 +650,9 @@ class Zygote:
         _ZYGOTE_FDS.difference_update((self.command_fd, self.result_fd))
         with contextlib.suppress(OSError):
             os.close(self.command_fd)
-        if self._process is not None:
+        if self._hosted:
+            pass  # not this process's child: its host reaps it once it has ended
+        elif self._process is not None:
             try:
                 self._process.wait(timeout=5.0)
             except Exception:

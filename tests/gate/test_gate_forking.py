@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from certlab_core.plugin.forking import ChildFailure, ForkPool, Zygote
+from certlab_core.plugin.forking import ChildFailure, ForkPool, Zygote, ZygoteHost
 
 
 def preload() -> dict[str, Any]:
@@ -146,6 +146,59 @@ def test_a_spawned_zygote_is_a_fresh_lean_interpreter(tmp_path: Any, monkeypatch
         assert answer["zygote"] == zygote.pid and answer["parent"] == zygote.pid and answer["pid"] != zygote.pid
         assert answer["lean"] and answer["arg"] == arg
     assert zygote.pid != os.getpid()
+
+
+HOSTED = """
+import importlib, os, sys
+
+def preload(module):
+    importlib.import_module(module)
+    return os.getpid(), os.getppid()
+
+def call(preloaded, arg):
+    zygote, host = preloaded
+    modules = sorted(m for m in sys.modules if m.startswith("f14_"))
+    return {"zygote": zygote, "host": host, "parent": os.getppid(), "modules": modules}
+"""
+
+
+def test_a_zygote_host_forks_zygotes_that_see_its_modules_and_not_each_others(tmp_path: Any, monkeypatch: Any) -> None:
+    import functools
+
+    (tmp_path / "hosted_helpers.py").write_text(HOSTED)
+    for name in ("f14_shared", "f14_agent", "f14_oracle"):
+        (tmp_path / f"{name}.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    import hosted_helpers  # type: ignore[import-not-found]
+
+    stop = threading.Event()
+    busy = threading.Thread(target=stop.wait)  # a process with threads (a Dask worker) may use a host
+    busy.start()
+    host = ZygoteHost(["f14_shared"])
+    zygotes = [
+        host.zygote(functools.partial(hosted_helpers.preload, m), hosted_helpers.call)
+        for m in ("f14_agent", "f14_oracle")
+    ]
+    try:
+        assert all(zygote.wait_ready() for zygote in zygotes)
+        with ForkPool(2) as pool:
+            for zygote in zygotes:
+                pool.submit_to(zygote, None, zygote.pid)
+            results: dict[Any, Any] = {}
+            while pool.busy():
+                results.update(pool.wait())
+    finally:
+        for zygote in zygotes:
+            zygote.close()
+        host.close()
+        stop.set()
+        busy.join()
+    agent, oracle = (results[zygote.pid] for zygote in zygotes)
+    assert agent["modules"] == ["f14_agent", "f14_shared"] and oracle["modules"] == ["f14_oracle", "f14_shared"]
+    assert agent["zygote"] == zygotes[0].pid != oracle["zygote"] == zygotes[1].pid
+    assert agent["parent"] == agent["zygote"] and agent["host"] == oracle["host"] == host._process.pid != os.getpid()
+    assert not host.alive
 
 
 def test_a_zygote_that_cannot_be_spawned_refuses_before_starting() -> None:

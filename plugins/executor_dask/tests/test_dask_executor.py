@@ -181,13 +181,17 @@ from certlab_retry_world.agents import agent_a
 MARK = Path(__file__).with_name("killed")
 
 
+def parent(pid):
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def killer(task, tools, rng):
-    """On its first run, kill the Dask worker process this trial runs under (trial -> zygote -> worker)."""
+    """On its first run, kill the Dask worker process this trial runs under (trial -> zygote -> host -> worker)."""
     if not MARK.exists():
         MARK.write_text("")
-        zygote = os.getppid()
-        worker = int(Path(f"/proc/{zygote}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        os.kill(worker, signal.SIGKILL)
+        host = parent(os.getppid())
+        assert b"zygote_host" in Path(f"/proc/{host}/cmdline").read_bytes()
+        os.kill(parent(host), signal.SIGKILL)
     return agent_a(task, tools, rng)
 '''
 
