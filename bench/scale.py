@@ -8,8 +8,9 @@ Prints, for each executor:
 - a certification of all three families by the oracle agent (``certlab certify --family all``);
 then a fleet of slow agents (each trial's agent sleeps 2 s) on a local cluster of 8
 single-thread workers: 64 tool-world trials, each in a fresh process; then what the cost per
-trial is made of as the cluster grows: the scheduler's round trip and the store writer's
-sealed lines per second.
+trial is made of as the cluster grows: the scheduler tasks a trial takes, a task's round trip
+and the scheduler's CPU per task (measured on a cluster whose scheduler runs in this process),
+and the store writer's sealed lines per second.
 
 Usage: ``python bench/scale.py [--workers 2] [--skip-certify] [--skip-fleet]``.
 Targets: dask at least half of local's trials/s; the fleet's 64 trials in at most 20 s.
@@ -61,23 +62,27 @@ def executor_args(executor: str, workers: int) -> list[str]:
     return ["--workers", str(workers)] + (["--executor", "dask"] if executor == "dask" else [])
 
 
-def run_figures(descriptor: Path, executor: str, workers: int) -> dict[str, Any]:
+def run_figures(descriptor: Path, executor: str, workers: int, *extra: str) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp(prefix="certlab-scale-"))
     try:
         done, wall, cpu = certlab(
-            "run", str(descriptor), "--out", str(out), "--quiet", *executor_args(executor, workers)
+            "run", str(descriptor), "--out", str(out), "--quiet", *executor_args(executor, workers), *extra
         )
         if done.returncode not in (0, 1, 2):
             raise SystemExit(f"bench: certlab run on {executor} exited {done.returncode}: {done.stderr.strip()[-400:]}")
         (folder,) = [p for p in out.iterdir() if p.is_dir()]
         decision = json.loads((folder / "decision.json").read_text(encoding="utf-8"))
         trials = int(decision["trials"]["scheduled"])
-        trial_phase = (folder / "decision.json").stat().st_mtime - (folder / "manifest.json").stat().st_mtime
+        created = (folder / "manifest.json").stat().st_mtime
+        trial_phase = (folder / "decision.json").stat().st_mtime - created
+        last_record = (folder / "trials.jsonl").stat().st_mtime - created
         sample = (folder / "trials.jsonl").open(encoding="utf-8").readline()
         return {
             "trials": trials,
             "wall": wall,
             "trial_phase": trial_phase,
+            "last_record": last_record,
+            "cpu": cpu,
             "cpu_ms": 1000.0 * cpu / trials,
             "verdict": decision["verdict"],
             "sample": sample,
@@ -120,21 +125,53 @@ def fleet_descriptor(folder: Path) -> Path:
     return path
 
 
-def round_trip_ms(workers: int, tasks: int = 200) -> float:
-    """The scheduler's round trip for one task, one after the other, on a local cluster (milliseconds)."""
-    from distributed import Client, LocalCluster
+def process_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None, silence_logs=50)
+
+def scheduler_figures(workers: int, tasks: int = 200) -> dict[str, float]:
+    """On a local cluster whose scheduler runs in this process: a task's round trip, one after the other
+    (milliseconds); then the retry experiment run on it through ``--scheduler``: the tasks its trials
+    took per trial, and the scheduler's CPU milliseconds per task (this process holds only the
+    scheduler and an idle client while certlab runs)."""
+    from distributed import Client, LocalCluster
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class TaskCount(SchedulerPlugin):  # type: ignore[misc]
+        name = "certlab-scale-task-count"
+
+        def __init__(self) -> None:
+            self.done = 0
+
+        def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+            if finish == "memory" and str(key).startswith("run_units-"):
+                self.done += 1
+
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0", silence_logs=50)
     with cluster, Client(cluster) as client:
         client.submit(abs, -1, pure=False).result()
         started = time.perf_counter()
         for index in range(tasks):
             client.submit(abs, -index, pure=False).result()
-        return 1000.0 * (time.perf_counter() - started) / tasks
+        rtt_ms = 1000.0 * (time.perf_counter() - started) / tasks
+        counter = TaskCount()
+        client.register_plugin(counter)
+        cpu = process_cpu()
+        run = run_figures(RETRY, "dask", workers, "--scheduler", cluster.scheduler_address)
+        scheduler_cpu = process_cpu() - cpu
+        done = int(client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins[TaskCount.name].done))
+    return {
+        "rtt_ms": rtt_ms,
+        "trials": run["trials"],
+        "tasks_per_trial": done / run["trials"],
+        "scheduler_ms_per_task": 1000.0 * scheduler_cpu / max(1, done),
+    }
 
 
-def writer_lines_per_s(sample: str, lines: int = 20000) -> float:
-    """Sealed trial lines the one store writer appends per second (a real line, its seal recomputed each time)."""
+def writer_lines_per_s(sample: str, lines: int = 20000) -> tuple[float, float]:
+    """Sealed trial lines the one store writer appends per second of wall time and per CPU second (a real
+    line, its seal recomputed each time)."""
     from certlab_core.gate.store import TrialSink
 
     line = json.loads(sample)
@@ -142,10 +179,10 @@ def writer_lines_per_s(sample: str, lines: int = 20000) -> float:
     folder = Path(tempfile.mkdtemp(prefix="certlab-scale-sink-"))
     try:
         with TrialSink(folder) as sink:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), process_cpu()
             for index in range(lines):
                 sink.append(dict(line, index=index))
-            return lines / (time.perf_counter() - started)
+            return lines / (time.perf_counter() - started), lines / (process_cpu() - cpu)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -181,15 +218,20 @@ def main() -> int:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         print(
-            f"  slow fleet on dask, 8 single-thread workers: {fleet['trials']} trials whose agents sleep 2 s, "
-            f"{fleet['trial_phase']:.1f} s for the trials (target at most 20 s), {fleet['wall']:.1f} s with the "
-            f"cluster's start and stop"
+            f"  slow fleet on dask, 8 single-thread workers: {fleet['trials']} trials whose agents sleep 2 s "
+            f"(16 s at best): {fleet['last_record']:.1f} s from the run store's creation to the last record, "
+            f"{fleet['trial_phase']:.1f} s to decision.json (target at most 20 s), {fleet['wall']:.1f} s with the "
+            f"cluster's start and stop; {fleet['cpu']:.1f} CPU s in all, {os.getloadavg()[0]:.1f} load average"
         )
-    rtt = round_trip_ms(args.workers)
-    writer = writer_lines_per_s(runs["local"]["sample"])
+    sched = scheduler_figures(args.workers)
+    writer, writer_cpu = writer_lines_per_s(runs["local"]["sample"])
     print(
-        f"  cost per trial as the cluster grows: a scheduler round trip is {rtt:.1f} ms here (one per task, a task "
-        f"carries up to 8 units); the store writer seals and appends {writer:.0f} lines/s"
+        f"  cost per trial as the cluster grows: {sched['tasks_per_trial']:.2f} scheduler tasks per trial "
+        f"(retry experiment, {sched['trials']} trials on {args.workers} workers: a trial and its oracle, several "
+        f"short units to a task), a task's round trip {sched['rtt_ms']:.1f} ms, the scheduler's CPU "
+        f"{sched['scheduler_ms_per_task']:.1f} ms per task (at most {1000.0 / sched['scheduler_ms_per_task']:.0f} "
+        f"tasks/s); the store writer seals and appends {writer:.0f} lines/s ({writer_cpu:.0f} per CPU second; one line "
+        f"per attempt)"
     )
     return 0
 

@@ -147,6 +147,12 @@ def lines(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in (folder / "trials.jsonl").read_text(encoding="utf-8").splitlines() if raw]
 
 
+def recorded_lines(out: Path) -> int:
+    """The complete lines in the one run store under ``out`` so far (0 before it exists)."""
+    found = list(out.glob("*/trials.jsonl")) if out.is_dir() else []
+    return found[0].read_bytes().count(b"\n") if found else 0
+
+
 def stable(line: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in line.items() if key not in VOLATILE_FIELDS}
 
@@ -241,6 +247,62 @@ def test_a_worker_lost_mid_trial_runs_that_trial_again_as_a_new_attempt(
     assert decision["trials"]["attempts"] == len(recorded) and len(recorded) == 8 + len(lost)
     gate = certlab("gate", str(store))  # the attempts ledger takes a lost worker's re-run as no retry
     assert gate.returncode == done.returncode, gate.stdout
+
+
+UNHURRIED = """
+import time
+from certlab_retry_world.agents import agent_a, agent_b
+
+
+def steady(task, tools, rng):
+    time.sleep(0.4)  # long enough that a kill lands mid-run
+    return agent_a(task, tools, rng)
+
+
+def sloppy(task, tools, rng):
+    time.sleep(0.4)
+    return agent_b(task, tools, rng)
+"""
+
+
+def test_kill_9_mid_run_on_dask_then_resume_on_dask_gives_the_uninterrupted_decision(
+    cluster: dict[str, Any], tmp_path: Path
+) -> None:
+    """Each trial once in the store, the first records untouched, and decision.json byte for byte as a whole run's."""
+    (tmp_path / "unhurried.py").write_text(UNHURRIED, encoding="utf-8")
+    arms = {
+        "baseline": {"agent": "unhurried:steady", "label": "A"},
+        "candidate": {"agent": "unhurried:sloppy", "label": "B"},
+    }
+    path = descriptor(tmp_path, n_per_arm=3, arms=arms)  # 12 trials; B fails some under the reserve timeout
+    whole = certlab("run", str(path), "--out", str(tmp_path / "whole"), "--quiet", "--workers", "2")
+    assert whole.returncode in (0, 1, 2), whole.stderr
+    dask = ("--executor", "dask", "--scheduler", cluster["address"])
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "certlab_core.cli", "run", str(path), "--out", str(tmp_path / "cut"), "-q", *dask],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while recorded_lines(tmp_path / "cut") < 3:
+        assert runner.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
+        time.sleep(0.05)
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=30)
+    store = run_store(tmp_path / "cut")
+    before = (store / "trials.jsonl").read_bytes()
+    recorded = before.count(b"\n")
+    assert 3 <= recorded < 12 and not (store / "decision.json").exists()
+    resumed = certlab("run", "--resume", str(store), "--quiet", *dask)
+    assert resumed.returncode == whole.returncode, resumed.stdout + resumed.stderr
+    assert f"resuming {store}: {recorded} of 12 trials recorded" in resumed.stderr
+    after = (store / "trials.jsonl").read_bytes()
+    assert after.startswith(before[: before.rfind(b"\n") + 1])  # resuming only appends
+    ids = [(line["id"], line["attempt"]) for line in lines(store)]
+    assert len(ids) == len(set(ids)) == 12 and {attempt for _id, attempt in ids} == {1}
+    assert (store / "decision.json").read_bytes() == (run_store(tmp_path / "whole") / "decision.json").read_bytes()
+    gate = certlab("gate", str(store))
+    assert gate.returncode == whole.returncode and "problem:" not in gate.stdout, gate.stdout
 
 
 def test_an_unreachable_scheduler_is_refused_in_one_line_before_any_trial(tmp_path: Path) -> None:
