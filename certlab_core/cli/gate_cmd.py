@@ -128,9 +128,9 @@ def run_command(
         total = 2 * manifest.n_per_arm * len(manifest.conditions)
         progress = ProgressLine(total, enabled=not quiet)
         outcome = run_experiment(plan, folder, workers or workers_default(), retry_infra, progress, session)
+        decision = _decide_and_write(folder, registry)  # before the executor stops (a cluster takes seconds)
     finally:
         session.close()
-    decision = _decide_and_write(folder, registry)
     typer.echo(f"run: {folder}")
     if outcome.stopped and decision["verdict"] != "ERROR" and not quiet:
         print(f"certlab: {outcome.stopped}", file=sys.stderr)

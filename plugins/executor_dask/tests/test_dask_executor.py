@@ -157,18 +157,48 @@ def stable(line: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in line.items() if key not in VOLATILE_FIELDS}
 
 
+UNHURRIED = """
+import time
+from certlab_retry_world.agents import agent_a, agent_b
+
+
+def steady(task, tools, rng):
+    time.sleep(0.4)  # long enough that a kill lands mid-run
+    return agent_a(task, tools, rng)
+
+
+def sloppy(task, tools, rng):
+    time.sleep(0.4)
+    return agent_b(task, tools, rng)
+"""
+
+
+UNHURRIED_ARMS = {
+    "baseline": {"agent": "unhurried:steady", "label": "A"},
+    "candidate": {"agent": "unhurried:sloppy", "label": "B"},
+}
+
+
+@pytest.fixture(scope="module")
+def whole_local_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """12 trials (B fails some under the reserve timeout) run uninterrupted on local: the reference for dask."""
+    folder = tmp_path_factory.mktemp("whole")
+    (folder / "unhurried.py").write_text(UNHURRIED, encoding="utf-8")
+    path = descriptor(folder, n_per_arm=3, arms=UNHURRIED_ARMS)
+    done = certlab("run", str(path), "--out", str(folder / "local"), "--quiet", "--workers", "2")
+    assert done.returncode in (0, 1, 2), done.stderr
+    return {"descriptor": path, "store": run_store(folder / "local"), "exit": done.returncode}
+
+
 def test_the_same_manifest_gives_the_same_records_and_decision_on_local_and_dask(
-    cluster: dict[str, Any], tmp_path: Path
+    cluster: dict[str, Any], whole_local_run: dict[str, Any], tmp_path: Path
 ) -> None:
-    path = descriptor(tmp_path, n_per_arm=3)
-    local = certlab("run", str(path), "--out", str(tmp_path / "local"), "--quiet", "--workers", "2")
     dask = certlab(
-        "run", str(path), "--out", str(tmp_path / "dask"), "--quiet", "--executor", "dask",
+        "run", str(whole_local_run["descriptor"]), "--out", str(tmp_path / "dask"), "--quiet", "--executor", "dask",
         "--scheduler", cluster["address"],
     )  # fmt: skip
-    assert local.returncode in (0, 1, 2), local.stderr
-    assert dask.returncode == local.returncode, dask.stderr
-    local_store, dask_store = run_store(tmp_path / "local"), run_store(tmp_path / "dask")
+    assert dask.returncode == whole_local_run["exit"], dask.stderr
+    local_store, dask_store = whole_local_run["store"], run_store(tmp_path / "dask")
     by_id = {(line["id"], line["attempt"]): line for line in lines(local_store)}
     on_dask = {(line["id"], line["attempt"]): line for line in lines(dask_store)}
     assert len(by_id) == 12 and set(by_id) == set(on_dask)
@@ -176,7 +206,7 @@ def test_the_same_manifest_gives_the_same_records_and_decision_on_local_and_dask
         assert stable(on_dask[key]) == stable(line), key
     assert (dask_store / "decision.json").read_bytes() == (local_store / "decision.json").read_bytes()
     gate = certlab("gate", str(dask_store))  # the store stands on its own: recomputed, the same verdict
-    assert gate.returncode == local.returncode, gate.stdout
+    assert gate.returncode == whole_local_run["exit"], gate.stdout
 
 
 KILLER = '''
@@ -249,37 +279,14 @@ def test_a_worker_lost_mid_trial_runs_that_trial_again_as_a_new_attempt(
     assert gate.returncode == done.returncode, gate.stdout
 
 
-UNHURRIED = """
-import time
-from certlab_retry_world.agents import agent_a, agent_b
-
-
-def steady(task, tools, rng):
-    time.sleep(0.4)  # long enough that a kill lands mid-run
-    return agent_a(task, tools, rng)
-
-
-def sloppy(task, tools, rng):
-    time.sleep(0.4)
-    return agent_b(task, tools, rng)
-"""
-
-
 def test_kill_9_mid_run_on_dask_then_resume_on_dask_gives_the_uninterrupted_decision(
-    cluster: dict[str, Any], tmp_path: Path
+    cluster: dict[str, Any], whole_local_run: dict[str, Any], tmp_path: Path
 ) -> None:
     """Each trial once in the store, the first records untouched, and decision.json byte for byte as a whole run's."""
-    (tmp_path / "unhurried.py").write_text(UNHURRIED, encoding="utf-8")
-    arms = {
-        "baseline": {"agent": "unhurried:steady", "label": "A"},
-        "candidate": {"agent": "unhurried:sloppy", "label": "B"},
-    }
-    path = descriptor(tmp_path, n_per_arm=3, arms=arms)  # 12 trials; B fails some under the reserve timeout
-    whole = certlab("run", str(path), "--out", str(tmp_path / "whole"), "--quiet", "--workers", "2")
-    assert whole.returncode in (0, 1, 2), whole.stderr
     dask = ("--executor", "dask", "--scheduler", cluster["address"])
+    path, out = str(whole_local_run["descriptor"]), str(tmp_path / "cut")
     runner = subprocess.Popen(
-        [sys.executable, "-m", "certlab_core.cli", "run", str(path), "--out", str(tmp_path / "cut"), "-q", *dask],
+        [sys.executable, "-m", "certlab_core.cli", "run", path, "--out", out, "-q", *dask],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -294,15 +301,15 @@ def test_kill_9_mid_run_on_dask_then_resume_on_dask_gives_the_uninterrupted_deci
     recorded = before.count(b"\n")
     assert 3 <= recorded < 12 and not (store / "decision.json").exists()
     resumed = certlab("run", "--resume", str(store), "--quiet", *dask)
-    assert resumed.returncode == whole.returncode, resumed.stdout + resumed.stderr
+    assert resumed.returncode == whole_local_run["exit"], resumed.stdout + resumed.stderr
     assert f"resuming {store}: {recorded} of 12 trials recorded" in resumed.stderr
     after = (store / "trials.jsonl").read_bytes()
     assert after.startswith(before[: before.rfind(b"\n") + 1])  # resuming only appends
     ids = [(line["id"], line["attempt"]) for line in lines(store)]
     assert len(ids) == len(set(ids)) == 12 and {attempt for _id, attempt in ids} == {1}
-    assert (store / "decision.json").read_bytes() == (run_store(tmp_path / "whole") / "decision.json").read_bytes()
-    gate = certlab("gate", str(store))
-    assert gate.returncode == whole.returncode and "problem:" not in gate.stdout, gate.stdout
+    assert (store / "decision.json").read_bytes() == (whole_local_run["store"] / "decision.json").read_bytes()
+    gate = certlab("gate", str(store))  # its attempts ledger: each record written once
+    assert gate.returncode == whole_local_run["exit"] and "problem:" not in gate.stdout, gate.stdout
 
 
 def test_an_unreachable_scheduler_is_refused_in_one_line_before_any_trial(tmp_path: Path) -> None:
