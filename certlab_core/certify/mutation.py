@@ -36,14 +36,12 @@ all.
 from __future__ import annotations
 
 import ast
-import contextlib
-import ctypes
 import difflib
 import hashlib
 import io
-import os
+import math
+import resource
 import shutil
-import signal
 import tempfile
 import time
 import tokenize
@@ -54,6 +52,7 @@ from typing import Any, Literal
 import attrs
 from attrs import frozen
 
+from certlab_core.plugin.command import become_subreaper, sweep_descendants
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
 from certlab_core.plugin.records import AcceptanceLock, Defect, Grader, GradeRequest, GradeResult, TaskFamily
@@ -67,7 +66,9 @@ OPERATORS = ("compare", "arithmetic", "boolean", "not", "integer", "minmax", "co
 HELD_OUT_GRADERS = frozenset({"acceptance"})
 #: A family that declares no threshold must kill at least this share of its mutants (suite and held-out cases).
 DEFAULT_THRESHOLD = 0.9
-#: A grader's time limit on a mutant: this multiple of its time on the clean tree, and at least MIN_STAGE_TIMEOUT_S.
+#: A grader's time limits on a mutant: this multiple of its wall and its CPU time on the clean tree, and at least
+#: MIN_STAGE_TIMEOUT_S of each. The CPU limit (RLIMIT_CPU of each of the grader's processes) stops a mutant that
+#: loops at the same cost under any load; the wall limit stops one that blocks.
 TIMEOUT_FACTOR = 10.0
 MIN_STAGE_TIMEOUT_S = 2.0
 CLEAN_TIMEOUT_S = 300.0
@@ -435,6 +436,7 @@ class CleanRun:
     seconds: tuple[tuple[str, float], ...]
     problem: str = ""
     collected: tuple[str, ...] = ()  # the visible tests the suite collected, when it was asked to discover them
+    cpu_seconds: tuple[tuple[str, float], ...] = ()  # each grader's CPU time, its processes' included
 
 
 @frozen
@@ -446,6 +448,7 @@ class MutationProof:
     results: tuple[MutantResult, ...]
     threshold: float
     stage_timeouts_s: tuple[tuple[str, float], ...] = ()
+    stage_cpu_limits_s: tuple[tuple[str, int], ...] = ()
     wall_s: float = 0.0
     problems: tuple[str, ...] = ()
 
@@ -494,88 +497,78 @@ def _short(text: str) -> str:
     return first if len(first) <= DETAIL_CHARS else first[:DETAIL_CHARS] + "..."
 
 
-PR_SET_CHILD_SUBREAPER = 36
+@frozen
+class StageLimits:
+    """A grader's limits on one mutant: wall seconds for the grader's process, CPU seconds for each of its processes."""
+
+    wall_s: float
+    cpu_s: int
 
 
-def _become_subreaper() -> None:
-    """Make this process adopt every orphan below it, so what a mutant's processes leave can be found and killed."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+@frozen
+class _Stage:
+    grader: str
+    wall_s: float
+    cpu_s: float
 
 
-def _descendants() -> list[int]:
-    me = os.getpid()
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields and fields[0] not in (b"Z", b"X"):
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found: list[int] = []
-    stack = list(children.get(me, []))
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(children.get(pid, []))
-    return found
+_Staged = tuple["MutantResult", list[_Stage], tuple[str, ...]]
 
 
-def kill_descendants() -> None:
-    """Kill and reap every live process below this one (this process is a subreaper, so orphans count)."""
-    if not os.path.isdir("/proc"):
-        return
-    for _round in range(20):
-        alive = _descendants()
-        for pid in alive:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        while True:
-            try:
-                pid, _status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-        if not alive:
-            return
-        time.sleep(0.01)
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
-_Staged = tuple["MutantResult", list[tuple[str, float]], tuple[str, ...]]
+def _grade_within(grade: Callable[[GradeRequest], GradeResult], request: GradeRequest, cpu_s: int | None) -> Any:
+    """In the grader's fresh process: cap the CPU time of it and of every process it starts, then grade."""
+    if cpu_s is not None:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        top = hard if hard != resource.RLIM_INFINITY else cpu_s + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (min(cpu_s, top), min(cpu_s + 1, top)))
+    return grade(request)
 
 
-def _stages(graders: Sequence[Grader], request: GradeRequest, timeouts: dict[str, float] | None) -> _Staged:
+def _stages(graders: Sequence[Grader], request: GradeRequest, limits: dict[str, StageLimits] | None) -> _Staged:
     """Each grader in its own fresh process, in order, to the first that does not pass.
 
-    Returns the verdict, each grader's time, and the visible tests a grader reported collecting.
+    Returns the verdict, each grader's wall and CPU time, and the visible tests a grader
+    reported collecting. A grader whose processes used their CPU limit (a process past it
+    is killed by the kernel), or that ran past its wall limit, kills the mutant at a time limit.
     """
-    seconds: list[tuple[str, float]] = []
+    stages: list[_Stage] = []
     collected: tuple[str, ...] = ()
     for grader in graders:
-        started = time.monotonic()
-        limit = CLEAN_TIMEOUT_S if timeouts is None else timeouts[grader.name]
+        started, cpu_before = time.monotonic(), _children_cpu_s()
+        limit = None if limits is None else limits[grader.name]
+        wall_limit = CLEAN_TIMEOUT_S if limit is None else limit.wall_s
+        cpu_limit = None if limit is None else limit.cpu_s
+        result: Any = None
+        failure: ChildFailure | None = None
         try:
-            result = call_in_fork(grader.grade, request, timeout=limit)
+            result = call_in_fork(_grade_within, grader.grade, request, cpu_limit, timeout=wall_limit)
         except ForkedCallError as error:
-            kill_descendants()
-            outcome: Outcome = "timeout" if error.failure.kind == "timeout" else "error"
-            how = f"ran past its {limit:g} s limit" if outcome == "timeout" else f"broke: {error.failure.summary}"
-            return MutantResult("", outcome, grader.name, None, _short(f"grader {grader.name} {how}")), seconds, ()
-        seconds.append((grader.name, time.monotonic() - started))
+            sweep_descendants()  # what the killed grader started, now orphaned here
+            failure = error.failure
+        cpu = _children_cpu_s() - cpu_before
+        passed = isinstance(result, GradeResult) and result.passed
+        if cpu_limit is not None and cpu >= cpu_limit and not passed:
+            detail = f"grader {grader.name} used its {cpu_limit} CPU-second limit"
+            return MutantResult("", "timeout", grader.name, None, detail), stages, ()
+        if failure is not None:
+            outcome: Outcome = "timeout" if failure.kind == "timeout" else "error"
+            how = f"ran past its {wall_limit:g} s limit" if outcome == "timeout" else f"broke: {failure.summary}"
+            return MutantResult("", outcome, grader.name, None, _short(f"grader {grader.name} {how}")), stages, ()
+        stages.append(_Stage(grader.name, time.monotonic() - started, cpu))
         if not isinstance(result, GradeResult):
-            return MutantResult("", "error", grader.name, None, f"returned {type(result).__name__}"), seconds, ()
+            return MutantResult("", "error", grader.name, None, f"returned {type(result).__name__}"), stages, ()
         if not result.passed:
             verdict = MutantResult("", "failed", grader.name, result.failure_mode, _short(result.detail))
-            return verdict, seconds, ()
+            return verdict, stages, ()
         found = result.data.get("collected")
         if isinstance(found, list | tuple):
             collected = tuple(str(test) for test in found)
-    return MutantResult("", "survived"), seconds, collected
+    return MutantResult("", "survived"), stages, collected
 
 
 def _grade_tree(
@@ -584,10 +577,10 @@ def _grade_tree(
     graders: Sequence[Grader],
     expected: tuple[str, ...],
     lock: AcceptanceLock | None,
-    timeouts: dict[str, float] | None,
+    limits: dict[str, StageLimits] | None,
 ) -> _Staged:
     """In a fresh process: issue the clean tree, apply the mutant (as an agent's edit), run the chain's stages."""
-    _become_subreaper()
+    become_subreaper()  # every orphan of the mutant's processes is adopted here, and swept
     scratch = Path(tempfile.mkdtemp(prefix="certlab-mutant-"))
     try:
         work = scratch / "work"
@@ -597,13 +590,19 @@ def _grade_tree(
             target.write_text(mutant.apply(target.read_text(encoding="utf-8")), encoding="utf-8")
         probe = Defect(id=mutant.id if mutant else "clean", defect_class="mutant", description="a mutant", seeds=())
         request = GradeRequest(
-            workdir=str(work), family=family, defect=probe, issued=issued, expected_tests=expected, acceptance_lock=lock
+            workdir=str(work),
+            family=family,
+            defect=probe,
+            issued=issued,
+            expected_tests=expected,
+            acceptance_lock=lock,
+            first_failure=mutant is not None,  # a mutant is killed at its first failing test or case
         )
-        result, seconds, collected = _stages(graders, request, timeouts)
+        result, stages, collected = _stages(graders, request, limits)
         verdict = MutantResult(probe.id, result.outcome, result.grader, result.failure_mode, result.detail)
-        return verdict, seconds, collected
+        return verdict, stages, collected
     finally:
-        kill_descendants()
+        sweep_descendants()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -612,17 +611,27 @@ def clean_run(
 ) -> CleanRun:
     """The clean tree through the staged chain, timed per grader (with no ``expected``, the suite discovers them)."""
     try:
-        result, seconds, collected = call_in_fork(_grade_tree, family, None, graders, expected, lock, None)
+        result, stages, collected = call_in_fork(_grade_tree, family, None, graders, expected, lock, None)
     except ForkedCallError as error:
         return CleanRun(False, (), f"the clean tree could not be graded: {error.failure.summary}")
+    seconds = tuple((stage.grader, stage.wall_s) for stage in stages)
     if result.killed:
-        return CleanRun(False, tuple(seconds), f"the clean tree does not pass grader {result.grader}: {result.detail}")
-    return CleanRun(True, tuple(seconds), collected=expected or collected)
+        return CleanRun(False, seconds, f"the clean tree does not pass grader {result.grader}: {result.detail}")
+    cpu = tuple((stage.grader, stage.cpu_s) for stage in stages)
+    return CleanRun(True, seconds, collected=expected or collected, cpu_seconds=cpu)
 
 
-def stage_timeouts(clean: CleanRun, minimum_s: float = MIN_STAGE_TIMEOUT_S) -> dict[str, float]:
-    """Each grader's time limit on a mutant: TIMEOUT_FACTOR times its time on the clean tree, at least ``minimum_s``."""
-    return {name: round(max(minimum_s, TIMEOUT_FACTOR * s), 1) for name, s in clean.seconds}
+def stage_limits(clean: CleanRun, minimum_s: float = MIN_STAGE_TIMEOUT_S) -> dict[str, StageLimits]:
+    """Each grader's limits on a mutant: TIMEOUT_FACTOR times its wall and CPU time on the clean tree, at least
+    ``minimum_s`` of each (the CPU limit in whole seconds, as RLIMIT_CPU counts them)."""
+    cpu = dict(clean.cpu_seconds)
+    return {
+        name: StageLimits(
+            wall_s=round(max(minimum_s, TIMEOUT_FACTOR * wall), 1),
+            cpu_s=math.ceil(max(minimum_s, TIMEOUT_FACTOR * cpu.get(name, wall))),
+        )
+        for name, wall in clean.seconds
+    }
 
 
 def prove_by_mutation(
@@ -654,12 +663,12 @@ def prove_by_mutation(
     if not expected:
         problem = f"family {family.name}: no grader reported the visible tests of the clean tree"
         return MutationProof(family.name, chosen, (), threshold, problems=(problem,))
-    timeouts = stage_timeouts(clean, min_timeout_s)
-    budget = sum(timeouts.values()) + 30.0
+    limits = stage_limits(clean, min_timeout_s)
+    budget = sum(limit.wall_s for limit in limits.values()) + 30.0
     results: list[MutantResult | None] = [None] * len(chosen)
     problems: list[str] = []
     for index, outcome in map_in_forks(
-        lambda m: _grade_tree(family, m, graders, expected, acceptance_lock, timeouts)[0],
+        lambda m: _grade_tree(family, m, graders, expected, acceptance_lock, limits)[0],
         chosen,
         workers=workers,
         timeout=budget,
@@ -674,7 +683,8 @@ def prove_by_mutation(
         mutants=chosen,
         results=done,
         threshold=threshold,
-        stage_timeouts_s=tuple(sorted(timeouts.items())),
+        stage_timeouts_s=tuple(sorted((name, limit.wall_s) for name, limit in limits.items())),
+        stage_cpu_limits_s=tuple(sorted((name, limit.cpu_s) for name, limit in limits.items())),
         wall_s=round(time.monotonic() - started, 3),
         problems=tuple(problems),
     )
@@ -726,6 +736,7 @@ def mutation_document(family: TaskFamily, proof: MutationProof, minimum: float |
         "threshold": proof.threshold,
         "minimum": minimum,
         "stage_timeouts_s": dict(proof.stage_timeouts_s),
+        "stage_cpu_limits_s": dict(proof.stage_cpu_limits_s),
         "wall_s": proof.wall_s,
         "results": [
             {"mutant": r.mutant, "outcome": r.outcome, "grader": r.grader, "failure_mode": r.failure_mode}

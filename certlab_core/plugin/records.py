@@ -256,7 +256,12 @@ class AcceptanceLock:
 
 @frozen
 class GradeRequest:
-    """What a grader is given: the work copy an agent left and what was issued."""
+    """What a grader is given: the work copy an agent left and what was issued.
+
+    ``first_failure`` says that only the verdict is wanted, not the count (the mutation proof
+    grading a mutant): a grader may stop at its first failing test or held-out case, and its
+    detail then tells only what ran. The verdict must be the one a full run gives.
+    """
 
     workdir: str
     family: TaskFamily
@@ -264,6 +269,7 @@ class GradeRequest:
     issued: Mapping[str, str] = field(converter=text_map)
     expected_tests: tuple[str, ...] = field(converter=_tuple, default=())
     acceptance_lock: AcceptanceLock | None = None
+    first_failure: bool = False
 
 
 @frozen

@@ -71,6 +71,9 @@ class FamilyConformance:
 
     family_name: str = ""
     workers: int = 2
+    #: A bundle.json (a published certification) whose mutation proof of this family must be re-earned
+    #: mutant by mutant: the same mutants, each killed by the same grader or surviving. Empty: not checked.
+    recorded_bundle: str = ""
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -123,6 +126,23 @@ class FamilyConformance:
             f"{mutation.threshold:.0%} of its mutants; write a test or held-out case that kills each survivor:\n"
             + "\n".join(lines)
         )
+
+    def test_the_mutation_proof_re_earns_the_recorded_one_mutant_by_mutant(
+        self, conformance: dict[str, Any], mutation: Any
+    ) -> None:
+        import json
+        from pathlib import Path
+
+        from certlab_core.certify.mutation import recheck
+
+        if not self.recorded_bundle:
+            pytest.skip("no recorded_bundle is declared to re-earn")
+        family = conformance["family"]
+        bundle = json.loads(Path(self.recorded_bundle).read_text(encoding="utf-8"))
+        recorded = [p["mutation"] for p in bundle["instrument"] if p["family"] == family.name and p.get("mutation")]
+        assert recorded, f"{self.recorded_bundle} records no mutation proof of family {family.name}"
+        assert not mutation.problems, mutation.problems
+        assert recheck(family, recorded[0], mutation) == []
 
     def _scores(self, conformance: dict[str, Any], agent: str) -> list[Any]:
         return [record for name, record in conformance["trials"] if name == agent]

@@ -219,8 +219,13 @@ def held(case: HeldOutCase, reply: dict[str, Any]) -> bool:
     return reply["kind"] == "returned" and bool(reply.get("value") == case.expect)
 
 
-def run_cases(cases: Sequence[HeldOutCase], tree: Path, log: Path, timeout_s: float) -> list[tuple[str, bool, str]]:
-    """Each case through the case host: (case id, held, what the code did); refuses on leftovers."""
+def run_cases(
+    cases: Sequence[HeldOutCase], tree: Path, log: Path, timeout_s: float, first_failure: bool = False
+) -> list[tuple[str, bool, str]]:
+    """Each case through the case host: (case id, held, what the code did); refuses on leftovers.
+
+    With ``first_failure`` it stops after the first case that does not hold.
+    """
     host = CaseHost(tree, log, timeout_s)
     results: list[tuple[str, bool, str]] = []
     try:
@@ -233,6 +238,8 @@ def run_cases(cases: Sequence[HeldOutCase], tree: Path, log: Path, timeout_s: fl
                 )
             ok = held(case, reply)
             results.append((case.id, ok, "" if ok else described(reply)))
+            if first_failure and not ok:
+                break
     finally:
         host.close()
     return results
@@ -251,7 +258,7 @@ def grade(request: GradeRequest) -> GradeResult:
         copy_tree(Path(request.workdir), tree)
         for junk in list(tree.rglob("__pycache__")):
             shutil.rmtree(junk, ignore_errors=True)
-        results = run_cases(cases, tree, scratch / "host.log", CASE_TIMEOUT_S)
+        results = run_cases(cases, tree, scratch / "host.log", CASE_TIMEOUT_S, request.first_failure)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if scratch.exists():

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from certlab_acceptance import plugin
 
@@ -410,3 +411,17 @@ def test_a_malformed_cases_file_is_one_line_naming_the_file_and_the_line(tmp_pat
         plugin.grade(request)
     message = str(error.value)
     assert message.startswith(f"{request.family.cases_file}:2: ") and "\n" not in message
+
+
+def test_asked_for_the_first_failure_alone_it_stops_at_the_first_case_that_does_not_hold(tmp_path: Path) -> None:
+    family = discover().get("task_families", "intervals")
+    defect = next(d for d in family.defects if d.id == "clamp-to-end")
+    work = tmp_path / "work"
+    issued = materialise(family, defect, work)
+    request = GradeRequest(workdir=str(work), family=family, defect=defect, issued=issued)
+    full, first = plugin.grade(request), plugin.grade(attrs.evolve(request, first_failure=True))
+    assert (
+        (first.passed, first.failure_mode) == (full.passed, full.failure_mode) == (False, fm.OVERFIT_TO_VISIBLE_TESTS)
+    )
+    assert len(full.data["failed"]) == 2 and len(first.data["failed"]) == 1
+    assert first.data["cases"] < full.data["cases"]

@@ -120,6 +120,7 @@ def grade(request: GradeRequest) -> GradeResult:
                 tuple(request.family.test_paths),
                 tuple(request.family.module_names),
                 str(log),
+                request.first_failure,
                 timeout=SUITE_TIMEOUT_S,
             )
         except ForkedCallError as error:
@@ -342,6 +343,7 @@ def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path
         containment.python(),
         "-I",
         str(script),
+        *((visible_suite.FIRST_FAILURE_FLAG,) if request.first_failure else ()),
         str(result),
         str(tree),
         str(log),

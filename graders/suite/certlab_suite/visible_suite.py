@@ -1,7 +1,7 @@
 """The suite grader's test process: pytest on the copy, its outcomes counted through pytest's own hooks.
 
 Imports nothing of certlab, so that it also runs as a script (``python visible_suite.py
-RESULT TREE LOG MODULES TEST_PATH...``) in the agent environment inside a sandbox, where
+[--first-failure] RESULT TREE LOG MODULES TEST_PATH...``) in the agent environment inside a sandbox, where
 certlab's installation is hidden; it then writes what the hooks saw as JSON to RESULT.
 """
 
@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+
+FIRST_FAILURE_FLAG = "--first-failure"
 
 
 class OutcomeCollector:
@@ -41,8 +43,15 @@ class OutcomeCollector:
             self.outcomes[nodeid] = "skipped"
 
 
-def run_pytest(tree: str, test_paths: tuple[str, ...], module_names: tuple[str, ...], log: str) -> dict[str, Any]:
-    """In the fresh test process: run pytest on the copy and report what its hooks saw."""
+def run_pytest(
+    tree: str, test_paths: tuple[str, ...], module_names: tuple[str, ...], log: str, first_failure: bool = False
+) -> dict[str, Any]:
+    """In the fresh test process: run pytest on the copy and report what its hooks saw.
+
+    With ``first_failure`` the run stops at the first failing test, formats no traceback and
+    does not rewrite the tests' asserts (``-x --tb=no --assert=plain``: rewriting changes what a
+    failure says, never whether an assert holds): the verdict is the same, at a fraction of the cost.
+    """
     import pytest
 
     os.chdir(tree)
@@ -70,6 +79,7 @@ def run_pytest(tree: str, test_paths: tuple[str, ...], module_names: tuple[str, 
         str(ini),
         "--rootdir",
         tree,
+        *(("-x", "--tb=no", "--assert=plain") if first_failure else ()),
     ]
     exit_code = pytest.main(args, plugins=[collector])
     strays: list[str] = []
@@ -88,9 +98,14 @@ def run_pytest(tree: str, test_paths: tuple[str, ...], module_names: tuple[str, 
 
 
 def main(argv: list[str]) -> int:
-    """As a script: run the tests and write the hooks' report as JSON to the result file."""
-    result, tree, log, modules, *test_paths = argv[1:]
-    report = run_pytest(tree, tuple(test_paths), tuple(m for m in modules.split(",") if m), log)
+    """As a script: run the tests and write the hooks' report as JSON to the result file.
+
+    ``--first-failure`` before the other arguments stops at the first failing test (see ``run_pytest``).
+    """
+    arguments = argv[1:]
+    first_failure = bool(arguments) and arguments[0] == FIRST_FAILURE_FLAG
+    result, tree, log, modules, *test_paths = arguments[1:] if first_failure else arguments
+    report = run_pytest(tree, tuple(test_paths), tuple(m for m in modules.split(",") if m), log, first_failure)
     Path(result).write_text(json.dumps(report), encoding="utf-8")
     return 0
 

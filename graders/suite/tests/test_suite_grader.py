@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 from certlab_suite.plugin import grade
 
@@ -81,3 +82,18 @@ def test_the_module_must_come_from_the_copy(tmp_path: Path, monkeypatch: pytest.
     finally:
         sys.modules.pop("intervals", None)
     assert not passed and mode == "suite-not-run" and "already imported" in detail
+
+
+def test_asked_for_the_first_failure_alone_the_verdict_is_the_same_and_the_run_stops_there(tmp_path: Path) -> None:
+    expected = expected_tests(tmp_path)
+    work = tmp_path / "seeded"
+    issued = materialise(FAMILY, FAMILY.defects[0], work)
+    request = GradeRequest(
+        workdir=str(work), family=FAMILY, defect=FAMILY.defects[0], issued=issued, expected_tests=expected
+    )
+    full = grade(request)
+    first = grade(attrs.evolve(request, first_failure=True))
+    assert (first.passed, first.failure_mode) == (full.passed, full.failure_mode) == (False, "suite-failed")
+    passed_in_full = int(full.detail.split("/")[0])
+    # stopped at the first failing test: the tests after it did not run, so fewer passed
+    assert int(first.detail.split("/")[0]) < passed_in_full
