@@ -42,7 +42,7 @@ def certify_toy(registry: Registry, out: Path, **options: object) -> tuple[int, 
 @pytest.fixture(scope="module")
 def toy_certification(toy_registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("published") / "oracle-toy"
-    exit_code, problems, _bundle = certify_toy(toy_registry, out, mutants=True)
+    exit_code, problems, _bundle = certify_toy(toy_registry, out)  # the mutation proof is run by default
     assert exit_code == 0, problems
     return out
 
@@ -58,6 +58,21 @@ def test_certify_mutants_records_the_proof_and_warns_below_the_family_threshold(
     assert [s["mutant"] for s in record["survivors"]] == ["toy.py:5:14:compare", "toy.py:24:12:integer"]
     assert "+    return 4" in record["survivors"][1]["diff"]
     assert record["refusals"] == [] and "below its threshold 90.0%" in record["warnings"][0]
+
+
+def test_no_mutants_records_the_proof_as_not_measured_and_the_contract_says_so(
+    toy_registry: Registry, tmp_path: Path
+) -> None:
+    exit_code, problems, bundle = certify_toy(toy_registry, tmp_path / "skipped", mutants=False)
+    assert exit_code == 0, problems
+    record = bundle["instrument"][0]["mutation"]
+    assert (record["measured"], record["why"], record["refusals"]) == (False, "certify --no-mutants", [])
+    contract = (tmp_path / "skipped" / "CONTRACT.md").read_text()
+    assert "- `toy` mutation proof: not measured (certify --no-mutants)." in contract
+    result = regrade(toy_registry, tmp_path / "skipped", workers=2, progress=lambda _m: None, mutants=True)
+    assert "mutants toy: the bundle records no mutation proof to re-check (not measured: certify --no-mutants)" in (
+        result.lines
+    )
 
 
 def test_the_contract_says_what_share_of_how_many_mutants_is_killed(toy_certification: Path) -> None:

@@ -63,7 +63,7 @@ class CertifyOptions:
     tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (certlab_core.certify.user_task)
     sandbox: str = "auto"  # --sandbox: auto, bwrap or none (certlab_core.plugin.sandbox)
     hidden: tuple[str, ...] = ()  # more paths the agent must not see (the output folder)
-    mutants: bool = False  # also the mutation proof of each family (certlab_core.certify.mutation)
+    mutants: bool = True  # the mutation proof of each family (certlab_core.certify.mutation), cached; False skips it
     min_mutation_score: float | None = None  # refuse a family whose mutants survive more than this allows
     journal: str | None = None  # journal each finished trial in this folder, resuming it (certify_journal)
     token_budget: int | None = None  # --token-budget: model tokens per trial, enforced at the model boundary
@@ -246,6 +246,8 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
     from certlab_core.certify.mutation import check_minimum
 
     check_minimum(options.min_mutation_score)
+    if options.min_mutation_score is not None and not options.mutants:
+        raise UsageError("--min-mutation-score needs the mutation proof: leave out --no-mutants")
     installed = resolve_families(registry, options.families) if options.families or not options.tasks else []
     held_out = open_held_out(registry, installed, options.tasks)
     try:
@@ -418,15 +420,18 @@ def _mutation_proofs(
     held_out: HeldOut,
     progress: Progress,
 ) -> dict[str, dict[str, Any]]:
-    """The mutation proof of every family with a clean tree, when asked (``--mutants``, ``--min-mutation-score``)."""
-    if not options.mutants and options.min_mutation_score is None:
-        return {}
-    from certlab_core.certify.mutation import mutation_step
+    """The mutation proof of every family with a clean tree (measured, or from certlab's cache); with
+    ``--no-mutants``, each is recorded as not measured."""
+    from certlab_core.certify.mutation import mutation_step, not_measured_document
 
     records: dict[str, dict[str, Any]] = {}
     for family, proof in zip(families, proofs, strict=True):
         if not family.clean_tree:
             progress(f"mutants {family.name}: not made (no fixed tree is known for a task of your own)")
+            continue
+        if not options.mutants:
+            progress(f"mutants {family.name}: not measured (--no-mutants)")
+            records[family.name] = dict(not_measured_document("certify --no-mutants"), warnings=[], refusals=[])
             continue
         lock = held_out.lock_for(family.name)
         record, refusals, warnings = mutation_step(

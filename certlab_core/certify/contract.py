@@ -81,7 +81,12 @@ def mutation_lines(instrument: list[dict[str, Any]]) -> list[str]:
         if proof.get("clean_tree") is False or not proof["holds"]:
             continue
         if not isinstance(record, dict):
-            lines.append(f"- `{proof['family']}` mutation proof: not run (`certlab certify --mutants` runs it).")
+            lines.append(
+                f"- `{proof['family']}` mutation proof: not run (`certlab certify` runs it, unless `--no-mutants`)."
+            )
+            continue
+        if record.get("measured") is False:
+            lines.append(f"- `{proof['family']}` mutation proof: not measured ({record.get('why')}).")
             continue
         if record["score"] is None:
             lines.append(f"- `{proof['family']}` mutation proof: no mutant could be made.")
@@ -92,7 +97,12 @@ def mutation_lines(instrument: list[dict[str, Any]]) -> list[str]:
             f"of {record['mutants']} mutants (the visible suite alone {100 * record['suite_score']:.1f}%; "
             f"the family's threshold {100 * record['threshold']:.0f}%); "
             + ("surviving: " + ", ".join(f"`{s}`" for s in survivors) if survivors else "none survives")
-            + f". Mutants made by {record['mutator']}, set `{record['mutants_sha256'][:12]}`."
+            + f". Mutants made by {record['mutator']}, set `{record['mutants_sha256'][:12]}`"
+            + (
+                f"; measured earlier on the same inputs (certlab's cache, key `{str(record.get('cache_key'))[:12]}`)."
+                if record.get("source") == "cache"
+                else "."
+            )
         )
     return lines
 

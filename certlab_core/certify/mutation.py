@@ -721,9 +721,18 @@ def score_line(proof: MutationProof) -> str:
     )
 
 
-def mutation_document(family: TaskFamily, proof: MutationProof, minimum: float | None) -> dict[str, Any]:
-    """The bundle's record of a family's mutation proof (inside its ``instrument`` entry)."""
+def mutation_document(
+    family: TaskFamily, proof: MutationProof, minimum: float | None, cache_key: str | None = None, cached: bool = False
+) -> dict[str, Any]:
+    """The bundle's record of a family's mutation proof (inside its ``instrument`` entry).
+
+    ``source`` says whether its mutants were graded by this run or the measurement of the same inputs
+    was taken from certlab's cache (``cache_key``, see ``certlab_core.certify.mutation_cache``).
+    """
     return {
+        "measured": True,
+        "source": "cache" if cached else "graded",
+        "cache_key": cache_key,
         "mutator": MUTATOR,
         "operators": list(OPERATORS),
         "taskset_sha256": taskset_sha256(family),
@@ -745,6 +754,11 @@ def mutation_document(family: TaskFamily, proof: MutationProof, minimum: float |
         "survivors": [{"mutant": m.id, "diff": diff} for m, diff in survivor_diffs(family, proof)],
         "problems": list(proof.problems),
     }
+
+
+def not_measured_document(why: str) -> dict[str, Any]:
+    """The bundle's record of a family whose mutation proof was not measured, and why."""
+    return {"measured": False, "why": why}
 
 
 def verdicts_of(results: Sequence[dict[str, Any]] | Sequence[MutantResult]) -> dict[str, tuple[bool, str | None]]:
@@ -868,12 +882,15 @@ def mutation_step(
     minimum: float | None,
     progress: Callable[[str], None],
 ) -> tuple[dict[str, Any], list[str], list[str]]:
-    """Grade the family's mutants, say so through ``progress``; ``(bundle record, refusals, warnings)``."""
-    proof = prove_by_mutation(family, graders, expected, workers=workers, acceptance_lock=lock)
+    """The family's mutation proof (from certlab's cache when nothing that decides it changed, else graded now),
+    said through ``progress``; ``(bundle record, refusals, warnings)``."""
+    from certlab_core.certify.mutation_cache import measured_proof  # it builds on this module
+
+    proof, key, cached = measured_proof(family, graders, expected, workers, lock)
     for line in report_lines(family, proof, diffs=False):
-        progress(line)
+        progress(line + (f" (measured earlier on the same inputs: cache {key[:12]})" if cached and key else ""))
     refusals, warnings = assessment(proof, minimum)
-    return mutation_document(family, proof, minimum), refusals, warnings
+    return mutation_document(family, proof, minimum, key, cached), refusals, warnings
 
 
 def prove_families(
@@ -893,6 +910,7 @@ def prove_families(
     from certlab_core.certify.certification import resolve_families
     from certlab_core.certify.held_out import open_held_out
     from certlab_core.certify.lab import grader_chain, preload, prove
+    from certlab_core.certify.mutation_cache import measure_and_store
 
     check_minimum(min_mutation_score)
     if fixed is not None and (len(tasks) != 1 or names):
@@ -926,7 +944,7 @@ def prove_families(
             if not family.clean_tree and fixed is not None:
                 family = fixed_family(family, Path(fixed), held_out.scratch / "fixed")
                 expected = ()  # the suite collects them on the fixed tree
-            mutation = prove_by_mutation(family, graders, expected, workers=workers, acceptance_lock=lock)
+            mutation = measure_and_store(family, graders, expected, workers, lock)
             report = report_lines(family, mutation)
             lines.extend(line for line in report if line.startswith("mutants "))
             details.extend(line for line in report if not line.startswith("mutants "))
@@ -948,6 +966,8 @@ def recheck_bundle(
     progress: Callable[[str], None],
 ) -> tuple[list[str], list[str]]:
     """``regrade --mutants``: grade every recorded family's mutants again; ``(lines, mismatches)``."""
+    from certlab_core.certify.mutation_cache import measure_and_store
+
     lines: list[str] = []
     mismatches: list[str] = []
     for entry in bundle.get("instrument") or []:
@@ -955,11 +975,12 @@ def recheck_bundle(
             continue
         name = str(entry["family"])
         recorded = entry.get("mutation")
-        if not isinstance(recorded, dict):
-            lines.append(f"mutants {name}: the bundle records no mutation proof to re-check")
+        if not isinstance(recorded, dict) or recorded.get("measured") is False:
+            why = f" (not measured: {recorded.get('why')})" if isinstance(recorded, dict) else ""
+            lines.append(f"mutants {name}: the bundle records no mutation proof to re-check{why}")
             continue
         family = families[name]
-        proof = prove_by_mutation(family, graders, expected[name], workers=workers)
+        proof = measure_and_store(family, graders, expected[name], workers)
         differences = list(proof.problems) if proof.problems else recheck(family, recorded, proof)
         line = (
             f"mutants {name}: recorded {percent(_recorded_score(recorded))} of {recorded.get('mutants')} mutants, "

@@ -53,7 +53,7 @@ def mutation_table(root: Path) -> list[str]:
         try:
             for proof in bundle["instrument"]:
                 record = proof.get("mutation")
-                if not isinstance(record, dict) or record["score"] is None:
+                if not isinstance(record, dict) or record.get("measured") is False or record["score"] is None:
                     continue
                 key = (str(proof["family"]), str(record["taskset_sha256"]), str(record["mutants_sha256"]))
                 if key in rows:

@@ -58,7 +58,10 @@ def certify_command(
         "", "--origin-note", help="A note on where this run comes from, kept in the bundle."
     ),
     mutants: bool = typer.Option(
-        False, "--mutants", help="Also prove each family by mutation (certlab prove --mutants); the score is recorded."
+        True,
+        "--mutants/--no-mutants",
+        help="Prove each family by mutation (reused from certlab's cache while its inputs are unchanged); "
+        "--no-mutants skips it and the bundle says it was not measured.",
     ),
     min_mutation_score: float | None = typer.Option(
         None, "--min-mutation-score", help="Refuse a family whose suite and held-out cases kill less than this share."

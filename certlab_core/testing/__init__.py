@@ -98,14 +98,14 @@ class FamilyConformance:
     @classmethod
     def mutation(cls, conformance: dict[str, Any]) -> Any:
         from certlab_core.certify.lab import grader_chain
-        from certlab_core.certify.mutation import prove_by_mutation
+        from certlab_core.certify.mutation_cache import measure_and_store
         from certlab_core.plugin.registry import discover
 
         proof = conformance["proof"]
         if not proof.holds:
             pytest.skip("the instrument's proof does not hold, so its mutants are not graded")
         graders = grader_chain(discover())
-        return prove_by_mutation(conformance["family"], graders, proof.expected_tests, workers=cls.workers)
+        return measure_and_store(conformance["family"], graders, proof.expected_tests, cls.workers)
 
     def test_suite_and_held_out_cases_kill_the_family_threshold_of_its_mutants(
         self, conformance: dict[str, Any], mutation: Any, request: pytest.FixtureRequest

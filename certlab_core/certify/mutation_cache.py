@@ -1,0 +1,221 @@
+"""A family's measured mutation proof, kept in certlab's cache and reused while nothing that decides it changed.
+
+The mutants are a function of the tree, and each mutant's verdict a function of the tree,
+the visible suite, the held-out cases, the graders and the interpreter. So a certification
+need not grade them again when none of those moved: ``measured_proof`` looks the proof up
+under a digest of all of them (:func:`proof_key`) and grades the mutants only on a miss,
+storing what it measured. A changed byte of any input is a new key, so a stale score is never
+served. ``certlab prove --mutants``, ``regrade --mutants`` and ``FamilyConformance`` always
+grade afresh (and store what they measured).
+
+The cache is a folder of JSON files, one per key: ``$CERTLAB_CACHE_DIR`` when set, else
+``$XDG_CACHE_HOME/certlab`` (``~/.cache/certlab``), under ``mutation/``. Anyone who can write
+there can change what a certification records; the bundle says that its score came from the
+cache and under which key, and ``regrade --mutants`` re-earns it. An unreadable or foreign
+file is a miss, never an error. Processes that want the same key at once wait for the first
+to measure it (a lock file beside it), so parallel certifications grade each family once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from certlab_core.certify import mutation
+from certlab_core.certify.mutation import MutantResult, MutationProof, family_mutants, mutants_sha256
+from certlab_core.plugin.records import AcceptanceLock, Grader, TaskFamily
+from certlab_core.plugin.workcopy import taskset_sha256
+
+SCHEMA = "certlab.mutation-cache/1"
+CACHE_VARIABLE = "CERTLAB_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """Where measured mutation proofs are kept: ``$CERTLAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/certlab``, under it."""
+    root = os.environ.get(CACHE_VARIABLE)
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "certlab")
+    return Path(root) / "mutation"
+
+
+def _tree_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(folder).as_posix()}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _grader_source(grader: Grader) -> str | None:
+    """A digest of the package the grader's code lives in (None: it has no file, so nothing can be keyed on it)."""
+    module = sys.modules.get(getattr(grader.grade, "__module__", "") or "")
+    origin = getattr(module, "__file__", None)
+    if not origin:
+        return None
+    path = Path(origin)
+    return _tree_digest(path.parent) if path.name in ("__init__.py", "plugin.py") else _file_digest(path)
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def proof_key(
+    family: TaskFamily, graders: Sequence[Grader], expected: Sequence[str], lock: AcceptanceLock | None
+) -> str | None:
+    """The digest of everything that decides the family's mutation proof; None when it cannot be keyed."""
+    parts: list[str] = [
+        SCHEMA,
+        mutation.MUTATOR,
+        "runner " + _file_digest(Path(mutation.__file__)),
+        "taskset " + taskset_sha256(family),
+        "paths " + json.dumps([list(family.allowed_paths), list(family.test_paths), list(family.module_names)]),
+        "expected " + json.dumps(list(expected)),
+        "cases " + ("" if lock is None else lock.cases_sha256),
+        "python " + sys.version + " " + platform.python_implementation(),
+        "pytest " + metadata.version("pytest"),
+    ]
+    for grader in graders:
+        source = _grader_source(grader)
+        if source is None:
+            return None
+        parts.append(f"grader {grader.name} {grader.order} {source}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _document(proof: MutationProof) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "family": proof.family,
+        "mutants_sha256": mutants_sha256(proof.mutants),
+        "results": [
+            {"mutant": r.mutant, "outcome": r.outcome, "grader": r.grader, "failure_mode": r.failure_mode}
+            for r in proof.results
+        ],
+        "stage_timeouts_s": [list(item) for item in proof.stage_timeouts_s],
+        "stage_cpu_limits_s": [list(item) for item in proof.stage_cpu_limits_s],
+        "wall_s": proof.wall_s,
+    }
+
+
+def _proof_of(document: Any, family: TaskFamily) -> MutationProof | None:
+    """The proof a cache file holds, with the mutants made again from the tree; None when it is not one."""
+    try:
+        if document["schema"] != SCHEMA or document["family"] != family.name:
+            return None
+        mutants = tuple(family_mutants(family))
+        if document["mutants_sha256"] != mutants_sha256(mutants):
+            return None
+        results = tuple(
+            MutantResult(str(r["mutant"]), r["outcome"], r["grader"], r["failure_mode"]) for r in document["results"]
+        )
+        if [r.mutant for r in results] != [m.id for m in mutants] or any(
+            r.outcome not in ("survived", "failed", "timeout") for r in results
+        ):
+            return None
+        return MutationProof(
+            family=family.name,
+            mutants=mutants,
+            results=results,
+            threshold=mutation.family_threshold(family),
+            stage_timeouts_s=tuple((str(n), float(s)) for n, s in document["stage_timeouts_s"]),
+            stage_cpu_limits_s=tuple((str(n), int(s)) for n, s in document["stage_cpu_limits_s"]),
+            wall_s=float(document["wall_s"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def load(key: str, family: TaskFamily) -> MutationProof | None:
+    try:
+        document = json.loads((cache_dir() / f"{key}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return _proof_of(document, family)
+
+
+def store(key: str, proof: MutationProof) -> None:
+    """Keep a measured proof under ``key`` (a proof with a problem is not kept); a cache that cannot be written is
+    skipped."""
+    if proof.problems or not proof.mutants:
+        return
+    folder = cache_dir()
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{key}.", dir=folder)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(_document(proof), out, sort_keys=True)
+            os.replace(temporary, folder / f"{key}.json")
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+
+@contextlib.contextmanager
+def _locked(key: str) -> Iterator[None]:
+    """Hold the key's lock file while measuring it, so that another process wanting it waits, then reads it."""
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        fd = os.open(cache_dir() / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def measured_proof(
+    family: TaskFamily,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    workers: int,
+    lock: AcceptanceLock | None,
+) -> tuple[MutationProof, str | None, bool]:
+    """The family's mutation proof from the cache when it holds this key, else graded now and stored.
+
+    Returns ``(proof, key, from_cache)``; ``key`` is None when the graders cannot be keyed (then it is always graded).
+    """
+    key = proof_key(family, graders, expected, lock)
+    if key is None:
+        return mutation.prove_by_mutation(family, graders, expected, workers=workers, acceptance_lock=lock), None, False
+    cached = load(key, family)
+    if cached is not None:
+        return cached, key, True
+    with _locked(key):
+        cached = load(key, family)  # measured by another process while this one waited
+        if cached is not None:
+            return cached, key, True
+        proof = mutation.prove_by_mutation(family, graders, expected, workers=workers, acceptance_lock=lock)
+        store(key, proof)
+    return proof, key, False
+
+
+def measure_and_store(
+    family: TaskFamily,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    workers: int,
+    lock: AcceptanceLock | None = None,
+) -> MutationProof:
+    """Grade the family's mutants now (as prove, regrade and the conformance suite do) and keep the measurement."""
+    proof = mutation.prove_by_mutation(family, graders, expected, workers=workers, acceptance_lock=lock)
+    key = proof_key(family, graders, expected, lock)
+    if key is not None:
+        store(key, proof)
+    return proof

@@ -1,0 +1,138 @@
+"""A measured mutation proof is kept in certlab's cache under a digest of everything that decides it: reused while
+nothing changed, measured again when anything did, and a broken cache file is a miss, never an error."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import attrs
+import pytest
+from conftest import run_certlab
+from test_mutation_runner import write_toy_family
+
+from certlab_core.certify import mutation, mutation_cache
+from certlab_core.certify.lab import grader_chain, preload, prove
+from certlab_core.certify.mutation import verdicts_of
+from certlab_core.certify.mutation_cache import cache_dir, load, measured_proof, proof_key
+from certlab_core.plugin.records import TaskFamily
+from certlab_core.plugin.registry import Registry
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CERTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "mutation"
+
+
+@pytest.fixture(scope="module")
+def toy(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> tuple[TaskFamily, list, tuple[str, ...]]:
+    family = write_toy_family(tmp_path_factory.mktemp("toy"))
+    graders = grader_chain(registry)
+    preload()
+    proof = prove(family, graders)
+    assert proof.holds, proof.problems
+    return family, graders, proof.expected_tests
+
+
+def test_the_cache_is_certlab_s_own_folder_and_an_environment_variable_moves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CERTLAB_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "certlab" / "mutation"
+    monkeypatch.setenv("CERTLAB_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine" / "mutation"
+
+
+def test_a_measured_proof_is_reused_while_nothing_that_decides_it_changed(
+    toy: tuple[TaskFamily, list, tuple[str, ...]], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    family, graders, expected = toy
+    first, key, cached = measured_proof(family, graders, expected, 2, None)
+    assert not cached and key is not None and (cache / f"{key}.json").is_file()
+    assert first.count == 10 and first.killed == 8
+
+    def no_grading(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a cached proof was graded again")
+
+    monkeypatch.setattr(mutation, "prove_by_mutation", no_grading)
+    again, same_key, cached = measured_proof(family, graders, expected, 2, None)
+    assert cached and same_key == key
+    assert verdicts_of(again.results) == verdicts_of(first.results)
+    assert (again.score, again.suite_score, [m.id for m in again.survivors]) == (
+        first.score,
+        first.suite_score,
+        [m.id for m in first.survivors],
+    )
+    document = mutation.mutation_document(family, again, None, same_key, cached)
+    assert (document["measured"], document["source"], document["cache_key"]) == (True, "cache", key)
+
+
+def test_any_change_to_the_tree_suite_cases_expected_tests_or_graders_is_a_new_key(
+    toy: tuple[TaskFamily, list, tuple[str, ...]], tmp_path: Path
+) -> None:
+    family, graders, expected = toy
+    key = proof_key(family, graders, expected, None)
+    assert key == proof_key(family, graders, expected, None)  # the same inputs, the same key
+    changed: dict[str, str | None] = {}
+    for what, relative in (("tree", "tree/toy.py"), ("suite", "tree/tests/test_toy.py"), ("cases", "acceptance.jsonl")):
+        copy = tmp_path / what
+        shutil.copytree(Path(family.tree_dir).parent, copy)
+        with (copy / relative).open("a") as handle:
+            handle.write("\n" if what == "cases" else "# changed\n")
+        moved = attrs.evolve(
+            family,
+            tree_dir=str(copy / "tree"),
+            cases_file=str(copy / "acceptance.jsonl"),
+            prompt_file=str(copy / "TASK.md"),
+        )
+        changed[what] = proof_key(moved, graders, expected, None)
+    changed["expected"] = proof_key(family, graders, expected[:-1], None)
+    changed["graders"] = proof_key(family, graders[:-1], expected, None)
+    assert key not in changed.values() and len(set(changed.values())) == len(changed)
+
+
+def test_a_broken_or_foreign_cache_file_is_a_miss_and_is_measured_again(
+    toy: tuple[TaskFamily, list, tuple[str, ...]], cache: Path
+) -> None:
+    family, graders, expected = toy
+    key = proof_key(family, graders, expected, None)
+    assert key is not None
+    cache.mkdir(parents=True)
+    good, _key, _cached = measured_proof(family, graders, expected, 2, None)
+    document = json.loads((cache / f"{key}.json").read_text())
+    for broken in (
+        "not json {",
+        json.dumps({"schema": "something else"}),
+        json.dumps(dict(document, family="other")),
+        json.dumps(dict(document, mutants_sha256="0" * 64)),
+        json.dumps(dict(document, results=document["results"][:-1])),
+        json.dumps(dict(document, results=[dict(r, outcome="error") for r in document["results"]])),
+    ):
+        (cache / f"{key}.json").write_text(broken)
+        assert load(key, family) is None, broken
+    proof, _key, cached = measured_proof(family, graders, expected, 2, None)
+    assert not cached and verdicts_of(proof.results) == verdicts_of(good.results)
+    assert load(key, family) is not None  # measured again and kept
+
+
+def test_a_proof_with_a_problem_is_not_kept(toy: tuple[TaskFamily, list, tuple[str, ...]], cache: Path) -> None:
+    family, graders, expected = toy
+    proof, key, _cached = measured_proof(family, graders, expected, 2, None)
+    assert key is not None
+    (cache / f"{key}.json").unlink()
+    mutation_cache.store(key, attrs.evolve(proof, problems=("mutant x could not be graded",)))
+    assert not (cache / f"{key}.json").exists()
+
+
+def test_min_mutation_score_without_the_mutation_proof_is_a_usage_error(tmp_path: Path) -> None:
+    done = run_certlab(
+        "certify", "--family", "intervals", "--agent", "oracle", "--no-mutants", "--min-mutation-score", "0.9",
+        "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "certlab: error: --min-mutation-score needs the mutation proof: leave out --no-mutants"
+    ]
