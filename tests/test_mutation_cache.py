@@ -109,6 +109,8 @@ def test_a_broken_or_foreign_cache_file_is_a_miss_and_is_measured_again(
         json.dumps(dict(document, family="other")),
         json.dumps(dict(document, mutants_sha256="0" * 64)),
         json.dumps(dict(document, results=document["results"][:-1])),
+        json.dumps(dict(document, mutants=[dict(m, start=str(m["start"])) for m in document["mutants"]])),
+        json.dumps(dict(document, mutants=[dict(m, extra=1) for m in document["mutants"]])),
         json.dumps(dict(document, results=[dict(r, outcome="error") for r in document["results"]])),
     ):
         (cache / f"{key}.json").write_text(broken)

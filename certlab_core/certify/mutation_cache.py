@@ -31,10 +31,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from certlab_core.certify import mutation
-from certlab_core.certify.mutation import MutantResult, MutationProof, family_mutants, mutants_sha256
+from certlab_core.certify.mutation import Mutant, MutantResult, MutationProof, mutants_sha256
 from certlab_core.plugin.records import AcceptanceLock, Grader, TaskFamily
-from certlab_core.plugin.workcopy import taskset_sha256
+from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
 
 SCHEMA = "certlab.mutation-cache/1"
 CACHE_VARIABLE = "CERTLAB_CACHE_DIR"
@@ -83,7 +85,8 @@ def proof_key(
         "taskset " + taskset_sha256(family),
         "paths " + json.dumps([list(family.allowed_paths), list(family.test_paths), list(family.module_names)]),
         "expected " + json.dumps(list(expected)),
-        "cases " + ("" if lock is None else lock.cases_sha256),
+        # the cases scored: the locked copy's hash equals its source's, so a locked and an unlocked run share a key
+        "cases " + (sha256_file(Path(family.cases_file)) if lock is None else lock.cases_sha256),
         "python " + sys.version + " " + platform.python_implementation(),
         "pytest " + metadata.version("pytest"),
     ]
@@ -100,6 +103,7 @@ def _document(proof: MutationProof) -> dict[str, Any]:
         "schema": SCHEMA,
         "family": proof.family,
         "mutants_sha256": mutants_sha256(proof.mutants),
+        "mutants": [attrs.asdict(m) for m in proof.mutants],
         "results": [
             {"mutant": r.mutant, "outcome": r.outcome, "grader": r.grader, "failure_mode": r.failure_mode}
             for r in proof.results
@@ -111,11 +115,19 @@ def _document(proof: MutationProof) -> dict[str, Any]:
 
 
 def _proof_of(document: Any, family: TaskFamily) -> MutationProof | None:
-    """The proof a cache file holds, with the mutants made again from the tree; None when it is not one."""
+    """The proof a cache file holds; None when it is not one.
+
+    Its mutants are those stored (the key covers the tree, the mutator and this runner, so they
+    are the ones the tree makes; making them again costs more than the rest of a hit).
+    """
     try:
         if document["schema"] != SCHEMA or document["family"] != family.name:
             return None
-        mutants = tuple(family_mutants(family))
+        mutants = tuple(Mutant(**m) for m in document["mutants"])
+        for mutant in mutants:
+            for field in attrs.fields(Mutant):
+                if type(getattr(mutant, field.name)) is not (int if field.type in ("int", int) else str):
+                    return None
         if document["mutants_sha256"] != mutants_sha256(mutants):
             return None
         results = tuple(
