@@ -24,6 +24,10 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--family", default="all", help="a family name, or 'all'")
@@ -34,8 +38,7 @@ def main() -> None:
     names = registry.names("task_families") if args.family == "all" else [args.family]
     names = [n for n in names if registry.get("task_families", n).defects]
     preload()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"mutation proof, {args.workers} workers, load average {load:.1f} at the start")
+    print(f"mutation proof, {args.workers} workers, load average {_load():.1f} at the start")
     for name in names:
         family = registry.get("task_families", name)
         proof = prove(family, graders, workers=args.workers)
@@ -50,7 +53,7 @@ def main() -> None:
         print(
             f"{name:<10} {mutation.count:>3} mutants: visible suite kills {percent(mutation.suite_score):>6}, "
             f"suite + held-out {percent(mutation.score):>6}; {len(mutation.survivors)} survive, "
-            f"{timeouts} at a time limit; {wall:5.1f} s wall, {cpu:5.1f} s CPU"
+            f"{timeouts} at a time limit; {wall:5.1f} s wall, {cpu:5.1f} s CPU, load {_load():.1f}"
         )
 
 
