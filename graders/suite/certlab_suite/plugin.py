@@ -313,6 +313,7 @@ def _grade_on_server(request: GradeRequest) -> GradeResult | None:
                 "modules": list(request.family.module_names),
                 "test_paths": list(request.family.test_paths),
                 "timeout_s": SUITE_TIMEOUT_S,
+                "first_failure": request.first_failure,
             }
             reply = _ask(server, message, SUITE_TIMEOUT_S + SERVER_GRACE_S)
             if reply is None:  # gone or silent (the graded code may have killed it): graded afresh, without it

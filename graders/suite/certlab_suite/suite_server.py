@@ -135,6 +135,7 @@ def grading_child(request: dict[str, object], result_fd: int) -> None:
             tuple(str(p) for p in request["test_paths"]),  # type: ignore[attr-defined]
             tuple(str(m) for m in request["modules"]),  # type: ignore[attr-defined]
             str(request["log"]),
+            request.get("first_failure") is True,
         )
         for stream in (sys.stdout, sys.stderr):  # pytest's output is the log's; os._exit would not flush it
             with contextlib.suppress(Exception):

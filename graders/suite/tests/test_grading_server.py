@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 from certlab_suite import plugin as suite
 
@@ -113,3 +114,16 @@ def test_graded_code_that_kills_the_server_is_graded_afresh(served: Containment,
     assert isinstance(result, GradeResult) and result.passed, result.detail  # graded again in a fresh interpreter
     after = suite.grade(request(tmp_path, "after"))
     assert after.passed, after.detail
+
+
+def test_asked_for_the_first_failure_alone_a_contained_grading_stops_there_with_the_same_verdict(
+    served: Containment, tmp_path: Path
+) -> None:
+    seeded = request(tmp_path, "seeded", seeded=True)
+    first = attrs.evolve(seeded, first_failure=True)
+    full, on_the_server = on_server(seeded), on_server(first)
+    suite._servers.clear()  # and in a new interpreter of the sandbox (the script's --first-failure)
+    fresh = suite.grade(first)
+    passed = [int(result.detail.split("/")[0]) for result in (full, on_the_server, fresh)]
+    assert {(r.passed, r.failure_mode) for r in (full, on_the_server, fresh)} == {(False, "suite-failed")}
+    assert passed[1] == passed[2] < passed[0], passed
