@@ -3,8 +3,10 @@ nothing changed, measured again when anything did, and a broken cache file is a 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
+import time
 from pathlib import Path
 
 import attrs
@@ -14,7 +16,7 @@ from test_mutation_runner import write_toy_family
 
 from certlab_core.certify import mutation, mutation_cache
 from certlab_core.certify.lab import grader_chain, preload, prove
-from certlab_core.certify.mutation import verdicts_of
+from certlab_core.certify.mutation import MutationProof, verdicts_of
 from certlab_core.certify.mutation_cache import cache_dir, load, measured_proof, proof_key
 from certlab_core.plugin.records import TaskFamily
 from certlab_core.plugin.registry import Registry
@@ -138,3 +140,19 @@ def test_min_mutation_score_without_the_mutation_proof_is_a_usage_error(tmp_path
     assert done.stderr.strip().splitlines() == [
         "certlab: error: --min-mutation-score needs the mutation proof: leave out --no-mutants"
     ]
+
+
+def test_a_process_measuring_the_same_key_is_waited_for_but_not_forever(
+    toy: tuple[TaskFamily, list, tuple[str, ...]], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    family, graders, expected = toy
+    key = proof_key(family, graders, expected, None)
+    cache.mkdir(parents=True)
+    measured = MutationProof(family.name, (), (), 0.9)
+    monkeypatch.setattr(mutation, "prove_by_mutation", lambda *_a, **_k: measured)
+    monkeypatch.setattr(mutation_cache, "LOCK_WAIT_S", 0.5)
+    with (cache / f"{key}.lock").open("w") as other:  # another process holds the key's lock and does not finish
+        fcntl.flock(other, fcntl.LOCK_EX)
+        started = time.monotonic()
+        proof, _key, cached = measured_proof(family, graders, expected, 2, None)
+    assert proof is measured and not cached and 0.5 <= time.monotonic() - started < 5

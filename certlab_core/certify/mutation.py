@@ -23,9 +23,11 @@ one-line diff; the same tree gives the same mutants, in the same order, on any m
 
 Each mutant is graded as a trial's work copy is (an agent's plausible but wrong fix is
 exactly such a mutant): issued from the clean tree, the mutant applied, then every grader
-of the chain in its own fresh process, in order, stopping at the first that fails. A
-mutant counts as killed by the grader that failed on it, or that ran past its time limit
-(a mutant may loop forever; the limit is a multiple of the clean tree's grading time, and
+of the chain in its own fresh process, in order, stopping at the first that fails. Only
+a mutant's verdict is wanted, so its request says ``first_failure``: the suite stops at its
+first failing test, the held-out cases at the first that does not hold. A mutant counts as
+killed by the grader that failed on it, or that reached a time limit (a mutant may loop
+forever; the limits are a multiple of the clean tree's CPU and wall time per grader, and
 everything the mutant's processes started is killed with it). A grader that breaks on a
 mutant (its verdict refused, as when a held-out lock moved) kills nothing: like a trial's
 grader error, it is a problem of the proof, which then does not hold. The visible suite's

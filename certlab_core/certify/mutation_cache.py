@@ -26,6 +26,7 @@ import os
 import platform
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -40,6 +41,8 @@ from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
 
 SCHEMA = "certlab.mutation-cache/1"
 CACHE_VARIABLE = "CERTLAB_CACHE_DIR"
+LOCK_WAIT_S = 900.0  # how long a process waits for another that is measuring the same key
+LOCK_POLL_S = 0.1
 
 
 def cache_dir() -> Path:
@@ -178,7 +181,11 @@ def store(key: str, proof: MutationProof) -> None:
 
 @contextlib.contextmanager
 def _locked(key: str) -> Iterator[None]:
-    """Hold the key's lock file while measuring it, so that another process wanting it waits, then reads it."""
+    """Hold the key's lock file while measuring it, so that another process wanting it waits, then reads it.
+
+    A holder that does not finish within LOCK_WAIT_S (stopped, say) is not waited for longer: the proof is
+    then measured without the lock.
+    """
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)
         fd = os.open(cache_dir() / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -186,7 +193,15 @@ def _locked(key: str) -> Iterator[None]:
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(LOCK_POLL_S)
         yield
     finally:
         os.close(fd)
