@@ -46,7 +46,7 @@ def test_the_wheel_ships_every_family_file_and_the_entry_point(fresh: FreshEnv) 
 
 def test_certlab_and_its_plugins_are_installed_from_wheels_not_from_this_checkout(fresh: FreshEnv) -> None:
     (site_packages,) = fresh.venv.glob("lib/python3*/site-packages")
-    assert (site_packages / "certlab_core" / "cli.py").is_file()
+    assert (site_packages / "certlab_core" / "cli" / "__init__.py").is_file()
     assert (site_packages / PACKAGE / "family" / "tree" / "roman.py").is_file()
     installed = {p.name.split("-")[0].lower() for p in site_packages.glob("*.dist-info")}
     for name, _folder in [*fresh.distributions, (EXAMPLE_DISTRIBUTION, EXAMPLE)]:
