@@ -4,6 +4,7 @@ nothing changed, measured again when anything did, and a broken cache file is a 
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import json
 import shutil
 import time
@@ -156,3 +157,24 @@ def test_a_process_measuring_the_same_key_is_waited_for_but_not_forever(
         started = time.monotonic()
         proof, _key, cached = measured_proof(family, graders, expected, 2, None)
     assert proof is measured and not cached and 0.5 <= time.monotonic() - started < 5
+
+
+def test_a_grader_is_keyed_on_the_file_it_was_compiled_from_and_one_without_a_file_is_never_cached(
+    toy: tuple[TaskFamily, list, tuple[str, ...]], tmp_path: Path
+) -> None:
+    family, graders, expected = toy
+    source = "def grade(request):\n    return None\n"
+    (tmp_path / "loose_grader.py").write_text(source)
+    spec = importlib.util.spec_from_file_location("loose_grader", tmp_path / "loose_grader.py")
+    assert spec is not None and spec.loader is not None
+    loose = importlib.util.module_from_spec(spec)  # loaded from a file, never put in sys.modules
+    spec.loader.exec_module(loose)
+    from_file = attrs.evolve(graders[-1], name="loose", grade=loose.grade)
+    key = proof_key(family, [*graders, from_file], expected, None)
+    assert key is not None and key != proof_key(family, graders, expected, None)
+    (tmp_path / "loose_grader.py").write_text(source + "# changed\n")
+    assert proof_key(family, [*graders, from_file], expected, None) != key
+    namespace: dict[str, object] = {}
+    exec(compile(source, "<no file>", "exec"), namespace)
+    no_file = attrs.evolve(graders[-1], name="nofile", grade=namespace["grade"])
+    assert proof_key(family, [*graders, no_file], expected, None) is None

@@ -65,9 +65,12 @@ def _tree_digest(folder: Path) -> str:
 
 def _grader_source(grader: Grader) -> str | None:
     """A digest of the package the grader's code lives in (None: it has no file, so nothing can be keyed on it)."""
-    module = sys.modules.get(getattr(grader.grade, "__module__", "") or "")
-    origin = getattr(module, "__file__", None)
-    if not origin:
+    code = getattr(grader.grade, "__code__", None)  # the file it was compiled from, imported as a module or not
+    origin = getattr(code, "co_filename", None)
+    if not origin or not os.path.isfile(origin):
+        module = sys.modules.get(getattr(grader.grade, "__module__", "") or "")
+        origin = getattr(module, "__file__", None)
+    if not origin or not os.path.isfile(origin):
         return None
     path = Path(origin)
     return _tree_digest(path.parent) if path.name in ("__init__.py", "plugin.py") else _file_digest(path)
