@@ -229,8 +229,12 @@ def _contained_replay(bundle: Mapping[str, Any], containment: Containment, timeo
     folder = Path(tempfile.mkdtemp(prefix="certlab-replay-contained-"))
     try:
         (folder / "bundle.json").write_text(json.dumps(bundle), encoding="utf-8")
-        argv = [sys.executable, "-I", "-m", "certlab_core.diagnosis.replay", str(folder)]
+        # Not -I: the reproducer's agent may import modules from the folders PYTHONPATH names, as it did when it
+        # ran; those folders are shown read-only (an answer key inside one stays hidden). -s: no user site.
+        argv = [sys.executable, "-s", "-m", "certlab_core.diagnosis.replay", str(folder)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("CERTLAB_")}
+        search = tuple(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p))
+        argv += list(search)  # the sandbox drops PYTHONPATH from the environment; the child puts these on sys.path
         env["TMPDIR"] = str(folder)
         with (folder / "replay.log").open("wb") as log:
             ran = run_contained(
@@ -241,7 +245,7 @@ def _contained_replay(bundle: Mapping[str, Any], containment: Containment, timeo
                 stdout=log,
                 stderr=log,
                 containment=containment,
-                readable=installation_paths(),  # certlab itself, wherever it lives (a checkout in /tmp)
+                readable=(*installation_paths(), *search),  # certlab itself, wherever it lives (a checkout in /tmp)
             )
         try:
             found = json.loads((folder / "result.json").read_text(encoding="utf-8"))
@@ -480,4 +484,5 @@ def replay_certified_trial(folder: Path, trial_id: str, registry: Registry) -> R
 
 
 if __name__ == "__main__":
+    sys.path.extend(sys.argv[2:])  # the folders PYTHONPATH named where the replay was asked for (read-only here)
     sys.exit(contained_main(sys.argv[1]))

@@ -171,7 +171,7 @@ def test_fingerprints_name_each_file_that_moved(tmp_path: Path, registry: Regist
     cases.unlink()
     assert movements(locked, fingerprint(sources)) == [
         "the held-out cases file disappeared",
-        "the kernel's file certlab_core/certify/lab.py changed",
+        "the kernel's file certlab_core/lab.py changed",
         "the kernel's file certlab_core/new.py appeared",
     ]
     copy = tmp_path / "copy.jsonl"
