@@ -152,7 +152,8 @@ def _tree_pss_kb(pid: int) -> int:
 
 def measure(args: list[str]) -> tuple[float, float, float, float, int, str]:
     """Wall s, CPU s (the command and its workers), peak MB of the process tree's summed PSS (sampled every 50 ms;
-    0 without /proc), peak MB of the largest single process (``wait4``'s max RSS), exit code, last output line."""
+    0 without /proc), peak MB of the largest single process (``wait4``'s max RSS), exit code,
+    the output line that gives the verdict."""
     started = time.monotonic()
     process = subprocess.Popen(
         [sys.executable, "-m", "certlab_core.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -171,7 +172,9 @@ def measure(args: list[str]) -> tuple[float, float, float, float, int, str]:
     wall = time.monotonic() - started
     reader.join()
     process.returncode = os.waitstatus_to_exitcode(status)
-    last = ("".join(chunks).strip().splitlines() or [""])[-1]
+    # The line that gives the verdict: the gate's last ("verdict: ..."), the report's first ("experiment X: VERDICT").
+    lines = "".join(chunks).strip().splitlines() or [""]
+    last = next((line for line in reversed(lines) if line.startswith("verdict:")), lines[0])
     cpu = usage.ru_utime + usage.ru_stime
     return wall, cpu, peak_pss / 1024.0, usage.ru_maxrss / 1024.0, process.returncode, last
 
