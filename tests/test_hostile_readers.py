@@ -437,3 +437,44 @@ def test_the_descriptor_reader_takes_any_bytes(scratch: Path, data: bytes) -> No
 
     (scratch / "certlab.yaml").write_bytes(data)
     refuses_cleanly(lambda: load_descriptor(scratch / "certlab.yaml"), (EXIT_USAGE,), lines=True)
+
+
+SIGNED = REPO / "certifications" / "pattern-fixer-intervals-k3"
+PUBLIC_KEY = REPO / "certifications" / "certlab.pub"
+ENVELOPE = (SIGNED / "evidence.dsse.json").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def signed_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of a published, signed certification, whose envelope each example replaces."""
+    folder = tmp_path_factory.mktemp("signed")
+    for item in SIGNED.iterdir():
+        (folder / item.name).write_bytes(item.read_bytes())
+    return folder
+
+
+def test_the_published_signature_verifies_before_it_is_mutated() -> None:
+    from certlab_signing.evidence import verify_folder
+
+    assert verify_folder(SIGNED, PUBLIC_KEY).subjects == len(list(SIGNED.iterdir())) - 1
+
+
+@PROPERTY
+@given(st.one_of(HOSTILE_TEXT, mutated(ENVELOPE)))
+def test_the_signature_envelope_reader_takes_any_bytes(signed_copy: Path, data: bytes) -> None:
+    from certlab_signing.evidence import verify_folder
+
+    (signed_copy / "evidence.dsse.json").write_bytes(data)
+    verified: list[object] = []
+    refuses_cleanly(lambda: verified.append(verify_folder(signed_copy, PUBLIC_KEY)), (EXIT_ERROR,))
+    if verified:  # only the envelope that was signed verifies, whatever its spacing
+        assert json.loads(data) == json.loads(ENVELOPE)
+
+
+@PROPERTY
+@given(st.one_of(HOSTILE_TEXT, mutated(PUBLIC_KEY.read_bytes())))
+def test_the_public_key_reader_takes_any_bytes(scratch: Path, data: bytes) -> None:
+    from certlab_signing.evidence import verify_folder
+
+    (scratch / "hostile.pub").write_bytes(data)
+    refuses_cleanly(lambda: verify_folder(SIGNED, scratch / "hostile.pub"), (EXIT_ERROR, EXIT_USAGE))

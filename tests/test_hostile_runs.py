@@ -182,8 +182,9 @@ ONE_TRIAL = textwrap.dedent(
     family = registry.get("task_families", "intervals")
     spec = TrialSpec(Task(family, family.defects[0]), registry.get("agents", "command"), 1, agent_args=(sys.argv[1],))
     record = run_trial(spec, grader_chain(registry))
-    peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    print(json.dumps({"record": unstructure(record), "peak_kb": peak}))
+    peaks = {"self": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+    peaks["children"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(json.dumps({"record": unstructure(record), "peak_kb": max(peaks.values()), "peaks_kb": peaks}))
     """
 )
 
@@ -198,7 +199,9 @@ def test_an_agent_writing_2_gb_fails_by_policy_in_under_300_mb(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
     record, peak_kb = result["record"], result["peak_kb"]
-    assert peak_kb < 300 * 1024, f"peak {peak_kb / 1024:.0f} MB"
+    assert peak_kb < 300 * 1024, (
+        f"peak {peak_kb / 1024:.0f} MB (kB: {result['peaks_kb']}; {record['failure_mode']}, {record['timings']})"
+    )
     assert record["failure_mode"] == "policy-oversized-change" and record["verdict"] == "not-fixed", record
     (big,) = [c for c in record["changes"] if c["path"] == "big.bin"]
     assert big["omitted"] and big["content_b64"] is None and big["size"] == 2 << 30
