@@ -191,23 +191,29 @@ def _summary(raw: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def _kept(line: Mapping[str, Any], attempt: int, outcome: Outcome, shared: dict[Any, Any]) -> TrialSummary:
-    """The typed summary of a verified line; repeated values (outcomes, modes, fired flags) are shared."""
+    """The typed summary of a verified line, one object for every line that summarises alike.
+
+    A store holds few distinct summaries (an outcome, a failure mode, which faults fired), so
+    sharing them builds few objects, and a worker's part pickles each once (pickle's memo sends
+    the rest as references): sending 50,000 separate summaries cost more than reading the part.
+    """
     mode, fired, error = line.get("failure_mode"), line.get("fired"), line.get("error")
     violations = line.get("violations")
     if not isinstance(violations, int) or isinstance(violations, bool):
         violations = int(bool(violations))  # a summary edited by hand: only whether there were any counts
-    flags: tuple[bool, ...] = ()
-    if isinstance(fired, list):
-        flags = tuple(flag is True for flag in fired)
-        flags = shared.setdefault(flags, flags)
-    return TrialSummary(
-        attempt=attempt,
-        outcome=shared.setdefault(outcome, outcome),
-        error=None if error is None else str(error),
-        failure_mode=shared.setdefault(mode, mode) if isinstance(mode, str) else None if mode is None else str(mode),
-        fired=flags,
-        violations=violations,
+    flags = tuple(flag is True for flag in fired) if isinstance(fired, list) else ()
+    key = (
+        attempt,
+        outcome,
+        None if error is None else str(error),
+        mode if isinstance(mode, str) or mode is None else str(mode),
+        flags,
+        violations,
     )
+    summary: TrialSummary | None = shared.get(key)
+    if summary is None:
+        summary = shared[key] = TrialSummary(*key)
+    return summary
 
 
 _Entry = tuple[int, str, int, TrialSummary]  # line number, trial id, attempt, its summary
