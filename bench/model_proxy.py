@@ -30,8 +30,8 @@ KEY = "sk-bench-key-0123456789"
 # the client's delayed ACK (about 40 ms here). The bench turns Nagle off in it, so that only the proxy is measured.
 SERVER = """
 import socket, sys
-from certlab_core.testing import scripted_models
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts
+import certlab_scripted_models as scripted_models
+from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts
 setup = scripted_models._Handler.setup
 def quick_setup(handler):
     setup(handler)

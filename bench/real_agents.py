@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
 from certlab_usage import agent_clis
 
 from certlab_core.plugin.records import AgentOutcome, AgentRequest
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
 
 ORIGINAL = "def length(start, end):\n    return end - start + 1\n"
 FIXED = "def length(start, end):\n    return end - start\n"

@@ -22,16 +22,34 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> FreshEnv:
     return _shared_fresh_env(tmp_path_factory)
 
 
+TEST_SUPPORT = "Private :: Do Not Upload"  # the classifier of a distribution that only the tests and tools use
+
+
+def is_test_support(folder: Path) -> bool:
+    return TEST_SUPPORT in tomllib.loads((folder / "pyproject.toml").read_text())["project"].get("classifiers", [])
+
+
 def test_certlab_all_depends_on_every_distribution_of_the_repository_at_its_version() -> None:
     meta = tomllib.loads((REPO / "plugins" / "all" / "pyproject.toml").read_text())["project"]
     assert meta["name"] == ALL_DISTRIBUTION
     wanted = set()
     for name, folder in editable_distributions():
-        if name == ALL_DISTRIBUTION:
+        if name == ALL_DISTRIBUTION or is_test_support(folder):
             continue
         version = tomllib.loads((folder / "pyproject.toml").read_text())["project"]["version"]
         wanted.add(f"{name}=={version}")
     assert set(meta["dependencies"]) == wanted
+
+
+def test_the_scripted_model_servers_are_test_support_outside_certlab_all_and_the_demo() -> None:
+    # Installed for the tests (requirements-dev.txt), never for a user: no plugin, not in certlab-all or make demo.
+    folder = REPO / "plugins" / "scripted_models"
+    meta = tomllib.loads((folder / "pyproject.toml").read_text())["project"]
+    assert is_test_support(folder) and "entry-points" not in meta
+    assert ("certlab-scripted-models", folder) in editable_distributions()
+    everyone = tomllib.loads((REPO / "plugins" / "all" / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert not [d for d in everyone if d.startswith("certlab-scripted-models")]
+    assert "plugins/scripted_models" not in (REPO / "requirements-demo.txt").read_text()
 
 
 def test_make_demo_installs_exactly_the_demo_and_what_it_depends_on() -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from certlab_core.testing.scripted_models import (
+from certlab_scripted_models import (
     ReceivedRequest,
     Reply,
     Script,

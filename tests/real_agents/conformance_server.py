@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts, Turn
+from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, Turn
 
 HANG_S = 60.0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts
 from real_cli_support import (
     FIXED_LINE,
     SEEDED_LINE,
@@ -21,8 +22,6 @@ from real_cli_support import (
     run_adapter,
     told,
 )
-
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts
 
 MODEL = "openai/certlab-scripted"
 PRICES = (3e-06, 1.5e-05)  # dollars per input and output token, given to aider through its model metadata

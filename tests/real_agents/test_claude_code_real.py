@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
 from real_cli_support import (
     FIXED_LINE,
     SEEDED_LINE,
@@ -19,8 +20,6 @@ from real_cli_support import (
     require_cli,
     work_dir_of,
 )
-
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
 
 MODEL = "claude-sonnet-4-5"  # Claude Code prices it at $3 / $15 per million, $0.30 cache reads, $3.75 cache writes
 FIX_USAGE = (

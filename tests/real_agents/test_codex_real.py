@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall
 from conftest import run_certlab
 from real_cli_support import (
     FIXED_LINE,
@@ -25,8 +26,6 @@ from real_cli_support import (
     run_adapter,
     told,
 )
-
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall
 
 USAGE = (
     TokenCounts(input_tokens=5000, output_tokens=150, reasoning_output_tokens=40),

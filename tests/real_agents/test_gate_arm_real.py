@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from certlab_scripted_models import Reply, ScriptedModelServer, ToolCall
 from conftest import run_certlab
 from real_cli_support import TASK_NAME, harness_env, one_task, require_cli
 from test_claude_code_real import FIX_USAGE, MODEL, _edit_script
-
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, ToolCall
 
 SEEDED, FIXED = "return end - start + 1", "return end - start"
 # The sandbox gives a contained agent no network; the scripted servers are on the harness's loopback.

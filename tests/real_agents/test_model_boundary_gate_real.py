@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
 from conftest import run_certlab
 from real_cli_support import (
     FIXED_LINE,
@@ -26,8 +27,6 @@ from real_cli_support import (
     require_cli,
     work_dir_of,
 )
-
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "real_agents" / "retries_under_429.yaml"
 KEY = "scripted-harness-key"

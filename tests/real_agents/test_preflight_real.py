@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts
 from conftest import run_certlab
 from real_cli_support import harness_env, require_cli
-
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts
 
 
 def test_preflight_names_the_binary_version_base_url_and_key_then_makes_one_smoke_call() -> None:

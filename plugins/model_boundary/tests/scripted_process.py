@@ -11,7 +11,7 @@ from typing import Any
 
 SERVE = """
 import json, sys
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer
+from certlab_scripted_models import Reply, ScriptedModelServer
 script = [Reply(**reply) for reply in json.loads(sys.argv[1])]
 with ScriptedModelServer(script) as server:
     print(server.base_url, flush=True)

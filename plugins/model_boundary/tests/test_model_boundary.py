@@ -25,9 +25,9 @@ from certlab_model_boundary.proxy import (
     Upstream,
     declared_model_faults,
 )
+from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall
 
 from certlab_core.plugin.registry import discover
-from certlab_core.testing.scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall
 
 REAL_KEY = "sk-real-key-that-must-stay-in-the-harness"
 PATHS = {

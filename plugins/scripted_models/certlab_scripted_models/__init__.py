@@ -1,5 +1,8 @@
 """A scripted model server on 127.0.0.1 that lets the real agent CLIs run offline in tests.
 
+Test support (distribution certlab-scripted-models), not a plugin: it registers no hook and imports nothing
+of certlab; the tests, the bench scripts and ``tools/record_agent_fixtures.py`` import it.
+
 It speaks the three wire protocols the agent CLIs use: Anthropic Messages
 (``POST /v1/messages``, Claude Code), OpenAI chat completions (``POST /v1/chat/completions``,
 aider through litellm) and OpenAI Responses (``POST /v1/responses``, Codex). Each request is
@@ -37,7 +40,11 @@ from urllib.parse import urlsplit
 import attrs
 from attrs import field, frozen
 
-from certlab_core.plugin.converters import text_map
+
+def text_map(value: Mapping[str, str]) -> dict[str, str]:
+    """A request's headers as a plain dict (the converter of :attr:`ReceivedRequest.headers`)."""
+    return dict(value)
+
 
 ANTHROPIC_MESSAGES = "anthropic-messages"
 OPENAI_CHAT = "openai-chat"
