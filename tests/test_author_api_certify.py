@@ -3,7 +3,8 @@
 An adapter that raises is an infrastructure error (``agent-unavailable``, exit 3) with its
 message kept, never a failed fix; a grader names failure modes of its own once it declares
 them, and one it does not declare makes the certification refuse, naming the grader; a
-certification without the acceptance grader says that the held-out cases went unscored.
+certification without the acceptance grader says that the held-out cases went unscored, and
+a grader's ``check_changes`` fails a passed trial by its recorded changes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from conftest import run_certlab
 
 from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.certify.contract import render_contract
-from certlab_core.certify.lab import Task, TrialSpec, run_trial
+from certlab_core.certify.lab import Task, TrialSpec, changes_failure, grader_chain, run_trial
 from certlab_core.gate.family import outcome_of
 from certlab_core.plugin import AgentAdapter, TaskFamily
 from certlab_core.plugin.registry import Registry, discover
@@ -61,6 +62,22 @@ def certlab_graders():
 @hookimpl
 def certlab_agents():
     return [AgentAdapter(name="note-taker", description="leaves NOTES.txt", run=run)]
+"""
+
+# A grader whose check_changes fails a trial for any change it made, whatever the chain said (an example only).
+CHANGES_CHECK = """
+from certlab_core.plugin import GradeResult, Grader, hookimpl
+
+def grade(request):
+    return GradeResult(grader="no-changes", passed=True)
+
+def check_changes(request, changes):
+    return {mode!r} if changes else None
+
+@hookimpl
+def certlab_graders():
+    return [Grader(name="no-changes", order=5, description="refuses every change", grade=grade,
+                   failure_modes=("changed",), check_changes=check_changes)]
 """
 
 
@@ -138,3 +155,53 @@ def test_without_certlab_acceptance_the_console_and_the_contract_say_held_out_ca
     assert f"notice: {notice}" in stdout
     assert notice in (out / "CONTRACT.md").read_text()
     assert any(notice in n for n in json.loads((out / "bundle.json").read_text())["notices"])
+
+
+def test_a_graders_check_of_the_changes_fails_a_passed_trial_with_the_mode_it_declares(tmp_path: Path) -> None:
+    family = discover(only=BUILT_IN).get(TaskFamily, "intervals")
+    for extra, expected in (((), ("fixed", None)), ((CHANGES_CHECK.format(mode="changed"),), ("not-fixed", "changed"))):
+        plugins = [("changes", module_from_source(tmp_path, "changes_check", source)) for source in extra]
+        registry = discover(only=BUILT_IN, extra=plugins)
+        graders = grader_chain(registry)
+        oracle = registry.get(AgentAdapter, "oracle")
+        record = run_trial(TrialSpec(Task(family, family.defects[0]), oracle, 1), graders)
+        assert [g.grader for g in record.grades] == [g.name for g in graders]  # the whole chain passed
+        assert (record.verdict, record.failure_mode) == expected
+
+
+def test_a_graders_check_of_the_changes_that_names_an_undeclared_mode_is_an_error_naming_it(tmp_path: Path) -> None:
+    from certlab_core.plugin import Change, GradeRequest, InstrumentError
+
+    module = module_from_source(tmp_path, "undeclared_check", CHANGES_CHECK.format(mode="made-up"))
+    registry = discover(only=BUILT_IN, extra=[("changes", module)])
+    family = registry.get(TaskFamily, "intervals")
+    request = GradeRequest(workdir=str(tmp_path), family=family, defect=family.defects[0], issued={})
+    noted = (Change(path="NOTES.txt", kind="added", sha256="0" * 64, content_b64="", size=0),)
+    with pytest.raises(InstrumentError, match="grader no-changes judged the changes with an undeclared mode"):
+        changes_failure(grader_chain(registry), request, noted)
+
+
+def test_without_certlab_acceptance_a_certification_records_no_lock(without_acceptance: tuple[Path, str]) -> None:
+    out, _stdout = without_acceptance
+    bundle = json.loads((out / "bundle.json").read_text())
+    assert bundle["held_out"] == {"locks": []} and bundle["predictions"] == []
+
+
+def test_without_certlab_acceptance_a_task_of_your_own_is_refused_naming_what_to_install(tmp_path: Path) -> None:
+    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
+    assert run_certlab("init-task", str(tmp_path / "task"), env=env).returncode == 0
+    done = run_certlab(
+        "certify", "--task", str(tmp_path / "task"), "--agent", "null", "--out", str(tmp_path / "c"), env=env
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if line.strip()]
+    assert line.startswith("certlab: error: --task ") and "pip install certlab-acceptance" in line
+
+
+def test_without_certlab_acceptance_its_commands_are_not_there(tmp_path: Path) -> None:
+    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
+    for command in ("lock", "leakscan", "predict"):
+        done = run_certlab(command, str(tmp_path), env=env)
+        assert done.returncode == 4 and "Traceback" not in done.stderr, done.stderr
+        assert f"No such command '{command}'" in done.stderr

@@ -195,7 +195,7 @@ def _read_earlier_decision(path: Path) -> object:
 
 
 def _read_lock(path: Path) -> object:
-    from certlab_core.certify.lock import lock_path, read_lock
+    from certlab_acceptance.lock import lock_path, read_lock
 
     lock_path(path.parent).parent.mkdir()
     path.rename(lock_path(path.parent))
@@ -203,8 +203,8 @@ def _read_lock(path: Path) -> object:
 
 
 def _read_predictions(path: Path) -> object:
-    from certlab_core.certify.lock import predictions_path
-    from certlab_core.certify.prediction import read_predictions
+    from certlab_acceptance.lock import predictions_path
+    from certlab_acceptance.prediction import read_predictions
 
     predictions_path(path.parent).parent.mkdir()
     path.rename(predictions_path(path.parent))
@@ -212,7 +212,7 @@ def _read_predictions(path: Path) -> object:
 
 
 def _read_task_config(path: Path) -> object:
-    from certlab_core.certify.user_task import read_config
+    from certlab_core.plugin.user_task import read_config
 
     return read_config(path.parent)
 

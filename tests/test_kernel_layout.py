@@ -70,3 +70,25 @@ def test_the_direction_check_sees_an_import_inside_a_function(tmp_path: Path) ->
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from certlab_core.gate.store import TRIALS\n    from certlab_core import cli\n")
     assert kernel_imports(module) == [(2, "gate"), (3, "cli")]
+
+
+def test_the_kernel_imports_no_plugin_distributions_package() -> None:
+    # The kernel knows no concrete piece: held-out acceptance, say, only through the certlab_held_out hook.
+    reaching = []
+    for path in sorted(KERNEL.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            reaching += [
+                f"{path.relative_to(KERNEL.parent)}: {n}"
+                for n in names
+                if n.startswith("certlab_") and not n.startswith("certlab_core")
+            ]
+    assert reaching == []
+
+
+def test_held_out_acceptance_is_not_the_kernels() -> None:
+    gone = ("lock", "leakscan", "prediction", "held_out")
+    assert [name for name in gone if (KERNEL / "certify" / f"{name}.py").exists()] == []
+    assert not (KERNEL / "testing" / "scripted_models.py").exists()

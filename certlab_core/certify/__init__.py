@@ -3,10 +3,11 @@
 ``lab`` runs one trial (adapter, sandbox, grader chain) and proves and calibrates the
 instrument with constructed agents; ``certification`` runs a whole certification and writes its
 bundle and contract (``contract``), crash-safe through ``journal``, with a ``heartbeat`` on the
-console while trials run; ``held_out``, ``lock``, ``leakscan`` and ``prediction`` are the
-sealed held-out acceptance cases; ``mutation`` scores the suite against generated mutants;
-``regrade`` and ``publication`` re-derive and compare published bundles; ``user_task`` and
-``scaffold`` are a user's own task.
+console while trials run; ``acceptance`` reaches the sealed held-out acceptance cases through
+the ``certlab_held_out`` hook (their locks, leak scan and predictions are certlab-acceptance's);
+``mutation`` scores the suite against generated mutants; ``regrade`` and ``publication``
+re-derive and compare published bundles; ``scaffold`` writes a user's own task (read by
+``certlab_core.plugin.user_task``).
 
 May import: plugin, evidence.
 """

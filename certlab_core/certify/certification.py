@@ -21,7 +21,7 @@ import attrs
 from attrs import frozen
 
 from certlab_core import __version__
-from certlab_core.certify.held_out import HeldOut, open_held_out
+from certlab_core.certify.acceptance import open_held_out
 from certlab_core.certify.lab import (
     InstrumentProof,
     Progress,
@@ -38,6 +38,7 @@ from certlab_core.certify.lab import (
 )
 from certlab_core.evidence.canonical import pretty_json, sealed, unstructure
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.plugin.held_out import HeldOutRun
 from certlab_core.plugin.model_boundary import model_plan_for
 from certlab_core.plugin.records import AgentAdapter, Grader, TaskFamily
 from certlab_core.plugin.registry import Registry
@@ -60,7 +61,7 @@ class CertifyOptions:
     trials: int = 1
     workers: int = 2
     origin_note: str = ""
-    tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (certlab_core.certify.user_task)
+    tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (certlab_core.plugin.user_task)
     sandbox: str = "auto"  # --sandbox: auto, bwrap or none (certlab_core.plugin.sandbox)
     hidden: tuple[str, ...] = ()  # more paths the agent must not see (the output folder)
     mutants: bool = True  # the mutation proof of each family (certlab_core.certify.mutation), cached; False skips it
@@ -235,7 +236,7 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
     """Prove every family, calibrate, run the agent on every task ``trials`` times, and build the bundle.
 
     Every family and user task is scored under a lock of its held-out cases
-    (``certlab_core.certify.held_out``), checked before every arm and after the last trial.
+    (``certlab_held_out``: certlab-acceptance), checked before every arm and after the last trial.
     """
     if options.trials < 1:
         raise UsageError(f"--trials must be at least 1 (got {options.trials})")
@@ -256,7 +257,7 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         held_out.close()
 
 
-def _certify(registry: Registry, options: CertifyOptions, progress: Progress, held_out: HeldOut) -> CertifyResult:
+def _certify(registry: Registry, options: CertifyOptions, progress: Progress, held_out: HeldOutRun) -> CertifyResult:
     families = held_out.families
     agent: AgentAdapter = registry.get("agents", options.agent)
     if agent.check_args is not None:
@@ -417,7 +418,7 @@ def _mutation_proofs(
     proofs: Sequence[InstrumentProof],
     graders: Sequence[Grader],
     options: CertifyOptions,
-    held_out: HeldOut,
+    held_out: HeldOutRun,
     progress: Progress,
 ) -> dict[str, dict[str, Any]]:
     """The mutation proof of every family with a clean tree (measured, or from certlab's cache); with

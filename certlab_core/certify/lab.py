@@ -18,8 +18,6 @@ import attrs
 from attrs import field, frozen
 
 from certlab_core.certify.heartbeat import InFlight, beating, clock, heartbeat_interval
-from certlab_core.certify.leakscan import answers_leaked
-from certlab_core.certify.user_task import test_files
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.command import become_subreaper, has_children, live_descendants, sweep_descendants
 from certlab_core.plugin.errors import InstrumentError, UsageError
@@ -47,6 +45,7 @@ from certlab_core.plugin.sandbox import (
     loopback_ports,
     use_containment,
 )
+from certlab_core.plugin.user_task import test_files
 from certlab_core.plugin.workcopy import Change, apply_seeds, materialise, record_changes
 
 VERDICTS = ("fixed", "not-fixed", "unavailable")
@@ -180,6 +179,26 @@ def run_chain(graders: Sequence[Grader], request: GradeRequest) -> ChainResult:
     return ChainResult(tuple(grades))
 
 
+def changes_failure(graders: Sequence[Grader], request: GradeRequest, changes: Sequence[Change]) -> str | None:
+    """The failure mode a grader's ``check_changes`` gives the recorded changes of a trial whose chain passed.
+
+    The first grader of the chain that names one decides (the acceptance grader names
+    ``answers-leaked``); None when none does, or none has such a check.
+    """
+    for grader in graders:
+        if grader.check_changes is None:
+            continue
+        mode = grader.check_changes(request, changes)
+        if mode is not None:
+            try:
+                return fm.check(mode, grader.failure_modes)
+            except ValueError as error:
+                raise InstrumentError(
+                    f"grader {grader.name} judged the changes with an undeclared mode: {error}"
+                ) from None
+    return None
+
+
 def _issued_bytes(task: Task, seeded: dict[str, bytes], relpath: str) -> bytes | None:
     if relpath in seeded:
         return seeded[relpath]
@@ -237,11 +256,6 @@ def agent_environment(task: Task, prompt: str, prompt_file: Path) -> dict[str, s
     env["CERTLAB_PROMPT_FILE"] = str(prompt_file)
     env["CERTLAB_TASK_ID"] = task.id
     return env
-
-
-def _cases_file(spec: TrialSpec) -> str:
-    """The held-out cases a trial is scored on: the locked copy when there is a lock."""
-    return spec.acceptance_lock.cases_file if spec.acceptance_lock is not None else spec.task.family.cases_file
 
 
 def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
@@ -309,19 +323,18 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
         elif limits_hit_since(limits_mark):
             failure = fm.AGENT_RESOURCE_LIMIT
         else:
-            chain = run_chain(
-                graders,
-                GradeRequest(
-                    workdir=str(work),
-                    family=spec.task.family,
-                    defect=spec.task.defect,
-                    issued=issued,
-                    expected_tests=spec.expected_tests,
-                    acceptance_lock=spec.acceptance_lock,
-                ),
+            grading = GradeRequest(
+                workdir=str(work),
+                family=spec.task.family,
+                defect=spec.task.defect,
+                issued=issued,
+                expected_tests=spec.expected_tests,
+                acceptance_lock=spec.acceptance_lock,
             )
-            if chain.passed and answers_leaked(changes, _cases_file(spec)):
-                failure = fm.ANSWERS_LEAKED  # the work copy holds the answer key: read, whatever the tests say
+            chain = run_chain(graders, grading)
+            changed = changes_failure(graders, grading, changes) if chain.passed else None
+            if changed is not None:
+                failure = changed  # e.g. answers-leaked: the work copy holds the answer key, whatever the tests say
             elif chain.passed:
                 verdict = "fixed"
             else:

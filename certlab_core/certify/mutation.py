@@ -850,7 +850,7 @@ def fixed_family(family: TaskFamily, fixed: Path, dest: Path) -> TaskFamily:
     ``fixed`` holds the task's fixture as it should be (the same layout); the mutants are
     made of its files an agent may change, and graded against the task's suite and cases.
     """
-    from certlab_core.certify.user_task import test_files
+    from certlab_core.plugin.user_task import test_files
 
     if not fixed.is_dir():
         raise UsageError(f"--fixed {fixed}: not a folder; give the fixed tree of the task (the fixture, fixed)")
@@ -909,8 +909,8 @@ def prove_families(
     ``fixed`` is the fixed tree of the one user task given: its mutants are then made and
     graded against the task's own suite and held-out cases (:func:`fixed_family`).
     """
+    from certlab_core.certify.acceptance import open_held_out
     from certlab_core.certify.certification import resolve_families
-    from certlab_core.certify.held_out import open_held_out
     from certlab_core.certify.lab import grader_chain, preload, prove
     from certlab_core.certify.mutation_cache import measure_and_store
 

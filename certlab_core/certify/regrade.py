@@ -20,8 +20,16 @@ import cattrs
 from attrs import frozen
 
 from certlab_core.certify.certification import BUNDLE_FILE, BUNDLE_SCHEMA, load_json
-from certlab_core.certify.lab import Progress, answer_key_paths, grader_chain, log_to_stderr, preload, prove, run_chain
-from certlab_core.certify.leakscan import answers_leaked
+from certlab_core.certify.lab import (
+    Progress,
+    answer_key_paths,
+    changes_failure,
+    grader_chain,
+    log_to_stderr,
+    preload,
+    prove,
+    run_chain,
+)
 from certlab_core.evidence.canonical import seal_holds, structure
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
@@ -119,15 +127,14 @@ def _regrade_one(
             apply_changes(work, trial.changes, links)
         except CertlabError as error:
             return "tampered", None, error.message
+        request = GradeRequest(workdir=str(work), family=family, defect=defect, issued=issued, expected_tests=expected)
         with use_containment(containment):
-            chain = run_chain(
-                graders,
-                GradeRequest(workdir=str(work), family=family, defect=defect, issued=issued, expected_tests=expected),
-            )
+            chain = run_chain(graders, request)
         if chain.error:
             return "error", None, chain.error
-        if chain.passed and answers_leaked(trial.changes, family.cases_file):
-            return "not-fixed", fm.ANSWERS_LEAKED, None
+        changed = changes_failure(graders, request, trial.changes) if chain.passed else None
+        if changed is not None:
+            return "not-fixed", changed, None
         return ("fixed" if chain.passed else "not-fixed"), chain.failure_mode, None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

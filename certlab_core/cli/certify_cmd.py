@@ -183,7 +183,7 @@ def regrade_command(
     ),
 ) -> None:
     """Re-earn every verdict of a bundle from its recorded changes: consistent, stale or mismatch."""
-    from certlab_core.certify.held_out import register_experiment_task
+    from certlab_core.certify.acceptance import register_experiment_task
     from certlab_core.certify.regrade import regrade
 
     registry = discover()

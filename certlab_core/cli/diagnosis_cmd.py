@@ -211,7 +211,7 @@ def replay_command(
             raise UsageError("--trial replays a certification's recorded model calls; it takes no --live")
         registry = discover()
         if task is not None:
-            from certlab_core.certify.held_out import register_experiment_task
+            from certlab_core.certify.acceptance import register_experiment_task
 
             register_experiment_task(registry, task)
         result = replay_certified_trial(bundle_path, trial, registry)

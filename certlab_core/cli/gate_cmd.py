@@ -99,7 +99,7 @@ def run_command(
 
     heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
     registry = discover()
-    from certlab_core.certify.held_out import register_experiment_task  # a task of the user's own, in this folder
+    from certlab_core.certify.acceptance import register_experiment_task  # a task of the user's own, in this folder
     from certlab_core.gate.resume import notice_interrupt, open_for_resume
 
     if resume is not None:

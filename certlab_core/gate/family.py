@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-from certlab_core.certify.held_out import experiment_lock
+from certlab_core.certify.acceptance import experiment_lock
 from certlab_core.certify.lab import (
     Task,
     TrialSpec,
@@ -42,7 +42,7 @@ from certlab_core.plugin.model_boundary import (
     ModelFaultPlan,
     default_model_plan,
 )
-from certlab_core.plugin.records import AgentAdapter, Defect, Grader, TaskFamily
+from certlab_core.plugin.records import AcceptanceLock, AgentAdapter, Defect, Grader, TaskFamily
 from certlab_core.plugin.sandbox import Containment, choose_containment
 
 
@@ -59,6 +59,8 @@ class FamilyTrials:
     model_plans: dict[str, ModelBoundaryPlan] = field(factory=dict)  # by condition
     # The coding arms' containment, as the manifest sealed it (--sandbox): for the agents and the graders.
     containment: Containment | None = None
+    # The lock of the experiment's user task (certlab_held_out), taken in the parent; None for an installed family.
+    acceptance_lock: AcceptanceLock | None = None
 
     @classmethod
     def prepare(cls, plan: Any) -> FamilyTrials:
@@ -68,7 +70,7 @@ class FamilyTrials:
         by_id = {d.id: d for d in family.defects}
         defects = tuple(by_id[d] for d in manifest.task.defects)
         graders = tuple(grader_chain(registry))
-        lock = experiment_lock(family.name)
+        lock = experiment_lock(registry, family.name)
         proof = prove(family, graders, acceptance_lock=lock)
         if not proof.holds:
             raise InstrumentError(f"the instrument does not hold for {family.name}: {proof.problems[0]}")
@@ -88,6 +90,7 @@ class FamilyTrials:
             adapters,
             model_plans(manifest, registry),
             containment=containment,
+            acceptance_lock=lock,
         )
 
     def child(self, job: Any) -> dict[str, Any]:
@@ -102,7 +105,7 @@ class FamilyTrials:
             agent_args=tuple(arm.args),
             agent_timeout_s=manifest.budgets.seconds,
             expected_tests=self.expected_tests,
-            acceptance_lock=experiment_lock(self.family.name),
+            acceptance_lock=self.acceptance_lock,
             containment=self.containment,
             model_boundary=(
                 attrs.evolve(self.model_plans[job.key.condition], seed=job.key.seed)

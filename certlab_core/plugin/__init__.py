@@ -3,7 +3,12 @@
 ``from certlab_core.plugin import hookimpl, TaskFamily, ...`` gives a plugin author every
 record a hook returns, the errors and the tool boundary's exceptions, the report model a
 reporter renders, and the SDK helpers (``run_command`` for adapters, work-copy and
-held-out-case helpers for graders, the alpha split over looks for rules). The hook specs
+held-out-case helpers for graders, the alpha split over looks for rules). A few modules come
+whole, for plugins that keep evidence of their own as the kernel does: ``canonical`` (the
+canonical JSON form and its seals), ``safe_io`` (reading a file that may be hostile, capped),
+``fingerprints`` (what a lock fingerprints and what moved since), ``visible_calls`` (the
+literal calls of a visible suite); ``load_user_task`` reads a user's own task, ``discover`` the
+installed plugins (for a plugin's own command). The hook specs
 themselves, each with a complete example plugin, are in ``certlab_core.plugin.hookspecs``.
 
 This package imports nothing else of the kernel: the kernel is built on it, not the other
@@ -18,14 +23,15 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from certlab_core.plugin import failure_modes, report_format
-    from certlab_core.plugin.cases import HeldOutCase, check_modules, read_cases, read_cases_bytes
+    from certlab_core.plugin import canonical, failure_modes, fingerprints, report_format, safe_io, visible_calls
+    from certlab_core.plugin.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
     from certlab_core.plugin.command import ContainedRun, run_command, run_contained
     from certlab_core.plugin.command_records import Command, RegisterCommand
     from certlab_core.plugin.errors import (
         EXIT_BLOCK,
         EXIT_ERROR,
         EXIT_INCONCLUSIVE,
+        EXIT_MISMATCH,
         EXIT_OK,
         EXIT_PASS,
         EXIT_USAGE,
@@ -55,6 +61,13 @@ if TYPE_CHECKING:
     )
     from certlab_core.plugin.fingerprints import check_unmoved
     from certlab_core.plugin.forking import ForkedCallError, call_in_fork
+    from certlab_core.plugin.held_out import (
+        ExperimentLock,
+        HeldOutAcceptance,
+        HeldOutRun,
+        OpenHeldOut,
+        RegisterExperimentTask,
+    )
     from certlab_core.plugin.hookspecs import hookimpl
     from certlab_core.plugin.looks import look_alpha, look_sizes
     from certlab_core.plugin.model_boundary import (
@@ -76,6 +89,7 @@ if TYPE_CHECKING:
         Build,
         CalibrationExpectation,
         CallKind,
+        ChangesCheck,
         CheckArgs,
         CheckInput,
         CheckParams,
@@ -116,6 +130,7 @@ if TYPE_CHECKING:
         Usage,
         WorldInstance,
     )
+    from certlab_core.plugin.registry import Registry, discover
     from certlab_core.plugin.report import ArmSummary, ArmUsage, ConditionReport, FailureCluster, FaultFiring, Report
     from certlab_core.plugin.sandbox import (
         Containment,
@@ -128,6 +143,7 @@ if TYPE_CHECKING:
         active_containment,
         agent_environment_dir,
     )
+    from certlab_core.plugin.user_task import UserTask, holds_user_task, load_user_task, stage_family
     from certlab_core.plugin.workcopy import (
         Change,
         copy_tree,
@@ -135,6 +151,7 @@ if TYPE_CHECKING:
         materialise,
         record_changes,
         sha256_file,
+        taskset_sha256,
     )
 
 # Where each name lives. Importing this package loads nothing more: a name's module is imported when the name is
@@ -142,6 +159,8 @@ if TYPE_CHECKING:
 # the report model, the held-out cases and the sandbox at start-up.
 _HOME: dict[str, str] = {
     "HeldOutCase": "certlab_core.plugin.cases",
+    "cases_sha256": "certlab_core.plugin.cases",
+    "canonical": "certlab_core.plugin.canonical",
     "check_modules": "certlab_core.plugin.cases",
     "read_cases": "certlab_core.plugin.cases",
     "read_cases_bytes": "certlab_core.plugin.cases",
@@ -154,6 +173,7 @@ _HOME: dict[str, str] = {
     "EXIT_BLOCK": "certlab_core.plugin.errors",
     "EXIT_ERROR": "certlab_core.plugin.errors",
     "EXIT_INCONCLUSIVE": "certlab_core.plugin.errors",
+    "EXIT_MISMATCH": "certlab_core.plugin.errors",
     "EXIT_OK": "certlab_core.plugin.errors",
     "EXIT_PASS": "certlab_core.plugin.errors",
     "EXIT_USAGE": "certlab_core.plugin.errors",
@@ -177,8 +197,14 @@ _HOME: dict[str, str] = {
     "warm_up": "certlab_core.plugin.executor",
     "failure_modes": "certlab_core.plugin.failure_modes",
     "check_unmoved": "certlab_core.plugin.fingerprints",
+    "fingerprints": "certlab_core.plugin.fingerprints",
     "ForkedCallError": "certlab_core.plugin.forking",
     "call_in_fork": "certlab_core.plugin.forking",
+    "ExperimentLock": "certlab_core.plugin.held_out",
+    "HeldOutAcceptance": "certlab_core.plugin.held_out",
+    "HeldOutRun": "certlab_core.plugin.held_out",
+    "OpenHeldOut": "certlab_core.plugin.held_out",
+    "RegisterExperimentTask": "certlab_core.plugin.held_out",
     "hookimpl": "certlab_core.plugin.hookspecs",
     "look_alpha": "certlab_core.plugin.looks",
     "look_sizes": "certlab_core.plugin.looks",
@@ -200,6 +226,7 @@ _HOME: dict[str, str] = {
     "CallKind": "certlab_core.plugin.records",
     "CheckArgs": "certlab_core.plugin.records",
     "CheckInput": "certlab_core.plugin.records",
+    "ChangesCheck": "certlab_core.plugin.records",
     "CheckParams": "certlab_core.plugin.records",
     "Decide": "certlab_core.plugin.records",
     "DecisionModel": "certlab_core.plugin.records",
@@ -237,6 +264,8 @@ _HOME: dict[str, str] = {
     "TrialVerdict": "certlab_core.plugin.records",
     "Usage": "certlab_core.plugin.records",
     "WorldInstance": "certlab_core.plugin.records",
+    "Registry": "certlab_core.plugin.registry",
+    "discover": "certlab_core.plugin.registry",
     "ArmSummary": "certlab_core.plugin.report",
     "ArmUsage": "certlab_core.plugin.report",
     "ConditionReport": "certlab_core.plugin.report",
@@ -253,12 +282,19 @@ _HOME: dict[str, str] = {
     "SandboxRequest": "certlab_core.plugin.sandbox",
     "active_containment": "certlab_core.plugin.sandbox",
     "agent_environment_dir": "certlab_core.plugin.sandbox",
+    "safe_io": "certlab_core.plugin.safe_io",
+    "UserTask": "certlab_core.plugin.user_task",
+    "holds_user_task": "certlab_core.plugin.user_task",
+    "load_user_task": "certlab_core.plugin.user_task",
+    "stage_family": "certlab_core.plugin.user_task",
+    "visible_calls": "certlab_core.plugin.visible_calls",
     "Change": "certlab_core.plugin.workcopy",
     "copy_tree": "certlab_core.plugin.workcopy",
     "in_allowed_paths": "certlab_core.plugin.workcopy",
     "materialise": "certlab_core.plugin.workcopy",
     "record_changes": "certlab_core.plugin.workcopy",
     "sha256_file": "certlab_core.plugin.workcopy",
+    "taskset_sha256": "certlab_core.plugin.workcopy",
 }
 
 
@@ -281,6 +317,7 @@ __all__ = [
     "EXIT_BLOCK",
     "EXIT_ERROR",
     "EXIT_INCONCLUSIVE",
+    "EXIT_MISMATCH",
     "EXIT_OK",
     "EXIT_PASS",
     "EXIT_USAGE",
@@ -301,6 +338,7 @@ __all__ = [
     "CallKind",
     "CertlabError",
     "Change",
+    "ChangesCheck",
     "CheckArgs",
     "CheckInput",
     "CheckParams",
@@ -314,6 +352,7 @@ __all__ = [
     "Executor",
     "ExecutorOptions",
     "ExecutorSession",
+    "ExperimentLock",
     "FailureCluster",
     "Fault",
     "FaultContext",
@@ -326,7 +365,9 @@ __all__ = [
     "GradeResult",
     "Grader",
     "GradingService",
+    "HeldOutAcceptance",
     "HeldOutCase",
+    "HeldOutRun",
     "Inject",
     "InstrumentError",
     "Interval",
@@ -337,6 +378,7 @@ __all__ = [
     "ModelRun",
     "ModelSession",
     "ModelUnavailable",
+    "OpenHeldOut",
     "Oracle",
     "OracleVerdict",
     "Plan",
@@ -345,6 +387,8 @@ __all__ = [
     "PluginWarning",
     "PreflightCheck",
     "RegisterCommand",
+    "RegisterExperimentTask",
+    "Registry",
     "Render",
     "Report",
     "Reporter",
@@ -370,6 +414,7 @@ __all__ = [
     "TrialVerdict",
     "Usage",
     "UsageError",
+    "UserTask",
     "Work",
     "WorkDone",
     "WorkFailure",
@@ -377,12 +422,18 @@ __all__ = [
     "active_containment",
     "agent_environment_dir",
     "call_in_fork",
+    "canonical",
+    "cases_sha256",
     "check_modules",
     "check_unmoved",
     "copy_tree",
+    "discover",
     "failure_modes",
+    "fingerprints",
+    "holds_user_task",
     "hookimpl",
     "in_allowed_paths",
+    "load_user_task",
     "look_alpha",
     "look_sizes",
     "materialise",
@@ -393,6 +444,10 @@ __all__ = [
     "run_command",
     "run_contained",
     "run_isolated",
+    "safe_io",
     "sha256_file",
+    "stage_family",
+    "taskset_sha256",
+    "visible_calls",
     "warm_up",
 ]

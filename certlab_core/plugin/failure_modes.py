@@ -18,7 +18,7 @@ AGENT_TIMEOUT = "agent-timeout"
 AGENT_UNAVAILABLE = "agent-unavailable"
 AGENT_RESOURCE_LIMIT = "agent-resource-limit"  # the sandbox stopped the agent: CPU, memory, processes or file size
 ANSWERS_LEAKED = (
-    "answers-leaked"  # the trial's changes hold over half of the held-out answers (certlab_core.certify.leakscan)
+    "answers-leaked"  # the trial's changes hold over half of the held-out answers (certlab-acceptance's leak scan)
 )
 # Tool-world trials (the A/B gate): the oracle judged the final state, or the agent never got there.
 ORACLE_REJECTED = "oracle-rejected"

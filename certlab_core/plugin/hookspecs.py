@@ -17,6 +17,7 @@ import pluggy
 
 from certlab_core.plugin.command_records import Command
 from certlab_core.plugin.executor import Executor
+from certlab_core.plugin.held_out import HeldOutAcceptance
 from certlab_core.plugin.model_boundary import ModelBoundary
 from certlab_core.plugin.records import AgentAdapter, Fault, Grader, Reporter, StatisticalRule, TaskFamily, ToolWorld
 from certlab_core.plugin.sandbox import Sandbox
@@ -365,5 +366,46 @@ def certlab_commands() -> list[Command]:
         @hookimpl
         def certlab_commands():
             return [Command(name="hello", description="say hello", register=register)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_held_out() -> list[HeldOutAcceptance]:
+    """Return held-out acceptance: the locks a certification and an A/B experiment score their held-out cases under.
+
+    ``open(registry, families, task_dirs)`` stages every user task, locks its cases and those
+    of every family, and returns the run's locks (``HeldOutRun``), which the kernel checks
+    before every arm and after the last trial and records in the bundle;
+    ``register_experiment_task`` and ``experiment_lock`` do the same for the user task of an
+    A/B experiment. One plugin provides it (certlab-acceptance); without one, certify says
+    that held-out cases are unscored and a task of the user's own cannot be run.
+
+    Example plugin::
+
+        import shutil, tempfile
+        from pathlib import Path
+        from certlab_core.plugin import HeldOutAcceptance, UsageError, hookimpl
+
+        class NoLocks:  # every family scored as it is, unlocked (an example, not a safe one)
+            def __init__(self, families):
+                self.families, self.scratch, self.locks = list(families), Path(tempfile.mkdtemp()), {}
+            def lock_for(self, name): return None
+            def check(self, moment): pass
+            def family_facts(self, family): return None
+            def document(self): return {"locks": []}
+            def recorded_predictions(self): return []
+            def close(self): shutil.rmtree(self.scratch, ignore_errors=True)
+
+        def open_run(registry, families, task_dirs):
+            if task_dirs:
+                raise UsageError("this example scores no task of your own")
+            return NoLocks(families)
+
+        @hookimpl
+        def certlab_held_out():
+            return [HeldOutAcceptance(name="unlocked", description="held-out cases scored without a lock",
+                                      open=open_run, register_experiment_task=lambda registry, directory: None,
+                                      experiment_lock=lambda name: None)]
     """
     raise NotImplementedError

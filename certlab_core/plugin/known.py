@@ -57,4 +57,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "executors": {
         "dask": "certlab-executor-dask",
     },
+    "held_out": {
+        "acceptance": "certlab-acceptance",
+    },
 }

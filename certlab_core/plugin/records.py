@@ -21,6 +21,7 @@ from certlab_core.plugin.converters import json_map, names_map, text_map, tool_m
 if TYPE_CHECKING:
     from certlab_core.plugin.report import Report
     from certlab_core.plugin.sandbox import Containment
+    from certlab_core.plugin.workcopy import Change
 
 #: JSON-like data: what crosses a tool boundary, a task input, a world's snapshot, a grader's facts.
 JsonValue: TypeAlias = "bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue] | None"
@@ -80,7 +81,7 @@ class TaskFamily:
     test_paths: tuple[str, ...] = field(converter=_tuple)
     module_names: tuple[str, ...] = field(converter=_tuple)
     defects: tuple[Defect, ...] = field(converter=_tuple)
-    # False for a user's own task (``certlab_core.certify.user_task``): the tree as issued holds the
+    # False for a user's own task (``certlab_core.plugin.user_task``): the tree as issued holds the
     # defect and no fixed tree is known, so proving means the issued tree fails its grading.
     clean_tree: bool = True
     # The least share of the clean tree's mutants the visible suite and held-out cases must kill
@@ -236,7 +237,7 @@ class PreflightCheck:
 
 @frozen
 class AcceptanceLock:
-    """The held-out cases as locked (``certlab_core.certify.lock``): scoring reads only ``cases_file``.
+    """The held-out cases as locked (by certlab-acceptance): scoring reads only ``cases_file``.
 
     ``cases_file`` is the copy of the cases taken at lock time (outside every work copy),
     ``cases_sha256`` its hash; ``fingerprints`` maps each fingerprinted file (the cases as
@@ -301,6 +302,17 @@ class GradingService(Protocol):
     def __call__(self, containment: Containment, slots: int, /) -> AbstractContextManager[None]: ...
 
 
+class ChangesCheck(Protocol):
+    """A grader's ``check_changes``: judge the changes an agent's trial recorded, once the whole chain passed.
+
+    Returns a failure mode (the kernel's, or one the grader declares) that fails the trial
+    whatever its tests say, or None. It runs in the trial's process, and again when the trial
+    is regraded (then ``request`` carries no lock) or replayed.
+    """
+
+    def __call__(self, request: GradeRequest, changes: Sequence[Change], /) -> str | None: ...
+
+
 @frozen
 class Grader:
     """A grader: ``grade(request) -> GradeResult``, run in its own fresh process.
@@ -311,6 +323,9 @@ class Grader:
     like the kernel's; a mode neither the kernel nor the grader declares is an error
     naming the grader. ``serve``, when given, is started once per run of contained trials
     (``GradingService``); ``grade`` must give the same result without it.
+    ``check_changes``, when given, judges the trial's recorded changes after the chain
+    passed (``ChangesCheck``): the acceptance grader fails a trial whose changes hold the
+    held-out answers as ``answers-leaked``.
     """
 
     name: str
@@ -319,6 +334,7 @@ class Grader:
     grade: Grade = field(eq=False, repr=False)
     failure_modes: tuple[str, ...] = field(converter=_tuple, default=())
     serve: GradingService | None = field(default=None, eq=False, repr=False)
+    check_changes: ChangesCheck | None = field(default=None, eq=False, repr=False)
 
 
 # --------------------------------------------------------------------------- statistics

@@ -18,8 +18,8 @@ from acceptance_helpers import (
     read_json,
     scaffold_task,
 )
+from certlab_acceptance.lock import predictions_path
 
-from certlab_core.certify.lock import predictions_path
 from certlab_core.evidence.canonical import canonical_json, sealed
 
 

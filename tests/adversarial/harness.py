@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 from attrs import frozen
 
-from certlab_core.certify.held_out import open_held_out
+from certlab_core.certify.acceptance import open_held_out
 from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, answer_key_paths, grader_chain, prove, run_trials
 from certlab_core.plugin.records import TaskFamily
 from certlab_core.plugin.registry import Registry

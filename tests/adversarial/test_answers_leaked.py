@@ -10,8 +10,9 @@ import base64
 import json
 from pathlib import Path
 
+from certlab_acceptance.leakscan import leaked_by_changes
+
 from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
-from certlab_core.certify.leakscan import leaked_by_changes
 from certlab_core.plugin.cases import read_cases
 from certlab_core.plugin.forking import call_in_fork
 from certlab_core.plugin.registry import Registry

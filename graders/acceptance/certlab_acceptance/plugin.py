@@ -11,6 +11,11 @@ A process a case leaves running is named, killed, and the verdict is refused (th
 raises, so the trial is an ERROR). With a lock (``GradeRequest.acceptance_lock``), the
 cases come from the copy taken at lock time, and the fingerprints of the cases, the scorer
 and the kernel are checked before and after scoring; any movement refuses the verdict.
+
+The plugin also holds the rest of held-out acceptance: the locks (``lock``, ``held_out``,
+given to the kernel through ``certlab_held_out``), the leak scan (``leakscan``: a trial whose
+changes hold the answers fails as ``answers-leaked``, through the grader's ``check_changes``),
+the predictions (``prediction``) and the ``lock``, ``leakscan`` and ``predict`` commands.
 """
 
 from __future__ import annotations
@@ -30,11 +35,18 @@ from pathlib import Path
 from typing import Any
 
 from certlab_core.plugin import (
+    AcceptanceLock,
+    Change,
+    Command,
     Grader,
     GradeRequest,
     GradeResult,
+    HeldOutAcceptance,
     HeldOutCase,
+    HeldOutRun,
     InstrumentError,
+    Registry,
+    TaskFamily,
     active_containment,
     check_modules,
     check_unmoved,
@@ -281,6 +293,20 @@ def grade(request: GradeRequest) -> GradeResult:
     return GradeResult(NAME, False, fm.OVERFIT_TO_VISIBLE_TESTS, f"{summary}; failed: {shown}{more}", data)
 
 
+def leaked_answers(request: GradeRequest, changes: Sequence[Change], /) -> str | None:
+    """``answers-leaked`` when a graded trial's changes hold over half of the held-out answers (``check_changes``).
+
+    The cases are the locked copy when the trial ran under a lock, else the family's own file
+    (as when the trial is regraded). An agent that wrote the answer key into the work copy read
+    it, whatever its tests say.
+    """
+    from certlab_acceptance.leakscan import answers_leaked
+
+    lock = request.acceptance_lock
+    cases_file = lock.cases_file if lock is not None else request.family.cases_file
+    return fm.ANSWERS_LEAKED if answers_leaked(changes, cases_file) else None
+
+
 @hookimpl
 def certlab_graders() -> list[Grader]:
     return [
@@ -290,5 +316,45 @@ def certlab_graders() -> list[Grader]:
             description="each held-out case in its own fresh process of the submitted code, compared here",
             grade=grade,
             failure_modes=(fm.OVERFIT_TO_VISIBLE_TESTS,),
+            check_changes=leaked_answers,
         )
     ]
+
+
+# The held-out operations import their modules when first called, not when the registry is built.
+def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str], /) -> HeldOutRun:
+    from certlab_acceptance.held_out import open_held_out
+
+    return open_held_out(registry, families, task_dirs)
+
+
+def register_experiment_task(registry: Registry, directory: Path, /) -> TaskFamily | None:
+    from certlab_acceptance.held_out import register_experiment_task
+
+    return register_experiment_task(registry, directory)
+
+
+def experiment_lock(family_name: str, /) -> AcceptanceLock | None:
+    from certlab_acceptance.held_out import experiment_lock
+
+    return experiment_lock(family_name)
+
+
+@hookimpl
+def certlab_held_out() -> list[HeldOutAcceptance]:
+    return [
+        HeldOutAcceptance(
+            name=NAME,
+            description="a lock of every family's and user task's held-out cases, checked before every arm",
+            open=open_held_out,
+            register_experiment_task=register_experiment_task,
+            experiment_lock=experiment_lock,
+        )
+    ]
+
+
+@hookimpl
+def certlab_commands() -> list[Command]:
+    from certlab_acceptance.commands import commands
+
+    return commands()

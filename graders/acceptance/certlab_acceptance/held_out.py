@@ -1,5 +1,9 @@
 """Held-out acceptance inside a certification: the user tasks staged, one lock per task, checked before every arm.
 
+The kernel reaches it through the ``certlab_held_out`` hook (``certlab_core.plugin.held_out``):
+:func:`open_held_out` is the record's ``open``, :func:`register_experiment_task` and
+:func:`experiment_lock` its operations for the user task of an A/B experiment.
+
 A certification runs under one lock per task: a user task's own lock (``certlab lock``)
 when it has one, else a lock taken when the certification starts (for an installed family,
 and for a user task that was never locked, after the same refusals ``certlab lock``
@@ -16,13 +20,22 @@ from typing import Any
 
 from attrs import define, field
 
-from certlab_core.certify.lock import LockRefused, lock_refusals, open_lock, read_task_cases, scratch_folder, take_lock
-from certlab_core.certify.prediction import check_predictions, recorded_form
-from certlab_core.certify.user_task import UserTask, load_user_task, stage_family
-from certlab_core.plugin.fingerprints import check_unmoved
-from certlab_core.plugin.records import AcceptanceLock, TaskFamily
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
+from certlab_acceptance.lock import LockRefused, lock_refusals, open_lock, read_task_cases, scratch_folder, take_lock
+from certlab_acceptance.prediction import check_predictions, recorded_form
+from certlab_core.plugin import (
+    AcceptanceLock,
+    Registry,
+    TaskFamily,
+    UsageError,
+    UserTask,
+    check_unmoved,
+    holds_user_task,
+    hookimpl,
+    load_user_task,
+    sha256_file,
+    stage_family,
+    taskset_sha256,
+)
 
 
 @define
@@ -118,8 +131,6 @@ def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs:
 
 
 def raise_duplicate(name: str) -> None:
-    from certlab_core.plugin.errors import UsageError
-
     raise UsageError(f"two tasks are named {name!r}; give each user task its own task.name in certlab.yaml")
 
 
@@ -137,9 +148,6 @@ def register_experiment_task(registry: Registry, directory: Path) -> TaskFamily 
     """
     import atexit
     import types
-
-    from certlab_core.certify.user_task import holds_user_task
-    from certlab_core.plugin import hookimpl
 
     if not holds_user_task(directory):
         return None

@@ -1,27 +1,36 @@
-"""``certlab init-task``, ``lock``, ``leakscan`` and ``predict``: held-out acceptance for a user's own task."""
+"""``certlab lock``, ``leakscan`` and ``predict``: the acceptance plugin's commands (``certlab_commands``).
+
+Held-out acceptance for a user's own task: seal its cases (``lock``), name every artefact of a
+run that holds most of its answers (``leakscan``), register a prediction before the run and
+check it after (``predict``). Each command imports what it runs inside it.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, CertlabError, InstrumentError, UsageError
+from certlab_core.plugin import (
+    EXIT_ERROR,
+    EXIT_MISMATCH,
+    CertlabError,
+    Command,
+    InstrumentError,
+    RegisterCommand,
+    UsageError,
+    canonical,
+    discover,
+    load_user_task,
+    read_cases,
+    safe_io,
+)
 
-
-def init_task_command(
-    directory: Path = typer.Argument(..., help="A new (or empty) folder for the task."),
-    name: str = typer.Option("", "--name", help="The task's name (default: the folder's name)."),
-) -> None:
-    """Scaffold a small working task of your own: fixture, visible tests, prompt, held-out cases."""
-    from certlab_core.certify.scaffold import scaffold
-
-    written = scaffold(directory, name or None)
-    for path in written:
-        typer.echo(f"wrote {path}")
-    typer.echo(f"next: certlab lock {directory}, then certlab certify --task {directory} --agent ... --out DIR")
+BUNDLE_FILE = "bundle.json"
+BUNDLE_SCHEMA = "certlab.certification/1"  # what certlab certify writes (certlab_core.certify.certification)
 
 
 def lock_command(
@@ -32,9 +41,7 @@ def lock_command(
     ),
 ) -> None:
     """Seal the held-out cases with their fingerprints, refusing any layout that leaks them."""
-    from certlab_core.certify.lock import LockRefused, lock_status, write_lock
-    from certlab_core.certify.user_task import load_user_task
-    from certlab_core.plugin.registry import discover
+    from certlab_acceptance.lock import LockRefused, lock_status, write_lock
 
     task = load_user_task(directory)
     registry = discover()
@@ -65,14 +72,10 @@ def lock_command(
 
 
 def _cases_for_scan(rundir: Path, cases: list[Path], tasks: list[Path], families: list[str]) -> list[Any]:
-    from certlab_core.plugin.cases import read_cases
-
     found: list[Any] = []
     for file in cases:
         found.extend(read_cases(file))
     if tasks:
-        from certlab_core.certify.user_task import load_user_task
-
         for directory in tasks:
             found.extend(read_cases(load_user_task(directory).cases))
     names = list(families)
@@ -83,8 +86,6 @@ def _cases_for_scan(rundir: Path, cases: list[Path], tasks: list[Path], families
         except (OSError, ValueError, KeyError, TypeError):
             names = []
     if names:
-        from certlab_core.plugin.registry import discover
-
         registry = discover()
         for name in names:
             try:
@@ -108,7 +109,7 @@ def leakscan_command(
     show_all: bool = typer.Option(False, "--all", help="Also name each artefact holding a minority of the answers."),
 ) -> None:
     """Name every artefact holding most of the held-out answers; exit 1 when there is one."""
-    from certlab_core.certify.leakscan import scan_paths
+    from certlab_acceptance.leakscan import scan_paths
 
     if not rundir.exists():
         raise UsageError(f"{rundir}: no such folder")
@@ -139,8 +140,8 @@ def predict_command(
     against: Path = typer.Option(None, "--against", help="With --check: a certification that recorded them."),
 ) -> None:
     """Register a prediction sealed before the run, or check that none was edited since (exit 1 if one was)."""
-    from certlab_core.certify.prediction import check_predictions
-    from certlab_core.certify.prediction import register as register_prediction
+    from certlab_acceptance.prediction import check_predictions
+    from certlab_acceptance.prediction import register as register_prediction
 
     if not directory.is_dir():
         raise UsageError(f"{directory}: no such experiment directory")
@@ -171,17 +172,48 @@ def predict_command(
 
 def recorded_predictions(folder: Path) -> list[dict[str, Any]]:
     """The predictions a certification recorded when it ran (``bundle.json``'s ``predictions``)."""
-    from certlab_core.certify.regrade import read_bundle
-
-    path = folder / "bundle.json" if folder.is_dir() else folder
-    recorded = read_bundle(folder).get("predictions", [])
+    path = folder / BUNDLE_FILE if folder.is_dir() else folder
+    recorded = read_certification(path).get("predictions", [])
     if not isinstance(recorded, list):
         raise CertlabError(f"{path}: malformed predictions record", EXIT_ERROR)
     return [entry for entry in recorded if isinstance(entry, dict)]
 
 
-def register(app: typer.Typer) -> None:
-    app.command("init-task")(init_task_command)
-    app.command("lock")(lock_command)
-    app.command("leakscan")(leakscan_command)
-    app.command("predict")(predict_command)
+def read_certification(path: Path) -> dict[str, Any]:
+    """A certification bundle, read as hostile input and checked as ``certlab regrade`` checks it (exit 3)."""
+    missing = f"{path}: no certification bundle there; give the folder certlab certify wrote"
+    bundle = safe_io.load_json(path, "certification bundle", InstrumentError, missing, safe_io.MAX_BUNDLE_BYTES)
+    if not isinstance(bundle, dict):
+        raise InstrumentError(f"{path}: not a certification bundle (the top level is not an object)")
+    if bundle.get("schema") != BUNDLE_SCHEMA:
+        raise InstrumentError(f"{path}: schema is {bundle.get('schema')!r}, expected {BUNDLE_SCHEMA!r}")
+    if "seal" not in bundle:
+        raise InstrumentError(
+            f"{path}: the bundle is unsealed; only a bundle written by certlab certify can be regraded"
+        )
+    if not canonical.seal_holds(bundle):
+        raise InstrumentError(
+            f"{path}: the seal does not match the contents; the bundle was edited after it was sealed"
+        )
+    return bundle
+
+
+COMMANDS: dict[str, tuple[Callable[..., None], str]] = {
+    "lock": (lock_command, "seal a task's held-out cases, refusing a layout that leaks them"),
+    "leakscan": (leakscan_command, "name every artefact of a run that holds most of the held-out answers"),
+    "predict": (predict_command, "register a prediction before the run, or check the registered ones"),
+}
+
+
+def _registering(name: str) -> RegisterCommand:
+    def register(app: typer.Typer, /) -> None:
+        app.command(name)(COMMANDS[name][0])
+
+    return register
+
+
+def commands() -> list[Command]:
+    return [
+        Command(name=name, description=description, register=_registering(name))
+        for name, (_function, description) in COMMANDS.items()
+    ]

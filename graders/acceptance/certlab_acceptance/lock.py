@@ -14,6 +14,7 @@ arguments; and a fixture or test file that holds most of the held-out answers.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -21,25 +22,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from certlab_core import __version__
-from certlab_core.certify.user_task import UserTask
-from certlab_core.certify.visible_calls import leaked_inputs, suite_calls
-from certlab_core.evidence.canonical import pretty_json, seal_holds, sealed
-from certlab_core.plugin.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
-from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.fingerprints import (
-    CASES_GROUP,
-    KERNEL_GROUP,
-    PREDICTIONS_GROUP,
+from certlab_core.plugin import (
+    AcceptanceLock,
+    HeldOutCase,
+    InstrumentError,
+    UsageError,
+    UserTask,
+    canonical,
+    cases_sha256,
+    check_modules,
     check_unmoved,
-    digest_of,
-    fingerprint,
-    kernel_source,
-    movements,
-    scorer_sources,
+    fingerprints,
+    read_cases,
+    read_cases_bytes,
+    safe_io,
+    sha256_file,
+    visible_calls,
 )
-from certlab_core.plugin.records import AcceptanceLock
-from certlab_core.plugin.workcopy import sha256_file
 
 LOCK_FOLDER = ".certlab"
 LOCK_FILE = "lock.json"
@@ -136,12 +135,14 @@ def link_refusals(task: UserTask) -> list[str]:
 def input_refusals(task: UserTask, cases: Sequence[HeldOutCase]) -> list[str]:
     """No held-out input the visible tests call with equal literal arguments."""
     files = sorted(task.tests.rglob("*.py"))
-    return leaked_inputs(cases, suite_calls(files, task.root), _relative(task.cases, task.root))
+    return visible_calls.leaked_inputs(
+        cases, visible_calls.suite_calls(files, task.root), _relative(task.cases, task.root)
+    )
 
 
 def answer_refusals(task: UserTask, cases: Sequence[HeldOutCase]) -> list[str]:
     """No file issued to the agent that holds most of the held-out answers."""
-    from certlab_core.certify.leakscan import scan_paths
+    from certlab_acceptance.leakscan import scan_paths
 
     findings = scan_paths([task.fixture, task.tests], cases, task.root)
     return [
@@ -174,12 +175,12 @@ def lock_sources(
     cases_file: Path, registry: Any, predictions: Path | None = None, kernel: bool = True
 ) -> dict[str, str]:
     """What a lock fingerprints: the cases file, the predictions (for a task), the scorer, the kernel."""
-    sources = {CASES_GROUP: str(cases_file)}
+    sources = {fingerprints.CASES_GROUP: str(cases_file)}
     if kernel:
-        sources[KERNEL_GROUP] = str(kernel_source())
-    sources.update(scorer_sources(registry))
+        sources[fingerprints.KERNEL_GROUP] = str(fingerprints.kernel_source())
+    sources.update(fingerprints.scorer_sources(registry))
     if predictions is not None:
-        sources[PREDICTIONS_GROUP] = str(predictions)
+        sources[fingerprints.PREDICTIONS_GROUP] = str(predictions)
     return sources
 
 
@@ -196,15 +197,15 @@ def take_lock(cases_file: Path, registry: Any, scratch: Path, experiment_dir: Pa
     and the fingerprints of the cases and the scorer (the kernel's files only with ``certlab lock``)."""
     data = cases_file.read_bytes()
     sources = lock_sources(cases_file, registry, kernel=False)
-    fingerprints = fingerprint(sources)
+    prints = fingerprints.fingerprint(sources)
     copy = _write_copy(data, scratch)
     return AcceptanceLock(
         cases_file=str(copy),
         cases_sha256=cases_sha256(data),
-        fingerprints=fingerprints,
+        fingerprints=prints,
         sources=sources,
         experiment_dir=str(experiment_dir or cases_file.parent),
-        seal=digest_of(fingerprints),
+        seal=fingerprints.digest_of(prints),
     )
 
 
@@ -219,26 +220,26 @@ def write_lock(task: UserTask, registry: Any, again: bool = False) -> tuple[Path
         raise LockRefused(problems)
     data = task.cases.read_bytes()
     sources = lock_sources(task.cases, registry, predictions_path(task.root))
-    fingerprints = fingerprint(sources)
-    document = sealed(
+    prints = fingerprints.fingerprint(sources)
+    document = canonical.sealed(
         {
             "schema": LOCK_SCHEMA,
             "task": task.name,
             "locked_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "certlab_version": __version__,
+            "certlab_version": importlib.metadata.version("certlab"),
             "cases": {
                 "file": _relative(task.cases, task.root),
                 "sha256": cases_sha256(data),
                 "count": len(cases),
                 "copy": data.decode("utf-8"),
             },
-            "fingerprints": fingerprints,
-            "fingerprints_sha256": digest_of(fingerprints),
+            "fingerprints": prints,
+            "fingerprints_sha256": fingerprints.digest_of(prints),
         }
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(pretty_json(document), encoding="utf-8")
+    temporary.write_text(canonical.pretty_json(document), encoding="utf-8")
     temporary.replace(path)
     return path, document
 
@@ -253,19 +254,18 @@ class LockRefused(UsageError):
 
 def read_lock(root: Path) -> dict[str, Any] | None:
     """The sealed lock of an experiment directory, or None; a broken or edited lock is an ERROR."""
-    from certlab_core.evidence.safe_io import load_json
-    from certlab_core.plugin.errors import CertlabError
+    from certlab_core.plugin import CertlabError
 
     path = lock_path(root)
     if not (path.exists() or path.is_symlink()):
         return None
     try:
-        document = load_json(path, "lock")  # regular file, capped, shallow (certlab_core.evidence.safe_io)
+        document = safe_io.load_json(path, "lock")  # regular file, capped, shallow (certlab_core.plugin.safe_io)
     except CertlabError as error:
         raise InstrumentError(f"{error.message}; lock again with certlab lock --again") from None
     if not isinstance(document, dict) or document.get("schema") != LOCK_SCHEMA:
         raise InstrumentError(f"{path}: not a certlab lock (schema {LOCK_SCHEMA} expected)")
-    if not seal_holds(document):
+    if not canonical.seal_holds(document):
         raise InstrumentError(f"{path}: the lock was edited after it was sealed; the verdict is refused (ERROR)")
     return document
 
@@ -279,7 +279,7 @@ def open_lock(task: UserTask, registry: Any, scratch: Path) -> AcceptanceLock | 
     try:
         copy_text: str = document["cases"]["copy"]
         copy_sha: str = document["cases"]["sha256"]
-        fingerprints: Mapping[str, str] = document["fingerprints"]
+        locked: Mapping[str, str] = document["fingerprints"]
     except (KeyError, TypeError):
         raise InstrumentError(f"{path}: malformed lock (no cases copy or fingerprints)") from None
     data = copy_text.encode("utf-8")
@@ -289,7 +289,7 @@ def open_lock(task: UserTask, registry: Any, scratch: Path) -> AcceptanceLock | 
     lock = AcceptanceLock(
         cases_file=str(_write_copy(data, scratch)),
         cases_sha256=copy_sha,
-        fingerprints=fingerprints,
+        fingerprints=locked,
         sources=lock_sources(task.cases, registry, predictions_path(task.root)),
         experiment_dir=str(task.root),
         seal=str(document["seal"]),
@@ -303,8 +303,8 @@ def lock_status(task: UserTask, registry: Any) -> list[str]:
     document = read_lock(task.root)
     if document is None:
         raise UsageError(f"{task.root} is not locked; run certlab lock {task.root}")
-    now = fingerprint(lock_sources(task.cases, registry, predictions_path(task.root)))
-    return movements(document["fingerprints"], now)
+    now = fingerprints.fingerprint(lock_sources(task.cases, registry, predictions_path(task.root)))
+    return fingerprints.movements(document["fingerprints"], now)
 
 
 def scratch_folder(prefix: str = "certlab-lock-") -> Path:

@@ -19,9 +19,8 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.certify.lock import lock_path, predictions_path, read_lock
-from certlab_core.evidence.canonical import canonical_json, seal_holds, seal_of, sealed
-from certlab_core.plugin.errors import UsageError
+from certlab_acceptance.lock import lock_path, predictions_path, read_lock
+from certlab_core.plugin import UsageError, canonical, safe_io
 
 PREDICTION_SCHEMA = "certlab.prediction/1"
 MAX_PREDICTION_CHARS = 2000
@@ -44,14 +43,12 @@ def read_predictions(root: Path) -> list[dict[str, Any]]:
     path = predictions_path(root)
     if not path.exists():
         return []
-    from certlab_core.evidence.safe_io import iter_capped_lines, parse_line
-
     entries: list[dict[str, Any]] = []
-    for number, raw in enumerate(iter_capped_lines(path, "predictions file"), start=1):
+    for number, raw in enumerate(safe_io.iter_capped_lines(path, "predictions file"), start=1):
         line = raw.decode("utf-8", errors="replace")
         if not line.strip():
             continue
-        entry = parse_line(line)  # None: not JSON under the caps (certlab_core.evidence.safe_io)
+        entry = safe_io.parse_line(line)  # None: not JSON under the caps (certlab_core.plugin.safe_io)
         entries.append(entry if isinstance(entry, dict) else {"unreadable_line": number})
     return entries
 
@@ -73,7 +70,7 @@ def register(root: Path, expect: str) -> dict[str, Any]:
     if problems:
         raise UsageError(f"the registered predictions were edited ({problems[0]}); refusing to add to a broken chain")
     previous = entries[-1]["seal"] if entries else ""
-    entry = sealed(
+    entry = canonical.sealed(
         {
             "schema": PREDICTION_SCHEMA,
             "index": len(entries) + 1,
@@ -85,7 +82,7 @@ def register(root: Path, expect: str) -> dict[str, Any]:
     path = predictions_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("ab") as handle:
-        handle.write(canonical_json(entry) + b"\n")
+        handle.write(canonical.canonical_json(entry) + b"\n")
     return entry
 
 
@@ -102,13 +99,13 @@ def check_chain(entries: Sequence[dict[str, Any]]) -> list[PredictionStatus]:
             continue
         if entry.get("schema") != PREDICTION_SCHEMA:
             problems.append(f"prediction {position} has the schema {entry.get('schema')!r}")
-        if not seal_holds(entry):
+        if not canonical.seal_holds(entry):
             problems.append(f"prediction {position} was edited after it was sealed (its seal no longer holds)")
         if entry.get("index") != position:
             problems.append(f"prediction {position} carries the index {entry.get('index')!r}: one was removed or moved")
         if entry.get("previous", "") != previous:
             problems.append(f"prediction {position} no longer follows the one before it: an earlier one was edited")
-        previous = seal_of(entry)
+        previous = canonical.seal_of(entry)
         statuses.append(
             PredictionStatus(
                 index=position,

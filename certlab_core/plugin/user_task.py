@@ -96,7 +96,7 @@ def read_config(root: Path) -> dict[str, Any]:
     """The ``task:`` mapping of ``certlab.yaml`` (empty when absent); bad YAML is one line."""
     import yaml
 
-    from certlab_core.evidence.safe_io import MAX_NESTING, nesting_depth, read_capped_text
+    from certlab_core.plugin.safe_io import MAX_NESTING, nesting_depth, read_capped_text
 
     path = root / TASK_FILE
     missing = f"{path}: no {TASK_FILE}; create the task with 'certlab init-task {root}'"

@@ -23,9 +23,7 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.evidence.safe_io import parse_line
-from certlab_core.plugin.cases import HeldOutCase
-from certlab_core.plugin.workcopy import Change
+from certlab_core.plugin import Change, HeldOutCase, safe_io
 
 WINDOW = 160
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -134,12 +132,12 @@ def artefacts(path: Path, shown: str) -> Iterator[tuple[str, str]]:
         return
     text = data.decode("utf-8", "replace")
     yield shown, text
-    # Parsed under evidence.safe_io's caps (nesting, huge integers): what is not such JSON is read as text only.
+    # Parsed under safe_io's caps (nesting, huge integers): what is not such JSON is read as text only.
     if path.suffix == ".json":
-        yield from _decoded_fields(parse_line(text), shown)
+        yield from _decoded_fields(safe_io.parse_line(text), shown)
     elif path.suffix == ".jsonl":
         for number, line in enumerate(text.splitlines(), start=1):
-            yield from _decoded_fields(parse_line(line), f"{shown}:{number}")
+            yield from _decoded_fields(safe_io.parse_line(line), f"{shown}:{number}")
 
 
 def walk_files(root: Path) -> Iterator[Path]:
@@ -197,8 +195,7 @@ def answers_leaked(changes: Sequence[Change], cases_file: str | None) -> bool:
     that wrote the answer key into the work copy read it, whatever its tests say. A missing or unreadable
     cases file holds no answers to leak.
     """
-    from certlab_core.plugin.cases import read_cases
-    from certlab_core.plugin.errors import CertlabError
+    from certlab_core.plugin import CertlabError, read_cases
 
     if not cases_file or not os.path.isfile(cases_file):
         return False

@@ -1,0 +1,94 @@
+"""Held-out acceptance as the kernel sees it: the operations one plugin gives it through ``certlab_held_out``.
+
+The kernel scores the held-out cases of a family or a user task under a lock: a copy of the
+cases and the fingerprints of what decides the score, taken before the first arm and checked
+before every arm and after the last trial. It knows none of that itself; the plugin that
+returns a :class:`HeldOutAcceptance` (certlab-acceptance) opens the locks of a certification
+(``open``), stages and locks the user task of an A/B experiment (``register_experiment_task``,
+``experiment_lock``). Without one, held-out cases are unscored and the certification says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from attrs import field, frozen
+
+from certlab_core.plugin.records import AcceptanceLock, JsonValue, TaskFamily
+
+if TYPE_CHECKING:
+    from certlab_core.plugin.registry import Registry
+
+
+class HeldOutRun(Protocol):
+    """The locks of one certification and the user tasks it staged; ``close()`` removes its scratch folder."""
+
+    @property
+    def families(self) -> Sequence[TaskFamily]:
+        """The installed families first, then each user task staged as a family."""
+        ...
+
+    @property
+    def scratch(self) -> Path:
+        """The folder holding the staged tasks and the locked copies of the cases (hidden from the agent)."""
+        ...
+
+    @property
+    def locks(self) -> Mapping[str, AcceptanceLock]:
+        """The lock of every family and user task, by name."""
+        ...
+
+    def lock_for(self, name: str) -> AcceptanceLock | None:
+        """The lock of one family or user task (None when it has none)."""
+        ...
+
+    def check(self, moment: str) -> None:
+        """Raise InstrumentError (ERROR) naming what moved since any lock; ``moment`` says when it was checked."""
+        ...
+
+    def family_facts(self, family: TaskFamily) -> dict[str, JsonValue] | None:
+        """The bundle's ``families`` entry of a user task (None for an installed family)."""
+        ...
+
+    def document(self) -> dict[str, JsonValue]:
+        """What the bundle records of the held-out setup (its ``held_out``)."""
+        ...
+
+    def recorded_predictions(self) -> list[dict[str, JsonValue]]:
+        """The predictions the run was made under (the bundle's ``predictions``)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class OpenHeldOut(Protocol):
+    """Stage every user task (an experiment directory), then open or take a lock for it and for every family."""
+
+    def __call__(
+        self, registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str], /
+    ) -> HeldOutRun: ...
+
+
+class RegisterExperimentTask(Protocol):
+    """Make the user task in an experiment directory a task family of ``registry`` (None when there is none)."""
+
+    def __call__(self, registry: Registry, directory: Path, /) -> TaskFamily | None: ...
+
+
+class ExperimentLock(Protocol):
+    """The lock of a user task that ``register_experiment_task`` registered in this process (None otherwise)."""
+
+    def __call__(self, family_name: str, /) -> AcceptanceLock | None: ...
+
+
+@frozen
+class HeldOutAcceptance:
+    """Held-out acceptance for certification and for the A/B gate's user tasks (one plugin provides it)."""
+
+    name: str
+    description: str
+    open: OpenHeldOut = field(eq=False, repr=False)
+    register_experiment_task: RegisterExperimentTask = field(eq=False, repr=False)
+    experiment_lock: ExperimentLock = field(eq=False, repr=False)

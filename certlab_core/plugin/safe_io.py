@@ -1,0 +1,246 @@
+"""Hardened reading of files that may be hostile: regular files only, capped in size and nesting, one clear line.
+
+Every file certlab reads back (a manifest, a trials store, a decision, a certification bundle,
+a reproducer, a descriptor) may have been made by someone who wants the reader to hang, run
+out of memory or crash. The functions here are the one way those files are read:
+
+- a file is opened with ``O_NONBLOCK`` and checked with ``fstat`` to be a regular file, so a
+  FIFO (which would block forever), a device (``/dev/zero`` never ends) or a directory is
+  refused before a byte is read;
+- a JSON document, a YAML document or a store line is at most :data:`MAX_DOCUMENT_BYTES`
+  (16 MB) and nests at most :data:`MAX_NESTING` (200) levels; a store has no total cap;
+- Python's limit on the digits of an integer read from text (4,300) refuses a huge number;
+- each refusal is one :class:`~certlab_core.plugin.errors.CertlabError` line naming the file,
+  what is wrong and what to do, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from certlab_core.plugin.errors import CertlabError, InstrumentError
+
+MAX_DOCUMENT_BYTES = 16 << 20
+MAX_NESTING = 200
+# A certification bundle holds every trial's recorded changes (each trial's at most
+# certlab_core.plugin.workcopy's total cap), so it alone may be larger than one document.
+MAX_BUNDLE_BYTES = 256 << 20
+
+ErrorType = type[CertlabError]
+
+_STRING_BYTES = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_SQUARE = bytes.maketrans(b"{}", b"[]")
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def open_regular(path: Path, what: str, error: ErrorType = InstrumentError, missing: str | None = None) -> int:
+    """A read-only descriptor of ``path`` once it is proven a regular file (symlinks to one are followed).
+
+    The open never blocks (``O_NONBLOCK``: a FIFO with no writer opens at once) and the check is
+    on the opened file, so nothing can be swapped in between. ``missing`` is the message for an
+    absent file (by default: no ``what`` there).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise error(missing or f"{path}: no {what} there") from None
+    except OSError as failure:
+        raise error(f"{path}: cannot open the {what} ({failure.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise error(f"{path}: {_kind_of(mode)}, not a regular file; the {what} must be a file certlab wrote")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def opened_regular(
+    path: Path, what: str, error: ErrorType = InstrumentError, missing: str | None = None
+) -> Iterator[IO[bytes]]:
+    """:func:`open_regular` as a binary file object, closed on exit."""
+    handle = os.fdopen(open_regular(path, what, error, missing), "rb")
+    with handle:
+        yield handle
+
+
+def read_capped_bytes(
+    path: Path,
+    what: str,
+    error: ErrorType = InstrumentError,
+    missing: str | None = None,
+    cap: int = MAX_DOCUMENT_BYTES,
+) -> bytes:
+    """The bytes of a regular file of at most ``cap`` bytes (a file that grows past it while read is refused too)."""
+    with opened_regular(path, what, error, missing) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > cap:
+            raise error(_too_large(path, what, size, cap))
+        try:
+            data = handle.read(cap + 1)
+        except OSError as failure:
+            raise error(f"{path}: cannot read the {what} ({failure.strerror})") from None
+    if len(data) > cap:
+        raise error(_too_large(path, what, len(data), cap))
+    return data
+
+
+def _too_large(path: Path, what: str, size: int, cap: int) -> str:
+    return f"{path}: {size} bytes, more than the {cap >> 20} MB a {what} may hold; it is not one certlab wrote"
+
+
+def read_capped_text(
+    path: Path,
+    what: str,
+    error: ErrorType = InstrumentError,
+    missing: str | None = None,
+    cap: int = MAX_DOCUMENT_BYTES,
+) -> str:
+    """The UTF-8 text of a regular file of at most ``cap`` bytes."""
+    data = read_capped_bytes(path, what, error, missing, cap)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as failure:
+        raise error(f"{path}: not UTF-8 text (byte {failure.start}); the {what} is damaged") from None
+
+
+def nesting_depth(data: bytes | str) -> int:
+    """How deep the arrays and objects of a JSON or YAML flow text nest (brackets inside strings are not counted).
+
+    For text about to be parsed by something that recurses (the YAML reader); a JSON text is
+    parsed first and its document walked instead (:func:`parse_json`), which is faster.
+
+    Cheap for what certlab writes: a text with at most :data:`MAX_NESTING` brackets cannot nest
+    deeper, so its bracket count is returned as the bound. Otherwise the strings are cut out,
+    only the brackets kept, and the innermost pairs removed in passes, each a C-speed replace:
+    the number of passes is the depth (counted up to one past the cap). Text that is not
+    JSON may get any answer here; the parser refuses it next.
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    brackets_seen = raw.count(b"[") + raw.count(b"{")
+    if brackets_seen <= MAX_NESTING:
+        return brackets_seen
+    brackets = _STRING_BYTES.sub(b"", raw).translate(_SQUARE, _NOT_BRACKETS)
+    depth = 0
+    while brackets and depth <= MAX_NESTING:
+        shorter = brackets.replace(b"[]", b"")
+        if len(shorter) == len(brackets):
+            break  # unbalanced: not JSON
+        brackets, depth = shorter, depth + 1
+    return depth
+
+
+def parse_json(
+    data: bytes | str,
+    where: str,
+    error: ErrorType = InstrumentError,
+    what: str = "document",
+    cap: int = MAX_DOCUMENT_BYTES,
+) -> Any:
+    """A JSON text parsed under the caps: at most 16 MB, 200 levels, integers of at most 4,300 digits.
+
+    NaN and Infinity parse (a seal check then fails on them: they have no canonical form).
+
+    ``where`` names the file (and line) in the one-line refusal.
+    """
+    if len(data) > cap:
+        raise error(f"{where}: more than {cap >> 20} MB; the {what} is not one certlab wrote")
+    try:
+        document = json.loads(data)
+    except RecursionError:
+        raise error(f"{where}: nested too deep to read; the {what} is not one certlab wrote") from None
+    except UnicodeDecodeError as failure:
+        raise error(f"{where}: not UTF-8 text (byte {failure.start}); the {what} is damaged") from None
+    except ValueError as failure:  # JSONDecodeError, and an integer of more digits than Python reads
+        detail = str(failure).splitlines()[0][:120]
+        raise error(f"{where}: not JSON ({detail}); the {what} is damaged") from None
+    if _too_deep(data, document):
+        raise error(f"{where}: nested more than {MAX_NESTING} levels deep; the {what} is not one certlab wrote")
+    return document
+
+
+def _too_deep(data: bytes | str, document: Any) -> bool:
+    """Whether a parsed document nests past :data:`MAX_NESTING` (walked only when its text has that many brackets)."""
+    brackets = data.count(b"[") + data.count(b"{") if isinstance(data, bytes) else data.count("[") + data.count("{")
+    if brackets <= MAX_NESTING:
+        return False
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return True
+        children = node.values() if type(node) is dict else node if type(node) is list else ()
+        stack.extend((child, depth + 1) for child in children if type(child) in (dict, list))
+    return False
+
+
+def load_json(
+    path: Path,
+    what: str,
+    error: ErrorType = InstrumentError,
+    missing: str | None = None,
+    cap: int = MAX_DOCUMENT_BYTES,
+) -> Any:
+    """A JSON document read from a regular file under every cap of this module, or one clear line."""
+    return parse_json(read_capped_bytes(path, what, error, missing, cap), str(path), error, what, cap)
+
+
+def parse_line(raw: bytes | str) -> Any | None:
+    """One store line parsed under the caps, or None when it is not such JSON (the caller reports the line)."""
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        return None
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+    return None if _too_deep(raw, document) else document
+
+
+def iter_capped_lines(
+    path: Path, what: str, error: ErrorType = InstrumentError, missing: str | None = None
+) -> Iterator[bytes]:
+    """The lines of a regular file as bytes, without their newline, each at most 16 MB (no cap on their number)."""
+    with opened_regular(path, what, error, missing) as handle:
+        number = 0
+        while True:
+            try:
+                raw = handle.readline(MAX_DOCUMENT_BYTES + 2)
+            except OSError as failure:
+                raise error(f"{path}: cannot read the {what} ({failure.strerror})") from None
+            if not raw:
+                return
+            number += 1
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+            if len(raw) > MAX_DOCUMENT_BYTES:
+                raise error(line_too_long(path, number))
+            yield raw
+
+
+def line_too_long(path: Path, number: int) -> str:
+    return (
+        f"{path} line {number}: longer than {MAX_DOCUMENT_BYTES >> 20} MB, which no certlab record is; "
+        "the store is damaged"
+    )
