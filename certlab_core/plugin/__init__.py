@@ -134,6 +134,7 @@ if TYPE_CHECKING:
     from certlab_core.plugin.report import ArmSummary, ArmUsage, ConditionReport, FailureCluster, FaultFiring, Report
     from certlab_core.plugin.sandbox import (
         Containment,
+        Handoff,
         ResourceLimit,
         ResourceLimits,
         Sandbox,
@@ -274,6 +275,7 @@ _HOME: dict[str, str] = {
     "Report": "certlab_core.plugin.report",
     "report_format": "certlab_core.plugin.report_format",
     "Containment": "certlab_core.plugin.sandbox",
+    "Handoff": "certlab_core.plugin.sandbox",
     "ResourceLimit": "certlab_core.plugin.sandbox",
     "ResourceLimits": "certlab_core.plugin.sandbox",
     "Sandbox": "certlab_core.plugin.sandbox",
@@ -365,6 +367,7 @@ __all__ = [
     "GradeResult",
     "Grader",
     "GradingService",
+    "Handoff",
     "HeldOutAcceptance",
     "HeldOutCase",
     "HeldOutRun",

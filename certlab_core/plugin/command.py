@@ -26,6 +26,7 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -38,7 +39,7 @@ from typing import IO, Literal
 from attrs import frozen
 
 from certlab_core.plugin.records import AgentOutcome, AgentRequest
-from certlab_core.plugin.sandbox import Containment, active_containment, record_limits_hit
+from certlab_core.plugin.sandbox import Containment, SandboxLaunch, active_containment, record_limits_hit
 
 TAIL_BYTES = 64 * 1024
 KILL_GRACE_S = 5.0
@@ -106,9 +107,51 @@ def has_children() -> bool:
     return True
 
 
+def _children(pid: int) -> list[int] | None:
+    """The children of ``pid``, from ``/proc/PID/task/*/children``; None where the kernel does not list them."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for task in tasks:
+        try:
+            found.extend(int(child) for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+        except FileNotFoundError:
+            if os.path.isdir(f"/proc/{pid}/task/{task}"):  # the thread is there, its list is not: no lists here
+                return None
+        except (OSError, ValueError):  # the thread ended meanwhile
+            continue
+    return found
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
+
+
 def live_descendants(root: int | None = None, spare: Collection[int] = ()) -> list[int]:
-    """The live processes below ``root`` (this process by default), leaving out ``spare`` and theirs."""
+    """The live processes below ``root`` (this process by default), leaving out ``spare`` and theirs.
+
+    Walks the tree down from ``root`` through the kernel's lists of children, which reads a
+    few files for a few descendants (the whole process table only where those lists are missing).
+    """
     me = os.getpid() if root is None else root
+    walked: list[int] = []
+    stack = [me]
+    while stack:
+        below = _children(stack.pop())
+        if below is None:
+            return _live_descendants_from_table(me, spare)
+        fresh = [pid for pid in below if pid not in spare and pid not in walked]
+        walked.extend(fresh)
+        stack.extend(fresh)
+    return [pid for pid in walked if _state(pid) not in ("Z", "X")]
+
+
+def _live_descendants_from_table(me: int, spare: Collection[int]) -> list[int]:
     table = _process_table()
     children: dict[int, list[int]] = {}
     for pid, (parent, _state) in table.items():
@@ -193,36 +236,78 @@ class ContainedRun:
     detail: str = ""
 
 
+def _exited_within(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Wait for ``process`` to end, at most ``timeout_s``; True when it ended (it is then reaped).
+
+    Woken by the kernel the moment it exits (a pidfd); ``Popen.wait(timeout)`` instead sleeps in
+    doubling steps up to 50 ms, which added up to half a short program's run to every one.
+    """
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # before Linux 5.3, or the process is already gone
+        pidfd = None
+    if pidfd is not None:
+        try:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            deadline = time.monotonic() + timeout_s
+            while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+                if time.monotonic() >= deadline:
+                    return process.poll() is not None
+        finally:
+            os.close(pidfd)
+    try:
+        process.wait(timeout=timeout_s if pidfd is None else None)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
 def _supervise(
-    argv: Sequence[str],
+    launch: SandboxLaunch,
     cwd: str,
-    env: Mapping[str, str],
     timeout_s: float,
     stdout: IO[bytes] | int,
     stderr: IO[bytes] | int,
-    before_exec: object,
 ) -> dict[str, object]:
-    """In the intermediate process: start the program, wait for it or its timeout, then kill all it left."""
+    """In the intermediate process: start the program, wait for it or its timeout, then kill all it left.
+
+    With the sandbox's ``handoff`` the program starts without a ``before_exec`` (so without a
+    fork of this process, which is a copy of the harness), and the handoff puts the limits in
+    place before the contained program runs.
+    """
     if not become_subreaper():
         return {"error": "the kernel refused PR_SET_CHILD_SUBREAPER"}
+    argv = list(launch.argv)
+    handoff = None
     try:
+        if launch.handoff is not None:
+            handoff = launch.handoff()
+            argv = list(handoff.argv)
         process = subprocess.Popen(
-            list(argv),
+            argv,
             cwd=cwd,
-            env=dict(env),
+            env=dict(launch.env),
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,
             start_new_session=True,
-            preexec_fn=before_exec if callable(before_exec) else None,
+            pass_fds=handoff.pass_fds if handoff is not None else (),
+            preexec_fn=launch.before_exec if handoff is None else None,
         )
     except (OSError, subprocess.SubprocessError) as error:
         program = argv[0] if argv else "(empty command)"
         return {"error": f"could not start {program}: {getattr(error, 'strerror', None) or error}"}
+    if handoff is not None:
+        try:
+            handoff.started(process.pid)
+        except OSError as error:
+            _kill_group(process.pid, signal.SIGKILL)
+            process.wait()
+            sweep_descendants()
+            return {"error": f"could not put the sandbox's limits on {argv[0]}: {error}"}
     timed_out = False
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    if not _exited_within(process, timeout_s):
         timed_out = True
         _kill_group(process.pid, signal.SIGTERM)
         try:
@@ -273,7 +358,7 @@ def run_contained(
             code = 0
             try:
                 os.close(read_fd)
-                report = _supervise(launch.argv, cwd, launch.env, timeout_s, stdout, stderr, launch.before_exec)
+                report = _supervise(launch, cwd, timeout_s, stdout, stderr)
                 os.write(write_fd, json.dumps(report).encode())
             except BaseException:  # anything here must end this process, never unwind into the caller's
                 code = 70

@@ -101,6 +101,32 @@ class Release(Protocol):
     def __call__(self) -> None: ...
 
 
+class Started(Protocol):
+    """Runs in the supervising process once the program started (``pid``), before it runs anything contained."""
+
+    def __call__(self, pid: int) -> None: ...
+
+
+@frozen
+class Handoff:
+    """A start without ``before_exec`` (no fork of the caller's process just to set limits): see ``SandboxLaunch``.
+
+    Start ``argv`` with ``pass_fds`` inherited and nothing run before ``exec``, then call
+    ``started(pid)`` at once: it puts the limits in place while the program waits for it, and
+    raises OSError (having killed the program) when it could not.
+    """
+
+    argv: tuple[str, ...] = field(converter=_strings)
+    pass_fds: tuple[int, ...] = field(converter=_ports)
+    started: Started = field(eq=False, repr=False)
+
+
+class HandoffMaker(Protocol):
+    """Makes the ``Handoff`` of one start, in the process that will start and supervise the program."""
+
+    def __call__(self) -> Handoff: ...
+
+
 def _no_limits(exit_code: int | None) -> tuple[ResourceLimit, ...]:
     return ()
 
@@ -111,13 +137,21 @@ def _nothing() -> None:
 
 @frozen
 class SandboxLaunch:
-    """How to start one contained program: run ``argv`` with ``env``, ``before_exec`` in the child."""
+    """How to start one contained program: run ``argv`` with ``env``, ``before_exec`` in the child.
+
+    ``handoff``, when the sandbox offers it, is the faster way for a caller that starts the
+    program from a process of its own which exists for that one program (``run_contained``'s
+    supervising process): call it there, start its ``argv`` without ``before_exec``, and call
+    its ``started(pid)`` right away. It may set limits on that process, which the program
+    inherits. Any other caller starts ``argv`` with ``before_exec``.
+    """
 
     argv: tuple[str, ...] = field(converter=_strings)
     env: Mapping[str, str] = field(converter=text_map)
     before_exec: BeforeExec | None = field(default=None, eq=False, repr=False)
     limits_hit: LimitsHit = field(default=_no_limits, eq=False, repr=False)
     release: Release = field(default=_nothing, eq=False, repr=False)
+    handoff: HandoffMaker | None = field(default=None, eq=False, repr=False)
 
 
 class SandboxProbe(Protocol):

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -37,6 +39,7 @@ import uuid
 from pathlib import Path
 
 from certlab_core.plugin import (
+    Handoff,
     ResourceLimit,
     Sandbox,
     SandboxLaunch,
@@ -196,6 +199,29 @@ def _remove(group: Path | None) -> None:
             time.sleep(0.01)
 
 
+def _sandbox_pid(info: int) -> int | None:
+    """The pid of the sandbox's first process, from bwrap's ``--info-fd`` JSON; None when bwrap ended first."""
+    data = b""
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    while True:
+        wait = deadline - time.monotonic()
+        if wait <= 0 or not select.select([info], [], [], wait)[0]:
+            raise OSError("bwrap did not say which process it started")
+        chunk = os.read(info, 4096)
+        if not chunk:
+            break
+        data += chunk
+    if not data:
+        return None
+    try:
+        pid = json.loads(data)["child-pid"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise OSError(f"bwrap's --info-fd is unreadable ({error})") from None
+    if not isinstance(pid, int) or pid <= 1:
+        raise OSError(f"bwrap's --info-fd names no process ({data[:80]!r})")
+    return pid
+
+
 def _file_at_limit(folders: list[str], size: int) -> bool:
     """Whether a file in the writable folders reached the file-size limit (Python ignores SIGXFSZ and gets EFBIG)."""
     for folder in folders:
@@ -313,16 +339,57 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
             (memory_group / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
     groups = [g for g in (pids_group, memory_group) if g is not None]
 
-    def before_exec() -> None:
+    def inherited_limits() -> None:  # CPU and file size: harmless to the process that sets them, its children inherit
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))  # SIGXCPU, then SIGKILL
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+
+    def fallback_limits(pid: int) -> None:  # where no cgroup holds memory or processes
         if memory_group is None:
-            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+            resource.prlimit(pid, resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         if pids_group is None and os.geteuid() != 0:
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+            resource.prlimit(pid, resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+
+    def before_exec() -> None:
+        inherited_limits()
+        fallback_limits(0)
         me = str(os.getpid())
         for group in groups:
             (group / "cgroup.procs").write_text(me)
+
+    def handoff() -> Handoff:
+        """bwrap tells the sandbox's first process (``--info-fd``) and holds it before it starts anything
+        (``--block-fd``) while that process is put in the cgroups: no fork of the supervising process, and
+        the cgroup moves overlap bwrap's own setup."""
+        inherited_limits()
+        info_read, info_write = os.pipe()
+        block_read, block_write = os.pipe()
+        fds = (info_write, block_read)
+        handed = [argv[0], "--info-fd", str(info_write), "--block-fd", str(block_read), *argv[1:]]
+
+        def started(pid: int) -> None:
+            for fd in fds:
+                os.close(fd)
+            child: int | None = None
+            try:
+                child = _sandbox_pid(info_read)  # None: bwrap ended before making the sandbox, nothing runs
+                if child is not None:
+                    fallback_limits(child)
+                    for group in groups:
+                        (group / "cgroup.procs").write_text(str(child))
+                    os.write(block_write, b"1")
+            except OSError:
+                # Killed while still held: closing the block pipe unwritten would release it, unlimited.
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+                for victim in (pid,) if child is None else (child, pid):
+                    with contextlib.suppress(OSError):
+                        os.kill(victim, signal.SIGKILL)
+                raise
+            finally:
+                os.close(info_read)
+                os.close(block_write)
+
+        return Handoff(argv=handed, pass_fds=fds, started=started)
 
     def limits_hit(exit_code: int | None) -> tuple[ResourceLimit, ...]:
         hit: list[ResourceLimit] = []
@@ -343,7 +410,9 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
         if forwarder is not None:
             forwarder.close()
 
-    return SandboxLaunch(argv=argv, env=env, before_exec=before_exec, limits_hit=limits_hit, release=release)
+    return SandboxLaunch(
+        argv=argv, env=env, before_exec=before_exec, limits_hit=limits_hit, release=release, handoff=handoff
+    )
 
 
 @hookimpl
