@@ -199,16 +199,26 @@ def replay_command(
         "", "--trial", help="A trial of a certification folder: re-run its real agent against its recorded model calls."
     ),
     task: Path | None = typer.Option(None, "--task", help="With --trial: the experiment directory of a user task."),
+    sandbox: str = typer.Option(
+        "auto",
+        "--sandbox",
+        help="Run a reproducer's code (offline or --live) in bwrap where it works (auto), only in bwrap, or none.",
+    ),
 ) -> None:
     """Re-run the agent against the recorded boundary, no live tools: exit 0 reproduced, 1 not, 3 invalid."""
     from certlab_core.diagnosis.bundle import read_bundle
     from certlab_core.diagnosis.replay import replay, replay_certified_trial, replay_live
+    from certlab_core.plugin.sandbox import SANDBOX_CHOICES
 
     if agent and not live:
         raise UsageError("--agent needs --live: the recording can only answer the agent that made it")
+    if sandbox not in SANDBOX_CHOICES:
+        raise UsageError(f"--sandbox {sandbox!r} is not one of {', '.join(SANDBOX_CHOICES)}")
     if trial:
         if live:
             raise UsageError("--trial replays a certification's recorded model calls; it takes no --live")
+        if sandbox != "auto":
+            raise UsageError("--sandbox applies to a reproducer's replay; --trial re-runs the certification's adapter")
         registry = discover()
         if task is not None:
             from certlab_core.certify.acceptance import register_experiment_task
@@ -219,7 +229,7 @@ def replay_command(
             typer.echo(line)
         raise typer.Exit(result.exit_code)
     bundle = read_bundle(bundle_path)
-    result = replay_live(bundle, discover(), agent or None) if live else replay(bundle)
+    result = replay_live(bundle, discover(), agent or None, sandbox) if live else replay(bundle, sandbox)
     for line in result.lines:
         typer.echo(line)
     raise typer.Exit(result.exit_code)

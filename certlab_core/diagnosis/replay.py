@@ -14,9 +14,9 @@ mode come back, 1 when they do not (for a failure's reproducer, 1 means the agen
 
 Either way replay runs the code the reproducer holds (its included files): only in a fresh
 child process, with the files written inside that child's own temp folder (never through a
-link, never at an absolute or ``..`` path). A recorded replay runs it in the bwrap sandbox
-where it works (:func:`reproducer_code_containment`); a live re-run still runs it uncontained,
-and says so.
+link, never at an absolute or ``..`` path). Both run it in the sandbox ``--sandbox`` chooses
+(:func:`reproducer_code_containment`; by default bwrap where it works, else uncontained with
+one warning line), and say which containment it was.
 """
 
 from __future__ import annotations
@@ -197,8 +197,9 @@ def _exception_type(detail: str) -> str:
     return detail.partition(":")[0].strip()
 
 
-def reproducer_code_containment(registry: Registry | None = None) -> Containment:
-    """The containment the reproducer's code runs under: the bwrap sandbox where it works, else none (one warning).
+def reproducer_code_containment(registry: Registry | None = None, sandbox: str = "auto") -> Containment:
+    """The containment the reproducer's code runs under (``--sandbox``): by default the bwrap sandbox where it
+    works, else none with one warning; ``bwrap`` without a working one is a usage error, ``none`` runs it as you.
 
     Inside it the reproducer's agent sees a read-only system, writes only in its own temp
     folder, has no network and its processes die with it; every installed family's clean
@@ -213,12 +214,22 @@ def reproducer_code_containment(registry: Registry | None = None) -> Containment
 
     found = registry if registry is not None else discover()
     keys = answer_key_paths(list(found.all("task_families").values()))
-    chosen = choose_containment(found, "auto", keys, log_to_stderr)
+    chosen = choose_containment(found, sandbox, keys, log_to_stderr)
     return attrs.evolve(chosen, hidden=tuple(keys)) if chosen.contained else chosen
 
 
-def _contained_replay(bundle: Mapping[str, Any], containment: Containment, timeout_s: float) -> dict[str, Any]:
-    """:func:`_replay_child` in a new interpreter inside ``containment``; its folder is the one it may write."""
+def _contained_replay(
+    bundle: Mapping[str, Any],
+    containment: Containment,
+    timeout_s: float,
+    live: bool = False,
+    agent: str | None = None,
+) -> dict[str, Any]:
+    """:func:`_replay_child` (or, ``live``, :func:`_live_child`) in a new interpreter inside ``containment``.
+
+    Its own temp folder is the one folder it may write. A live re-run is also shown the
+    experiment's folder read-only (the world and agent references resolve against it).
+    """
     import os
     import shutil
 
@@ -229,6 +240,11 @@ def _contained_replay(bundle: Mapping[str, Any], containment: Containment, timeo
     folder = Path(tempfile.mkdtemp(prefix="certlab-replay-contained-"))
     try:
         (folder / "bundle.json").write_text(json.dumps(bundle), encoding="utf-8")
+        (folder / "job.json").write_text(json.dumps({"live": live, "agent": agent}), encoding="utf-8")
+        shown = []
+        descriptor_dir = bundle["manifest"].get("descriptor_dir")
+        if live and isinstance(descriptor_dir, str) and os.path.isdir(descriptor_dir):
+            shown.append(descriptor_dir)
         # Not -I: the reproducer's agent may import modules from the folders PYTHONPATH names, as it did when it
         # ran; those folders are shown read-only (an answer key inside one stays hidden). -s: no user site.
         argv = [sys.executable, "-s", "-m", "certlab_core.diagnosis.replay", str(folder)]
@@ -245,7 +261,7 @@ def _contained_replay(bundle: Mapping[str, Any], containment: Containment, timeo
                 stdout=log,
                 stderr=log,
                 containment=containment,
-                readable=(*installation_paths(), *search),  # certlab itself, wherever it lives (a checkout in /tmp)
+                readable=(*installation_paths(), *search, *shown),  # certlab itself, wherever it lives
             )
         try:
             found = json.loads((folder / "result.json").read_text(encoding="utf-8"))
@@ -265,27 +281,31 @@ def _contained_replay(bundle: Mapping[str, Any], containment: Containment, timeo
 
 
 def contained_main(folder: str) -> int:
-    """In the sandbox: replay ``folder/bundle.json`` and write what :func:`_replay_child` found to ``result.json``."""
+    """In the sandbox: replay ``folder/bundle.json`` (or re-run it live, as ``job.json`` says) into ``result.json``."""
     bundle = json.loads(Path(folder, "bundle.json").read_text(encoding="utf-8"))
-    found = _replay_child(bundle)
+    job = json.loads(Path(folder, "job.json").read_text(encoding="utf-8"))
+    if job.get("live"):
+        from certlab_core.plugin.registry import discover
+
+        found = _live_child(bundle, job.get("agent"), discover())
+    else:
+        found = _replay_child(bundle)
     Path(folder, "result.json").write_text(json.dumps(found), encoding="utf-8")
     return 0
 
 
-def _containment_line(containment: Containment | None = None) -> str:
+def _containment_line(containment: Containment) -> str:
     from certlab_core.certify.regrade import containment_line
 
-    if containment is None:  # a live re-run: the gate's runner, not yet inside a sandbox
-        containment = Containment(note="a live re-run runs the reproducer's code uncontained")
     return containment_line(containment, "this reproducer")
 
 
-def replay(bundle: Mapping[str, Any]) -> ReplayResult:
-    """Replay the reproducer's agent against its recording (in a fresh process)."""
+def replay(bundle: Mapping[str, Any], sandbox: str = "auto") -> ReplayResult:
+    """Replay the reproducer's agent against its recording (in a fresh process, contained as ``sandbox`` says)."""
     from certlab_core.gate.runner import classify
 
     trial = bundle["trial"]
-    containment = reproducer_code_containment()
+    containment = reproducer_code_containment(sandbox=sandbox)
     lines = [
         f"replay {trial['id']} of {bundle['experiment']} (recorded: {_outcome(trial)})",
         _containment_line(containment),
@@ -366,19 +386,32 @@ def _live_child(bundle: Mapping[str, Any], agent: str | None, registry: Registry
         return rerun_trial(manifest, bundle["trial"]["id"], registry)
 
 
-def replay_live(bundle: Mapping[str, Any], registry: Registry, agent: str | None = None) -> ReplayResult:
-    """Re-run the reproducer's trial for real (same world, seed and faults), with its agent or ``agent``."""
+LIVE_TIMEOUT_S = 600.0
+
+
+def replay_live(
+    bundle: Mapping[str, Any], registry: Registry, agent: str | None = None, sandbox: str = "auto"
+) -> ReplayResult:
+    """Re-run the reproducer's trial for real (same world, seed and faults), with its agent or ``agent``.
+
+    The whole re-run (world, agent, faults and oracle, all of them the reproducer's code or
+    resolved beside it) runs in a new interpreter inside the sandbox ``sandbox`` chooses.
+    """
     from certlab_core.diagnosis.diff import same_recording
 
     trial = bundle["trial"]
     who = agent or bundle["agent"]["reference"]
+    containment = reproducer_code_containment(registry, sandbox)
     lines = [
         f"live re-run of {trial['id']} of {bundle['experiment']} with {who} (recorded: {_outcome(trial)})",
-        _containment_line(),
+        _containment_line(containment),
     ]
     started = time.monotonic()
     try:
-        line = call_in_fork(_live_child, bundle, agent, registry, timeout=600.0)
+        if containment.contained:
+            line = _contained_replay(bundle, containment, LIVE_TIMEOUT_S, live=True, agent=agent)
+        else:
+            line = call_in_fork(_live_child, bundle, agent, registry, timeout=LIVE_TIMEOUT_S)
     except ForkedCallError as error:
         lines.append(f"invalid: the live re-run failed ({error.failure.summary})")
         return ReplayResult("invalid", EXIT_ERROR, tuple(lines))

@@ -173,3 +173,63 @@ def test_a_hostile_reproducer_cannot_write_outside_its_folder(reproducer: Path, 
     assert "inside the sandbox bwrap" in done.stdout, done.stdout + done.stderr
     assert "the agent made exactly the 2 recorded calls, in order" in done.stdout, done.stdout + done.stderr
     assert not target.exists() and not (Path.home() / ".certlab-replay-escape").exists()
+
+
+def _reading_agent(reproducer: Path, tmp_path: Path, secrets: list[Path], target: Path) -> Path:
+    """The reproducer with agent_b made hostile: it crashes on any file it can read, and writes outside its folder."""
+    return _edited(
+        reproducer,
+        tmp_path,
+        (
+            "def agent_b(task: Mapping[str, Any], tools: Any, rng: Any) -> dict[str, Any]:",
+            "def agent_b(task: Mapping[str, Any], tools: Any, rng: Any) -> dict[str, Any]:\n"
+            f"    try:\n        open({str(target)!r}, 'w').write('escaped')\n    except OSError:\n        pass\n"
+            f"    for where in {[str(p) for p in secrets]!r}:\n"
+            "        try:\n            seen = open(where).read()\n        except OSError:\n            continue\n"
+            "        raise RuntimeError(f'read {where}: {seen[:20]}')\n"
+            "    return _agent_b(task, tools, rng)\n\n\n"
+            "def _agent_b(task: Any, tools: Any, rng: Any) -> dict[str, Any]:",
+        ),
+    )
+
+
+def test_a_live_rerun_runs_the_reproducers_code_in_the_sandbox(reproducer: Path, tmp_path: Path) -> None:
+    """A live re-run ran the reproducer's code as the user (measured before: it read a file of another folder
+    of /tmp and an installed family's clean tree, and wrote outside its folder). Now it runs in bwrap by default."""
+    from certlab_sandbox_bwrap.plugin import probe
+
+    if probe() is not None:
+        pytest.skip(f"no bwrap sandbox here: {probe()}")
+    import certlab_intervals
+
+    secret = tmp_path / "secret" / "another-trials-notes.txt"
+    secret.parent.mkdir()
+    secret.write_text("not the reproducer's to read\n")
+    key = Path(certlab_intervals.__file__).parent / "family" / "tree" / "intervals.py"
+    target = tmp_path / "written-by-the-live-rerun.txt"
+    edited = _reading_agent(reproducer, tmp_path, [secret, key], target)
+
+    contained = run_certlab("replay", str(edited), "--live")
+    assert "inside the sandbox bwrap" in contained.stdout, contained.stdout + contained.stderr
+    assert contained.returncode == 0, contained.stdout + contained.stderr  # it read nothing: the recorded failure
+    assert "reproduced: failure tool-fault-uncaught" in contained.stdout
+    assert not target.exists()
+
+    # The same reproducer uncontained, asked for: it reads the first file and crashes, and its write lands.
+    uncontained = run_certlab("replay", str(edited), "--live", "--sandbox", "none")
+    assert "uncontained" in uncontained.stdout, uncontained.stdout + uncontained.stderr
+    assert uncontained.returncode == 1, uncontained.stdout + uncontained.stderr
+    assert "not reproduced: failure" in uncontained.stdout
+    assert target.read_text() == "escaped"
+
+
+def test_replay_sandbox_bwrap_without_bubblewrap_is_one_line_exit_4(reproducer: Path, tmp_path: Path) -> None:
+    import os
+
+    env = dict(os.environ, PATH=str(tmp_path))  # no bwrap on this PATH
+    for live in ((), ("--live",)):
+        done = run_certlab("replay", str(reproducer), *live, "--sandbox", "bwrap", env=env)
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1 and "bubblewrap" in done.stderr, done.stderr
+    wrong = run_certlab("replay", str(reproducer), "--sandbox", "docker")
+    assert wrong.returncode == 4 and wrong.stderr.count("\n") == 1 and "is not one of" in wrong.stderr
