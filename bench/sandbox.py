@@ -4,15 +4,17 @@ The agent arm of a certification of ``intervals`` (six trials of the command age
 ``examples/agents/pattern_fixer.sh``, graded by policy, suite and acceptance) runs
 ``--repeat`` times under each containment, interleaved, one trial at a time; proving and
 calibration run as the harness either way and are left out. Prints the median per-trial
-time of the agent, of the grading and in all, for each containment, their difference, and
-the cost of one contained start of ``/bin/true`` against an uncontained one.
-Target: at most 20 ms per trial.
+time of the agent, of the grading and in all, for each containment, their difference, the
+CPU seconds per trial (this process and all it waited for), the cost of one contained start
+of ``/bin/true`` against an uncontained one, and the load average before and after (on a
+shared machine the wall figures follow it). Target: at most 20 ms per trial.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -37,6 +39,16 @@ AGENT = Path(__file__).resolve().parent.parent / "examples" / "agents" / "patter
 
 def per_trial(records: list[TrialRecord], key: str) -> list[float]:
     return [float(r.timings[key]) for r in records]
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of every process it waited for (the trials, their graders, the agents)."""
+    own, waited = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def start_cost(containment: Containment, runs: int) -> float:
@@ -69,8 +81,11 @@ def main() -> None:
     agent = registry.get("agents", "command")
     kinds = {"none": Containment(), "bwrap": sandboxed}
     records: dict[str, list[TrialRecord]] = {name: [] for name in kinds}
+    cpu: dict[str, float] = dict.fromkeys(kinds, 0.0)
+    print(f"load average before: {load()}")
     for _round in range(args.repeat):
         for name, containment in kinds.items():
+            before = cpu_seconds()
             specs = [
                 TrialSpec(
                     Task(family, defect),
@@ -84,6 +99,7 @@ def main() -> None:
                 for defect in family.defects
             ]
             records[name].extend(run_trials(specs, graders, workers=1))
+            cpu[name] += cpu_seconds() - before
     medians: dict[str, dict[str, float]] = {}
     for name, done in records.items():
         medians[name] = {key: statistics.median(per_trial(done, key)) for key in ("agent_s", "grading_s", "total_s")}
@@ -91,7 +107,7 @@ def main() -> None:
         print(
             f"{name:>5}: {len(done)} trials, {verdicts.count('fixed')} fixed; median per trial: "
             f"agent {medians[name]['agent_s'] * 1000:.0f} ms, grading {medians[name]['grading_s'] * 1000:.0f} ms, "
-            f"total {medians[name]['total_s'] * 1000:.0f} ms"
+            f"total {medians[name]['total_s'] * 1000:.0f} ms; CPU {cpu[name] / len(done) * 1000:.0f} ms per trial"
         )
     for key, label in (("agent_s", "agent"), ("grading_s", "grading"), ("total_s", "total")):
         extra = (medians["bwrap"][key] - medians["none"][key]) * 1000
@@ -101,6 +117,7 @@ def main() -> None:
         f"one start of /bin/true: uncontained {bare * 1000:.1f} ms, in bwrap {contained * 1000:.1f} ms "
         f"({(contained - bare) * 1000:+.1f} ms)"
     )
+    print(f"load average after: {load()}")
 
 
 if __name__ == "__main__":
