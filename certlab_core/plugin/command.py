@@ -315,6 +315,8 @@ def _supervise(
         except subprocess.TimeoutExpired:
             _kill_group(process.pid, signal.SIGKILL)
             process.wait()
+    if handoff is not None:
+        handoff.settle(KILL_GRACE_S)
     return {"exit_code": process.returncode, "timed_out": timed_out, "leftovers": sweep_descendants()}
 
 

@@ -107,18 +107,32 @@ class Started(Protocol):
     def __call__(self, pid: int) -> None: ...
 
 
+class Settle(Protocol):
+    """Runs in the supervising process once the program ended: waits, at most ``timeout_s``, for what ends with it."""
+
+    def __call__(self, timeout_s: float) -> None: ...
+
+
+def _settled(timeout_s: float) -> None:
+    return None
+
+
 @frozen
 class Handoff:
     """A start without ``before_exec`` (no fork of the caller's process just to set limits): see ``SandboxLaunch``.
 
     Start ``argv`` with ``pass_fds`` inherited and nothing run before ``exec``, then call
     ``started(pid)`` at once: it puts the limits in place while the program waits for it, and
-    raises OSError (having killed the program) when it could not.
+    raises OSError (having killed the program) when it could not. Once the program ended,
+    ``settle(timeout_s)`` waits for the sandbox's own processes that end with it (bwrap's init
+    of the PID namespace, which outlives bwrap by a moment): a sweep for what the program left
+    must not find them still ending.
     """
 
     argv: tuple[str, ...] = field(converter=_strings)
     pass_fds: tuple[int, ...] = field(converter=_ports)
     started: Started = field(eq=False, repr=False)
+    settle: Settle = field(default=_settled, eq=False, repr=False)
 
 
 class HandoffMaker(Protocol):

@@ -365,6 +365,7 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
         block_read, block_write = os.pipe()
         fds = (info_write, block_read)
         handed = [argv[0], "--info-fd", str(info_write), "--block-fd", str(block_read), *argv[1:]]
+        init: list[int] = []  # a pidfd of the sandbox's first process (its PID namespace's init)
 
         def started(pid: int) -> None:
             for fd in fds:
@@ -373,6 +374,8 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
             try:
                 child = _sandbox_pid(info_read)  # None: bwrap ended before making the sandbox, nothing runs
                 if child is not None:
+                    with contextlib.suppress(OSError):  # held on the block pipe: alive, the pid is its own
+                        init.append(os.pidfd_open(child))
                     fallback_limits(child)
                     for group in groups:
                         (group / "cgroup.procs").write_text(str(child))
@@ -389,7 +392,16 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
                 os.close(info_read)
                 os.close(block_write)
 
-        return Handoff(argv=handed, pass_fds=fds, started=started)
+        def settle(timeout_s: float) -> None:
+            """bwrap ends when the program does; its init, killed as bwrap ends (die-with-parent), takes the
+            namespace's last processes with it a moment later: wait for it, so no sweep finds them still dying."""
+            for pidfd in init:
+                with contextlib.suppress(OSError):
+                    select.select([pidfd], [], [], timeout_s)
+                os.close(pidfd)
+            init.clear()
+
+        return Handoff(argv=handed, pass_fds=fds, started=started, settle=settle)
 
     def limits_hit(exit_code: int | None) -> tuple[ResourceLimit, ...]:
         hit: list[ResourceLimit] = []

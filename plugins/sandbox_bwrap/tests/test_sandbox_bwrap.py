@@ -276,3 +276,16 @@ def test_a_host_loopback_port_is_reachable_inside_at_the_same_port_when_relayed(
     assert run.status == "completed", out
     assert out.split("\n")[0] == "THROUGH THE RELAY"
     assert not list(Path(tempfile.gettempdir()).glob("certlab-relay-*"))  # released with the run
+
+
+def test_a_program_that_leaves_nothing_is_reported_as_leaving_nothing(containment: Containment, tmp_path: Path) -> None:
+    """bwrap ends with the program; its init (the PID namespace's) dies a moment later. Woken at once by the
+    program's end, the sweep found that init still dying and named it a leftover (7 of 40 starts, measured)."""
+    named = []
+    for _ in range(30):
+        run = run_contained(
+            ["/bin/true"], cwd=str(tmp_path), env=dict(os.environ), timeout_s=30, containment=containment
+        )
+        assert run.status == "completed" and run.exit_code == 0, run
+        named.extend(run.leftovers)
+    assert named == []
