@@ -37,8 +37,10 @@ from certlab_core.plugin import (
 
 CONNECT_TIMEOUT_S = 10.0
 WORKERS_TIMEOUT_S = 30.0
-UNITS_PER_THREAD = 16  # units out per worker thread: enough that no thread waits on the scheduler
+UNITS_PER_THREAD = 32  # units out per worker thread: a task running, the next one sent, more filling
 MAX_UNITS_PER_TASK = 8
+TASKS_PER_THREAD = 2  # tasks out per worker thread (one running, its next one there) before units wait to fill one
+WARM_UP_PRIORITY = 1 << 40  # above any unit's (the units returned before it)
 TASK_TARGET_S = 0.25  # a task runs about this long: short trials travel several to a task, slow ones alone
 # The local cluster's workers run no statistical profiler: it samples each worker's thread every
 # 10 ms, which on 8 workers of a 2-core machine took 3 of the 7 CPU seconds the workers spent
@@ -92,12 +94,14 @@ def run_units(units: Sequence[Unit]) -> tuple[list[WorkDone], float]:
 class DaskSession:
     """Units of work as Dask tasks; results taken as they complete, in the process that writes the store.
 
-    Units submitted between two ``wait()`` calls travel together, a few to a task, so the
-    scheduler's cost is paid per task rather than per trial when trials are short: as many
-    units as run in about ``TASK_TARGET_S`` on a worker (measured as tasks come back), at most
-    ``MAX_UNITS_PER_TASK`` and never more than spreads them evenly over the worker threads;
-    slow trials (a real agent) travel one to a task, so no worker waits while another has a
-    queue. A task lost with its worker returns each of its units as ``worker-lost``.
+    Units travel several to a task, so the scheduler's cost is paid per task rather than per
+    trial when trials are short: as many units as run in about ``TASK_TARGET_S`` on a worker
+    (measured as tasks come back), at most ``MAX_UNITS_PER_TASK``. While fewer than
+    ``TASKS_PER_THREAD`` tasks per worker thread are out, every pending unit is sent, spread
+    over the missing tasks, so no thread waits; beyond that, units wait until they fill a
+    task. Slow trials (a real agent) travel one to a task. The results of the tasks that
+    finished together are fetched in one gather. A task lost with its worker returns each
+    of its units as ``worker-lost``.
 
     Work submitted later runs first (its priority is the number of units returned before
     it): a trial's oracle, submitted when its trial returns, runs on the next free thread
@@ -116,6 +120,7 @@ class DaskSession:
         self._units: dict[str, int] = {}  # task key -> its units
         self._unit_s: float | None = None  # seconds a unit takes on a worker (a running mean)
         self._returned = 0  # units returned so far: the priority of what is submitted next
+        self._warming: list[Any] = []  # each worker's warm-up task (kept: a released future is cancelled)
 
     @property
     def slots(self) -> int:
@@ -125,7 +130,13 @@ class DaskSession:
         return self._out + len(self._pending)
 
     def prepare(self, stages: Sequence[Stage]) -> None:
-        """Refuse a stage the workers cannot load; start each stage's zygotes on every worker, all at once."""
+        """Refuse a stage the workers cannot load; start each stage's zygotes on every worker, without waiting.
+
+        Each worker's warm-up is its first task (it goes before any unit): a worker starts its
+        trials as soon as its own zygotes are ready, not when the slowest worker's are, and no
+        round trip to this process sits between. One that cannot warm up starts its zygotes
+        on first use.
+        """
         for stage in stages:
             if not stage.portable:
                 raise UsageError(
@@ -134,23 +145,37 @@ class DaskSession:
                 )
         if not stages:
             return
-        warming = [
+        self._warming = [
             self._client.submit(
-                warm_up, list(stages), threads, workers=[address], allow_other_workers=False, pure=False
+                warm_up,
+                list(stages),
+                threads,
+                workers=[address],
+                allow_other_workers=False,
+                pure=False,
+                priority=WARM_UP_PRIORITY,
             )
             for address, threads in self._client.nthreads().items()
         ]
-        self._client.gather(warming, errors="skip")  # a worker that cannot warm up starts its zygotes on first use
 
     def submit(self, work: Work) -> None:
         self._pending.append(work)
 
     def _flush(self) -> None:
-        if not self._pending:
+        """Send pending units as tasks: enough that each thread has its next task, the rest in full tasks only."""
+        pending = len(self._pending)
+        if not pending:
             return
-        size = max(1, min(self._batch(), -(-len(self._pending) // self._threads)))
-        for first in range(0, len(self._pending), size):
-            chunk = self._pending[first : first + size]
+        batch = self._batch()
+        missing = TASKS_PER_THREAD * self._threads - len(self._units)  # tasks short of every thread having its next
+        if missing > 0:
+            size, count = max(1, min(batch, -(-pending // missing))), pending
+        elif pending >= batch:
+            size, count = batch, pending - pending % batch
+        else:
+            return  # not a full task yet, and every thread has work: wait for results (and more units)
+        for first in range(0, count, size):
+            chunk = self._pending[first : min(first + size, count)]
             units = [(work.stage, work.arg, work.timeout_s) for work in chunk]
             future = self._client.submit(run_units, units, pure=False, priority=self._returned)
             self._tags[future.key] = [work.tag for work in chunk]
@@ -159,27 +184,34 @@ class DaskSession:
             if self._completed is None:
                 from distributed import as_completed
 
-                self._completed = as_completed([future], loop=self._client.loop, with_results=True, raise_errors=False)
+                self._completed = as_completed([future], loop=self._client.loop)
             else:
                 self._completed.add(future)
-        self._pending.clear()
+        del self._pending[:count]
 
     def wait(self) -> list[WorkDone]:
         self._flush()
         finished: list[WorkDone] = []
-        for future, result in self._completed.next_batch(block=True):
+        if not self._units:  # nothing submitted (the flush sends every unit when no task is out)
+            return finished
+        futures = self._completed.next_batch(block=True)
+        ready = [future for future in futures if future.status == "finished"]
+        results = dict(zip((f.key for f in ready), self._client.gather(ready, errors="skip"), strict=True))
+        for future in futures:  # one gather for the batch: one round trip, not one per task
             tags = self._tags.pop(future.key)
             units = self._units.pop(future.key)
             self._out -= len(tags)
             self._returned += len(tags)
-            if future.status == "finished":
+            result = results.get(future.key)
+            if result is not None:
                 done_units, seconds = result
                 unit_s = seconds / units
                 self._unit_s = unit_s if self._unit_s is None else 0.8 * self._unit_s + 0.2 * unit_s
                 for tag, done in zip(tags, done_units, strict=True):
                     finished.append(WorkDone(tag=tag, value=done.value, failure=done.failure))
             else:
-                finished.extend(WorkDone(tag=tag, failure=_task_failure(future, result)) for tag in tags)
+                failure = _task_failure(future, _exception_of(future))
+                finished.extend(WorkDone(tag=tag, failure=failure) for tag in tags)
             future.release()
         return finished
 
@@ -190,6 +222,7 @@ class DaskSession:
         return max(1, min(MAX_UNITS_PER_TASK, int(TASK_TARGET_S / max(self._unit_s, 1e-6))))
 
     def close(self) -> None:
+        self._warming.clear()
         self._pending.clear()
         self._tags.clear()
         if self._completed is not None:
@@ -215,6 +248,14 @@ def _task_failure(future: Any, error: object) -> WorkFailure:
     if future.status != "error" or not isinstance(error, BaseException):  # cancelled: the client lost the scheduler
         return WorkFailure(kind="worker-lost", summary=f"the Dask scheduler dropped the task ({future.status})")
     return WorkFailure(kind="exception", summary=f"the Dask task failed: {type(error).__name__}: {error}")
+
+
+def _exception_of(future: Any) -> object:
+    """What a task that gave no result raised (None when it was cancelled or its result could not be fetched)."""
+    try:
+        return future.exception(timeout=CONNECT_TIMEOUT_S) if future.status == "error" else None
+    except Exception as error:  # the client lost the scheduler meanwhile
+        return error
 
 
 def _connect(options: ExecutorOptions) -> tuple[Any, Any]:
