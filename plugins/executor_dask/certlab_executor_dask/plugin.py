@@ -6,8 +6,9 @@ started for the run and stopped after it. Before the first trial the session che
 the scheduler answers, that at least one worker is there, and that every worker has the
 distributions the run names at the same versions (one line otherwise). A task runs
 ``run_isolated`` on its worker: a zygote per stage preloads once and forks a fresh process
-per trial, so a trial is isolated there as on ``local``; the session warms every worker
-first, its zygotes forked by one host interpreter per worker (``warm_up``). The scheduler is told not to run
+per trial, so a trial is isolated there as on ``local``; each worker's first task warms it
+(``warm_up``: its zygotes forked by one host interpreter per worker), and a worker starts
+its trials when its own warm-up ends, not the slowest worker's. The scheduler is told not to run
 a task again after its worker died (``allowed_failures`` 0, restored when the session
 closes), so a lost worker comes back as a ``worker-lost`` failure that the runner records
 and runs as a new attempt, instead of a silent second run.

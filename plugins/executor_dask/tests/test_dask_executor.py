@@ -346,3 +346,54 @@ def test_mismatched_names_the_first_worker_and_distribution_that_differ() -> Non
     assert mismatched(wanted, {"tcp://a:1": dict(wanted), "tcp://b:2": dict(wanted)}) is None
     problem = mismatched(wanted, {"tcp://a:1": dict(wanted), "tcp://b:2": {"certlab": "0.1.0"}})
     assert problem is not None and problem.startswith("the Dask worker tcp://b:2 does not have certlab-faults")
+
+
+TASK_COUNT = """
+import operator, sys
+from distributed import Client
+from distributed.diagnostics.plugin import SchedulerPlugin
+from certlab_core.plugin import ExecutorOptions, Stage, Work
+from certlab_executor_dask.plugin import start
+
+
+class Count(SchedulerPlugin):
+    name = "certlab-test-task-count"
+
+    def __init__(self):
+        self.tasks = 0
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish == "memory" and str(key).startswith("run_units-"):
+            self.tasks += 1
+
+
+address, trials = sys.argv[1], int(sys.argv[2])
+with Client(address, set_as_default=False) as counting:
+    counting.register_plugin(Count())
+    session = start(ExecutorOptions(scheduler=address))
+    stage = Stage(name="probe@test", call=operator.is_)  # call(None, arg): a short unit in a fresh process
+    session.prepare([stage])
+    queue, returned = list(range(trials)), 0
+    while queue or session.busy():  # as the runner does: each trial's return sends its oracle
+        while queue and session.busy() < session.slots:
+            session.submit(Work(tag=("trial", queue.pop()), stage=stage, arg=1))
+        for done in session.wait():
+            assert done.failure is None, done.failure
+            returned += 1
+            if done.tag[0] == "trial":
+                session.submit(Work(tag=("oracle", done.tag[1]), stage=stage, arg=2))
+    session.close()
+    tasks = counting.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins[Count.name].tasks)
+print(returned, tasks)
+"""
+
+
+def test_short_trials_travel_several_to_a_task(cluster: dict[str, Any]) -> None:
+    """The scheduler's cost is per task: 200 short trials and their oracles take few tasks, not one or two each."""
+    done = subprocess.run(
+        [sys.executable, "-c", TASK_COUNT, cluster["address"], "200"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    returned, tasks = (int(word) for word in done.stdout.split())
+    assert returned == 400
+    assert tasks <= 0.35 * returned, f"{tasks} tasks for {returned} units"  # 8 to a task at most; was 0.6 a unit
