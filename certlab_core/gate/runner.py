@@ -435,7 +435,7 @@ def trial_stages(plan: Plan) -> dict[str, Stage]:
             name=f"{arm}@{seal}",
             preload=partial(tr.preload_agent, plan.trial, arm),
             call=tr.trial_call,
-            direct=partial(_direct_trial, plan.trial),
+            direct=partial(tr.direct_trial, plan.trial),
             portable=plan.spawnable,
         )
         for arm in ARMS
@@ -444,7 +444,7 @@ def trial_stages(plan: Plan) -> dict[str, Stage]:
         name=f"{ORACLES}@{seal}",
         preload=partial(tr.preload_oracle, plan.trial),
         call=tr.oracle_call,
-        direct=partial(_direct_oracle, plan.trial),
+        direct=partial(tr.direct_oracle, plan.trial),
         portable=plan.spawnable,
     )
     return stages
@@ -461,16 +461,6 @@ def _family_trial(trials: Any, _preloaded: object, job: Job) -> dict[str, Any]:
     """A coding trial in its own process: the arm's adapter on the index's defect, graded by the chain."""
     result: dict[str, Any] = trials.child(job)
     return result
-
-
-def _direct_trial(trial: TrialPlan, job: Job) -> dict[str, Any]:
-    """A trial in a process with nothing preloaded: it loads the agent itself (a failure to load is its crash)."""
-    return tr.run_tool_trial(trial, job.key)
-
-
-def _direct_oracle(trial: TrialPlan, state: tuple[Any, Any]) -> dict[str, Any]:
-    task, snapshot = state
-    return tr.run_oracle(trial, task, snapshot)
 
 
 @frozen

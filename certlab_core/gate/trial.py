@@ -334,6 +334,21 @@ def trial_call(preloaded: tuple[TrialPlan, Callable[..., Any]], job: Job) -> dic
     return run_tool_trial(plan, job.key, agent)
 
 
+def direct_trial(plan: TrialPlan, job: Job) -> dict[str, Any]:
+    """A trial in a process with nothing preloaded: it loads the agent itself (a failure to load is its crash).
+
+    Here rather than in the runner: a stage's functions are unpickled on an executor's
+    worker, which then imports their modules, and this one is light.
+    """
+    return run_tool_trial(plan, job.key)
+
+
+def direct_oracle(plan: TrialPlan, state: tuple[Any, Any]) -> dict[str, Any]:
+    """An oracle in a process with nothing preloaded."""
+    task, snapshot = state
+    return run_oracle(plan, task, snapshot)
+
+
 def preload_oracle(plan: TrialPlan) -> tuple[TrialPlan, Callable[..., Any]]:
     """In the oracles' zygote (which never sees an agent's code): import the oracle once."""
     return plan, load_oracle(plan)

@@ -397,3 +397,27 @@ def test_short_trials_travel_several_to_a_task(cluster: dict[str, Any]) -> None:
     returned, tasks = (int(word) for word in done.stdout.split())
     assert returned == 400
     assert tasks <= 0.35 * returned, f"{tasks} tasks for {returned} units"  # 8 to a task at most; was 0.6 a unit
+
+
+def test_a_worker_loads_a_tool_world_runs_stages_without_the_runner(tmp_path: Path) -> None:
+    """Every task's stages are unpickled on its worker, which imports their functions' modules: the trial machinery
+    only. The runner (store, decision, manifest: 0.2 CPU s per worker) stayed in the warm-up of each of 8 workers."""
+    import pickle
+
+    from certlab_core.certify.held_out import register_experiment_task
+    from certlab_core.gate.descriptor import load_descriptor
+    from certlab_core.gate.manifest import build_manifest
+    from certlab_core.gate.runner import plan_run, trial_stages
+    from certlab_core.plugin.registry import discover
+
+    path = descriptor(tmp_path)
+    registry = discover()
+    register_experiment_task(registry, tmp_path)
+    plan = plan_run(build_manifest(load_descriptor(path), path, registry), registry)
+    (tmp_path / "stages.pickle").write_bytes(pickle.dumps(list(trial_stages(plan).values())))
+    code = "import pickle, sys; pickle.loads(open(sys.argv[1], 'rb').read()); print(sorted(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "stages.pickle")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout
+    assert "'certlab_core.gate.trial'" in loaded
+    assert "'certlab_core.gate.runner'" not in loaded and "'certlab_core.gate.store'" not in loaded
