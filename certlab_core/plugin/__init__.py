@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         WorkDone,
         WorkFailure,
         run_isolated,
+        start_zygote_host,
         warm_up,
     )
     from certlab_core.plugin.fingerprints import check_unmoved
@@ -195,6 +196,7 @@ _HOME: dict[str, str] = {
     "WorkDone": "certlab_core.plugin.executor",
     "WorkFailure": "certlab_core.plugin.executor",
     "run_isolated": "certlab_core.plugin.executor",
+    "start_zygote_host": "certlab_core.plugin.executor",
     "warm_up": "certlab_core.plugin.executor",
     "failure_modes": "certlab_core.plugin.failure_modes",
     "check_unmoved": "certlab_core.plugin.fingerprints",
@@ -450,6 +452,7 @@ __all__ = [
     "safe_io",
     "sha256_file",
     "stage_family",
+    "start_zygote_host",
     "taskset_sha256",
     "visible_calls",
     "warm_up",

@@ -277,18 +277,35 @@ def code_modules(stages: Sequence[Stage]) -> list[str]:
     return list(found)
 
 
+TRIAL_MACHINERY = ("certlab_core.gate.trial",)  # what a host started ahead of any stage imports (a tool-world trial's)
+
+
 def _zygote_host(stages: Sequence[Stage]) -> ZygoteHost | None:
     """This process's zygote host, started (with the stages' modules imported) when there is none alive."""
+    return _start_host(code_modules(stages))
+
+
+def _start_host(modules: Sequence[str]) -> ZygoteHost | None:
     global _host
     with _idle_lock:
         if _host is None or not _host.alive:
             if _host is not None:
                 _host.close()
             try:
-                _host = ZygoteHost(code_modules(stages))
+                _host = ZygoteHost(modules)
             except OSError:
                 _host = None
         return _host
+
+
+def start_zygote_host(modules: Sequence[str] = TRIAL_MACHINERY) -> bool:
+    """Start this process's zygote host now, ahead of any stage, if none runs; True when one runs.
+
+    An executor calls it where a worker process starts: the host's interpreter starts and
+    imports ``modules`` in the background, while the worker's own start goes on, instead of
+    in the worker's first warm-up. ``warm_up`` and ``run_isolated`` then fork from it.
+    """
+    return _start_host(list(modules)) is not None
 
 
 def _hosted(stage: Stage, preload: Preload, call: StageCall) -> Zygote:

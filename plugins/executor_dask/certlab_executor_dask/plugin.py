@@ -47,6 +47,7 @@ TASK_TARGET_S = 0.25  # a task runs about this long: short trials travel several
 # 10 ms, which on 8 workers of a 2-core machine took 3 of the 7 CPU seconds the workers spent
 # over 64 two-second tasks. An existing cluster keeps its own configuration.
 LOCAL_CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False}
+WORKER_START = "certlab_executor_dask.worker_start"
 README_SECTION = "see the README, 'Running on a Dask cluster'"
 
 
@@ -280,6 +281,7 @@ def _connect(options: ExecutorOptions) -> tuple[Any, Any]:
             processes=True,
             dashboard_address=":0",  # a free port: None still serves one, on 8787, warning when it is taken
             silence_logs=50,
+            preload=[WORKER_START],  # each worker starts its zygote host as it starts
         )
     return Client(cluster, set_as_default=False), cluster
 

@@ -421,3 +421,29 @@ def test_a_worker_loads_a_tool_world_runs_stages_without_the_runner(tmp_path: Pa
     loaded = done.stdout
     assert "'certlab_core.gate.trial'" in loaded
     assert "'certlab_core.gate.runner'" not in loaded and "'certlab_core.gate.store'" not in loaded
+
+
+HOST_AT_START = """
+import psutil
+from certlab_core.plugin import ExecutorOptions
+from certlab_executor_dask.plugin import start
+
+
+def hosts():
+    children = psutil.Process().children()
+    return sum("zygote_host" in " ".join(child.cmdline()) for child in children)
+
+
+session = start(ExecutorOptions(workers=2))
+try:
+    print(sorted(session._client.run(hosts).values()))
+finally:
+    session.close()
+"""
+
+
+def test_the_local_clusters_workers_start_their_zygote_hosts_as_they_start() -> None:
+    """Before any stage is known: the host's interpreter start is not in each worker's first warm-up, all at once."""
+    done = subprocess.run([sys.executable, "-c", HOST_AT_START], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[0] == "[1, 1]", done.stdout
