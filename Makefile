@@ -62,13 +62,20 @@ AIDER_VERSION := 0.86.2
 clis: $(STAMP)
 	@sh tools/install_clis.sh "$(CLI_CACHE)" $(BIN)/python $(CLAUDE_CODE_VERSION) $(CODEX_VERSION) $(AIDER_VERSION)
 
-# The demo needs only the distributions it runs (requirements-demo.txt), not the test tools: a quicker first setup.
-# They are all ours and editable, so they build without isolation (setuptools is in the venv): no build environment
-# is made per package. A full setup (requirements-dev.txt) includes them and stamps both.
-$(DEMO_STAMP): requirements-demo.txt $(PYPROJECTS)
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install -q --no-build-isolation -r requirements-demo.txt
+# The demo needs only the distributions it runs (requirements-demo.txt), not the test tools: a quicker first setup,
+# measured by bench/demo.py. The venv is made without ensurepip (which installs and compiles an older pip and
+# setuptools); the system's pip puts the current pip and setuptools in without compiling (ensurepip when that pip
+# is too old for --python). tools/install_editables.py builds our editable wheels in one process (pip starts three
+# setuptools processes for each), and one pip run installs them and their third-party dependencies without
+# compiling bytecode: the venv is writable, so each module is compiled when it is first imported, once.
+# A full setup (requirements-dev.txt) includes them and stamps both.
+SETUPTOOLS_FOR_SPDX := setuptools>=77
+$(DEMO_STAMP): requirements-demo.txt $(PYPROJECTS) tools/install_editables.py
+	@test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
+	@$(BIN)/python -c "import pip, setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null || \
+	  $(PYTHON) -m pip --python $(BIN)/python install -q --no-compile --upgrade pip "$(SETUPTOOLS_FOR_SPDX)" 2>/dev/null || \
+	  { $(BIN)/python -m ensurepip -q && $(BIN)/python -m pip install -q --no-compile --upgrade pip "$(SETUPTOOLS_FOR_SPDX)"; }
+	$(BIN)/python tools/install_editables.py requirements-demo.txt
 	@touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
