@@ -26,11 +26,18 @@ def register(app: typer.Typer) -> None:
         keep: Path = typer.Option(
             None, "--keep", help="Work in this folder and keep it (default: a new temporary folder)."
         ),
+        jobs: int = typer.Option(
+            None,
+            "--jobs",
+            min=1,
+            help="Run up to this many steps at once, each once the steps it reads have held (default: one per CPU); "
+            "the output is printed in step order either way.",
+        ),
     ) -> None:
         """Run the demo: certify, your own task, the gate and diagnosis on built-in agents; exit 0 when all held."""
         from certlab_demo.tour import run_demo
 
-        raise typer.Exit(run_demo(keep))
+        raise typer.Exit(run_demo(keep, jobs))
 
 
 @hookimpl

@@ -51,7 +51,7 @@ def _certify(name: str, verdict: str, mode: str | None) -> DemoStep:
         held = f"{acceptance['held']}/{acceptance['cases']} held-out cases held"
         return f"{name}: {verdict}" + (f" ({mode}: visible tests pass, {held})" if mode else f", {held}")
 
-    return DemoStep(f"certify {name} on the task", run)
+    return DemoStep(f"certify {name} on the task", run, f"cert-{name}", after=("scaffold",))
 
 
 def _leakscan(ctx: DemoContext) -> str:
@@ -61,9 +61,15 @@ def _leakscan(ctx: DemoContext) -> str:
 
 def steps(context: DemoContext) -> list[DemoStep]:
     return [
-        DemoStep("scaffold a task of your own (certlab init-task)", _scaffold),
-        DemoStep("certlab lock refuses a task whose fixture holds a copy of its cases", _refuse_a_leak),
+        DemoStep("scaffold a task of your own (certlab init-task)", _scaffold, "scaffold"),
+        DemoStep(
+            "certlab lock refuses a task whose fixture holds a copy of its cases", _refuse_a_leak, after=("scaffold",)
+        ),
         _certify("formula-fixer", "fixed", None),
         _certify("test-memoriser", "not-fixed", "overfit-to-visible-tests"),
-        DemoStep("look for held-out answers in the certification's artefacts", _leakscan),
+        DemoStep(
+            "look for held-out answers in the certification's artefacts",
+            _leakscan,
+            after=("scaffold", "cert-formula-fixer"),
+        ),
     ]

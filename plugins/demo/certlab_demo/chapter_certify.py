@@ -39,13 +39,15 @@ def _regrade(name: str) -> DemoStep:
             raise DemoFailed(f"regrade of {name} did not report consistent: {done.stdout.strip()[-200:]}")
         return f"{name}: every verdict re-earned from the recorded changes, without the agent"
 
-    return DemoStep(f"regrade {name} from its bundle alone", run)
+    return DemoStep(f"regrade {name} from its bundle alone", run, after=(name,))
 
 
 def steps(context: DemoContext) -> list[DemoStep]:
     return [
-        DemoStep("certify the oracle on intervals (prove the instrument, calibrate, certify)", _certify_oracle),
-        DemoStep("certify a shell-script agent through the command adapter", _certify_script),
+        DemoStep(
+            "certify the oracle on intervals (prove the instrument, calibrate, certify)", _certify_oracle, "cert-oracle"
+        ),
+        DemoStep("certify a shell-script agent through the command adapter", _certify_script, "cert-pattern-fixer"),
         _regrade("cert-oracle"),
         _regrade("cert-pattern-fixer"),
     ]

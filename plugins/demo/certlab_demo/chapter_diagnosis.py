@@ -192,9 +192,11 @@ def _repair(ctx: DemoContext) -> str:
 def steps(context: DemoContext) -> list[DemoStep]:
     return [
         DemoStep("one clean run: A and B look the same", _clean_run),
-        DemoStep("the confirmatory A vs B store (no second run): where did B fail?", _where_b_failed),
-        DemoStep("diff: where B parts from A", _diff),
+        DemoStep(
+            "the confirmatory A vs B store (no second run): where did B fail?", _where_b_failed, after=("a-vs-b",)
+        ),
+        DemoStep("diff: where B parts from A", _diff, after=("a-vs-b",)),
         DemoStep("minimize: three injected faults, which matter?", _minimize),
-        DemoStep("bundle the failing trial and replay it offline", _bundle_replay),
-        DemoStep("C, the repair: the reproducer, then its own experiment", _repair),
+        DemoStep("bundle the failing trial and replay it offline", _bundle_replay, "reproducer", ("a-vs-b",)),
+        DemoStep("C, the repair: the reproducer, then its own experiment", _repair, after=("reproducer",)),
     ]

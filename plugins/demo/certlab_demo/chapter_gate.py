@@ -14,13 +14,14 @@ mismatch with the recording is reported, never worked around with another seed.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from certlab_demo.tour import DemoContext, DemoFailed, DemoStep, certlab
+from certlab_demo.tour import DemoContext, DemoFailed, DemoStep, certlab, say
 
 FIRST_LOOK = "examples/retry/a_vs_b_first_look.yaml"
 A_VS_B = "examples/retry/a_vs_b.yaml"
@@ -32,6 +33,7 @@ PLAN_SIZES: tuple[int, ...] = (50, 100, 150, 200, 250, 300, 400, 500)
 WANTED = 0.8
 FIGURES = "gate-figures.json"
 RECORD_FORMAT = "certlab.demo-gate-record/1"
+_FIGURES_LOCK = threading.RLock()
 
 
 # --------------------------------------------------------------------------- shared with the diagnosis chapter
@@ -73,14 +75,17 @@ def _condition(decision: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 def _figures(ctx: DemoContext) -> dict[str, Any]:
     path = ctx.workdir / FIGURES
-    found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    with _FIGURES_LOCK:
+        found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     return found
 
 
 def _keep(ctx: DemoContext, key: str, value: Any) -> None:
-    figures = _figures(ctx)
-    figures[key] = value
-    (ctx.workdir / FIGURES).write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    """Add one run's figures to the file: steps that run at once each add theirs, none lost."""
+    with _FIGURES_LOCK:
+        figures = _figures(ctx)
+        figures[key] = value
+        (ctx.workdir / FIGURES).write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def run_figures(decision: Mapping[str, Any]) -> dict[str, Any]:
@@ -182,9 +187,9 @@ def _plan(ctx: DemoContext) -> str:
     p_a, p_b = planning_rates(first)
     block = _plan_table(p_a, p_b, conditions)
     same = _plan_table(p_a, p_a, conditions)
-    print(f"  {'N per arm':>10}  {'P(BLOCK), A vs B':>16}  {'P(PASS), A vs A':>15}", flush=True)
+    say(f"  {'N per arm':>10}  {'P(BLOCK), A vs B':>16}  {'P(PASS), A vs A':>15}")
     for n in PLAN_SIZES:
-        print(f"  {n:>10}  {block[n]['BLOCK']:>16.4f}  {same[n]['PASS']:>15.4f}", flush=True)
+        say(f"  {n:>10}  {block[n]['BLOCK']:>16.4f}  {same[n]['PASS']:>15.4f}")
     chosen = choose_n(block, same)
     _keep(
         ctx,
@@ -313,11 +318,24 @@ def _compare(ctx: DemoContext) -> str:
 
 def steps(context: DemoContext) -> list[DemoStep]:
     return [
-        DemoStep(f"first look: A against B, N=20 per arm ({FIRST_LOOK})", _first_look),
-        DemoStep("certlab plan at the rates seen: P(BLOCK) and P(PASS of A vs A) at several N", _plan),
-        DemoStep(f"the confirmatory run: A against B at the planned N, a new seed ({A_VS_B})", _confirm),
-        DemoStep(f"A against A at the same N: the same agent must PASS ({A_VS_A})", _a_vs_a),
-        DemoStep("recompute the A vs B verdict from the run store alone", _gate_again),
-        DemoStep("certlab selfcheck: the rule's own false PASS and false BLOCK rates", _selfcheck),
-        DemoStep(f"compare every figure with the recorded run ({RECORDED})", _compare),
+        DemoStep(f"first look: A against B, N=20 per arm ({FIRST_LOOK})", _first_look, "first-look"),
+        DemoStep(
+            "certlab plan at the rates seen: P(BLOCK) and P(PASS of A vs A) at several N",
+            _plan,
+            "plan",
+            after=("first-look",),
+        ),
+        DemoStep(
+            f"the confirmatory run: A against B at the planned N, a new seed ({A_VS_B})", _confirm, "a-vs-b", ("plan",)
+        ),
+        DemoStep(f"A against A at the same N: the same agent must PASS ({A_VS_A})", _a_vs_a, "a-vs-a", ("plan",)),
+        DemoStep("recompute the A vs B verdict from the run store alone", _gate_again, after=("a-vs-b",)),
+        DemoStep(
+            "certlab selfcheck: the rule's own false PASS and false BLOCK rates", _selfcheck, "selfcheck", ("plan",)
+        ),
+        DemoStep(
+            f"compare every figure with the recorded run ({RECORDED})",
+            _compare,
+            after=("first-look", "plan", "a-vs-b", "a-vs-a", "selfcheck"),
+        ),
     ]

@@ -1,0 +1,130 @@
+"""The tour's runner: independent steps run at once, a step waits for those it reads, the output is in step order."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from certlab_demo import chapter_gate, tour
+from certlab_demo.tour import DemoContext, DemoFailed, DemoStep, say
+
+
+def _run(tmp_path: Path, steps: list[DemoStep], jobs: int) -> int:
+    return tour.run_steps(steps, DemoContext(workdir=tmp_path), jobs)
+
+
+def test_independent_steps_run_at_once_and_print_in_step_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    both = threading.Barrier(2, timeout=10)
+
+    def first(context: DemoContext) -> str:
+        both.wait()  # holds only if the second step runs at the same time
+        time.sleep(0.3)  # and finishes after it
+        say("  first says this")
+        return "first held"
+
+    def second(context: DemoContext) -> str:
+        both.wait()
+        say("  second says this")
+        return "second held"
+
+    steps = [DemoStep("one", first), DemoStep("two", second)]
+    assert _run(tmp_path, steps, jobs=2) == 0
+    out = capsys.readouterr().out
+    assert out.index("[1/2] one") < out.index("first says this") < out.index("held: first held")
+    assert out.index("held: first held") < out.index("[2/2] two") < out.index("second says this")
+    assert "demo: all 2 steps held" in out and "CPU-s)" in out
+
+
+def test_one_job_runs_the_steps_one_after_another(tmp_path: Path) -> None:
+    started: list[str] = []
+    running = threading.Lock()
+
+    def step(name: str) -> DemoStep:
+        def run(context: DemoContext) -> str:
+            if not running.acquire(blocking=False):
+                raise DemoFailed(f"{name} started while another step ran")
+            started.append(name)
+            time.sleep(0.05)
+            running.release()
+            return name
+
+        return DemoStep(name, run)
+
+    assert _run(tmp_path, [step("a"), step("b"), step("c")], jobs=1) == 0
+    assert started == ["a", "b", "c"]
+
+
+def test_a_step_starts_once_what_it_reads_has_held(tmp_path: Path) -> None:
+    def slow_writer(context: DemoContext) -> str:
+        time.sleep(0.3)
+        (context.workdir / "store").write_text("written", encoding="utf-8")
+        return "wrote the store"
+
+    def reader(context: DemoContext) -> str:
+        return (context.workdir / "store").read_text(encoding="utf-8")
+
+    steps = [DemoStep("write", slow_writer, "store"), DemoStep("read", reader, after=("store",))]
+    assert _run(tmp_path, steps, jobs=2) == 0
+
+
+def test_a_failed_step_ends_the_demo_there_with_the_steps_before_it_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fails(context: DemoContext) -> str:
+        raise DemoFailed("this did not hold")
+
+    def slow(context: DemoContext) -> str:
+        time.sleep(0.3)
+        return "slow held"
+
+    ran_after: list[str] = []
+
+    def needs_the_failed(context: DemoContext) -> str:
+        ran_after.append("ran")
+        return "should not run"
+
+    steps = [
+        DemoStep("slow", slow),
+        DemoStep("fails", fails, "failing"),
+        DemoStep("waits for it", needs_the_failed, after=("failing",)),
+    ]
+    assert _run(tmp_path, steps, jobs=2) == 1
+    out = capsys.readouterr().out
+    assert "held: slow held" in out and "demo: step 2 did not hold: this did not hold" in out
+    assert "[3/3]" not in out and ran_after == []
+
+
+def test_a_step_may_wait_only_for_an_earlier_step() -> None:
+    steps = [DemoStep("reads", lambda c: "", after=("later",)), DemoStep("later", lambda c: "", "later")]
+    with pytest.raises(ValueError, match="waits for \\['later'\\]"):
+        tour.check_order(steps)
+
+
+def test_every_demo_step_waits_only_for_earlier_steps(tmp_path: Path) -> None:
+    context = DemoContext(workdir=tmp_path)
+    steps = [step for chapter in tour.CHAPTERS for step in importlib.import_module(chapter).steps(context)]
+    tour.check_order(steps)
+    assert len(steps) == 22
+
+
+def test_steps_that_keep_figures_at_once_lose_none(tmp_path: Path) -> None:
+    # The gate chapter's runs each add their figures to one file; three of its steps run at once.
+    context = DemoContext(workdir=tmp_path)
+
+    def keep(name: str) -> None:
+        for number in range(40):
+            chapter_gate._keep(context, f"{name}-{number}", number)
+
+    threads = [threading.Thread(target=keep, args=(name,)) for name in ("a", "b", "c", "d")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    figures = json.loads((tmp_path / chapter_gate.FIGURES).read_text(encoding="utf-8"))
+    assert len(figures) == 160
