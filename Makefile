@@ -78,8 +78,9 @@ $(DEMO_STAMP): requirements-demo.txt $(PYPROJECTS) tools/install_editables.py
 	$(BIN)/python tools/install_editables.py requirements-demo.txt
 	@touch $(DEMO_STAMP)
 
+# make demo DEMO_JOBS=1 runs the steps one after another (default: certlab demo's, one per CPU).
 demo: $(DEMO_STAMP)
-	$(BIN)/certlab demo
+	$(BIN)/certlab demo $(if $(DEMO_JOBS),--jobs $(DEMO_JOBS))
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
