@@ -66,8 +66,8 @@ clis: $(STAMP)
 # measured by bench/demo.py. The venv is made without ensurepip (which installs and compiles an older pip and
 # setuptools); the system's pip puts the current pip and setuptools in without compiling (ensurepip when that pip
 # is too old for --python). tools/install_editables.py builds our editable wheels in one process (pip starts three
-# setuptools processes for each), and one pip run installs them and their third-party dependencies without
-# compiling bytecode: the venv is writable, so each module is compiled when it is first imported, once.
+# setuptools processes for each), one pip run installs them and their third-party dependencies, and what can be
+# imported is compiled to bytecode on every CPU (pip compiles one file after another, test folders included).
 # A full setup (requirements-dev.txt) includes them and stamps both.
 SETUPTOOLS_FOR_SPDX := setuptools>=77
 $(DEMO_STAMP): requirements-demo.txt $(PYPROJECTS) tools/install_editables.py
