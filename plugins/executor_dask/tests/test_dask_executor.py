@@ -404,7 +404,7 @@ def test_a_worker_loads_a_tool_world_runs_stages_without_the_runner(tmp_path: Pa
     only. The runner (store, decision, manifest: 0.2 CPU s per worker) stayed in the warm-up of each of 8 workers."""
     import pickle
 
-    from certlab_core.certify.held_out import register_experiment_task
+    from certlab_core.certify.acceptance import register_experiment_task
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.runner import plan_run, trial_stages

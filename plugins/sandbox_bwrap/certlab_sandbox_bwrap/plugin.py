@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from certlab_core.plugin import (
     Handoff,
@@ -236,12 +237,20 @@ def _file_at_limit(folders: list[str], size: int) -> bool:
 
 
 class HostPortForwarder:
-    """Host side of ``relay_host_ports``: a Unix socket per port, each connection forwarded to ``127.0.0.1:PORT``."""
+    """Host side of ``relay_host_ports``: a Unix socket per port, each connection forwarded to ``127.0.0.1:PORT``.
+
+    Its threads end with :meth:`close`, which waits for them: the trial forks its graders right
+    after the agent's run, and a fork refuses while another thread runs (a listener thread still
+    returning from ``accept`` once made a trial ``runner-broken``).
+    """
 
     def __init__(self, ports: tuple[int, ...]) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="certlab-relay-"))
         self.sockets: dict[int, str] = {}
         self.listeners: list[socket.socket] = []
+        self.threads: list[threading.Thread] = []
+        self.connections: list[socket.socket] = []
+        self._lock = threading.Lock()
         for port in ports:
             path = str(self.folder / f"{port}.sock")
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -249,7 +258,13 @@ class HostPortForwarder:
             listener.listen(64)
             self.listeners.append(listener)
             self.sockets[port] = path
-            threading.Thread(target=self._serve, args=(listener, port), daemon=True).start()
+            self._start(self._serve, listener, port)
+
+    def _start(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        with self._lock:
+            self.threads.append(thread)
+        thread.start()
 
     def _serve(self, listener: socket.socket, port: int) -> None:
         while True:
@@ -263,14 +278,25 @@ class HostPortForwarder:
             except OSError:
                 connection.close()
                 continue
-            threading.Thread(target=inner_relay.pump, args=(connection, upstream), daemon=True).start()
-            threading.Thread(target=inner_relay.pump, args=(upstream, connection), daemon=True).start()
+            with self._lock:
+                self.connections.extend((connection, upstream))
+            self._start(inner_relay.pump, connection, upstream)
+            self._start(inner_relay.pump, upstream, connection)
 
     def close(self) -> None:
         for listener in self.listeners:
             with contextlib.suppress(OSError):
                 listener.shutdown(socket.SHUT_RDWR)
             listener.close()
+        with self._lock:
+            connections, threads = list(self.connections), list(self.threads)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        for thread in threads:
+            thread.join(timeout=5.0)
+        for connection in connections:
+            connection.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

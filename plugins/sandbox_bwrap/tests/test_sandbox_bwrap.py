@@ -289,3 +289,32 @@ def test_a_program_that_leaves_nothing_is_reported_as_leaving_nothing(containmen
         assert run.status == "completed" and run.exit_code == 0, run
         named.extend(run.leftovers)
     assert named == []
+
+
+def test_the_host_port_forwarder_leaves_no_thread_behind_when_closed() -> None:
+    """A trial forks its graders right after the agent's run, and a fork refuses while another thread runs: a
+    relayed connection's pumps, or a listener still returning from accept, once made a trial runner-broken."""
+    from certlab_sandbox_bwrap.plugin import HostPortForwarder
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def echo_once() -> None:
+        connection, _ = server.accept()
+        with connection:
+            connection.sendall(connection.recv(100))
+            connection.recv(100)  # held open until the forwarder closes it
+
+    echo = threading.Thread(target=echo_once, daemon=True)
+    echo.start()
+    before = set(threading.enumerate())
+    forwarder = HostPortForwarder((port,))
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.connect(forwarder.sockets[port])
+    client.sendall(b"ping")
+    assert client.recv(100) == b"ping"
+    forwarder.close()
+    left = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
+    client.close()
+    server.close()
+    assert left == [], f"threads of the forwarder still running after close(): {left}"
