@@ -92,7 +92,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy $(filter-out certlab_core,$(TYPED_PACKAGES))
 
 unit: $(STAMP) $(WHEELHOUSE)/.built chromium clis sandbox
-	CERTLAB_WHEELHOUSE=$(CURDIR)/$(WHEELHOUSE) $(BIN)/python -m pytest -q -n 2 --dist loadfile
+	CERTLAB_WHEELHOUSE=$(CURDIR)/$(WHEELHOUSE) $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=12
 
 test: lint typecheck unit
 

@@ -68,6 +68,14 @@ def editable_distributions() -> list[tuple[str, Path]]:
     return found
 
 
+TEST_SUPPORT = "Private :: Do Not Upload"  # the classifier of a distribution that only the tests and tools use
+
+
+def is_test_support(folder: Path) -> bool:
+    """Whether the distribution in ``folder`` is test support: in requirements-dev.txt, never in certlab-all."""
+    return TEST_SUPPORT in tomllib.loads((folder / "pyproject.toml").read_text())["project"].get("classifiers", [])
+
+
 def example_version() -> str:
     return str(tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["project"]["version"])
 

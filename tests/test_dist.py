@@ -17,20 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from freshenv import ALL_DISTRIBUTION, REPO, FreshEnv, editable_distributions
+from freshenv import ALL_DISTRIBUTION, REPO, FreshEnv, editable_distributions, is_test_support
 from freshenv import shared_fresh_env as _shared_fresh_env
 
 
 @pytest.fixture(scope="session")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> FreshEnv:
     return _shared_fresh_env(tmp_path_factory)
-
-
-TEST_SUPPORT = "Private :: Do Not Upload"  # the classifier of a distribution that only the tests and tools use
-
-
-def is_test_support(folder: Path) -> bool:
-    return TEST_SUPPORT in tomllib.loads((folder / "pyproject.toml").read_text())["project"].get("classifiers", [])
 
 
 def test_certlab_all_depends_on_every_distribution_of_the_repository_at_its_version() -> None:
