@@ -42,10 +42,11 @@ from certlab_core.plugin.held_out import HeldOutRun
 from certlab_core.plugin.model_boundary import model_plan_for
 from certlab_core.plugin.records import AgentAdapter, Grader, TaskFamily
 from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.safe_io import CERTIFICATION_SCHEMA
 from certlab_core.plugin.sandbox import choose_containment
 from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
 
-BUNDLE_SCHEMA = "certlab.certification/1"
+BUNDLE_SCHEMA = CERTIFICATION_SCHEMA
 BUNDLE_FILE = "bundle.json"
 CONTRACT_FILE = "CONTRACT.md"
 

@@ -19,7 +19,7 @@ from typing import Any
 import cattrs
 from attrs import frozen
 
-from certlab_core.certify.certification import BUNDLE_FILE, BUNDLE_SCHEMA, load_json
+from certlab_core.certify.certification import BUNDLE_FILE
 from certlab_core.certify.lab import (
     Progress,
     answer_key_paths,
@@ -30,7 +30,7 @@ from certlab_core.certify.lab import (
     prove,
     run_chain,
 )
-from certlab_core.evidence.canonical import seal_holds, structure
+from certlab_core.evidence.canonical import structure
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
 from certlab_core.plugin.forking import ChildFailure, map_in_forks
@@ -83,21 +83,9 @@ class RegradeResult:
 
 def read_bundle(folder: Path) -> dict[str, Any]:
     """Load a bundle and check its schema and seal; anything wrong is one line and exit 3."""
-    path = folder / BUNDLE_FILE if folder.is_dir() else folder
-    bundle = load_json(path, "certification bundle")
-    if not isinstance(bundle, dict):
-        raise InstrumentError(f"{path}: not a certification bundle (the top level is not an object)")
-    if bundle.get("schema") != BUNDLE_SCHEMA:
-        raise InstrumentError(f"{path}: schema is {bundle.get('schema')!r}, expected {BUNDLE_SCHEMA!r}")
-    if "seal" not in bundle:
-        raise InstrumentError(
-            f"{path}: the bundle is unsealed; only a bundle written by certlab certify can be regraded"
-        )
-    if not seal_holds(bundle):
-        raise InstrumentError(
-            f"{path}: the seal does not match the contents; the bundle was edited after it was sealed"
-        )
-    return bundle
+    from certlab_core.plugin.safe_io import load_certification
+
+    return load_certification(folder / BUNDLE_FILE if folder.is_dir() else folder)
 
 
 def _recorded_trials(bundle: dict[str, Any], path: Path) -> list[RecordedTrial]:

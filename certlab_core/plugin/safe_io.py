@@ -244,3 +244,31 @@ def line_too_long(path: Path, number: int) -> str:
         f"{path} line {number}: longer than {MAX_DOCUMENT_BYTES >> 20} MB, which no certlab record is; "
         "the store is damaged"
     )
+
+
+CERTIFICATION_SCHEMA = "certlab.certification/1"
+"""The schema of the bundle ``certlab certify`` writes (``bundle.json``)."""
+
+
+def load_certification(path: Path) -> dict[str, Any]:
+    """A certification bundle read as hostile input, its schema and seal checked: anything wrong is one line, exit 3.
+
+    The one reader of a bundle for ``certlab regrade`` and for plugins (``certlab predict --against``).
+    """
+    from certlab_core.plugin.canonical import seal_holds
+
+    missing = f"{path}: no certification bundle there; give the folder certlab certify wrote"
+    bundle = load_json(path, "certification bundle", InstrumentError, missing, MAX_BUNDLE_BYTES)
+    if not isinstance(bundle, dict):
+        raise InstrumentError(f"{path}: not a certification bundle (the top level is not an object)")
+    if bundle.get("schema") != CERTIFICATION_SCHEMA:
+        raise InstrumentError(f"{path}: schema is {bundle.get('schema')!r}, expected {CERTIFICATION_SCHEMA!r}")
+    if "seal" not in bundle:
+        raise InstrumentError(
+            f"{path}: the bundle is unsealed; only a bundle written by certlab certify can be regraded"
+        )
+    if not seal_holds(bundle):
+        raise InstrumentError(
+            f"{path}: the seal does not match the contents; the bundle was edited after it was sealed"
+        )
+    return bundle

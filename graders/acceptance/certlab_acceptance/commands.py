@@ -22,7 +22,6 @@ from certlab_core.plugin import (
     InstrumentError,
     RegisterCommand,
     UsageError,
-    canonical,
     discover,
     load_user_task,
     read_cases,
@@ -30,7 +29,6 @@ from certlab_core.plugin import (
 )
 
 BUNDLE_FILE = "bundle.json"
-BUNDLE_SCHEMA = "certlab.certification/1"  # what certlab certify writes (certlab_core.certify.certification)
 
 
 def lock_command(
@@ -181,21 +179,7 @@ def recorded_predictions(folder: Path) -> list[dict[str, Any]]:
 
 def read_certification(path: Path) -> dict[str, Any]:
     """A certification bundle, read as hostile input and checked as ``certlab regrade`` checks it (exit 3)."""
-    missing = f"{path}: no certification bundle there; give the folder certlab certify wrote"
-    bundle = safe_io.load_json(path, "certification bundle", InstrumentError, missing, safe_io.MAX_BUNDLE_BYTES)
-    if not isinstance(bundle, dict):
-        raise InstrumentError(f"{path}: not a certification bundle (the top level is not an object)")
-    if bundle.get("schema") != BUNDLE_SCHEMA:
-        raise InstrumentError(f"{path}: schema is {bundle.get('schema')!r}, expected {BUNDLE_SCHEMA!r}")
-    if "seal" not in bundle:
-        raise InstrumentError(
-            f"{path}: the bundle is unsealed; only a bundle written by certlab certify can be regraded"
-        )
-    if not canonical.seal_holds(bundle):
-        raise InstrumentError(
-            f"{path}: the seal does not match the contents; the bundle was edited after it was sealed"
-        )
-    return bundle
+    return safe_io.load_certification(path)
 
 
 COMMANDS: dict[str, tuple[Callable[..., None], str]] = {
