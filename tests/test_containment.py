@@ -159,3 +159,20 @@ def test_a_supervised_program_is_noticed_the_moment_it_ends(tmp_path: Path) -> N
     switches = resource.getrusage(resource.RUSAGE_CHILDREN).ru_nvcsw - before
     assert run.status == "completed" and run.exit_code == 0
     assert switches <= 10, f"{switches} voluntary context switches: the supervising process polls"
+
+
+def test_a_process_without_a_command_line_is_named_by_its_name_not_a_question_mark() -> None:
+    """CI named a leftover ``pid N: ?``: the sweep read its command line while it had none (inside exec, or a zombie)."""
+    from certlab_core.plugin.command import _command_line
+
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    try:
+        while Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            time.sleep(0.001)
+        assert Path(f"/proc/{child}/cmdline").read_bytes() == b""  # a zombie has no command line
+        assert _command_line(child) == f"[{Path(f'/proc/{child}/comm').read_text().strip()}]"
+    finally:
+        os.waitpid(child, 0)
+    assert _command_line(child) == "?"  # gone

@@ -48,6 +48,7 @@ UNAVAILABLE_EXIT_CODE = 75
 PR_SET_CHILD_SUBREAPER = 36
 SWEEP_ROUNDS = 500  # rounds of kill-and-reap before the sweep gives up and names what is left
 SWEEP_PAUSE_S = 0.002
+COMMAND_LINE_READS = 10  # reads of an empty command line (a process inside exec) before its name stands in
 
 
 def _tail(path: Path) -> str:
@@ -62,11 +63,26 @@ def _proc_ids() -> list[int]:
 
 
 def _command_line(pid: int) -> str:
+    """The command line of ``pid`` as one string; ``[name]`` (as ps shows it) when it has none, ``?`` when gone.
+
+    A process caught inside ``exec`` reads an empty command line for a moment, so an empty
+    read is tried again a few times before the process's name stands in for it (a zombie
+    has no command line at all).
+    """
+    for _read in range(COMMAND_LINE_READS):
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return "?"
+        text = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        if text:
+            return text
+        time.sleep(SWEEP_PAUSE_S)
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        name = Path(f"/proc/{pid}/comm").read_text(errors="replace").strip()
     except OSError:
         return "?"
-    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip() or "?"
+    return f"[{name}]" if name else "?"
 
 
 def _process_table() -> dict[int, tuple[int, str]]:
