@@ -162,7 +162,7 @@ def test_a_supervised_program_is_noticed_the_moment_it_ends(tmp_path: Path) -> N
 
 
 def test_a_process_without_a_command_line_is_named_by_its_name_not_a_question_mark() -> None:
-    """CI named a leftover ``pid N: ?``: the sweep read its command line while it had none (inside exec, or a zombie)."""
+    """CI named a leftover ``pid N: ?``: the sweep read its command line while it had none (in exec, or a zombie)."""
     from certlab_core.plugin.command import _command_line
 
     child = os.fork()

@@ -169,3 +169,37 @@ def test_regrade_runs_the_bundles_code_in_the_sandbox(tmp_path: Path) -> None:
     regraded = run_certlab("regrade", str(out), "-q")
     assert regraded.returncode == 1, regraded.stdout + regraded.stderr
     assert "inside the sandbox bwrap" in regraded.stdout and "regrade: mismatch" in regraded.stdout
+
+
+@needs_bwrap
+def test_replay_of_a_certified_trial_runs_its_agent_in_the_sandbox_too(tmp_path: Path) -> None:
+    """``replay --trial`` re-ran the certification's adapter uncontained: an agent that reaches for the installed
+    clean source, held off in the certification, got it in the replay (not reproduced: fixed). Now it is
+    contained as certified, and the replay reproduces the recorded verdict."""
+    from certlab_scripted_models import Reply, ScriptedModelServer
+
+    call = (
+        "import http.client, json, os, urllib.parse; u = urllib.parse.urlsplit(os.environ['ANTHROPIC_BASE_URL']); "
+        "c = http.client.HTTPConnection(u.hostname, u.port, timeout=20); "
+        "body = {'model': 'm', 'max_tokens': 10, 'messages': [{'role': 'user', 'content': 'fix it'}]}; "
+        "c.request('POST', '/v1/messages', body=json.dumps(body), "
+        "headers={'x-api-key': os.environ['ANTHROPIC_API_KEY'], 'content-type': 'application/json'}); "
+        "print(c.getresponse().status)"
+    )
+    agent = script(tmp_path, "asks-then-copies.sh", f'python3 -c "{call}"\ncp {clean_source()} intervals.py')
+    out = tmp_path / "out"
+    with ScriptedModelServer([Reply(text="copy the clean file")], anthropic_sse=False) as server:
+        env = dict(os.environ, ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="sk-test-key")
+        done = run_certlab(
+            "certify", "-f", "intervals", "-a", "command", "--agent-arg", str(agent), "-o", str(out), "-q", env=env
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = json.loads((out / "bundle.json").read_text())["trials"][0]
+    assert first["verdict"] == "not-fixed" and [e["status"] for e in first["model"]["events"]] == ["ok"]
+    offline = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    replayed = run_certlab("replay", str(out), "--trial", first["id"], env=offline)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "inside the sandbox bwrap" in replayed.stdout and "reproduced: not-fixed" in replayed.stdout
+    uncontained = run_certlab("replay", str(out), "--trial", first["id"], "--sandbox", "none", env=offline)
+    assert uncontained.returncode == 1, uncontained.stdout + uncontained.stderr  # what the old replay did
+    assert "but uncontained" in uncontained.stdout and "replayed fixed" in uncontained.stdout

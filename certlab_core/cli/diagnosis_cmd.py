@@ -202,7 +202,8 @@ def replay_command(
     sandbox: str = typer.Option(
         "auto",
         "--sandbox",
-        help="Run a reproducer's code (offline or --live) in bwrap where it works (auto), only in bwrap, or none.",
+        help="Run the code replayed (a reproducer's, or with --trial the certification's agent) in bwrap where it "
+        "works (auto), only in bwrap, or none.",
     ),
 ) -> None:
     """Re-run the agent against the recorded boundary, no live tools: exit 0 reproduced, 1 not, 3 invalid."""
@@ -217,14 +218,13 @@ def replay_command(
     if trial:
         if live:
             raise UsageError("--trial replays a certification's recorded model calls; it takes no --live")
-        if sandbox != "auto":
-            raise UsageError("--sandbox applies to a reproducer's replay; --trial re-runs the certification's adapter")
         registry = discover()
         if task is not None:
             from certlab_core.certify.acceptance import register_experiment_task
 
             register_experiment_task(registry, task)
-        result = replay_certified_trial(bundle_path, trial, registry)
+        hidden = (str(task.resolve()),) if task is not None else ()
+        result = replay_certified_trial(bundle_path, trial, registry, sandbox, hidden)
         for line in result.lines:
             typer.echo(line)
         raise typer.Exit(result.exit_code)

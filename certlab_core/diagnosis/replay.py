@@ -443,18 +443,25 @@ def _certified_child(spec: Any, registry: Registry) -> Any:
     return run_trial(spec, grader_chain(registry))
 
 
-def replay_certified_trial(folder: Path, trial_id: str, registry: Registry) -> ReplayResult:
+def replay_certified_trial(
+    folder: Path, trial_id: str, registry: Registry, sandbox: str = "auto", hidden: Sequence[str] = ()
+) -> ReplayResult:
     """Re-run one trial of a certification offline: the same adapter in a fresh work copy, every model call answered
     from the trial's recording by the model boundary, no upstream at all; then grade what it left.
 
-    Invalid (exit 3) when the trial holds no model recording or the agent asked something the
-    recording does not hold (it left the recorded path); reproduced (exit 0) when the recorded
-    verdict and failure mode come back, else not reproduced (exit 1).
+    The agent runs contained as a certification runs it (``--sandbox``: bwrap where it works
+    by default): the installed families' clean trees and held-out cases, the certification
+    folder (which holds the trial's own recorded changes) and ``hidden`` (a user task's
+    experiment directory) are out of its reach. Invalid (exit 3) when the trial holds no
+    model recording or the agent asked something the recording does not hold (it left the
+    recorded path); reproduced (exit 0) when the recorded verdict and failure mode come
+    back, else not reproduced (exit 1).
     """
     from certlab_core.certify.contract import token_budget_of
-    from certlab_core.certify.lab import Task, TrialSpec
-    from certlab_core.certify.regrade import read_bundle
+    from certlab_core.certify.lab import Task, TrialSpec, answer_key_paths, log_to_stderr
+    from certlab_core.certify.regrade import containment_line, read_bundle
     from certlab_core.plugin.model_boundary import ModelBoundaryPlan, default_model_plan
+    from certlab_core.plugin.sandbox import choose_containment
 
     bundle = read_bundle(folder)
     trials = {str(t.get("id")): t for t in bundle.get("trials") or () if isinstance(t, Mapping)}
@@ -478,6 +485,9 @@ def replay_certified_trial(folder: Path, trial_id: str, registry: Registry) -> R
         raise UsageError(
             f"the installed family {family.name} has no defect {defect_id!r}; install the bundle's version"
         )
+    keys = [*answer_key_paths(list(registry.all("task_families").values())), str(folder.resolve()), *hidden]
+    containment = choose_containment(registry, sandbox, keys, log_to_stderr)
+    lines.append(containment_line(containment, "the certification's agent"))
     agent = bundle.get("agent") or {}
     expected = next(
         (p.get("expected_tests") for p in bundle.get("instrument") or () if p.get("family") == family.name), ()
@@ -493,6 +503,7 @@ def replay_certified_trial(folder: Path, trial_id: str, registry: Registry) -> R
         model_boundary=ModelBoundaryPlan(
             plan.boundary, replay=tuple(events), max_tokens=token_budget_of(bundle.get("settings"))
         ),
+        containment=containment,
     )
     try:
         record = call_in_fork(_certified_child, spec, registry, timeout=spec.agent_timeout_s + 600.0)
