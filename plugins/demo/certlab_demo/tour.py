@@ -7,6 +7,7 @@ import json
 import os
 import resource
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -162,14 +163,35 @@ def _dependents(steps: Sequence[DemoStep]) -> list[int]:
 
 
 def run_demo(keep: Path | None = None, jobs: int | None = None) -> int:
-    """Run every chapter's steps (``run_steps``); return the exit code."""
-    workdir = keep or Path(tempfile.mkdtemp(prefix="certlab-demo-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    context = DemoContext(workdir=workdir)
-    steps: list[DemoStep] = []
-    for chapter in CHAPTERS:
-        steps.extend(importlib.import_module(chapter).steps(context))
-    return run_steps(steps, context, jobs if jobs is not None else default_jobs())
+    """Run every chapter's steps (``run_steps``) in ``keep`` or a new temporary folder; return the exit code."""
+
+    def tour_in(workdir: Path) -> int:
+        context = DemoContext(workdir=workdir)
+        steps: list[DemoStep] = []
+        for chapter in CHAPTERS:
+            steps.extend(importlib.import_module(chapter).steps(context))
+        return run_steps(steps, context, jobs if jobs is not None else default_jobs())
+
+    return in_working_folder(keep, tour_in)
+
+
+def in_working_folder(keep: Path | None, run: Callable[[Path], int]) -> int:
+    """``run`` in ``keep`` (made if missing, always kept), or in a new temporary folder that is removed when
+    ``run`` returns 0 and kept, and named, for a look when it does not (or raises)."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        return run(keep)
+    workdir = Path(tempfile.mkdtemp(prefix="certlab-demo-"))
+    code = 1
+    try:
+        code = run(workdir)
+    finally:
+        if code == 0:
+            shutil.rmtree(workdir, ignore_errors=True)
+            print(f"demo: removed its working folder {workdir} (--keep DIR keeps one)", flush=True)
+        else:
+            print(f"demo: its working folder is kept for a look: {workdir}", flush=True)
+    return code
 
 
 def run_steps(steps: Sequence[DemoStep], context: DemoContext, jobs: int) -> int:

@@ -6,6 +6,7 @@ import importlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,28 @@ def test_steps_that_keep_figures_at_once_lose_none(tmp_path: Path) -> None:
         thread.join()
     figures = json.loads((tmp_path / chapter_gate.FIGURES).read_text(encoding="utf-8"))
     assert len(figures) == 160
+
+
+def test_a_temporary_working_folder_is_removed_after_a_tour_that_held_and_kept_after_one_that_did_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every ``certlab demo`` without ``--keep`` left its folder of runs and certifications in the temp folder."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tour.tempfile, "tempdir", None)  # TMPDIR is read again
+    used: list[Path] = []
+
+    def tour_that(code: int) -> Callable[[Path], int]:
+        def run(workdir: Path) -> int:
+            (workdir / "bundle.json").write_text("{}")
+            used.append(workdir)
+            return code
+
+        return run
+
+    assert tour.in_working_folder(None, tour_that(0)) == 0
+    assert used[-1].parent == tmp_path and not used[-1].exists()
+    assert tour.in_working_folder(None, tour_that(1)) == 1
+    assert (used[-1] / "bundle.json").is_file()
+    assert f"kept for a look: {used[-1]}" in capsys.readouterr().out
+    kept = tmp_path / "mine"
+    assert tour.in_working_folder(kept, tour_that(0)) == 0 and (kept / "bundle.json").is_file()
