@@ -167,3 +167,21 @@ def test_installed_through_certlab_all_the_demo_runs_from_its_wheel(fresh: Fresh
     done = fresh.certlab("demo", "--keep", str(tmp_path / "demo"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "demo: all " in done.stdout and " steps held" in done.stdout
+
+
+def test_every_distribution_asks_for_a_setuptools_that_reads_its_license_field() -> None:
+    """A ``license = "MIT"`` string (PEP 639) needs setuptools 77 or later; the pyprojects asked for 68, which
+    fails to build them where the build is not isolated (``pip wheel --no-build-isolation``, as the Makefile does)."""
+    checked = 0
+    for pyproject in REPO.glob("**/pyproject.toml"):
+        if {".venv", "build", ".wheelhouse"} & set(pyproject.relative_to(REPO).parts):
+            continue
+        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        if not isinstance(document.get("project", {}).get("license"), str):
+            continue
+        requires = document["build-system"]["requires"]
+        floor = next(r for r in requires if r.startswith("setuptools"))
+        version = tuple(int(x) for x in floor.partition(">=")[2].split(".") if x)
+        assert version >= (77,), f"{pyproject.relative_to(REPO)}: {floor}"
+        checked += 1
+    assert checked >= 30
