@@ -11,7 +11,7 @@ import pytest
 from conftest import make_certification, run_certlab
 
 from certlab_core.certify.certification import CertifyOptions, certify
-from certlab_core.evidence.canonical import seal_holds
+from certlab_core.plugin.canonical import seal_holds
 from certlab_core.plugin.errors import CertlabError
 from certlab_core.plugin.registry import Registry, discover
 

@@ -26,8 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certlab_core.evidence.safe_io import MAX_DOCUMENT_BYTES, MAX_NESTING, load_json, nesting_depth, parse_json
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_USAGE, CertlabError, InstrumentError, UsageError
+from certlab_core.plugin.safe_io import MAX_DOCUMENT_BYTES, MAX_NESTING, load_json, nesting_depth, parse_json
 
 REPO = Path(__file__).resolve().parent.parent
 ARCHIVED = REPO / "tests" / "archived_stores" / "block"

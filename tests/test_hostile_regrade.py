@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certlab_core.evidence.canonical import sealed
+from certlab_core.plugin.canonical import sealed
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.workcopy import Change, Tampered, apply_changes, write_inside
 

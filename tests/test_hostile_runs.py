@@ -178,7 +178,7 @@ ONE_TRIAL = textwrap.dedent(
     import json, os, resource, sys, tracemalloc
     limit = 1536 << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from certlab_core.evidence.canonical import unstructure
+    from certlab_core.plugin.canonical import unstructure
     from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
     from certlab_core.plugin.registry import discover
     registry = discover()

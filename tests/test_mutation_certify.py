@@ -110,7 +110,7 @@ def test_regrade_mutants_re_earns_the_recorded_score(toy_registry: Registry, toy
 def test_regrade_mutants_names_a_recorded_verdict_a_re_run_does_not_earn(
     toy_registry: Registry, toy_certification: Path, tmp_path: Path
 ) -> None:
-    from certlab_core.evidence.canonical import sealed
+    from certlab_core.plugin.canonical import sealed
 
     bundle = json.loads((toy_certification / "bundle.json").read_text())
     bundle.pop("seal")

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certlab_core.certify.regrade import read_bundle
-from certlab_core.evidence.canonical import sealed
+from certlab_core.plugin.canonical import sealed
 from certlab_core.plugin.errors import CertlabError
 
 

@@ -36,7 +36,7 @@ from certlab_core.certify.lab import (
     prove,
     run_trials,
 )
-from certlab_core.evidence.canonical import pretty_json, sealed, unstructure
+from certlab_core.plugin.canonical import pretty_json, sealed, unstructure
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.plugin.held_out import HeldOutRun
 from certlab_core.plugin.model_boundary import model_plan_for
@@ -520,10 +520,10 @@ def bundle_sha256(path: Path) -> str:
 
 
 def load_json(path: Path, what: str) -> Any:
-    """A bundle (or other document certify wrote) read as hostile input: ``evidence.safe_io``'s caps, exit 3."""
-    from certlab_core.evidence.safe_io import MAX_BUNDLE_BYTES
-    from certlab_core.evidence.safe_io import load_json as load_capped
+    """A bundle (or other document certify wrote) read as hostile input: ``plugin.safe_io``'s caps, exit 3."""
     from certlab_core.plugin.errors import InstrumentError
+    from certlab_core.plugin.safe_io import MAX_BUNDLE_BYTES
+    from certlab_core.plugin.safe_io import load_json as load_capped
 
     missing = f"{path}: no {what} there; give the folder certlab certify wrote"
     return load_capped(path, what, InstrumentError, missing, MAX_BUNDLE_BYTES)

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from certlab_core.certify.lab import Progress, TrialRecord, TrialSpec, run_trials
-from certlab_core.evidence.canonical import canonical_json, seal_holds, sealed, structure, unstructure
 from certlab_core.evidence.record_file import count_recorded, cut_torn_tail
+from certlab_core.plugin.canonical import canonical_json, seal_holds, sealed, structure, unstructure
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.records import Grader
 from certlab_core.plugin.registry import Registry
@@ -101,7 +101,7 @@ class TrialJournal:
 
     def _lines(self, kind: str | None = None) -> list[dict[str, Any]]:
         """The journal's sealed lines (a line whose seal does not hold makes it unfit to resume)."""
-        from certlab_core.evidence.safe_io import MAX_DOCUMENT_BYTES
+        from certlab_core.plugin.safe_io import MAX_DOCUMENT_BYTES
 
         found: list[dict[str, Any]] = []
         if not os.path.lexists(self.path):

@@ -30,8 +30,8 @@ from certlab_core.certify.lab import (
     prove,
     run_chain,
 )
-from certlab_core.evidence.canonical import structure
 from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.canonical import structure
 from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
 from certlab_core.plugin.forking import ChildFailure, map_in_forks
 from certlab_core.plugin.records import Defect, Grader, GradeRequest, TaskFamily

@@ -53,7 +53,7 @@ def report_command(
     as_json: bool = typer.Option(False, "--json", help="Print the report model as JSON."),
 ) -> None:
     """Verdict and bounds per condition, per-arm success, failure clusters, faults, errors, cost and pass^k."""
-    from certlab_core.evidence.canonical import unstructure
+    from certlab_core.plugin.canonical import unstructure
     from certlab_core.report.reading import load_report
     from certlab_core.report.text import render_text
 
@@ -114,8 +114,8 @@ def rederive_command(
         write_decision(store.folder, decision)
         typer.echo(f"rederive: wrote {path} ({decision['verdict']})")
         raise typer.Exit(EXIT_OK)
-    from certlab_core.evidence.safe_io import read_capped_bytes
     from certlab_core.plugin.errors import CertlabError
+    from certlab_core.plugin.safe_io import read_capped_bytes
 
     try:
         stored = read_capped_bytes(path, "decision").decode("utf-8", errors="replace").splitlines()
@@ -144,7 +144,7 @@ def minimize_command(
 ) -> None:
     """ddmin over the trial's injected faults, re-running it; exit 0 minimised, 1 the failure did not reproduce."""
     from certlab_core.diagnosis.minimize import describe_fault, minimize, minimized_document
-    from certlab_core.evidence.canonical import pretty_json
+    from certlab_core.plugin.canonical import pretty_json
     from certlab_core.report.reading import open_store
 
     store = open_store(rundir)

@@ -159,7 +159,6 @@ def gate_command(
     as_json: bool = typer.Option(False, "--json", help="Print the decision document instead of text."),
 ) -> None:
     """Recompute the verdict from a run store alone; the exit code is the verdict."""
-    from certlab_core.evidence.canonical import pretty_json, seal_holds
     from certlab_core.evidence.integrity import AttemptLedger
     from certlab_core.gate.decision import decide_file
     from certlab_core.gate.store import (
@@ -169,6 +168,7 @@ def gate_command(
         earlier_lines,
         open_manifest,
     )
+    from certlab_core.plugin.canonical import pretty_json, seal_holds
     from certlab_core.plugin.registry import discover
 
     manifest = open_manifest(rundir)
@@ -180,8 +180,8 @@ def gate_command(
         decision = decide_file(manifest, rundir / TRIALS, rule, ledger)
     stored_path = rundir / DECISION
     if stored_path.exists() or stored_path.is_symlink():
-        from certlab_core.evidence.safe_io import parse_json, read_capped_bytes
         from certlab_core.plugin.errors import CertlabError
+        from certlab_core.plugin.safe_io import parse_json, read_capped_bytes
 
         try:
             stored_text = read_capped_bytes(stored_path, "decision").decode("utf-8", errors="replace")

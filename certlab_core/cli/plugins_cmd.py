@@ -11,7 +11,7 @@ import json
 
 import typer
 
-from certlab_core.evidence.canonical import unstructure
+from certlab_core.plugin.canonical import unstructure
 from certlab_core.plugin.registry import KIND_LABELS, discover
 
 

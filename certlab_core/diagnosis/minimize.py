@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from certlab_core.evidence.canonical import sealed, unstructure
 from certlab_core.gate.events import failure_fingerprint
+from certlab_core.plugin.canonical import sealed, unstructure
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.registry import Registry
 

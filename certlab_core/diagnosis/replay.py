@@ -37,8 +37,8 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.diagnosis.bundle import edited_files, manifest_from_slice, module_paths
-from certlab_core.evidence.canonical import canonical_json
 from certlab_core.gate.events import describe_call
+from certlab_core.plugin.canonical import canonical_json
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, UsageError
 from certlab_core.plugin.forking import ForkedCallError, call_in_fork
 from certlab_core.plugin.registry import Registry

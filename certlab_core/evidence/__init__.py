@@ -1,9 +1,10 @@
-"""Evidence on disk: the canonical form and seals, hardened readers of hostile files, the attempt ledger, record files.
+"""Evidence on disk: the attempt ledger and record files; the canonical form and readers live in the author API.
 
-Everything certlab writes as evidence (manifests, run stores, bundles, journals) is written and
-read through here: ``canonical`` (one JSON form, sealed), ``safe_io`` (reading a file that may
-be a FIFO, a device, a symlink out of its folder or a gigabyte), ``integrity`` (the attempt
-ledger a gate checks a store against) and ``record_file`` (append-only files with one writer).
+Everything certlab writes as evidence (manifests, run stores, bundles, journals) is written in
+the canonical form and read by the hardened readers of ``certlab_core.plugin.canonical`` and
+``certlab_core.plugin.safe_io`` (a plugin sealing or reading a document of its own does it the
+same way); here are ``integrity`` (the attempt ledger a gate checks a store against) and
+``record_file`` (append-only files with one writer).
 
 May import: plugin.
 """

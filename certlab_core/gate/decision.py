@@ -20,10 +20,10 @@ from typing import Any
 
 from attrs import define, field
 
-from certlab_core.evidence.canonical import sealed
 from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
 from certlab_core.gate.store import DECISION_SCHEMA
 from certlab_core.gate.summaries import Observer, SplitObserver, Trials, TrialSummary, read_summaries, verify_lines
+from certlab_core.plugin.canonical import sealed
 from certlab_core.plugin.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS
 from certlab_core.plugin.records import Bounds, StatisticalRule
 

@@ -344,7 +344,7 @@ def problem_message(lines: list[str]) -> str:
 
 def load_descriptor(path: Path) -> Descriptor:
     """Read and check ``certlab.yaml`` (exit 4 with one line per problem)."""
-    from certlab_core.evidence.safe_io import MAX_NESTING, nesting_depth, read_capped_text
+    from certlab_core.plugin.safe_io import MAX_NESTING, nesting_depth, read_capped_text
 
     source = path.name
     missing = f"{path}: no such descriptor; give the path of a certlab.yaml (see examples/retry/)"

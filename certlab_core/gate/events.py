@@ -14,7 +14,7 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.evidence.canonical import canonical_json
+from certlab_core.plugin.canonical import canonical_json
 
 END_OF_CALLS = "end of calls"
 

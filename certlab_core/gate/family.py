@@ -30,8 +30,8 @@ from certlab_core.certify.lab import (
     prove,
     run_trial,
 )
-from certlab_core.evidence.canonical import unstructure
 from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.canonical import unstructure
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.fingerprints import check_unmoved
 from certlab_core.plugin.model_boundary import (

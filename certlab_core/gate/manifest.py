@@ -18,7 +18,6 @@ import attrs
 from attrs import field, frozen
 
 from certlab_core import __version__
-from certlab_core.evidence.canonical import seal_of, unstructure
 from certlab_core.gate.descriptor import (
     GATING_BUCKETS,
     Budgets,
@@ -32,6 +31,7 @@ from certlab_core.gate.descriptor import (
 )
 from certlab_core.gate.references import ReferenceCheck, check_references
 from certlab_core.gate.typed import DOC, json_schema, parse
+from certlab_core.plugin.canonical import seal_of, unstructure
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.looks import look_sizes
 from certlab_core.plugin.records import Fault, ToolWorld
@@ -412,7 +412,7 @@ def manifest_from_document(document: Any, source: str) -> Manifest:
 
 def read_manifest(path: Path) -> Manifest:
     """Read and verify ``manifest.json``."""
-    from certlab_core.evidence.safe_io import load_json
+    from certlab_core.plugin.safe_io import load_json
 
     source = str(path)
     missing = f"{source}: missing; this folder is not a certlab run store"

@@ -202,7 +202,7 @@ def test_certlab_gate_refuses_a_store_with_a_forged_retry(retried_store: Path, t
 
 
 def test_a_coding_arm_retried_after_a_broken_grader_verifies() -> None:
-    from certlab_core.evidence.canonical import sealed
+    from certlab_core.plugin.canonical import sealed
 
     common = {"schema": "certlab.trial/1", "id": "baseline/clean/0", "identity": "i", "seed": 1, "grades": []}
     first = dict(

@@ -20,7 +20,7 @@ from acceptance_helpers import (
 )
 from certlab_acceptance.lock import predictions_path
 
-from certlab_core.evidence.canonical import canonical_json, sealed
+from certlab_core.plugin.canonical import canonical_json, sealed
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 from certlab_signing import evidence
 
 from certlab_core.certify.regrade import regrade
-from certlab_core.evidence.canonical import sealed
+from certlab_core.plugin.canonical import sealed
 from certlab_core.plugin.errors import CertlabError
 from certlab_core.plugin.registry import Registry
 

@@ -13,7 +13,6 @@ from gate_helpers import EXAMPLES, descriptor, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certlab_core.evidence.canonical import pretty_json, seal_of, sealed
 from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import (
     Manifest,
@@ -31,6 +30,7 @@ from certlab_core.gate.schedule import (
     parse_trial_id,
     trial_identity,
 )
+from certlab_core.plugin.canonical import pretty_json, seal_of, sealed
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.registry import Registry
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from gate_helpers import AGENTS, certlab, descriptor, lines, recompute, run, write, write_module
 
-from certlab_core.evidence.canonical import pretty_json, sealed
 from certlab_core.gate.manifest import read_manifest
 from certlab_core.gate.runner import rerun_trial
 from certlab_core.gate.store import seal_line
+from certlab_core.plugin.canonical import pretty_json, sealed
 from certlab_core.plugin.registry import Registry
 
 TOOLSET = """

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from certlab_core.evidence.canonical import unstructure
 from certlab_core.evidence.integrity import AttemptLedger
 from certlab_core.gate.decision import decision_of
 from certlab_core.gate.manifest import manifest_document
 from certlab_core.gate.store import TRIALS, iter_raw_line_bytes, open_manifest
 from certlab_core.gate.summaries import _line_ranges, read_summaries, verify_lines
+from certlab_core.plugin.canonical import unstructure
 from certlab_core.plugin.registry import discover
 from certlab_core.report.model import ReportAccumulator
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from certlab_core.certify.lab import Task, TrialSpec, log_to_stderr, progress_facts, run_trials
-from certlab_core.evidence.canonical import unstructure
 from certlab_core.plugin import UsageError
+from certlab_core.plugin.canonical import unstructure
 from certlab_core.plugin.records import Usage
 from certlab_core.plugin.registry import Registry
 
