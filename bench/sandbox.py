@@ -6,19 +6,23 @@ The agent arm of a certification of ``intervals`` (six trials of the command age
 calibration run as the harness either way and are left out. Prints the median per-trial
 time of the agent, of the grading and in all, for each containment, their difference, the
 CPU seconds per trial (this process and all it waited for), the cost of one contained start
-of ``/bin/true`` against an uncontained one, and the load average before and after (on a
+of ``/bin/true`` against an uncontained one (each start with cgroups of its own, and in one of
+the slots a certification serves its trials from), and the load average before and after (on a
 shared machine the wall figures follow it). Target: at most 20 ms per trial.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
 import sys
 import time
 from pathlib import Path
+
+import attrs
 
 from certlab_core.certify.lab import (
     Task,
@@ -51,6 +55,12 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def served(containment: Containment) -> contextlib.AbstractContextManager[None]:
+    """The sandbox's warm slots, as a certification's trials get them (``certify.lab.grading_services``)."""
+    sandbox = containment.sandbox
+    return sandbox.serve(1) if sandbox is not None and sandbox.serve is not None else contextlib.nullcontext()
+
+
 def start_cost(containment: Containment, runs: int) -> float:
     """Median seconds of one start of /bin/true under ``containment``, subreaper and sweep included."""
     times = []
@@ -79,7 +89,11 @@ def main() -> None:
     sandboxed = choose_containment(registry, "bwrap", answer_key_paths([family]), print)
     preload()
     agent = registry.get("agents", "command")
-    kinds = {"none": Containment(), "bwrap": sandboxed}
+    # bwrap as a certification serves it (slots: cgroups kept from trial to trial), and with cgroups of its own per
+    # start (no slots: as an executor's worker, regrade or replay starts it), the figure before the slots.
+    assert sandboxed.sandbox is not None
+    unserved = attrs.evolve(sandboxed, sandbox=attrs.evolve(sandboxed.sandbox, serve=None))
+    kinds = {"none": Containment(), "bwrap": sandboxed, "bwrap-own-cgroups": unserved}
     records: dict[str, list[TrialRecord]] = {name: [] for name in kinds}
     cpu: dict[str, float] = dict.fromkeys(kinds, 0.0)
     print(f"load average before: {load()}")
@@ -105,17 +119,21 @@ def main() -> None:
         medians[name] = {key: statistics.median(per_trial(done, key)) for key in ("agent_s", "grading_s", "total_s")}
         verdicts = [r.verdict for r in done]
         print(
-            f"{name:>5}: {len(done)} trials, {verdicts.count('fixed')} fixed; median per trial: "
+            f"{name:>17}: {len(done)} trials, {verdicts.count('fixed')} fixed; median per trial: "
             f"agent {medians[name]['agent_s'] * 1000:.0f} ms, grading {medians[name]['grading_s'] * 1000:.0f} ms, "
             f"total {medians[name]['total_s'] * 1000:.0f} ms; CPU {cpu[name] / len(done) * 1000:.0f} ms per trial"
         )
     for key, label in (("agent_s", "agent"), ("grading_s", "grading"), ("total_s", "total")):
         extra = (medians["bwrap"][key] - medians["none"][key]) * 1000
-        print(f"sandbox overhead per trial, {label}: {extra:+.0f} ms")
+        own = (medians["bwrap-own-cgroups"][key] - medians["none"][key]) * 1000
+        print(f"sandbox overhead per trial, {label}: {extra:+.0f} ms (with cgroups of its own: {own:+.0f} ms)")
     bare, contained = start_cost(Containment(), 20), start_cost(sandboxed, 20)
+    with served(sandboxed):
+        in_slot = start_cost(sandboxed, 20)
     print(
         f"one start of /bin/true: uncontained {bare * 1000:.1f} ms, in bwrap {contained * 1000:.1f} ms "
-        f"({(contained - bare) * 1000:+.1f} ms)"
+        f"({(contained - bare) * 1000:+.1f} ms), in bwrap in a slot {in_slot * 1000:.1f} ms "
+        f"({(in_slot - bare) * 1000:+.1f} ms)"
     )
     print(f"load average after: {load()}")
 

@@ -484,7 +484,7 @@ def run_trials(
 
 @contextlib.contextmanager
 def grading_services(specs: Sequence[TrialSpec], graders: Sequence[Grader], workers: int) -> Iterator[None]:
-    """For the ``with`` block, each grader's ``serve`` runs once per sandbox the trials are contained by.
+    """For the ``with`` block, each sandbox's and grader's ``serve`` runs once per sandbox the trials are contained by.
 
     Trials forked here inherit what the services started (a warm grading server in the
     sandbox); trials on an executor's workers do not, and their graders start their own.
@@ -496,6 +496,9 @@ def grading_services(specs: Sequence[TrialSpec], graders: Sequence[Grader], work
                 if spec.containment is not None and spec.containment.contained and spec.containment not in contained:
                     contained.append(spec.containment)
             for containment in contained:
+                sandbox = containment.sandbox
+                if sandbox is not None and sandbox.serve is not None:  # e.g. bwrap's slots: no cgroup move per trial
+                    services.enter_context(sandbox.serve(max(1, min(workers, len(specs)))))
                 for grader in graders:
                     if grader.serve is not None:
                         services.enter_context(grader.serve(containment, max(1, min(workers, len(specs)))))

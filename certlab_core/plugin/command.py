@@ -39,7 +39,13 @@ from typing import IO, Literal
 from attrs import frozen
 
 from certlab_core.plugin.records import AgentOutcome, AgentRequest
-from certlab_core.plugin.sandbox import Containment, SandboxLaunch, active_containment, record_limits_hit
+from certlab_core.plugin.sandbox import (
+    Containment,
+    SandboxLaunch,
+    SpawnedProcess,
+    active_containment,
+    record_limits_hit,
+)
 
 TAIL_BYTES = 64 * 1024
 KILL_GRACE_S = 5.0
@@ -252,7 +258,7 @@ class ContainedRun:
     detail: str = ""
 
 
-def _exited_within(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+def _exited_within(process: SpawnedProcess, timeout_s: float) -> bool:
     """Wait for ``process`` to end, at most ``timeout_s``; True when it ended (it is then reaped).
 
     Woken by the kernel the moment it exits (a pidfd); ``Popen.wait(timeout)`` instead sleeps in
@@ -300,17 +306,21 @@ def _supervise(
         if launch.handoff is not None:
             handoff = launch.handoff()
             argv = list(handoff.argv)
-        process = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=dict(launch.env),
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,
-            pass_fds=handoff.pass_fds if handoff is not None else (),
-            preexec_fn=launch.before_exec if handoff is None else None,
-        )
+        process: SpawnedProcess
+        if handoff is not None and handoff.spawn is not None:
+            process = handoff.spawn(argv, cwd, dict(launch.env), stdout, stderr, handoff.pass_fds)
+        else:
+            process = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=dict(launch.env),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+                pass_fds=handoff.pass_fds if handoff is not None else (),
+                preexec_fn=launch.before_exec if handoff is None else None,
+            )
     except (OSError, subprocess.SubprocessError) as error:
         program = argv[0] if argv else "(empty command)"
         return {"error": f"could not start {program}: {getattr(error, 'strerror', None) or error}"}

@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import IO, Literal, Protocol
 
 from attrs import field, frozen
 
@@ -117,6 +117,42 @@ def _settled(timeout_s: float) -> None:
     return None
 
 
+class SpawnedProcess(Protocol):
+    """A started program as ``subprocess.Popen`` gives it: what the supervising process waits on and reads."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status once the program ended; ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+        ...
+
+
+class Spawn(Protocol):
+    """Starts ``argv`` as ``subprocess.Popen`` would (a new session, ``pass_fds`` kept, stdin from /dev/null).
+
+    A sandbox gives one in its ``Handoff`` when something other than the supervising process
+    must start the program (a process already inside the program's cgroups, so that the
+    program is born in them): the program is then not the supervising process's child, and
+    the returned process reports its exit status. Raises OSError when it cannot start it.
+    """
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        stdout: IO[bytes] | int,
+        stderr: IO[bytes] | int,
+        pass_fds: tuple[int, ...],
+    ) -> SpawnedProcess: ...
+
+
 @frozen
 class Handoff:
     """A start without ``before_exec`` (no fork of the caller's process just to set limits): see ``SandboxLaunch``.
@@ -126,13 +162,16 @@ class Handoff:
     raises OSError (having killed the program) when it could not. Once the program ended,
     ``settle(timeout_s)`` waits for the sandbox's own processes that end with it (bwrap's init
     of the PID namespace, which outlives bwrap by a moment): a sweep for what the program left
-    must not find them still ending.
+    must not find them still ending. With ``spawn``, the supervising process starts ``argv``
+    through it instead of ``subprocess.Popen``.
     """
 
     argv: tuple[str, ...] = field(converter=_strings)
     pass_fds: tuple[int, ...] = field(converter=_ports)
     started: Started = field(eq=False, repr=False)
     settle: Settle = field(default=_settled, eq=False, repr=False)
+    #: Who starts ``argv`` (None: the supervising process, with ``subprocess.Popen``).
+    spawn: Spawn | None = field(default=None, eq=False, repr=False)
 
 
 class HandoffMaker(Protocol):
@@ -178,6 +217,10 @@ class SandboxLauncher(Protocol):
     def __call__(self, request: SandboxRequest) -> SandboxLaunch: ...
 
 
+class SandboxServe(Protocol):
+    def __call__(self, workers: int) -> contextlib.AbstractContextManager[None]: ...
+
+
 class AgentPython(Protocol):
     """The interpreter a contained program gets: pytest and nothing of certlab (made on first use)."""
 
@@ -193,6 +236,10 @@ class Sandbox:
     probe: SandboxProbe = field(eq=False, repr=False)
     launch: SandboxLauncher = field(eq=False, repr=False)
     python: AgentPython = field(eq=False, repr=False)
+    #: Warm resources for up to ``workers`` programs at once while the ``with`` block runs, which the
+    #: processes forked inside it inherit (the kernel serves a certification's trials this way);
+    #: ``launch`` works without it, and where it is not inherited.
+    serve: SandboxServe | None = field(default=None, eq=False, repr=False)
 
 
 @frozen

@@ -48,7 +48,7 @@ from certlab_core.plugin import (
     agent_environment_dir,
     hookimpl,
 )
-from certlab_sandbox_bwrap import inner_relay
+from certlab_sandbox_bwrap import inner_relay, slots
 
 NAME = "bwrap"
 AGENT_HOME = "/home/agent"
@@ -365,6 +365,11 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
             (memory_group / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
     groups = [g for g in (pids_group, memory_group) if g is not None]
 
+    kept_rlimits = {
+        "RLIMIT_CPU": (limits.cpu_s, limits.cpu_s + 1),
+        "RLIMIT_FSIZE": (limits.file_bytes, limits.file_bytes),
+    }
+
     def inherited_limits() -> None:  # CPU and file size: harmless to the process that sets them, its children inherit
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))  # SIGXCPU, then SIGKILL
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
@@ -382,16 +387,23 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
         for group in groups:
             (group / "cgroup.procs").write_text(me)
 
+    # What the supervising process found of a slot's limits (a slot is leased there), for limits_hit here.
+    slot_report_read, slot_report_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+
     def handoff() -> Handoff:
         """bwrap tells the sandbox's first process (``--info-fd``) and holds it before it starts anything
         (``--block-fd``) while that process is put in the cgroups: no fork of the supervising process, and
-        the cgroup moves overlap bwrap's own setup."""
+        the cgroup moves overlap bwrap's own setup. With a free slot (``slots``), the slot's keeper starts
+        bwrap, and the held process is already in the slot's cgroups: nothing is moved."""
         inherited_limits()
         info_read, info_write = os.pipe()
         block_read, block_write = os.pipe()
         fds = (info_write, block_read)
         handed = [argv[0], "--info-fd", str(info_write), "--block-fd", str(block_read), *argv[1:]]
         init: list[int] = []  # a pidfd of the sandbox's first process (its PID namespace's init)
+        held = slots.lease(limits.processes, limits.memory_bytes) if slots.available() else None
+        joins = groups if held is None else [held.slot.pids_group, held.slot.memory_group]
+        spawn = None if held is None else slots.spawn_in(held, kept_rlimits)
 
         def started(pid: int) -> None:
             for fd in fds:
@@ -402,9 +414,11 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
                 if child is not None:
                     with contextlib.suppress(OSError):  # held on the block pipe: alive, the pid is its own
                         init.append(os.pidfd_open(child))
-                    fallback_limits(child)
-                    for group in groups:
-                        (group / "cgroup.procs").write_text(str(child))
+                    if held is None:
+                        fallback_limits(child)
+                    if held is None or not slots.in_slot(child, held):  # born in the slot: no move
+                        for group in joins:
+                            (group / "cgroup.procs").write_text(str(child))
                     os.write(block_write, b"1")
             except OSError:
                 # Killed while still held: closing the block pipe unwritten would release it, unlimited.
@@ -420,29 +434,42 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
 
         def settle(timeout_s: float) -> None:
             """bwrap ends when the program does; its init, killed as bwrap ends (die-with-parent), takes the
-            namespace's last processes with it a moment later: wait for it, so no sweep finds them still dying."""
+            namespace's last processes with it a moment later: wait for it, so no sweep finds them still dying.
+            A slot's limits are read here, where the slot is held, and passed on to ``limits_hit``."""
             for pidfd in init:
                 with contextlib.suppress(OSError):
                     select.select([pidfd], [], [], timeout_s)
                 os.close(pidfd)
             init.clear()
+            if held is not None:
+                memory, processes = slots.limits_hit(held)
+                with contextlib.suppress(OSError):
+                    os.write(slot_report_write, json.dumps({"memory": memory, "processes": processes}).encode())
+                held.release()
 
-        return Handoff(argv=handed, pass_fds=fds, started=started, settle=settle)
+        return Handoff(argv=handed, pass_fds=fds, started=started, settle=settle, spawn=spawn)
 
     def limits_hit(exit_code: int | None) -> tuple[ResourceLimit, ...]:
         hit: list[ResourceLimit] = []
         signals = {-exit_code, exit_code - 128} if exit_code is not None else set()
+        try:
+            in_slot = json.loads(os.read(slot_report_read, 4096) or b"{}")
+        except (OSError, ValueError):
+            in_slot = {}
         if signal.SIGXCPU in signals:
             hit.append("cpu")
         if signal.SIGXFSZ in signals or _file_at_limit(shown, limits.file_bytes):
             hit.append("file-size")
-        if memory_group is not None and _memory_exceeded(memory_group):
+        if (memory_group is not None and _memory_exceeded(memory_group)) or in_slot.get("memory"):
             hit.append("memory")
-        if pids_group is not None and _counter(pids_group / "pids.events", "max") > 0:
+        if (pids_group is not None and _counter(pids_group / "pids.events", "max") > 0) or in_slot.get("processes"):
             hit.append("processes")
         return tuple(hit)
 
     def release() -> None:
+        for fd in (slot_report_read, slot_report_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         for group in groups:
             _remove(group)
         if forwarder is not None:
@@ -462,5 +489,6 @@ def certlab_sandboxes() -> list[Sandbox]:
             probe=probe,
             launch=launch,
             python=agent_python,
+            serve=slots.serve,
         )
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from certlab_sandbox_bwrap import slots
 
 from certlab_core.plugin.command import ContainedRun, run_contained
 from certlab_core.plugin.registry import discover
@@ -174,12 +176,92 @@ def test_no_network_but_a_bound_boundary_socket(containment: Containment, tmp_pa
         ("memory", ResourceLimits(memory_bytes=64 << 20), "blocks = [bytearray(1 << 20) for _ in range(512)]"),
     ],
 )
+@pytest.mark.parametrize("in_a_slot", [False, True], ids=["own-cgroups", "slot"])
 def test_exceeding_a_limit_is_named(
-    containment: Containment, tmp_path: Path, limit: str, limits: ResourceLimits, source: str
+    containment: Containment, tmp_path: Path, limit: str, limits: ResourceLimits, source: str, in_a_slot: bool
 ) -> None:
-    run, out = contained_python(containment, tmp_path / "work", source, limits=limits)
-    assert run.status == "resource-limit", (run, out)
-    assert limit in run.limits_hit
+    with slots.serve(1) if in_a_slot else contextlib.nullcontext():
+        run, out = contained_python(containment, tmp_path / "work", source, limits=limits)
+        assert run.status == "resource-limit", (run, out)
+        assert limit in run.limits_hit
+        # The keeper shares the slot's cgroups with the program: the program is what the limit killed.
+        assert all(slot.keeper.poll() is None for slot in slots._slots)
+        # A slot is kept for the next start: what this one hit is not counted against that one.
+        after, out = contained_python(containment, tmp_path / "next", "print('clean')", limits=limits)
+        assert (after.status, after.limits_hit, out) == ("completed", (), "clean\n"), (after, out)
+
+
+def cgroups_inside(containment: Containment, work: Path) -> dict[str, str]:
+    """The pids and memory cgroups a contained program runs in, as it reads them itself."""
+    _run, out = contained_python(containment, work, "print(open('/proc/self/cgroup').read())")
+    return {
+        line.split(":")[1]: line.split(":")[2]
+        for line in out.splitlines()
+        if line.split(":")[1:2] in (["pids"], ["memory"])
+    }
+
+
+def born_in_slot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A file that gets, for each start that held a slot, whether its program was born in the slot's cgroups
+    (written by the supervising process, a fork, as it checks): False is a start that had to be moved."""
+    record = tmp_path / "born-in-slot.txt"
+    checked = slots.in_slot
+
+    def noted(pid: int, held: slots.Lease) -> bool:
+        inside = checked(pid, held)
+        with record.open("a") as handle:
+            handle.write(f"{inside}\n")
+        return inside
+
+    monkeypatch.setattr(slots, "in_slot", noted)
+    return record
+
+
+def test_in_a_slot_every_start_is_born_in_the_slots_cgroups_and_nothing_is_moved(
+    containment: Containment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cgroup v1 move waits for an RCU grace period (10 to 30 ms here): a served start makes and moves nothing.
+
+    Started with its output to /dev/null too (``run_contained``'s default), which the keeper once
+    refused: every such start fell back to a move, and was no faster."""
+    record = born_in_slot(monkeypatch, tmp_path)
+    own = [cgroups_inside(containment, tmp_path / f"own-{n}") for n in range(2)]
+    assert own[0]["pids"] != own[1]["pids"]  # without slots, each start has cgroups of its own
+    with slots.serve(2):
+        made = [(s.pids_group.name, s.memory_group.name) for s in slots._slots]
+        first, second = (cgroups_inside(containment, tmp_path / f"slot-{n}") for n in range(2))
+        assert first == second and first["pids"].endswith("/" + made[0][0]) and first["memory"].endswith(made[0][1])
+        held = slots.lease(10, 1 << 30)  # the first slot taken: the next start takes the second
+        assert held is not None
+        try:
+            assert cgroups_inside(containment, tmp_path / "other")["pids"].endswith("/" + made[1][0])
+        finally:
+            held.release()
+        work = tmp_path / "quiet"
+        work.mkdir()
+        quiet = run_contained(["/bin/true"], cwd=str(work), env=dict(os.environ), timeout_s=30, containment=containment)
+        assert quiet.status == "completed"
+        assert record.read_text().split() == ["True"] * 4
+        keepers = [s.keeper for s in slots._slots]
+        groups = [s.pids_group for s in slots._slots]
+    assert all(k.returncode is not None for k in keepers) and not any(g.exists() for g in groups)
+    assert not slots.available()
+
+
+def test_a_slot_whose_keeper_died_still_contains_and_limits_its_start(
+    containment: Containment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = born_in_slot(monkeypatch, tmp_path)
+    with slots.serve(1):
+        slot = slots._slots[0]
+        slot.keeper.kill()
+        slot.keeper.wait()
+        inside = cgroups_inside(containment, tmp_path / "work")  # started by the supervising process, then moved
+        assert inside["pids"].endswith("/" + slot.pids_group.name)
+        bomb = "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(30)\n        os._exit(0)"
+        run, out = contained_python(containment, tmp_path / "bomb", bomb, limits=ResourceLimits(processes=20))
+        assert run.status == "resource-limit" and "processes" in run.limits_hit, (run, out)
+    assert record.read_text().split() == ["False"] * 2  # started by the supervising process, and moved
 
 
 def test_every_process_started_inside_dies_with_the_sandbox(containment: Containment, tmp_path: Path) -> None:
@@ -318,3 +400,15 @@ def test_the_host_port_forwarder_leaves_no_thread_behind_when_closed() -> None:
     client.close()
     server.close()
     assert left == [], f"threads of the forwarder still running after close(): {left}"
+
+
+def test_a_start_in_a_slot_that_outlives_its_timeout_is_a_timeout(containment: Containment, tmp_path: Path) -> None:
+    """The supervising process polls a kept program at its deadline: that poll once raised, and every timed-out
+    trial of a certification was agent-unavailable."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with slots.serve(1):
+        run = run_contained(
+            ["/bin/sleep", "60"], cwd=str(work), env=dict(os.environ), timeout_s=1, containment=containment
+        )
+    assert (run.status, run.detail) == ("timeout", "timed out after 1 s"), run
