@@ -7,7 +7,9 @@ trial that can run at once: a ``pids`` and a ``memory`` cgroup, and a keeper pro
 sets the slot's limits to its own, notes the slot's counters, and has the keeper start bwrap,
 which is born in the cgroups. The keeper and bwrap are counted in the slot (two processes, and
 the keeper's memory, are added to the limits). Where no slot is free, or none was made (an
-executor's worker, regrade, replay), a start makes cgroups of its own as before.
+executor's worker, a gate's coding arms, regrade, replay), a start makes cgroups of its own
+as before. A keeper dies with the thread that made it (``PR_SET_PDEATHSIG``): ``serve`` is
+entered by the thread that runs the trials.
 """
 
 from __future__ import annotations
