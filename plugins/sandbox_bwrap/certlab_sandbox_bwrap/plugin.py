@@ -166,14 +166,15 @@ def _counter(path: Path, key: str) -> int:
     return 0
 
 
-def _memory_exceeded(group: Path) -> bool:
-    """Whether the memory cgroup's limit killed a process (older kernels, without that counter: it was reached)."""
+def _memory_exceeded(group: Path, oom_kills_before: int = 0) -> bool:
+    """Whether the memory cgroup's limit killed a process since its ``oom_kill`` count was ``oom_kills_before``
+    (older kernels, without that counter: whether the limit was reached since the fail counts were 0)."""
     try:
         control = (group / "memory.oom_control").read_text()
     except OSError:
         control = ""
     if "oom_kill " in control:
-        return _counter(group / "memory.oom_control", "oom_kill") > 0
+        return _counter(group / "memory.oom_control", "oom_kill") > oom_kills_before
     for name in ("memory.failcnt", "memory.memsw.failcnt"):
         try:
             if int((group / name).read_text().strip()) > 0:
@@ -365,14 +366,14 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
             (memory_group / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
     groups = [g for g in (pids_group, memory_group) if g is not None]
 
-    kept_rlimits = {
+    kept_rlimits = {  # CPU (SIGXCPU, then SIGKILL) and file size: what every process of the program inherits
         "RLIMIT_CPU": (limits.cpu_s, limits.cpu_s + 1),
         "RLIMIT_FSIZE": (limits.file_bytes, limits.file_bytes),
     }
 
-    def inherited_limits() -> None:  # CPU and file size: harmless to the process that sets them, its children inherit
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))  # SIGXCPU, then SIGKILL
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    def inherited_limits() -> None:  # harmless to the process that sets them, its children inherit them
+        for name, pair in kept_rlimits.items():
+            resource.setrlimit(getattr(resource, name), pair)
 
     def fallback_limits(pid: int) -> None:  # where no cgroup holds memory or processes
         if memory_group is None:

@@ -50,8 +50,7 @@ class Slot:
     keeper_memory: int
 
 
-_slots: list[Slot] = []
-_serving: list[int] = []  # the pid of the process that made the slots (forked trials inherit them, not their duty)
+_slots: list[Slot] = []  # forked trials inherit them; only the process that made them tears them down
 
 
 def _read_int(path: Path) -> int:
@@ -109,29 +108,26 @@ def serve(workers: int) -> Iterator[None]:
     if _slots or plugin.probe() is not None:
         yield
         return
+    owner = os.getpid()
     folder = Path(tempfile.mkdtemp(prefix="certlab-slots-"))
-    made: list[Slot] = []
     try:
         for index in range(max(1, workers)):
             slot = _start_slot(folder, index)
             if slot is None:
                 break
-            made.append(slot)
-        _slots.extend(made)
-        _serving.append(os.getpid())
+            _slots.append(slot)
         yield
     finally:
-        if _serving and _serving[-1] == os.getpid():
-            _serving.pop()
+        if os.getpid() == owner:  # a fork unwinding through here leaves the slots to their maker
+            for slot in _slots:
+                slot.keeper.kill()
+                slot.keeper.wait()
+                if slot.keeper.stdout is not None:
+                    slot.keeper.stdout.close()
+                plugin._remove(slot.pids_group)
+                plugin._remove(slot.memory_group)
             _slots.clear()
-        for slot in made:
-            slot.keeper.kill()
-            slot.keeper.wait()
-            if slot.keeper.stdout is not None:
-                slot.keeper.stdout.close()
-            plugin._remove(slot.pids_group)
-            plugin._remove(slot.memory_group)
-        shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @define
@@ -147,17 +143,6 @@ class Lease:
         if self.lock_fd >= 0:
             os.close(self.lock_fd)
             self.lock_fd = -1
-
-
-def _oom_kills(group: Path) -> int:
-    try:
-        for line in (group / "memory.oom_control").read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if name == "oom_kill":
-                return int(value)
-    except (OSError, ValueError):
-        return 0
-    return 0
 
 
 def lease(processes: int, memory_bytes: int) -> Lease | None:
@@ -177,13 +162,14 @@ def lease(processes: int, memory_bytes: int) -> Lease | None:
             (slot.memory_group / "memory.limit_in_bytes").write_text(limit)
             with contextlib.suppress(OSError):
                 (slot.memory_group / "memory.memsw.limit_in_bytes").write_text(limit)
-            with contextlib.suppress(OSError):
-                (slot.memory_group / "memory.failcnt").write_text("0")
+            for counter in ("memory.failcnt", "memory.memsw.failcnt"):  # read where oom_kill is not counted
+                with contextlib.suppress(OSError):
+                    (slot.memory_group / counter).write_text("0")
         except OSError:
             os.close(fd)
             continue
         events = plugin._counter(slot.pids_group / "pids.events", "max")
-        return Lease(slot, fd, events, _oom_kills(slot.memory_group))
+        return Lease(slot, fd, events, plugin._counter(slot.memory_group / "memory.oom_control", "oom_kill"))
     return None
 
 
@@ -191,21 +177,9 @@ def limits_hit(held: Lease) -> tuple[bool, bool]:
     """(memory, processes): whether the start that held the slot hit either limit."""
     from certlab_sandbox_bwrap import plugin
 
-    group = held.slot.memory_group
-    memory = (
-        _oom_kills(group) > held.oom_kills
-        if "oom_kill " in _safe_text(group / "memory.oom_control")
-        else (_read_int(group / "memory.failcnt") > 0)
-    )
+    memory = plugin._memory_exceeded(held.slot.memory_group, held.oom_kills)
     processes = plugin._counter(held.slot.pids_group / "pids.events", "max") > held.pids_max_events
     return memory, processes
-
-
-def _safe_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
 
 
 def in_slot(pid: int, held: Lease) -> bool:
@@ -269,12 +243,15 @@ def spawn_in(held: Lease, rlimits: Mapping[str, tuple[int, int]]) -> Spawn:
         stderr: IO[bytes] | int,
         pass_fds: tuple[int, ...],
     ) -> SpawnedProcess:
-        opened = [os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC) for x in (stdout, stderr) if x == subprocess.DEVNULL]
-        given = iter(opened)
-        descriptors = [
-            next(given) if x == subprocess.DEVNULL else x if isinstance(x, int) else x.fileno()
-            for x in (stdout, stderr)
-        ]
+        opened: list[int] = []  # /dev/null for an output given as subprocess.DEVNULL, closed once passed on
+
+        def descriptor(stream: IO[bytes] | int) -> int:
+            if stream == subprocess.DEVNULL:
+                opened.append(os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC))
+                return opened[-1]
+            return stream if isinstance(stream, int) else stream.fileno()
+
+        descriptors = [descriptor(stdout), descriptor(stderr)]
         try:
             return _kept(held, argv, cwd, env, descriptors, pass_fds, rlimits)
         except OSError:  # the keeper is gone: started here instead, and moved into the slot as any start is
