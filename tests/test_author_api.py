@@ -8,6 +8,7 @@ tests/test_registry_discovery.py checks the same through real installed distribu
 from __future__ import annotations
 
 import ast
+import tomllib
 import types
 from pathlib import Path
 
@@ -18,6 +19,27 @@ from certlab_core.plugin.registry import Registry, discover, new_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_FOLDERS = ("adapters", "graders", "plugins", "task_families", "examples")
+# A kernel companion reaches past the author API into the kernel modules named here: it is released with the
+# kernel and pins its exact version. Every other plugin imports certlab_core.plugin alone. The list is exact both
+# ways, so a companion's reach grows only where this file says so.
+COMPANIONS: dict[str, frozenset[str]] = {
+    "plugins/diagnosis": frozenset(
+        {
+            "certlab_core.certify.acceptance",
+            "certlab_core.certify.contract",
+            "certlab_core.certify.lab",
+            "certlab_core.certify.regrade",
+            "certlab_core.gate",
+            "certlab_core.gate.events",
+            "certlab_core.gate.manifest",
+            "certlab_core.gate.references",
+            "certlab_core.gate.runner",
+            "certlab_core.gate.schedule",
+            "certlab_core.gate.store",
+            "certlab_core.report.reading",
+        }
+    ),
+}
 
 
 def imported_modules(path: Path) -> list[str]:
@@ -31,16 +53,31 @@ def imported_modules(path: Path) -> list[str]:
     return found
 
 
-def plugin_sources() -> list[Path]:
-    """Every module of every plugin distribution in the repository (not its tests, not a family's tree)."""
+def plugin_sources(companions: bool = False) -> list[Path]:
+    """Every module of every plugin distribution in the repository (not its tests, not a family's tree).
+
+    Only the kernel companions' modules with ``companions``, and none of them without.
+    """
     sources = []
     for folder in PLUGIN_FOLDERS:
         for path in sorted((ROOT / folder).rglob("certlab_*/**/*.py")):
-            parts = set(path.relative_to(ROOT).parts)
-            if parts & {"tests", "family", "fixture", "build", "tree"}:
+            relative = path.relative_to(ROOT)
+            if set(relative.parts) & {"tests", "family", "fixture", "build", "tree"}:
                 continue
-            sources.append(path)
+            if (relative.parts[0] + "/" + relative.parts[1] in COMPANIONS) == companions:
+                sources.append(path)
     return sources
+
+
+def kernel_reach(path: Path) -> set[str]:
+    """The kernel modules ``path`` imports beyond the author API."""
+    return {
+        module
+        for module in imported_modules(path)
+        if (module == "certlab_core" or module.startswith("certlab_core."))
+        and module != "certlab_core.plugin"
+        and not module.startswith("certlab_core.plugin.")
+    }
 
 
 def test_the_repository_has_plugin_sources_to_check() -> None:
@@ -50,16 +87,33 @@ def test_the_repository_has_plugin_sources_to_check() -> None:
 
 @pytest.mark.parametrize("path", plugin_sources(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_plugin_imports_nothing_of_the_kernel_but_the_author_api(path: Path) -> None:
-    reaching = [
-        module
-        for module in imported_modules(path)
-        if (module == "certlab_core" or module.startswith("certlab_core."))
-        and module != "certlab_core.plugin"
-        and not module.startswith("certlab_core.plugin.")
-    ]
+    reaching = sorted(kernel_reach(path))
     submodules = [m for m in imported_modules(path) if m.startswith("certlab_core.plugin.")]
     assert not reaching, f"{path.name} imports {reaching}; import from certlab_core.plugin instead"
     assert not submodules, f"{path.name} imports {submodules}; the author API is certlab_core.plugin itself"
+
+
+@pytest.mark.parametrize("folder", sorted(COMPANIONS))
+def test_a_companion_reaches_exactly_the_kernel_modules_declared_for_it(folder: str) -> None:
+    sources = [p for p in plugin_sources(companions=True) if str(p.relative_to(ROOT)).startswith(folder + "/")]
+    assert sources, f"{folder}: no modules found"
+    reached = {
+        module: sorted(p.name for p in sources if module in kernel_reach(p))
+        for p in sources
+        for module in kernel_reach(p)
+    }
+    undeclared = sorted(
+        f"{module} ({', '.join(files)})" for module, files in reached.items() if module not in COMPANIONS[folder]
+    )
+    assert undeclared == [], f"{folder} imports kernel modules not declared in COMPANIONS: {undeclared}"
+    assert sorted(COMPANIONS[folder] - set(reached)) == [], f"{folder}: declared but no longer imported"
+
+
+@pytest.mark.parametrize("folder", sorted(COMPANIONS))
+def test_a_companion_pins_the_kernels_exact_version(folder: str) -> None:
+    kernel_version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    project = tomllib.loads((ROOT / folder / "pyproject.toml").read_text())["project"]
+    assert f"certlab=={kernel_version}" in project["dependencies"], project["dependencies"]
 
 
 def test_the_author_api_imports_nothing_else_of_the_kernel() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 import pytest
 import typer
@@ -31,10 +32,30 @@ def test_usage_errors_are_one_line_and_exit_4(args: list[str], message: str) -> 
     assert len(lines) == 1 and lines[0].startswith("certlab: error: ") and message in lines[0], done.stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "plugin", "distribution"),
+    [
+        ("lock", "acceptance", "certlab-acceptance"),
+        ("diff", "diagnosis", "certlab-diagnosis"),
+        ("replay", "diagnosis", "certlab-diagnosis"),
+        ("demo", "demo", "certlab-demo"),
+    ],
+)
+def test_a_plugins_command_left_out_names_its_plugin_and_distribution(
+    command: str, plugin: str, distribution: str
+) -> None:
+    # Before, click said "No such command 'lock'", which told no one what to install or enable.
+    done = run_certlab(command, "x", env=dict(os.environ, CERTLAB_PLUGINS="intervals"))
+    assert done.returncode == 4, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"certlab: error: unknown command {command!r}"), done.stderr
+    assert f"the plugin {plugin} ({distribution}), which CERTLAB_PLUGINS leaves out" in lines[0]
+
+
 def test_help_lists_the_commands() -> None:
     done = run_certlab("--help")
     assert done.returncode == 0
-    for command in ("certify", "regrade", "plugins", "demo", "compare"):
+    for command in ("certify", "regrade", "plugins", "demo", "compare", "report", "diff", "replay"):
         assert command in done.stdout
 
 

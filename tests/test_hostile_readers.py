@@ -175,7 +175,7 @@ def _read_certification(path: Path) -> object:
 
 
 def _read_reproducer(path: Path) -> object:
-    from certlab_core.diagnosis.bundle import read_bundle
+    from certlab_diagnosis.bundle import read_bundle
 
     return read_bundle(path)
 
@@ -426,7 +426,7 @@ REPRODUCER_SHAPE = json.dumps(
 @PROPERTY
 @given(st.one_of(HOSTILE_TEXT, mutated(REPRODUCER_SHAPE)))
 def test_the_reproducer_reader_takes_any_bytes(scratch: Path, data: bytes) -> None:
-    from certlab_core.diagnosis.bundle import read_bundle
+    from certlab_diagnosis.bundle import read_bundle
 
     (scratch / "repro.json").write_bytes(data)
     refuses_cleanly(lambda: read_bundle(scratch / "repro.json"), (EXIT_ERROR,))

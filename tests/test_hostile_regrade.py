@@ -223,7 +223,7 @@ def test_any_recorded_changes_stay_inside_the_tree(
 
 
 def test_replay_refuses_an_included_file_outside_its_folder_as_tampered(tmp_path: Path) -> None:
-    from certlab_core.diagnosis.bundle import bundle_seal
+    from certlab_diagnosis.bundle import bundle_seal
 
     target = tmp_path / "escaped.py"
     for path in (str(target), "../../escaped.py", "pkg/../../escaped.py"):
@@ -253,7 +253,7 @@ def test_replay_refuses_an_included_file_outside_its_folder_as_tampered(tmp_path
 
 
 def test_replay_writes_included_files_only_inside_its_folder(tmp_path: Path) -> None:
-    from certlab_core.diagnosis.replay import load_included
+    from certlab_diagnosis.replay import load_included
 
     folder, outside = tmp_path / "replay", tmp_path / "outside"
     folder.mkdir()

@@ -54,6 +54,7 @@ def _register_all(wanted: str | None = None) -> None:
     """Register the kernel's commands and every installed plugin's (``certlab_commands``); one line per refusal."""
     from certlab_core.cli import builtin
     from certlab_core.plugin.command_records import Command
+    from certlab_core.plugin.known import KNOWN_PROVIDERS
     from certlab_core.plugin.registry import discover
 
     for command in builtin.certlab_commands():
@@ -84,6 +85,8 @@ def _register_all(wanted: str | None = None) -> None:
                 f"{type(error).__name__}: {error}",
                 file=sys.stderr,
             )
+    if wanted and wanted not in registry.names(Command) and wanted in KNOWN_PROVIDERS["commands"]:
+        registry.get(Command, wanted)  # refused: which distribution provides it, and what to install
 
 
 def _register_for(args: list[str]) -> None:
@@ -101,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a CertlabError becomes one line on stderr and its exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     _state["debug"] = "--debug" in args
-    _register_for(args)
     try:
+        _register_for(args)
         returned = app(args=args, prog_name="certlab", standalone_mode=False)
         if isinstance(returned, int):  # click returns the code of typer.Exit when not standalone
             return returned

@@ -24,7 +24,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "certlab_core.cli.compare_cmd": ("compare",),
     "certlab_core.cli.stats_cmd": ("stats", "plan", "selfcheck"),
     "certlab_core.cli.gate_cmd": ("run", "gate", "schema", "init"),
-    "certlab_core.cli.diagnosis_cmd": ("report", "diff", "rederive", "minimize", "bundle", "replay"),
+    "certlab_core.cli.report_cmd": ("report", "rederive"),
     "certlab_core.cli.task_cmd": ("init-task",),
     "certlab_core.cli.signing_cmd": ("keygen", "sign", "verify"),
     "certlab_core.cli.preflight_cmd": ("preflight",),

@@ -60,4 +60,14 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "held_out": {
         "acceptance": "certlab-acceptance",
     },
+    "commands": {
+        "lock": "certlab-acceptance",
+        "leakscan": "certlab-acceptance",
+        "predict": "certlab-acceptance",
+        "diff": "certlab-diagnosis",
+        "minimize": "certlab-diagnosis",
+        "bundle": "certlab-diagnosis",
+        "replay": "certlab-diagnosis",
+        "demo": "certlab-demo",
+    },
 }

@@ -132,7 +132,7 @@ def test_a_resealed_reproducer_of_the_wrong_shape_is_one_line_exit_3(
     reproducer: Path, tmp_path: Path, part: str, value: object, needle: str
 ) -> None:
     # The seal proves a reproducer unchanged, not well formed: a hand-made one is resealed here.
-    from certlab_core.diagnosis.bundle import bundle_seal
+    from certlab_diagnosis.bundle import bundle_seal
 
     document = json.loads(reproducer.read_text())
     if part == "outcome-nan":

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from certlab_diagnosis.minimize import ddmin
 from diagnosis_helpers import FRAGILE_AGENTS, SIX_FAULTS, run_certlab, run_experiment
-
-from certlab_core.diagnosis.minimize import ddmin
 
 
 def test_ddmin_finds_the_two_faults_of_six_that_matter() -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from certlab_diagnosis.diff import diff_trials, render_diff
 from diagnosis_helpers import ARCHIVED
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certlab_core.diagnosis.diff import diff_trials, render_diff
 from certlab_core.report.model import build_report
 
 MANIFEST = json.loads((ARCHIVED / "block" / "manifest.json").read_text())

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from certlab_diagnosis.diff import diff_trials
 from diagnosis_helpers import ARCHIVED, run_certlab
 
-from certlab_core.diagnosis.diff import diff_trials
 from certlab_core.gate.events import failure_fingerprint
 from certlab_core.report.intervals import clopper_pearson, pass_hat_k, wilson
 from certlab_core.report.model import build_report

@@ -8,18 +8,72 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.gate.events import (
-    FaultBefore,
-    common_prefix,
-    describe_call,
-    event_key,
-    fault_before,
-    fault_name,
-    listed,
-    mapping,
-)
+from certlab_core.gate.events import END_OF_CALLS, listed, mapping
+from certlab_core.plugin import canonical
 
 RESULT_SHOWN = 160
+
+
+def event_key(event: Mapping[str, Any]) -> bytes:
+    """The canonical form of an event without its ``seq``: equal keys mean the same crossing."""
+    return canonical.canonical_json({k: v for k, v in event.items() if k != "seq"})
+
+
+def common_prefix(events_a: Sequence[Mapping[str, Any]], events_b: Sequence[Mapping[str, Any]]) -> int:
+    """How many leading events the two recordings share."""
+    shared = 0
+    for left, right in zip(events_a, events_b, strict=False):
+        # At the same position both recordings carry the same seq, so whole events compare.
+        if left != right and _without_seq(left) != _without_seq(right):
+            break
+        shared += 1
+    return shared
+
+
+def _without_seq(event: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k != "seq"}
+
+
+def fault_name(trial: Mapping[str, Any], index: int | None) -> str | None:
+    """The declared fault ``index`` of the trial's condition as ``fault on tool``, or None."""
+    if index is None:
+        return None
+    for declared in listed(trial.get("faults")):
+        if declared.get("index") == index:
+            return f"{declared.get('fault')} on {declared.get('tool')}"
+    return f"fault #{index}"
+
+
+def describe_call(event: Mapping[str, Any] | None) -> str:
+    """An event as the call it was: ``reserve(order='o-1', qty=2)``; ``end of calls`` for None."""
+    if event is None:
+        return END_OF_CALLS
+    args = mapping(event.get("args"))
+    shown = ", ".join(f"{key}={value!r}" for key, value in sorted(args.items(), key=lambda item: str(item[0])))
+    return f"{event.get('name')}({shown})"
+
+
+@frozen
+class FaultBefore:
+    """The injected fault nearest before a split: the event it altered and how far before the split."""
+
+    seq: int
+    fault: str
+    events_before_split: int
+
+
+def fault_before(trial: Mapping[str, Any], events: Sequence[Mapping[str, Any]], split: int) -> FaultBefore | None:
+    """The last event before position ``split`` that a fault altered, if any."""
+    for position in range(min(split, len(events)) - 1, -1, -1):
+        index = events[position].get("fault")
+        if index is not None:
+            seq = events[position].get("seq")
+            return FaultBefore(
+                seq=seq if isinstance(seq, int) else position,
+                fault=fault_name(trial, index) or "?",
+                events_before_split=split - position,
+            )
+    return None
 
 
 @frozen

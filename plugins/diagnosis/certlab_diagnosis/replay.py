@@ -36,14 +36,14 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.diagnosis.bundle import edited_files, manifest_from_slice, module_paths
-from certlab_core.gate.events import describe_call
 from certlab_core.plugin.canonical import canonical_json
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, UsageError
 from certlab_core.plugin.forking import ForkedCallError, call_in_fork
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.sandbox import Containment
 from certlab_core.plugin.workcopy import write_inside
+from certlab_diagnosis.bundle import edited_files, manifest_from_slice, module_paths
+from certlab_diagnosis.diff import describe_call
 
 KILL_GRACE_S = 5.0
 
@@ -247,7 +247,7 @@ def _contained_replay(
             shown.append(descriptor_dir)
         # Not -I: the reproducer's agent may import modules from the folders PYTHONPATH names, as it did when it
         # ran; those folders are shown read-only (an answer key inside one stays hidden). -s: no user site.
-        argv = [sys.executable, "-s", "-m", "certlab_core.diagnosis.replay", str(folder)]
+        argv = [sys.executable, "-s", "-m", "certlab_diagnosis.replay", str(folder)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("CERTLAB_")}
         search = tuple(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p))
         argv += list(search)  # the sandbox drops PYTHONPATH from the environment; the child puts these on sys.path
@@ -397,7 +397,7 @@ def replay_live(
     The whole re-run (world, agent, faults and oracle, all of them the reproducer's code or
     resolved beside it) runs in a new interpreter inside the sandbox ``sandbox`` chooses.
     """
-    from certlab_core.diagnosis.diff import same_recording
+    from certlab_diagnosis.diff import same_recording
 
     trial = bundle["trial"]
     who = agent or bundle["agent"]["reference"]

@@ -1,76 +1,27 @@
-"""``certlab report``, ``diff``, ``rederive``, ``minimize``, ``bundle`` and ``replay``: from a verdict to its cause.
+"""``certlab diff``, ``minimize``, ``bundle`` and ``replay``: from a verdict to its cause (``certlab_commands``).
 
-All of them read the run store through the gate's own reader; only ``minimize`` (and
-``replay --live``) run the agent again, through the gate's runner.
+Each reads the run store through the gate's own reader; only ``minimize`` (and ``replay
+--live`` or ``--trial``) run the agent again, through the gate's runner or the certification's
+lab. Each command imports what it runs inside it, so ``certlab --help`` stays quick.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import typer
 
-from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, UsageError
-from certlab_core.plugin.registry import discover
+from certlab_core.plugin import EXIT_MISMATCH, EXIT_OK, Command, UsageError, discover
 
 RUNDIR_ARGUMENT = typer.Argument(..., help="A run store: the folder 'certlab run' printed as 'run: RUNDIR'.")
 
 
-def parse_pass_k(text: str) -> tuple[int, ...]:
-    """``1,2,4`` as (1, 2, 4); anything else is one clear line."""
-    values: list[int] = []
-    for part in text.split(","):
-        piece = part.strip()
-        if not piece.isdigit() or int(piece) < 1:
-            raise UsageError(f"--pass-k {text!r}: {piece!r} is not a whole number of at least 1; write it like 1,2,4")
-        values.append(int(piece))
-    return tuple(dict.fromkeys(values))
-
-
-def write_output(text: str, out: Path | None) -> None:
-    if out is None:
-        sys.stdout.write(text)
-        return
+def write_output(text: str, out: Path) -> None:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
     except OSError as error:
         raise UsageError(f"--out {out}: cannot write ({error.strerror}); choose a writable path") from None
-
-
-# --------------------------------------------------------------------------- report
-
-
-def report_command(
-    rundir: Path = RUNDIR_ARGUMENT,
-    pass_k: str = typer.Option("1,2,4", "--pass-k", help="The k of pass^k (all k trials succeed), e.g. 1,2,4."),
-    format_name: str = typer.Option(
-        "", "--format", "-f", help="A reporter plugin (markdown, junit, html, ...); default: plain text."
-    ),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write the report to this file instead of stdout."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report model as JSON."),
-) -> None:
-    """Verdict and bounds per condition, per-arm success, failure clusters, faults, errors, cost and pass^k."""
-    from certlab_core.plugin.canonical import unstructure
-    from certlab_core.report.reading import load_report
-    from certlab_core.report.text import render_text
-
-    ks = parse_pass_k(pass_k)
-    if as_json and format_name:
-        raise UsageError("--json and --format are exclusive; choose one")
-    registry = discover()
-    reporter = registry.get("reporters", format_name) if format_name else None
-    report, rule = load_report(rundir, registry, ks)
-    if as_json:
-        write_output(json.dumps(unstructure(report), indent=2, sort_keys=True) + "\n", out)
-    elif reporter is not None:
-        write_output(reporter.render(report, rule), out)
-    else:
-        write_output(render_text(report), out)
-    if out is not None:
-        typer.echo(f"report: {out} ({report.verdict})", err=True)
 
 
 # --------------------------------------------------------------------------- diff
@@ -83,54 +34,13 @@ def diff_command(
     all_steps: bool = typer.Option(False, "--all-steps", help="Show every event, not only the split."),
 ) -> None:
     """The first divergence of two trials' recorded boundary events, and the injected fault just before it."""
-    from certlab_core.diagnosis.diff import diff_trials, render_diff
     from certlab_core.report.reading import open_store, trial_line
+    from certlab_diagnosis.diff import diff_trials, render_diff
 
     store = open_store(rundir)
     first = trial_line(store, trial_a)
     second = trial_line(store, trial_b)
     typer.echo(render_diff(diff_trials(first, second), all_steps=all_steps), nl=False)
-
-
-# --------------------------------------------------------------------------- rederive
-
-
-def rederive_command(
-    rundir: Path = RUNDIR_ARGUMENT,
-    write: bool = typer.Option(False, "--write", help="Overwrite a decision.json that differs."),
-) -> None:
-    """Regenerate decision.json from the manifest and the trials; exit 0 identical (or written), 1 differs."""
-    from certlab_core.gate.store import DECISION, write_decision
-    from certlab_core.report.reading import decision_file_state, decision_text, open_store, recompute_decision
-
-    store = open_store(rundir)
-    decision = recompute_decision(store, discover())
-    state = decision_file_state(store, decision)
-    path = store.folder / DECISION
-    if state == "matches":
-        typer.echo(f"rederive: {path} re-derived byte for byte ({decision['verdict']})")
-        raise typer.Exit(EXIT_OK)
-    if state == "missing" or write:
-        write_decision(store.folder, decision)
-        typer.echo(f"rederive: wrote {path} ({decision['verdict']})")
-        raise typer.Exit(EXIT_OK)
-    from certlab_core.plugin.errors import CertlabError
-    from certlab_core.plugin.safe_io import read_capped_bytes
-
-    try:
-        stored = read_capped_bytes(path, "decision").decode("utf-8", errors="replace").splitlines()
-    except CertlabError as error:  # a FIFO, a device, a folder or a huge file in its place
-        stored = [error.message]
-    derived = decision_text(decision).splitlines()
-    where = next(
-        (i for i, (x, y) in enumerate(zip(stored, derived, strict=False)) if x != y), min(len(stored), len(derived))
-    )
-    typer.echo(f"rederive: {path} differs from the decision re-derived from the store ({decision['verdict']})")
-    typer.echo(f"  first difference at line {where + 1}:")
-    typer.echo(f"  stored:     {stored[where] if where < len(stored) else '(end of file)'}")
-    typer.echo(f"  re-derived: {derived[where] if where < len(derived) else '(end of file)'}")
-    typer.echo("  run again with --write to replace it")
-    raise typer.Exit(EXIT_MISMATCH)
 
 
 # --------------------------------------------------------------------------- minimize
@@ -143,9 +53,9 @@ def minimize_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
 ) -> None:
     """ddmin over the trial's injected faults, re-running it; exit 0 minimised, 1 the failure did not reproduce."""
-    from certlab_core.diagnosis.minimize import describe_fault, minimize, minimized_document
     from certlab_core.plugin.canonical import pretty_json
     from certlab_core.report.reading import open_store
+    from certlab_diagnosis.minimize import describe_fault, minimize, minimized_document
 
     store = open_store(rundir)
     found = minimize(store, trial, discover(), (lambda _m: None) if quiet else (lambda m: typer.echo(m, err=True)))
@@ -175,8 +85,8 @@ def bundle_command(
     ),
 ) -> None:
     """One portable, sealed file: the manifest slice, the trial's recorded boundary events and the agent's files."""
-    from certlab_core.diagnosis.bundle import make_bundle, write_bundle
     from certlab_core.report.reading import open_store, trial_line
+    from certlab_diagnosis.bundle import make_bundle, write_bundle
 
     store = open_store(rundir)
     line = trial_line(store, trial)
@@ -207,9 +117,9 @@ def replay_command(
     ),
 ) -> None:
     """Re-run the agent against the recorded boundary, no live tools: exit 0 reproduced, 1 not, 3 invalid."""
-    from certlab_core.diagnosis.bundle import read_bundle
-    from certlab_core.diagnosis.replay import replay, replay_certified_trial, replay_live
     from certlab_core.plugin.sandbox import SANDBOX_CHOICES
+    from certlab_diagnosis.bundle import read_bundle
+    from certlab_diagnosis.replay import replay, replay_certified_trial, replay_live
 
     if agent and not live:
         raise UsageError("--agent needs --live: the recording can only answer the agent that made it")
@@ -235,10 +145,16 @@ def replay_command(
     raise typer.Exit(result.exit_code)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("report")(report_command)
-    app.command("diff")(diff_command)
-    app.command("rederive")(rederive_command)
-    app.command("minimize")(minimize_command)
-    app.command("bundle")(bundle_command)
-    app.command("replay")(replay_command)
+COMMANDS = {
+    "diff": (diff_command, "where two trials' recorded boundary events part, and the fault just before"),
+    "minimize": (minimize_command, "the fewest of a failed trial's injected faults that still make it fail"),
+    "bundle": (bundle_command, "a trial as one sealed, portable reproducer file"),
+    "replay": (replay_command, "a reproducer, or a certification's trial, re-run against its recording"),
+}
+
+
+def commands() -> list[Command]:
+    return [
+        Command(name=name, description=description, register=lambda app, f=function, n=name: app.command(n)(f))
+        for name, (function, description) in COMMANDS.items()
+    ]
