@@ -420,10 +420,6 @@ def read_manifest(path: Path) -> Manifest:
     return manifest_from_document(document, source)
 
 
-def conditions_of(manifest: Manifest) -> tuple[SealedCondition, ...]:
-    return manifest.conditions
-
-
 __all__ = [
     "ARMS",
     "SCHEMA",

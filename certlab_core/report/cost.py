@@ -202,12 +202,6 @@ def _values(reports: Sequence[Usage], quantity: str) -> list[float]:
     return [float(v) for v in map(operator.attrgetter(quantity), reports) if v is not None]
 
 
-def arm_cost(arm: str, usages: Sequence[Usage | None], alpha: float = 0.05) -> ArmCost:
-    reports = [u for u in usages if u is not None]
-    moments = {quantity: _moments(_values(reports, quantity)) for quantity in QUANTITIES}
-    return _arm_cost(arm, usages, reports, moments, alpha)
-
-
 def _arm_cost(
     arm: str, usages: Sequence[Usage | None], reports: Sequence[Usage], moments: Mapping[str, _Moments], alpha: float
 ) -> ArmCost:
