@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import typer
 
 from certlab_core.plugin.errors import EXIT_ERROR, UsageError
+
+if TYPE_CHECKING:
+    from certlab_core.plugin.registry import Registry
 
 SCHEMA_DOCUMENTS = ("descriptor", "manifest", "trial", "decision")
 
@@ -43,15 +46,24 @@ def _echo_decision(decision: dict[str, Any], folder: Path, earlier: list[str]) -
     typer.echo(f"verdict: {decision['verdict']}")
 
 
-def _write_reports(folder: Path, decision: dict[str, Any], junit: Path | None, markdown: Path | None) -> None:
-    """Write the JUnit and Markdown reports through the reporter plugins when installed, else a minimal form."""
+def _write_reports(folder: Path, registry: Registry, junit: Path | None, markdown: Path | None) -> None:
+    """Write the JUnit and Markdown reports asked for, through the ``junit`` and ``markdown`` reporter plugins."""
     if junit is None and markdown is None:
         return
     from certlab_core.report import files as reports
 
-    for path, fmt in ((junit, "junit"), (markdown, "markdown")):
+    for path, name in ((junit, "junit"), (markdown, "markdown")):
         if path is not None:
-            reports.write_report(folder, decision, fmt, path)
+            reports.write_report(folder, name, path, registry)
+
+
+def _check_reporters(registry: Registry, junit: Path | None, markdown: Path | None) -> None:
+    """Refuse ``--junit`` or ``--markdown`` without its reporter plugin, before anything runs."""
+    if junit is None and markdown is None:
+        return
+    from certlab_core.report import files as reports
+
+    reports.check_reporters(registry, {"junit": junit, "markdown": markdown})
 
 
 def run_command(
@@ -99,6 +111,7 @@ def run_command(
 
     heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
     registry = discover()
+    _check_reporters(registry, junit, markdown)
     from certlab_core.certify.acceptance import register_experiment_task  # a task of the user's own, in this folder
     from certlab_core.gate.resume import notice_interrupt, open_for_resume
 
@@ -135,7 +148,7 @@ def run_command(
     if outcome.stopped and decision["verdict"] != "ERROR" and not quiet:
         print(f"certlab: {outcome.stopped}", file=sys.stderr)
     _echo_decision(decision, folder, earlier_lines(folder, manifest))
-    _write_reports(folder, decision, junit, markdown)
+    _write_reports(folder, registry, junit, markdown)
     if sign_key is not None:
         typer.echo(sign_evidence(folder, sign_key))
     raise typer.Exit(int(decision["exit_code"]))
@@ -171,8 +184,10 @@ def gate_command(
     from certlab_core.plugin.canonical import pretty_json, seal_holds
     from certlab_core.plugin.registry import discover
 
+    registry = discover()
+    _check_reporters(registry, junit, markdown)
     manifest = open_manifest(rundir)
-    rule = discover().get("statistical_rules", manifest.rule.name)
+    rule = registry.get("statistical_rules", manifest.rule.name)
     # One pass over trials.jsonl: the decision's seal and schedule checks, and the retries'
     # (certlab_core.evidence.integrity: each record written once, a retry only after an infrastructure error).
     ledger = AttemptLedger(manifest.infra_exit_codes)
@@ -209,7 +224,7 @@ def gate_command(
     else:
         typer.echo(f"run: {rundir}")
         _echo_decision(decision, rundir, earlier_lines(rundir, manifest))
-    _write_reports(rundir, decision, junit, markdown)
+    _write_reports(rundir, registry, junit, markdown)
     raise typer.Exit(int(decision["exit_code"]))
 
 

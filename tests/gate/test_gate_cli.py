@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import attrs
 import jsonschema
 import pytest
 import yaml
+from conftest import run_certlab
 from gate_helpers import EXAMPLES, certlab, descriptor, lines, run, write, write_module
 
 from certlab_core.gate.descriptor import Descriptor
@@ -89,6 +91,24 @@ def test_certlab_gate_writes_junit_and_markdown(store: Path, tmp_path: Path) -> 
     root = ElementTree.parse(junit).getroot()
     assert len(list(root.iter("testcase"))) >= 3
     assert "INCONCLUSIVE" in markdown.read_text()
+
+
+@pytest.mark.parametrize(
+    ("option", "distribution"), [("--junit", "certlab-report-junit"), ("--markdown", "certlab-report-markdown")]
+)
+def test_a_report_option_without_its_reporter_plugin_is_refused_before_any_trial_runs(
+    option: str, distribution: str, tmp_path: Path
+) -> None:
+    # Before, the kernel wrote a minimal file of its own; now the report formats are the reporter plugins' alone.
+    path = write(tmp_path, descriptor(n_per_arm=20))
+    plugins = "retry-world,clopper-pearson,faults"
+    env = dict(os.environ, CERTLAB_PLUGINS=plugins)
+    done = run_certlab("run", str(path), "--out", str(tmp_path / "runs"), option, str(tmp_path / "r"), env=env)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr
+    assert f"certlab: error: {option} {tmp_path / 'r'}: unknown reporter" in done.stderr
+    assert distribution in done.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "r").exists()
 
 
 def test_certlab_run_prints_progress_the_run_line_and_the_verdict(tmp_path: Path) -> None:
