@@ -39,6 +39,12 @@ checks each one's type, and a plugin whose hook raises or returns something else
 one line and left out, while the rest keep working. `certlab plugins --check` exits 1 on a
 broken plugin, a misspelt hook or a hook without `@hookimpl`: put it in your plugin's CI.
 
+The author API is the whole of what a plugin may import, and the repository's own plugins are
+held to it (tests/test_author_api.py), with one declared exception: `certlab-diagnosis`, a
+*kernel companion* that reads the gate's run stores and re-runs trials through the kernel's
+runner. It pins the kernel's exact version, and the test names every kernel module it imports.
+A plugin of yours that needs more than the author API should ask for it there, not reach past it.
+
 Every example below is complete, and the test suite runs each one as a plugin. Complete
 distributions to copy: `examples/thirdparty_family/` (a task family) and
 `examples/custom_adapter/` (an agent adapter in 12 lines of code). Families test themselves
