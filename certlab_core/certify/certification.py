@@ -39,6 +39,7 @@ from certlab_core.certify.lab import (
 from certlab_core.plugin.canonical import pretty_json, sealed, unstructure
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.plugin.held_out import HeldOutRun
+from certlab_core.plugin.known import HELD_OUT_GRADER
 from certlab_core.plugin.model_boundary import model_plan_for
 from certlab_core.plugin.records import AgentAdapter, Grader, TaskFamily
 from certlab_core.plugin.registry import Registry
@@ -143,12 +144,9 @@ def trial_document(record: TrialRecord) -> dict[str, Any]:
     return document
 
 
-ACCEPTANCE_GRADER = "acceptance"
-
-
 def held_out_notices(families: Sequence[TaskFamily], graders: Sequence[Grader]) -> list[str]:
     """What the certification cannot claim with the graders installed: held-out cases nobody scores."""
-    if any(grader.name == ACCEPTANCE_GRADER for grader in graders):
+    if any(grader.name == HELD_OUT_GRADER for grader in graders):
         return []
     unscored = [f.name for f in families if _has_cases(Path(f.cases_file))]
     if not unscored:

@@ -7,10 +7,10 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from certlab_core.plugin.errors import CertlabError
+from certlab_core.plugin.known import DEFAULT_RULE
 from certlab_core.plugin.registry import Registry
 
 CONTRACT_ALPHA = 0.05
-DEFAULT_RULE = "clopper-pearson"
 TRUST_NOTE = (
     "Without a sandbox plugin an agent with shell access can read any file the user running certlab can read; "
     "certlab detects a compromised measurement (tests changed, files planted, edits out of bounds) but does not "

@@ -57,6 +57,7 @@ from attrs import frozen
 from certlab_core.plugin.command import become_subreaper, sweep_descendants
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
+from certlab_core.plugin.known import HELD_OUT_GRADER
 from certlab_core.plugin.records import AcceptanceLock, Defect, Grader, GradeRequest, GradeResult, TaskFamily
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.workcopy import in_allowed_paths, materialise, taskset_sha256
@@ -64,8 +65,6 @@ from certlab_core.plugin.workcopy import in_allowed_paths, materialise, taskset_
 #: The name of the operator set; a recorded proof is re-checked only under the same one.
 MUTATOR = "certlab-ast/1"
 OPERATORS = ("compare", "arithmetic", "boolean", "not", "integer", "minmax", "constant", "loop")
-#: The grader that scores the held-out cases (certlab-acceptance); every other grader is the visible side.
-HELD_OUT_GRADERS = frozenset({"acceptance"})
 #: A family that declares no threshold must kill at least this share of its mutants (suite and held-out cases).
 DEFAULT_THRESHOLD = 0.9
 #: A grader's time limits on a mutant: this multiple of its wall and its CPU time on the clean tree, and at least
@@ -464,7 +463,7 @@ class MutationProof:
 
     @property
     def killed_by_suite(self) -> int:
-        return sum(1 for r in self.results if r.killed and r.grader not in HELD_OUT_GRADERS)
+        return sum(1 for r in self.results if r.killed and r.grader != HELD_OUT_GRADER)
 
     @property
     def score(self) -> float | None:

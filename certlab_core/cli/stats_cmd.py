@@ -15,11 +15,11 @@ from typing import Any
 import typer
 
 from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.known import DEFAULT_RULE
 from certlab_core.plugin.looks import look_sizes
 from certlab_core.plugin.records import StatisticalRule
 from certlab_core.report.intervals import wilson
 
-DEFAULT_RULE = "clopper-pearson"
 DEFAULT_ALPHA = 0.05
 DEFAULT_DELTA = 0.10
 

@@ -18,6 +18,7 @@ from attrs import field, frozen
 
 from certlab_core.gate.typed import DOC, json_schema, parse
 from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.known import DEFAULT_RULE
 
 SCHEMA = "certlab.experiment/1"
 BUCKETS = ("falsify", "benign", "ceiling")
@@ -99,7 +100,7 @@ class Arms:
 class Rule:
     """The statistical rule that decides, with the parameters sealed before the first trial."""
 
-    name: str = field(default="clopper-pearson", metadata=_doc("a statistical rule's name (see 'certlab plugins')"))
+    name: str = field(default=DEFAULT_RULE, metadata=_doc("a statistical rule's name (see 'certlab plugins')"))
     alpha: float = field(default=0.05, metadata=_doc("the experiment's error rate, strictly between 0 and 1"))
     delta: float = field(
         default=0.10, metadata=_doc("the margin: a drop in success rate larger than delta must not PASS")

@@ -1,6 +1,14 @@
-"""Which distribution provides each built-in plugin name, so an unknown name can say what to install."""
+"""The built-in plugin names the kernel refers to: its defaults, and which distribution provides each name.
+
+The kernel runs no built-in plugin of its own; it only names some, as a default or in a message.
+"""
 
 from __future__ import annotations
+
+#: The statistical rule a gate descriptor, a certification's contract and ``certlab stats`` use unless told.
+DEFAULT_RULE = "clopper-pearson"
+#: The grader that scores held-out cases (certlab-acceptance's); every other grader is the visible side.
+HELD_OUT_GRADER = "acceptance"
 
 KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "task_families": {
