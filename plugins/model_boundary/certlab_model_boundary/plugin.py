@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from certlab_core.plugin import ModelBoundary, ModelRun, hookimpl
-from certlab_model_boundary.proxy import DeclaredModelFault, ModelBudgets, ModelProxy, Upstream
+
+if TYPE_CHECKING:
+    from certlab_model_boundary.proxy import ModelProxy
 
 
 class ProxySession:
     """One run's proxy: started when opened, pointed at by the agent's environment, stopped when closed."""
 
     def __init__(self, run: ModelRun) -> None:
+        # The proxy (http.server, ssl, ...) is imported by the first run that opens one, not by discovery.
+        from certlab_model_boundary.proxy import DeclaredModelFault, ModelBudgets, ModelProxy, Upstream
+
         faults = [
             DeclaredModelFault(
                 index=plan.index,
@@ -25,7 +30,7 @@ class ProxySession:
             )
             for plan in run.faults
         ]
-        self.proxy = ModelProxy(
+        self.proxy: ModelProxy = ModelProxy(
             None if run.replay is not None else Upstream.from_environment(run.env),
             faults=faults,
             budgets=ModelBudgets(calls=run.max_calls, tokens=run.max_tokens),
