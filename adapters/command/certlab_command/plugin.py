@@ -12,7 +12,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, UsageError, hookimpl, run_command
+from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, UsageError, hookimpl
 
 NAME = "command"
 SHELL_WORDS = frozenset(
@@ -44,6 +44,8 @@ def check_command_line(cmdline: str) -> None:
 
 def run(request: AgentRequest) -> AgentOutcome:
     """Run the command line given as the agent's argument and report what happened."""
+    from certlab_core.plugin import run_command  # the process machinery, imported by a run, not by discovery
+
     if not request.agent_args:
         raise UsageError("the command agent needs its command line: --agent-arg 'COMMAND ...'")
     cmdline = " ".join(request.agent_args)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from attrs import frozen
 
-from certlab_core.plugin import AgentOutcome, AgentRequest, PreflightCheck, UsageError, run_command
+from certlab_core.plugin import AgentOutcome, AgentRequest, PreflightCheck, UsageError
 
 CACHE_SUBDIR = ("certlab", "clis")
 # The harness variables every CLI run keeps (the rest of the harness's environment stays behind).
@@ -229,6 +229,8 @@ class Cli:
 
         A CLI that cannot be found is ``unavailable`` (the agent's own infrastructure is missing).
         """
+        from certlab_core.plugin import run_command  # the process machinery, imported by a run, not by discovery
+
         try:
             executable = self.find(options, request.env)
         except UsageError as error:
