@@ -41,11 +41,8 @@ from certlab_core.plugin import (
     call_in_fork,
     copy_tree,
     hookimpl,
-    run_contained,
 )
 from certlab_core.plugin import failure_modes as fm
-from certlab_suite import suite_server, visible_suite
-from certlab_suite.visible_suite import run_pytest
 
 NAME = "suite"
 SUITE_TIMEOUT_S = 120.0
@@ -102,6 +99,8 @@ def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> Grad
 
 def grade(request: GradeRequest) -> GradeResult:
     """Copy the work tree, run its visible tests in a fresh process, and count the results."""
+    from certlab_suite.visible_suite import run_pytest  # the test runner, imported by a grading, not by discovery
+
     if active_containment().contained:
         served = _grade_on_server(request)
         if served is not None:
@@ -183,6 +182,8 @@ _servers: list[GradingServer] = []
 @contextlib.contextmanager
 def serve(containment: Containment, slots: int) -> Iterator[None]:
     """Start ``slots`` grading servers inside ``containment`` for the ``with`` block (the kernel's ``serve`` hook)."""
+    from certlab_suite import suite_server, visible_suite
+
     base = Path(tempfile.mkdtemp(prefix="certlab-suite-servers-"))
     runner = base / "runner"
     runner.mkdir()
@@ -333,6 +334,9 @@ def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path
     The test process is this distribution's ``visible_suite.py``, copied into the scratch
     folder (certlab's installation is hidden inside); it writes the hooks' report as JSON.
     """
+    from certlab_core.plugin import run_contained
+    from certlab_suite import visible_suite
+
     containment = active_containment()
     runner = scratch / "runner"
     runner.mkdir()
