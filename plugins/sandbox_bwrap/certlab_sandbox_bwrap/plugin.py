@@ -48,7 +48,6 @@ from certlab_core.plugin import (
     agent_environment_dir,
     hookimpl,
 )
-from certlab_sandbox_bwrap import inner_relay, slots
 
 NAME = "bwrap"
 AGENT_HOME = "/home/agent"
@@ -268,6 +267,8 @@ class HostPortForwarder:
         thread.start()
 
     def _serve(self, listener: socket.socket, port: int) -> None:
+        from certlab_sandbox_bwrap import inner_relay
+
         while True:
             try:
                 connection, _address = listener.accept()
@@ -303,6 +304,8 @@ class HostPortForwarder:
 
 def launch(request: SandboxRequest) -> SandboxLaunch:
     """The bwrap command line for ``request``, its limits, and how to read which were hit."""
+    from certlab_sandbox_bwrap import slots  # the slots' keepers, imported by a launch, not by discovery
+
     program = shutil.which("bwrap") or "bwrap"
     forwarder = HostPortForwarder(request.relay_host_ports) if request.relay_host_ports else None
     relay_ports = {**(forwarder.sockets if forwarder else {}), **request.relay_ports}
@@ -481,6 +484,13 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
     )
 
 
+def serve(workers: int) -> contextlib.AbstractContextManager[None]:
+    """The slots for ``workers`` contained starts while the block runs (``slots.serve``, imported when called)."""
+    from certlab_sandbox_bwrap import slots
+
+    return slots.serve(workers)
+
+
 @hookimpl
 def certlab_sandboxes() -> list[Sandbox]:
     return [
@@ -490,6 +500,6 @@ def certlab_sandboxes() -> list[Sandbox]:
             probe=probe,
             launch=launch,
             python=agent_python,
-            serve=slots.serve,
+            serve=serve,
         )
     ]
