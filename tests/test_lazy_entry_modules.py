@@ -1,0 +1,57 @@
+"""Discovery imports each plugin's entry module, not its implementation: the heavy modules wait until used.
+
+``discover()`` runs in a fresh interpreter of this environment (every plugin of the
+repository installed); afterwards none of the implementation modules below, nor the
+standard library they bring, may be in ``sys.modules``. The reporters' deferred ``render``
+still writes a report.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BLOCK_STORE = Path(__file__).parent / "archived_stores" / "block"
+
+# plugin entry point name -> modules its entry module imports only when a record's callable runs
+DEFERRED = {
+    "model-boundary": ("certlab_model_boundary.proxy", "http.server", "http.client", "ssl"),
+    "report-html": ("certlab_report_html.render",),
+    "report-junit": ("certlab_report_junit.render", "xml.etree.ElementTree"),
+    "report-markdown": ("certlab_report_markdown.render",),
+    "suite": ("certlab_suite.suite_server", "certlab_suite.visible_suite"),
+    "sandbox_bwrap": ("certlab_sandbox_bwrap.slots", "certlab_sandbox_bwrap.inner_relay"),
+    "command": ("certlab_core.plugin.command",),  # run_command, also what the real CLI adapters run through
+}
+
+DISCOVER_AND_LIST = """
+import json, sys
+from certlab_core.plugin.registry import discover
+registry = discover()
+print(json.dumps({"loaded": [info.name for info in registry.plugins()],
+                  "failures": [failure.entry_point for failure in registry.failures],
+                  "modules": sorted(sys.modules)}))
+"""
+
+
+def test_discover_imports_no_plugin_implementation() -> None:
+    done = subprocess.run([sys.executable, "-c", DISCOVER_AND_LIST], capture_output=True, text=True, check=True)
+    found = json.loads(done.stdout)
+    assert found["failures"] == []
+    assert set(DEFERRED) <= set(found["loaded"]), "the plugins whose laziness is checked must be installed"
+    imported = set(found["modules"])
+    early = {plugin: [m for m in modules if m in imported] for plugin, modules in DEFERRED.items()}
+    assert {plugin: modules for plugin, modules in early.items() if modules} == {}
+
+
+def test_reporters_render_through_their_records() -> None:
+    """Each deferred ``render`` imports its renderer on the first call and writes the archived block store's report."""
+    from certlab_core.plugin.registry import discover
+    from certlab_core.report.reading import load_report
+
+    registry = discover()
+    report, rule = load_report(BLOCK_STORE, registry, (1, 2, 4))
+    texts = {name: registry.get("reporters", name).render(report, rule) for name in ("markdown", "junit", "html")}
+    assert "BLOCK" in texts["markdown"] and "<testsuite" in texts["junit"] and "<svg" in texts["html"]
