@@ -5,7 +5,7 @@ freshly issued tree and the graders run its tests, which import that code. It ru
 fresh child processes (one per trial, and one per grader inside it), in a temp folder of
 its own; changes are materialised there with no-follow semantics, and a change that would
 leave it (a symlink on the way, an absolute or ``..`` path, a special file) is refused as
-tampered, exit 3. That code runs in the bwrap sandbox where it works (:func:`bundle_code_containment`).
+tampered, exit 3. That code runs in the bwrap sandbox where it works (:func:`evidence_code_containment`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import cattrs
 from attrs import frozen
 
@@ -53,15 +54,22 @@ class RecordedTrial:
     changes: list[Change]
 
 
-def bundle_code_containment(registry: Registry, sandbox: str = "auto") -> Containment:
-    """The containment the bundle's code runs under during a regrade: bwrap where it works, else none.
+def evidence_code_containment(
+    registry: Registry, sandbox: str = "auto", also_hidden: Sequence[str] = (), installation_visible: bool = False
+) -> Containment:
+    """The containment for code that evidence holds, run again by a reader: bwrap where it works, else none.
 
-    Every grader of every regraded trial runs under it (``use_containment`` in
-    :func:`_regrade_one`), with every installed family's clean tree and held-out cases hidden;
-    without a working sandbox, one warning line, and regrade says it ran the code uncontained.
+    Regrade's graders run the recorded changes under it, ``certlab replay`` a reproducer's
+    agent and ``replay --trial`` a certification's agent. ``sandbox`` is ``--sandbox``
+    (``auto`` without a working sandbox: one warning line, and the reader says it ran the code
+    uncontained; ``bwrap``: refused without one). Every installed family's clean tree and
+    held-out cases are hidden, and ``also_hidden`` too (a certification's folder, a user's
+    task). certlab's installation is hidden unless ``installation_visible``: a reproducer's
+    agent runs inside certlab's own replay process, which needs it.
     """
-    families = list(registry.all("task_families").values())
-    return choose_containment(registry, sandbox, answer_key_paths(families), log_to_stderr)
+    keys = [*answer_key_paths(list(registry.all("task_families").values())), *also_hidden]
+    chosen = choose_containment(registry, sandbox, keys, log_to_stderr)
+    return attrs.evolve(chosen, hidden=tuple(keys)) if installation_visible and chosen.contained else chosen
 
 
 def containment_line(containment: Containment, what: str) -> str:
@@ -202,7 +210,7 @@ def regrade(
             raise InstrumentError(f"{path}: trial {trial.id} names a task {trial.task} the bundle's families lack")
         jobs.append((trial, family, defect))
     mismatches: list[str] = []
-    containment = bundle_code_containment(registry, sandbox)
+    containment = evidence_code_containment(registry, sandbox)
     for index, outcome in map_in_forks(
         lambda job: _regrade_one(job[0], job[1], job[2], graders, expected[job[1].name], containment),
         jobs,

@@ -198,24 +198,17 @@ def _exception_type(detail: str) -> str:
 
 
 def reproducer_code_containment(registry: Registry | None = None, sandbox: str = "auto") -> Containment:
-    """The containment the reproducer's code runs under (``--sandbox``): by default the bwrap sandbox where it
-    works, else none with one warning; ``bwrap`` without a working one is a usage error, ``none`` runs it as you.
+    """The containment the reproducer's code runs under (``--sandbox``); see ``evidence_code_containment``.
 
     Inside it the reproducer's agent sees a read-only system, writes only in its own temp
     folder, has no network and its processes die with it; every installed family's clean
     tree and held-out cases stay hidden. certlab's own installation stays visible: the
     replay process is certlab's, running the reproducer's agent against the recording.
     """
-    import attrs
-
-    from certlab_core.certify.lab import answer_key_paths, log_to_stderr
+    from certlab_core.certify.regrade import evidence_code_containment
     from certlab_core.plugin.registry import discover
-    from certlab_core.plugin.sandbox import choose_containment
 
-    found = registry if registry is not None else discover()
-    keys = answer_key_paths(list(found.all("task_families").values()))
-    chosen = choose_containment(found, sandbox, keys, log_to_stderr)
-    return attrs.evolve(chosen, hidden=tuple(keys)) if chosen.contained else chosen
+    return evidence_code_containment(registry or discover(), sandbox, installation_visible=True)
 
 
 def _contained_replay(
@@ -458,10 +451,9 @@ def replay_certified_trial(
     back, else not reproduced (exit 1).
     """
     from certlab_core.certify.contract import token_budget_of
-    from certlab_core.certify.lab import Task, TrialSpec, answer_key_paths, log_to_stderr
-    from certlab_core.certify.regrade import containment_line, read_bundle
+    from certlab_core.certify.lab import Task, TrialSpec
+    from certlab_core.certify.regrade import containment_line, evidence_code_containment, read_bundle
     from certlab_core.plugin.model_boundary import ModelBoundaryPlan, default_model_plan
-    from certlab_core.plugin.sandbox import choose_containment
 
     bundle = read_bundle(folder)
     trials = {str(t.get("id")): t for t in bundle.get("trials") or () if isinstance(t, Mapping)}
@@ -485,8 +477,7 @@ def replay_certified_trial(
         raise UsageError(
             f"the installed family {family.name} has no defect {defect_id!r}; install the bundle's version"
         )
-    keys = [*answer_key_paths(list(registry.all("task_families").values())), str(folder.resolve()), *hidden]
-    containment = choose_containment(registry, sandbox, keys, log_to_stderr)
+    containment = evidence_code_containment(registry, sandbox, [str(folder.resolve()), *hidden])
     lines.append(containment_line(containment, "the certification's agent"))
     agent = bundle.get("agent") or {}
     expected = next(
