@@ -480,3 +480,32 @@ def test_the_public_key_reader_takes_any_bytes(scratch: Path, data: bytes) -> No
 
     (scratch / "hostile.pub").write_bytes(data)
     refuses_cleanly(lambda: verify_folder(SIGNED, scratch / "hostile.pub"), (EXIT_ERROR, EXIT_USAGE))
+
+
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (["report", str(ARCHIVED), "--out"], "--out"),
+        (["gate", str(ARCHIVED), "--junit"], "--junit"),
+        (["report", str(ARCHIVED), "--format", "markdown", "--out"], "--out"),
+    ],
+    ids=["report", "gate-junit", "report-markdown"],
+)
+def test_an_output_file_that_is_a_fifo_nobody_reads_is_one_line_not_a_hang(
+    args: list[str], what: str, tmp_path: Path
+) -> None:
+    # Before, each of these opened the FIFO for writing and waited for a reader forever. Every output file a user
+    # names (bundle, minimize, init too) is written by the one writer, safe_io.write_output.
+    fifo = tmp_path / "out"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", *args, str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"certlab: error: {what} {fifo}: cannot write (a FIFO that nothing reads); choose a writable file"
+    )

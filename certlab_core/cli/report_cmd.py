@@ -33,11 +33,9 @@ def write_output(text: str, out: Path | None) -> None:
     if out is None:
         sys.stdout.write(text)
         return
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"--out {out}: cannot write ({error.strerror}); choose a writable path") from None
+    from certlab_core.plugin.safe_io import write_output as write_file
+
+    write_file(out, text)
 
 
 # --------------------------------------------------------------------------- report

@@ -8,6 +8,7 @@ from pathlib import Path
 from certlab_core.gate.descriptor import NAME_PATTERN, is_reference, load_descriptor
 from certlab_core.gate.references import check_references
 from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.safe_io import write_output
 
 TEMPLATE = """\
 # A smoke experiment written by 'certlab init'. Every key is shown; 'certlab schema' documents them.
@@ -105,10 +106,6 @@ def write_smoke_descriptor(
         fault_condition=fault_condition,
         n_per_arm=n_per_arm,
     )
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"{out}: cannot write the descriptor ({error.strerror})") from None
+    write_output(out, text, "the descriptor")
     load_descriptor(out)  # what was written must read back
     return out

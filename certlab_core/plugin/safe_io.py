@@ -12,11 +12,15 @@ out of memory or crash. The functions here are the one way those files are read:
 - Python's limit on the digits of an integer read from text (4,300) refuses a huge number;
 - each refusal is one :class:`~certlab_core.plugin.errors.CertlabError` line naming the file,
   what is wrong and what to do, never a traceback.
+
+An output file a user names (``--out FILE``) is written by :func:`write_output`, which a FIFO
+with no reader does not block either.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -237,6 +241,25 @@ def iter_capped_lines(
             if len(raw) > MAX_DOCUMENT_BYTES:
                 raise error(line_too_long(path, number))
             yield raw
+
+
+def write_output(path: Path, text: str, what: str = "--out") -> None:
+    """Write ``text`` to the file ``path`` a user named as ``what`` (``--out``), making its folders.
+
+    Anything in the way (a folder, a FIFO with no reader, a read-only place) is one
+    UsageError line saying so; a FIFO is opened without blocking, so nothing waits for a reader.
+    """
+    from certlab_core.plugin.errors import UsageError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        os.set_blocking(fd, True)  # a pipe with a reader takes the whole text, however long
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        reason = "a FIFO that nothing reads" if error.errno == errno.ENXIO else error.strerror
+        raise UsageError(f"{what} {path}: cannot write ({reason}); choose a writable file") from None
 
 
 def line_too_long(path: Path, number: int) -> str:

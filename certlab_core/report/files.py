@@ -12,6 +12,7 @@ from pathlib import Path
 
 from certlab_core.plugin.errors import CertlabError, UsageError
 from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.safe_io import write_output
 
 
 def check_reporters(registry: Registry, wanted: Mapping[str, Path | None]) -> None:
@@ -32,9 +33,4 @@ def write_report(folder: Path, name: str, path: Path, registry: Registry) -> Non
         report, rule = load_report(folder, registry, (1, 2, 4))
     except CertlabError as error:
         raise CertlabError(f"--{name} {path}: no report of {folder}: {error.message}", error.exit_code) from None
-    text = registry.get("reporters", name).render(report, rule)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"--{name} {path}: cannot write the report ({error.strerror})") from None
+    write_output(path, registry.get("reporters", name).render(report, rule), f"--{name}")

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from certlab_core.plugin import safe_io
 from certlab_core.plugin.canonical import pretty_json, seal_holds, seal_of
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.forking import ForkedCallError, call_in_fork
@@ -235,11 +236,7 @@ def edited_files(document: Mapping[str, Any]) -> list[str]:
 
 
 def write_bundle(path: Path, bundle: Mapping[str, Any]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(pretty_json(dict(bundle)), encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"--out {path}: cannot write ({error.strerror}); choose a writable path") from None
+    safe_io.write_output(path, pretty_json(dict(bundle)))
 
 
 def _shape_problem(document: Mapping[str, Any]) -> str | None:

@@ -11,17 +11,9 @@ from pathlib import Path
 
 import typer
 
-from certlab_core.plugin import EXIT_MISMATCH, EXIT_OK, Command, UsageError, discover
+from certlab_core.plugin import EXIT_MISMATCH, EXIT_OK, Command, UsageError, discover, safe_io
 
 RUNDIR_ARGUMENT = typer.Argument(..., help="A run store: the folder 'certlab run' printed as 'run: RUNDIR'.")
-
-
-def write_output(text: str, out: Path) -> None:
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"--out {out}: cannot write ({error.strerror}); choose a writable path") from None
 
 
 # --------------------------------------------------------------------------- diff
@@ -60,7 +52,7 @@ def minimize_command(
     store = open_store(rundir)
     found = minimize(store, trial, discover(), (lambda _m: None) if quiet else (lambda m: typer.echo(m, err=True)))
     document = minimized_document(store, found)
-    write_output(pretty_json(document), out)
+    safe_io.write_output(out, pretty_json(document))
     if found.result == "not-reproduced":
         typer.echo(f"minimize: not reproduced: {found.note}")
         raise typer.Exit(EXIT_MISMATCH)
