@@ -261,3 +261,13 @@ def test_a_distribution_seen_twice_on_sys_path_is_one_plugin(tmp_path: Path, mon
     registry = discover()
     assert "suite" in registry.names(Grader)
     assert registry.failures == []
+
+
+def test_a_plugin_is_named_however_its_separators_and_case_are_written() -> None:
+    # CERTLAB_PLUGINS=retry_world used to be "not installed", for the entry point retry-world.
+    registry = discover(only=["retry_world", "Clopper_Pearson", "sandbox.bwrap"])
+    assert registry.names("tool_worlds") == ["retry-inventory"]
+    assert registry.names("statistical_rules") == ["clopper-pearson"]
+    assert registry.names("sandboxes") == ["bwrap"]
+    with pytest.raises(UsageError, match="names plugins that are not installed: no_such"):
+        discover(only=["retry_world", "no_such"])

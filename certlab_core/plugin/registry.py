@@ -13,6 +13,7 @@ import difflib
 import importlib.metadata
 import inspect
 import os
+import re
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -318,6 +319,11 @@ def _only_from_env() -> set[str] | None:
     return {part.strip() for part in raw.split(",") if part.strip()}
 
 
+def normal_plugin_name(name: str) -> str:
+    """A plugin's name as compared: lower case, each run of ``-``, ``_`` and ``.`` one ``-`` (as pip compares)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types.ModuleType]] = ()) -> Registry:
     """Load every plugin of the ``certlab.plugins`` group (or only those named, or in CERTLAB_PLUGINS).
 
@@ -326,9 +332,12 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
     """
     from stevedore import ExtensionManager, NamedExtensionManager
 
-    wanted = set(only) if only is not None else _only_from_env()
+    asked = set(only) if only is not None else _only_from_env()
     registry = Registry(new_plugin_manager())
     declared = _declared_plugins()
+    # A name asked for matches the entry point it spells however its separators and case are written.
+    spelt = {normal_plugin_name(name): name for name, _value, _dist, _version in declared}
+    wanted = None if asked is None else {spelt.get(normal_plugin_name(name), name) for name in asked}
     sources = {(name, value): (dist, version) for name, value, dist, version in declared}
     declaring: dict[str, list[str]] = {}
     for name, _value, dist, version in declared:
