@@ -1,8 +1,8 @@
 """The report of a run store: its model (counts, bounds, clusters of failures, fault firings, cost) and its text.
 
 ``reading`` reads a store the way the gate does; ``model`` builds the :class:`Report` a reporter
-plugin renders; ``text``, ``intervals`` and ``cost`` are its parts; ``files`` writes the JUnit and
-Markdown files of ``certlab run`` (through a reporter plugin when one is installed).
+plugin renders; ``text``, ``intervals`` and ``cost`` are its parts; ``files`` writes the reports
+``--junit`` and ``--markdown`` ask for, through the ``junit`` and ``markdown`` reporter plugins.
 
 May import: plugin, evidence, gate.
 """
