@@ -51,16 +51,23 @@ def _click_exceptions() -> Any:
 
 
 def _register_all(wanted: str | None = None) -> None:
-    """Register the kernel's commands and every installed plugin's (``certlab_commands``); one line per refusal."""
+    """Register the installed plugins' commands (``certlab_commands``) and the kernel's; one line per refusal.
+
+    When ``wanted`` is one plugin's command, it alone is registered (no other command module is imported).
+    """
     from certlab_core.cli import builtin
     from certlab_core.plugin.command_records import Command
     from certlab_core.plugin.known import KNOWN_PROVIDERS
     from certlab_core.plugin.registry import discover
 
-    for command in builtin.certlab_commands():
-        command.register(app)
     registry = discover(extra=[(KERNEL_PLUGIN, builtin)])
-    for name in registry.names(Command):
+    provided = registry.names(Command)
+    # A plugin's command line registers that one command; help, or a name nothing provides, registers them all.
+    alone = [wanted] if wanted is not None and wanted in provided and wanted not in KERNEL_COMMANDS else []
+    if not alone:
+        for command in builtin.certlab_commands():
+            command.register(app)
+    for name in alone or provided:
         if name in KERNEL_COMMANDS:
             if name == wanted:
                 continue
