@@ -16,11 +16,13 @@ from pathlib import Path
 import yaml
 
 from certlab_core.cli import COMMAND_MODULES
+from certlab_core.plugin import Command, discover
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "certify.yml"
 REPLAY_REQUEST = ROOT / "REPLAY_REQUEST.md"
-COMMANDS = {name for names in COMMAND_MODULES.values() for name in names}
+# The kernel's commands and every installed plugin's (replay is certlab-diagnosis's).
+COMMANDS = {name for names in COMMAND_MODULES.values() for name in names} | set(discover().names(Command))
 
 
 def _check_jsonschema() -> list[str]:

@@ -22,7 +22,7 @@ DEFERRED = {
     "report-junit": ("certlab_report_junit.render", "xml.etree.ElementTree"),
     "report-markdown": ("certlab_report_markdown.render",),
     "suite": ("certlab_suite.suite_server", "certlab_suite.visible_suite"),
-    "sandbox_bwrap": ("certlab_sandbox_bwrap.slots", "certlab_sandbox_bwrap.inner_relay"),
+    "sandbox-bwrap": ("certlab_sandbox_bwrap.slots", "certlab_sandbox_bwrap.inner_relay"),
     "command": ("certlab_core.plugin.command",),  # run_command, also what the real CLI adapters run through
 }
 
