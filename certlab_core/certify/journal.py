@@ -15,17 +15,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from certlab_core.certify.lab import Progress, TrialRecord, TrialSpec, run_trials
-from certlab_core.evidence.record_file import count_recorded, cut_torn_tail
+from certlab_core.evidence.record_file import (
+    count_recorded,
+    cut_torn_tail,
+    notice_interrupt_line,
+    raise_if_interrupted,
+)
 from certlab_core.plugin.canonical import canonical_json, seal_holds, sealed, structure, unstructure
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.records import Grader
@@ -91,6 +93,7 @@ class TrialJournal:
         self._append({"kind": "schedule", "trials": count})
 
     def record(self, trial: TrialRecord) -> None:
+        raise_if_interrupted()  # an interrupt Python dropped stops the run here, before this trial is journalled
         self._append({"kind": "trial", "id": trial.id, "trial": unstructure(trial)})
 
     def finish(self) -> None:
@@ -169,6 +172,7 @@ def run_journalled(
     if done:
         progress(f"resume: {len(done)} of {len(specs)} trials recorded; running the other {len(pending)}")
     fresh = run_trials(pending, graders, workers, progress, on_record=journal.record)
+    raise_if_interrupted()
     by_id = {**done, **{trial.id: trial for trial in fresh}}
     return [by_id[spec.id] for spec in specs]
 
@@ -176,27 +180,20 @@ def run_journalled(
 def notice_interrupt(out: Path) -> None:
     """On SIGINT: ``interrupted: N of M trials recorded; resume with certlab certify --resume OUT``, then exit 130."""
     journal = TrialJournal(out)
-    owner = os.getpid()
 
-    def interrupted(_signum: int, _frame: FrameType | None) -> None:
-        if os.getpid() == owner:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            try:
-                total = journal.scheduled()
-            except InstrumentError:
-                total = None
-            if total is None:
-                line = "certlab: interrupted before the agent's trials began; nothing to resume: certify again"
-            else:
-                line = (
-                    f"certlab: interrupted: {count_recorded(journal.path)} of {total} trials recorded; "
-                    f"resume with {RESUME_COMMAND} {out}"
-                )
-            with contextlib.suppress(OSError, ValueError):
-                print(line, file=sys.stderr, flush=True)
-        raise KeyboardInterrupt
+    def said() -> str:
+        try:
+            total = journal.scheduled()
+        except InstrumentError:
+            total = None
+        if total is None:
+            return "certlab: interrupted before the agent's trials began; nothing to resume: certify again"
+        return (
+            f"certlab: interrupted: {count_recorded(journal.path)} of {total} trials recorded; "
+            f"resume with {RESUME_COMMAND} {out}"
+        )
 
-    signal.signal(signal.SIGINT, interrupted)
+    notice_interrupt_line(said)
 
 
 def certify_into(out: Path, resumed: bool, registry: Registry, options: CertifyOptions, progress: Progress) -> Any:

@@ -113,6 +113,7 @@ def run_command(
     registry = discover()
     _check_reporters(registry, junit, markdown)
     from certlab_core.certify.acceptance import register_experiment_task  # a task of the user's own, in this folder
+    from certlab_core.evidence.record_file import raise_if_interrupted
     from certlab_core.gate.resume import notice_interrupt, open_for_resume
 
     if resume is not None:
@@ -141,6 +142,7 @@ def run_command(
         total = 2 * manifest.n_per_arm * len(manifest.conditions)
         progress = ProgressLine(total, enabled=not quiet)
         outcome = run_experiment(plan, folder, workers or workers_default(), retry_infra, progress, session)
+        raise_if_interrupted()  # a Ctrl-C whose exception Python dropped (during a fork) still stops the run
         decision = _decide_and_write(folder, registry)  # before the executor stops (a cluster takes seconds)
     finally:
         session.close()

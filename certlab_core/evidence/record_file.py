@@ -14,9 +14,10 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from certlab_core.plugin.errors import InstrumentError, UsageError
 
@@ -141,16 +142,48 @@ def torn(path: Path) -> bool:
         return False
 
 
-def notice_interrupt_total(path: Path, total: int, resume_with: str) -> None:
-    """The SIGINT handler of :func:`notice_interrupt` for any record file of ``total`` trials."""
+_interrupted: list[int] = []  # the pid of the process a SIGINT interrupted (it has said so), once it came
+
+
+def notice_interrupt_line(say: Callable[[], str]) -> None:
+    """On SIGINT in this process: print ``say()`` (what is recorded, how to resume), raise KeyboardInterrupt.
+
+    Python drops an exception that a signal handler raises while an at-fork callback or a
+    finaliser runs (``Exception ignored in ...``), and a run that forks a process per trial
+    would then go on to its end as if nobody had pressed Ctrl-C. So the interrupt stays
+    pending, and :func:`raise_if_interrupted`, which the writers call before each record and
+    at the end of their runs, raises it again. A forked child that has not reset the handler
+    gets the plain KeyboardInterrupt. The drop is not reported (``sys.unraisablehook``): the
+    one line said is the interrupt's.
+    """
     owner = os.getpid()
+    report_unraisable = sys.unraisablehook
+
+    def dropped(unraisable: Any) -> None:
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and os.getpid() in _interrupted):
+            report_unraisable(unraisable)
+
+    sys.unraisablehook = dropped
 
     def interrupted(_signum: int, _frame: FrameType | None) -> None:
         if os.getpid() == owner:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C is a plain one
-            line = f"certlab: interrupted: {count_recorded(path)} of {total} trials recorded; resume with {resume_with}"
+            _interrupted.append(owner)
             with contextlib.suppress(OSError, ValueError):
-                print(line, file=sys.stderr, flush=True)
+                print(say(), file=sys.stderr, flush=True)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, interrupted)
+
+
+def raise_if_interrupted() -> None:
+    """Raise the KeyboardInterrupt of a SIGINT whose handler's exception Python dropped (its line is said)."""
+    if os.getpid() in _interrupted:
+        raise KeyboardInterrupt
+
+
+def notice_interrupt_total(path: Path, total: int, resume_with: str) -> None:
+    """:func:`notice_interrupt_line` for a record file of ``total`` trials: ``N of M trials recorded``."""
+    notice_interrupt_line(
+        lambda: f"certlab: interrupted: {count_recorded(path)} of {total} trials recorded; resume with {resume_with}"
+    )

@@ -115,7 +115,7 @@ def notice_interrupt(folder: Path, manifest: Manifest, command: str = "certlab r
     """On SIGINT, say ``interrupted: N of M trials recorded; resume with COMMAND FOLDER`` and stop (exit 130).
 
     The handler prints that line and raises KeyboardInterrupt, so every ``finally`` of the run
-    (the sink, the worker pool) still runs; the CLI then exits 130. A forked child that has
-    not reset the handler gets the plain KeyboardInterrupt.
+    (the sink, the worker pool) still runs; the CLI then exits 130. One that Python dropped is
+    raised again before the next line is written (``record_file.notice_interrupt_line``).
     """
     notice_interrupt_total(folder / "trials.jsonl", scheduled_trials(manifest), f"{command} {folder}")

@@ -189,6 +189,9 @@ class TrialSink:
         return self
 
     def append(self, line: Mapping[str, Any]) -> str:
+        from certlab_core.evidence.record_file import raise_if_interrupted
+
+        raise_if_interrupted()  # an interrupt Python dropped stops the run here, before this line is written
         text = seal_line(line)
         data = memoryview(text.encode("utf-8"))
         try:
