@@ -92,7 +92,7 @@ def _register_all(wanted: str | None = None) -> None:
                 f"{type(error).__name__}: {error}",
                 file=sys.stderr,
             )
-    if wanted and wanted not in registry.names(Command) and wanted in KNOWN_PROVIDERS["commands"]:
+    if wanted and wanted not in provided and wanted in KNOWN_PROVIDERS["commands"]:
         registry.get(Command, wanted)  # refused: which distribution provides it, and what to install
 
 

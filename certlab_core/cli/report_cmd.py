@@ -29,13 +29,14 @@ def parse_pass_k(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def write_output(text: str, out: Path | None) -> None:
+def emit(text: str, out: Path | None) -> None:
+    """``text`` to stdout, or to the file ``out`` (``safe_io.write_output``: one line when it cannot be written)."""
     if out is None:
         sys.stdout.write(text)
         return
-    from certlab_core.plugin.safe_io import write_output as write_file
+    from certlab_core.plugin.safe_io import write_output
 
-    write_file(out, text)
+    write_output(out, text)
 
 
 # --------------------------------------------------------------------------- report
@@ -62,11 +63,11 @@ def report_command(
     reporter = registry.get("reporters", format_name) if format_name else None
     report, rule = load_report(rundir, registry, ks)
     if as_json:
-        write_output(json.dumps(unstructure(report), indent=2, sort_keys=True) + "\n", out)
+        emit(json.dumps(unstructure(report), indent=2, sort_keys=True) + "\n", out)
     elif reporter is not None:
-        write_output(reporter.render(report, rule), out)
+        emit(reporter.render(report, rule), out)
     else:
-        write_output(render_text(report), out)
+        emit(render_text(report), out)
     if out is not None:
         typer.echo(f"report: {out} ({report.verdict})", err=True)
 

@@ -142,7 +142,8 @@ def torn(path: Path) -> bool:
         return False
 
 
-_interrupted: list[int] = []  # the pid of the process a SIGINT interrupted (it has said so), once it came
+_report_unraisable = sys.unraisablehook  # the hook _quiet_when_dropped passes every other unraisable to
+_interrupted: set[int] = set()  # the pid of the process a SIGINT interrupted (it has said so), once it came
 
 
 def notice_interrupt_line(say: Callable[[], str]) -> None:
@@ -157,23 +158,26 @@ def notice_interrupt_line(say: Callable[[], str]) -> None:
     one line said is the interrupt's.
     """
     owner = os.getpid()
-    report_unraisable = sys.unraisablehook
-
-    def dropped(unraisable: Any) -> None:
-        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and os.getpid() in _interrupted):
-            report_unraisable(unraisable)
-
-    sys.unraisablehook = dropped
+    if sys.unraisablehook is not _quiet_when_dropped:
+        global _report_unraisable
+        _report_unraisable = sys.unraisablehook
+        sys.unraisablehook = _quiet_when_dropped
 
     def interrupted(_signum: int, _frame: FrameType | None) -> None:
         if os.getpid() == owner:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C is a plain one
-            _interrupted.append(owner)
+            _interrupted.add(owner)
             with contextlib.suppress(OSError, ValueError):
                 print(say(), file=sys.stderr, flush=True)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, interrupted)
+
+
+def _quiet_when_dropped(unraisable: Any) -> None:
+    """``sys.unraisablehook``: the KeyboardInterrupt Python dropped is raised again, so it is not reported."""
+    if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and os.getpid() in _interrupted):
+        _report_unraisable(unraisable)
 
 
 def raise_if_interrupted() -> None:

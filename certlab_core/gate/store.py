@@ -19,6 +19,7 @@ from typing import Any
 
 from attrs import frozen
 
+from certlab_core.evidence.record_file import cut_torn_tail, lock_store, raise_if_interrupted, unlock_store
 from certlab_core.gate.events import boundary_marks
 from certlab_core.gate.manifest import Manifest, manifest_document, read_manifest
 from certlab_core.plugin.canonical import pretty_json
@@ -174,8 +175,6 @@ class TrialSink:
         self.torn_bytes = 0
 
     def __enter__(self) -> TrialSink:
-        from certlab_core.evidence.record_file import cut_torn_tail, lock_store, unlock_store
-
         self._lock = lock_store(self.path.parent)
         try:
             self.torn_bytes = cut_torn_tail(self.path)
@@ -189,8 +188,6 @@ class TrialSink:
         return self
 
     def append(self, line: Mapping[str, Any]) -> str:
-        from certlab_core.evidence.record_file import raise_if_interrupted
-
         raise_if_interrupted()  # an interrupt Python dropped stops the run here, before this line is written
         text = seal_line(line)
         data = memoryview(text.encode("utf-8"))
@@ -211,8 +208,6 @@ class TrialSink:
                 os.close(self._fd)
             self._fd = None
         if self._lock is not None:
-            from certlab_core.evidence.record_file import unlock_store
-
             unlock_store(self._lock)
             self._lock = None
 
