@@ -370,15 +370,18 @@ def run_contained(
     environment = dict(env)
     environment[TOKEN_VARIABLE] = token
     started = time.monotonic()
-    launch = (containment if containment is not None else Containment()).launch(
-        argv,
-        cwd,
-        environment,
-        writable=writable,
-        readable=readable,
-        relay_sockets=relay_sockets,
-        relay_ports=relay_ports,
-    )
+    try:
+        launch = (containment if containment is not None else Containment()).launch(
+            argv,
+            cwd,
+            environment,
+            writable=writable,
+            readable=readable,
+            relay_sockets=relay_sockets,
+            relay_ports=relay_ports,
+        )
+    except OSError as error:  # the sandbox cannot show what the program needs: it is not started
+        return ContainedRun("unstartable", None, time.monotonic() - started, detail=str(error))
     try:
         read_fd, write_fd = os.pipe()
         pid = os.fork()
@@ -435,6 +438,7 @@ def run_command(
     env: Mapping[str, str] | None = None,
     unavailable_exit_codes: Collection[int] = (UNAVAILABLE_EXIT_CODE,),
     readable: Iterable[str] = (),
+    writable: Iterable[str] = (),
     relay_sockets: Iterable[str] = (),
     relay_ports: Mapping[int, str] | None = None,
 ) -> AgentOutcome:
@@ -444,8 +448,13 @@ def run_command(
     harness's variables). A program that cannot be started is ``unavailable``, with the
     reason in ``detail``; one that outlives the timeout is ``timeout``; one that exceeds a
     sandbox limit is ``crashed``, and the kernel names it ``agent-resource-limit``.
-    ``readable`` are files a contained agent is shown read-only besides its work copy and
-    the prompt (its own program, when that lives in a hidden folder); ``relay_sockets``
+    ``readable`` are files or folders a contained agent is shown read-only besides its work
+    copy, the prompt, the system and its program's own runtime (the sandbox finds the
+    program's interpreter, venv, ``node_modules`` or install prefix by itself: declare here
+    what else it reads, such as a configuration file or a data folder). ``writable`` are
+    folders the adapter made for this run (``tempfile.mkdtemp``), bound read-write at their
+    paths: a fresh HOME is the agent's HOME only when it is given here, and a folder of the
+    harness's own (its HOME, its temp folder) is refused, the run ``unavailable``. ``relay_sockets``
     (host Unix sockets, such as the model boundary's) are bound into the sandbox at their
     paths, and ``relay_ports`` ({port: socket}) makes ``127.0.0.1:PORT`` inside the sandbox a
     relay to that socket: the only network a contained agent reaches. Uncontained
@@ -465,6 +474,7 @@ def run_command(
                 stderr=err,
                 containment=active_containment(),
                 readable=(request.prompt_file, *readable),
+                writable=writable,
                 relay_sockets=relay_sockets,
                 relay_ports=relay_ports,
             )

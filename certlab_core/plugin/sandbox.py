@@ -13,9 +13,11 @@ who runs certlab, with everything that user can read in reach (docs/trust-model.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Literal, Protocol
@@ -81,6 +83,10 @@ class SandboxRequest:
     relay_sockets: tuple[str, ...] = field(converter=_strings, default=())
     relay_ports: Mapping[int, str] = field(converter=_port_sockets, factory=dict)
     relay_host_ports: tuple[int, ...] = field(converter=_ports, default=())
+    #: The program (a grading server) makes a fresh mount and IPC namespace for each child that runs
+    #: untrusted code, and drops every capability there first: it runs in a user namespace of the
+    #: sandbox's own, holding ``CAP_SYS_ADMIN`` over that namespace alone.
+    nested_namespaces: bool = False
 
 
 class BeforeExec(Protocol):
@@ -221,6 +227,12 @@ class SandboxServe(Protocol):
     def __call__(self, workers: int) -> contextlib.AbstractContextManager[None]: ...
 
 
+class SandboxVisible(Protocol):
+    """The host paths every program under the sandbox can read (the system, the agent environment)."""
+
+    def __call__(self) -> tuple[str, ...]: ...
+
+
 class AgentPython(Protocol):
     """The interpreter a contained program gets: pytest and nothing of certlab (made on first use)."""
 
@@ -240,6 +252,8 @@ class Sandbox:
     #: processes forked inside it inherit (the kernel serves a certification's trials this way);
     #: ``launch`` works without it, and where it is not inherited.
     serve: SandboxServe | None = field(default=None, eq=False, repr=False)
+    #: What every launch shows of the host, before a request's own work copy, runtime and readable files.
+    visible: SandboxVisible | None = field(default=None, eq=False, repr=False)
 
 
 @frozen
@@ -286,8 +300,13 @@ class Containment:
         readable: Iterable[str] = (),
         relay_sockets: Iterable[str] = (),
         relay_ports: Mapping[int, str] | None = None,
+        nested_namespaces: bool = False,
     ) -> SandboxLaunch:
-        """How to start ``argv`` under this containment (as it is, when uncontained)."""
+        """How to start ``argv`` under this containment (as it is, when uncontained).
+
+        Raises OSError in one line when the sandbox cannot show what the program needs
+        (``Unresolvable``), or is asked to bind a folder of the harness's own.
+        """
         if self.sandbox is None:
             return SandboxLaunch(argv=tuple(argv), env=env)
         return self.sandbox.launch(
@@ -302,8 +321,15 @@ class Containment:
                 relay_sockets=tuple(relay_sockets),
                 relay_ports={**self.relay_ports, **(relay_ports or {})},
                 relay_host_ports=self.relay_host_ports,
+                nested_namespaces=nested_namespaces,
             )
         )
+
+    def visible_paths(self) -> tuple[str, ...]:
+        """The host paths any program under this containment can read besides its own (all of them, uncontained)."""
+        if self.sandbox is None:
+            return ("/",)
+        return self.sandbox.visible() if self.sandbox.visible is not None else ("/",)
 
     def document(self) -> dict[str, object]:
         """What the evidence records: the sandbox used, the limits, and why (never a path of this machine)."""
@@ -313,7 +339,90 @@ class Containment:
             "processes": self.limits.processes,
             "file_bytes": self.limits.file_bytes,
         }
-        return {"sandbox": self.name, "limits": limits if self.contained else None, "note": self.note}
+        return {
+            "sandbox": self.name,
+            "limits": limits if self.contained else None,
+            "note": self.note,
+            "environment": list(PASSED_VARIABLES),
+        }
+
+
+#: The harness's variables a contained program (an agent, the code it wrote) gets; every other is dropped.
+#: An adapter adds what it declares (``AgentAdapter.environment``), the kernel the prompt variables and
+#: the model boundary's per-trial token; the evidence records these names, never a value.
+PASSED_VARIABLES: tuple[str, ...] = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ")
+
+
+def contained_environment(source: Mapping[str, str] | None = None, also: Iterable[str] = ()) -> dict[str, str]:
+    """The variables of ``source`` (the harness's environment) that a contained program may get: an allow-list.
+
+    ``PASSED_VARIABLES`` and the names in ``also``; a key, a token, ``HOME``, ``TMPDIR`` and
+    ``XDG_*`` never pass (the sandbox gives the program its own HOME and /tmp).
+    """
+    source = os.environ if source is None else source
+    names = {*PASSED_VARIABLES, *also}
+    return {k: v for k, v in source.items() if k in names or k.startswith("LC_")}
+
+
+def inherited_folders(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The harness's own folders a sandbox never binds whole: its HOME, temp folders and XDG folders, and ``/``.
+
+    Certlab makes the folders it binds (a work copy, a grader's scratch folder, an adapter's
+    HOME) inside these; binding one of them, or a folder that holds one, would show the host's.
+    """
+    env = os.environ if env is None else env
+    found = {"/", "/tmp", "/dev/shm", "/home", "/root", "/var", tempfile.gettempdir(), os.path.expanduser("~")}
+    for key, value in env.items():
+        if value.startswith("/") and (key in ("HOME", "TMPDIR", "TMP", "TEMP") or key.startswith("XDG_")):
+            found.add(value)
+    return tuple(sorted(os.path.realpath(f) for f in found if f))
+
+
+_runtime: list[tuple[int, str]] = []
+
+
+def runtime_folder() -> Path:
+    """certlab's own folder for its sockets and keepers, made once per process tree, never bound into a sandbox.
+
+    It is made (mode 0700) under ``XDG_RUNTIME_DIR`` or the temp folder; whatever ``TMPDIR``
+    points at, no sandbox shows it, because a sandbox binds only the folders a request names,
+    and refuses one that holds this folder. Its maker removes it at exit, by the handle it made.
+    """
+    if _runtime and os.path.isdir(_runtime[0][1]):
+        return Path(_runtime[0][1])
+    _runtime.clear()
+    base = os.environ.get("XDG_RUNTIME_DIR") or None
+    if base is not None and not os.path.isdir(base):
+        base = None
+    folder = tempfile.mkdtemp(prefix="certlab-runtime-", dir=base)
+    _runtime.append((os.getpid(), folder))
+    info = os.lstat(folder)
+    atexit.register(_remove_runtime_folder, os.getpid(), folder, info.st_dev, info.st_ino)
+    return Path(folder)
+
+
+def _remove_runtime_folder(owner: int, folder: str, device: int, inode: int) -> None:
+    """Remove the runtime folder at its maker's exit: only that process, only the folder it made (device, inode)."""
+    if os.getpid() != owner:
+        return
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return
+    if (info.st_dev, info.st_ino) != (device, inode):
+        return
+    for entry in os.listdir(folder):  # sockets and locks, one level: the keepers' folders are removed by their maker
+        path = os.path.join(folder, entry)
+        with contextlib.suppress(OSError):
+            if os.path.isdir(path) and not os.path.islink(path):
+                for inner in os.listdir(path):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(path, inner))
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.rmdir(folder)
 
 
 _active: list[Containment] = []

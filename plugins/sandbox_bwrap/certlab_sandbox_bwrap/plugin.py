@@ -29,15 +29,12 @@ import resource
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from certlab_core.plugin import (
     Handoff,
@@ -47,7 +44,10 @@ from certlab_core.plugin import (
     SandboxRequest,
     agent_environment_dir,
     hookimpl,
+    inherited_folders,
+    runtime_folder,
 )
+from certlab_sandbox_bwrap import runtime
 
 NAME = "bwrap"
 AGENT_HOME = "/home/agent"
@@ -57,6 +57,9 @@ AGENT_ENV_MARKER = ".certlab-agent-env"
 AGENT_ENV_PACKAGES = ("pytest",)
 # Variables that would point a contained Python at the harness's installation.
 DROPPED_VARIABLES = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE")
+# The harness's own folders by name: the sandbox gives its own HOME and /tmp, and no XDG folder.
+DROPPED_PREFIXES = ("XDG_",)
+FILE_LIMIT_SCAN = 100_000
 PROBE_TIMEOUT_S = 10.0
 RELAY_FILE = Path(__file__).with_name("inner_relay.py")
 
@@ -101,7 +104,8 @@ def probe() -> str | None:
     if program is None:
         reason = "bubblewrap (bwrap) is not installed"
     else:
-        argv = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net"]
+        argv = [program, *runtime.system_arguments(), "--dev", "/dev", "--proc", "/proc", "--unshare-pid"]
+        argv += ["--unshare-net"]
         try:
             done = subprocess.run([*argv, "/bin/true"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
             if done.returncode != 0:
@@ -224,141 +228,123 @@ def _sandbox_pid(info: int) -> int | None:
 
 
 def _file_at_limit(folders: list[str], size: int) -> bool:
-    """Whether a file in the writable folders reached the file-size limit (Python ignores SIGXFSZ and gets EFBIG)."""
-    for folder in folders:
-        for root, _dirs, files in os.walk(folder):
-            for name in files:
-                try:
-                    if os.lstat(os.path.join(root, name)).st_size >= size:
-                        return True
-                except OSError:
-                    continue
+    """Whether a file in the writable folders reached the file-size limit (Python ignores SIGXFSZ and gets EFBIG).
+
+    An iterative walk that follows no link and looks at no more than ``FILE_LIMIT_SCAN`` entries.
+    """
+    stack = list(folders)
+    seen = 0
+    while stack and seen < FILE_LIMIT_SCAN:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size >= size:
+                    return True
+            except OSError:
+                continue
     return False
 
 
-class HostPortForwarder:
-    """Host side of ``relay_host_ports``: a Unix socket per port, each connection forwarded to ``127.0.0.1:PORT``.
+def _runtime_of(
+    programs: list[str], env: Mapping[str, str], hidden: list[str], inherited: tuple[str, ...]
+) -> tuple[list[str], list[str]]:
+    """What the program, each executable readable file and the agent environment need shown, and what to cover.
 
-    Its threads end with :meth:`close`, which waits for them: the trial forks its graders right
-    after the agent's run, and a fork refuses while another thread runs (a listener thread still
-    returning from ``accept`` once made a trial ``runner-broken``).
+    Raises ``runtime.Unresolvable`` (an OSError, one line) for the program itself when it cannot be shown.
     """
+    python = str(agent_environment_dir() / "bin" / "python")
+    lookup = {**env, "PATH": ":".join([str(agent_environment_dir() / "bin"), env.get("PATH", os.defpath)])}
+    shown: list[str] = []
+    covered: list[str] = []
+    first, *rest = programs
+    wanted = [(first, True), *((p, False) for p in rest if os.path.isfile(p) and os.access(p, os.X_OK))]
+    if os.path.exists(python):
+        wanted.append((python, True))
+    for program, required in wanted:
+        try:
+            found = runtime.resolve(program, lookup, hidden, inherited)
+        except runtime.Unresolvable:
+            if required:
+                raise
+            continue
+        shown.extend(found.shown)
+        covered.extend(found.covered)
+    return list(dict.fromkeys(shown)), list(dict.fromkeys(covered))
 
-    def __init__(self, ports: tuple[int, ...]) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="certlab-relay-"))
-        self.sockets: dict[int, str] = {}
-        self.listeners: list[socket.socket] = []
-        self.threads: list[threading.Thread] = []
-        self.connections: list[socket.socket] = []
-        self._lock = threading.Lock()
-        for port in ports:
-            path = str(self.folder / f"{port}.sock")
-            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            listener.bind(path)
-            listener.listen(64)
-            self.listeners.append(listener)
-            self.sockets[port] = path
-            self._start(self._serve, listener, port)
 
-    def _start(self, target: Any, *args: Any) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)
-        with self._lock:
-            self.threads.append(thread)
-        thread.start()
-
-    def _serve(self, listener: socket.socket, port: int) -> None:
-        from certlab_sandbox_bwrap import inner_relay
-
-        while True:
-            try:
-                connection, _address = listener.accept()
-            except OSError:  # closed by close()
-                return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", port), timeout=10)
-                upstream.settimeout(None)
-            except OSError:
-                connection.close()
-                continue
-            with self._lock:
-                self.connections.extend((connection, upstream))
-            self._start(inner_relay.pump, connection, upstream)
-            self._start(inner_relay.pump, upstream, connection)
-
-    def close(self) -> None:
-        for listener in self.listeners:
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)
-            listener.close()
-        with self._lock:
-            connections, threads = list(self.connections), list(self.threads)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-        for thread in threads:
-            thread.join(timeout=5.0)
-        for connection in connections:
-            connection.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+def visible() -> tuple[str, ...]:
+    """The host paths every launch shows: the system, the minimal /etc, and the agent environment's runtime."""
+    shown, _covered = _runtime_of(["/bin/sh"], {"PATH": os.defpath}, [], inherited_folders())
+    return (*runtime.system_paths(), *shown)
 
 
 def launch(request: SandboxRequest) -> SandboxLaunch:
     """The bwrap command line for ``request``, its limits, and how to read which were hit."""
     from certlab_sandbox_bwrap import slots  # the slots' keepers, imported by a launch, not by discovery
+    from certlab_sandbox_bwrap.forwarder import HostPortForwarder
 
     program = shutil.which("bwrap") or "bwrap"
-    forwarder = HostPortForwarder(request.relay_host_ports) if request.relay_host_ports else None
-    relay_ports = {**(forwarder.sockets if forwarder else {}), **request.relay_ports}
     environment = agent_environment_dir()
     python_bin = environment / "bin"
-    # A fresh HOME (or CODEX_HOME...) an adapter made for this run in the temp folder is its own: bound and kept.
-    scratch_homes = [
-        value
-        for key, value in request.env.items()
-        if (key == "HOME" or key.endswith("_HOME")) and _inside(value, [tempfile.gettempdir()]) and os.path.isdir(value)
-    ]
-    shown = [request.workdir, *request.writable, *scratch_homes]
-    argv: list[str] = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-
-    def hide(paths: list[str]) -> None:
-        for path in paths:
-            if not os.path.lexists(path) or path in ("/", "/tmp"):
-                continue
-            if os.path.isdir(path) and not os.path.islink(path):
-                argv.extend(["--tmpfs", path])
-            else:
-                argv.extend(["--ro-bind", "/dev/null", path])
-
-    hide(list(request.hidden))
-    argv += ["--tmpfs", "/home", "--dir", AGENT_HOME]
-    if environment.is_dir():
-        argv += ["--ro-bind", str(environment), str(environment)]
+    inherited = inherited_folders()
+    hidden = [p for p in request.hidden if p not in ("/",)]
+    # The harness's folders and certlab's own runtime folder are never bound, nor a folder holding one.
+    never_bound = [*inherited, str(runtime_folder())]
+    for path in (request.workdir, *request.writable):
+        real = os.path.realpath(path)
+        if any(_inside(folder, [real]) for folder in never_bound) or _inside(real, hidden):
+            raise OSError(f"the sandbox does not bind {path} writable: it is or holds a folder of the harness's own")
+    command = list(request.argv)
+    shown_runtime, covered = _runtime_of([command[0], *request.readable], request.env, hidden, inherited)
+    forwarder = HostPortForwarder(request.relay_host_ports) if request.relay_host_ports else None
+    relay_ports = {**(forwarder.sockets if forwarder else {}), **request.relay_ports}
+    home = request.env.get("HOME", "")
+    own_home = bool(home) and any(os.path.realpath(home) == os.path.realpath(w) for w in request.writable)
+    shown = [request.workdir, *request.writable]
+    argv: list[str] = [program, *runtime.system_arguments(), "--dev", "/dev", "--proc", "/proc"]
+    argv += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue", "--tmpfs", AGENT_HOME]
+    for path in shown_runtime:
+        argv += ["--ro-bind", path, path]
     readable = [path for path in request.readable if os.path.exists(path)]
     for path in readable:
         argv += ["--ro-bind", path, path]
-    # A readable folder (a checkout in /tmp) shows what it holds, but a hidden path inside it stays hidden.
-    readable_folders = [p for p in readable if os.path.isdir(p)]
-    hide([p for p in request.hidden if any(p.startswith(f.rstrip("/") + "/") for f in readable_folders)])
+    # Whatever is hidden inside a shown folder (an answer key in a prefix's packages) is covered.
+    folders = [*shown_runtime, *(p for p in readable if os.path.isdir(p))]
+    for path in dict.fromkeys([*covered, *(p for p in hidden if _inside(p, folders))]):
+        if not os.path.lexists(path) or not _inside(path, folders):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            argv.extend(["--tmpfs", path])
+        else:
+            argv.extend(["--ro-bind", "/dev/null", path])
     for path in shown:
         argv += ["--bind", path, path]
     for socket_path in sorted({*request.relay_sockets, *relay_ports.values()}):
-        argv += ["--bind", socket_path, socket_path]
-    command = list(request.argv)
+        argv += ["--bind", socket_path, socket_path]  # one socket, never its folder
     if relay_ports:  # the relay binds the ports inside, then becomes the program
         argv += ["--ro-bind", str(RELAY_FILE), str(RELAY_FILE)]
         pairs = [f"{port}={path}" for port, path in sorted(relay_ports.items())]
         command = [str(python_bin / "python"), "-I", str(RELAY_FILE), *pairs, "--", *command]
-    # Run as root, bwrap would keep every capability of the caller: CAP_SYS_ADMIN unmounts what hides the key.
-    argv += ["--cap-drop", "ALL"]
+    argv += ["--remount-ro", "/dev"]  # nothing written in /dev outlives the program (its shm and mqueue are its own)
+    if request.nested_namespaces:
+        # A user namespace of the sandbox's own; CAP_SYS_ADMIN over it alone, dropped before untrusted code runs.
+        argv += ["--unshare-user", "--cap-add", "CAP_SYS_ADMIN"]
+    else:
+        # Run as root, bwrap would keep every capability of the caller.
+        argv += ["--cap-drop", "ALL"]
     argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
     argv += ["--chdir", request.workdir, "--", *command]
 
-    hidden = [p for p in request.hidden if p not in ("/",)]
-    env = {k: v for k, v in request.env.items() if k not in DROPPED_VARIABLES}
+    env = {k: v for k, v in request.env.items() if k not in DROPPED_VARIABLES and not k.startswith(DROPPED_PREFIXES)}
     path_entries = [p for p in env.get("PATH", os.defpath).split(":") if p and not _inside(p, hidden)]
     env["PATH"] = ":".join([str(python_bin), *path_entries])
-    if request.env.get("HOME") not in scratch_homes:
-        env["HOME"] = AGENT_HOME
+    env["HOME"] = home if own_home else AGENT_HOME
     env["TMPDIR"] = "/tmp"
 
     limits = request.limits
@@ -501,5 +487,6 @@ def certlab_sandboxes() -> list[Sandbox]:
             launch=launch,
             python=agent_python,
             serve=serve,
+            visible=visible,
         )
     ]

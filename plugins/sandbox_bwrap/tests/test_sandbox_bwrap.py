@@ -376,7 +376,7 @@ def test_a_program_that_leaves_nothing_is_reported_as_leaving_nothing(containmen
 def test_the_host_port_forwarder_leaves_no_thread_behind_when_closed() -> None:
     """A trial forks its graders right after the agent's run, and a fork refuses while another thread runs: a
     relayed connection's pumps, or a listener still returning from accept, once made a trial runner-broken."""
-    from certlab_sandbox_bwrap.plugin import HostPortForwarder
+    from certlab_sandbox_bwrap.forwarder import HostPortForwarder
 
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
