@@ -47,8 +47,6 @@ from certlab_core.plugin import failure_modes as fm
 NAME = "suite"
 SUITE_TIMEOUT_S = 120.0
 LOG_TAIL_BYTES = 4096
-# Variables the contained test process must not inherit: the lab's own, and those that steer Python or pytest.
-DROPPED_PREFIXES = ("CERTLAB_", "PYTHON", "PYTEST_")
 SERVER_GRACE_S = 30.0  # past the suite's own time limit (and a server's start), a silent server is given up
 REPORT_KEYS = {"collected": list, "outcomes": dict, "collect_errors": list, "strays": list}
 
@@ -135,7 +133,10 @@ def grade(request: GradeRequest) -> GradeResult:
 
 
 def _contained_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
+    """The test process's environment: the kernel's allow-list of the harness's variables, no key, no HOME."""
+    from certlab_core.plugin import contained_environment
+
+    return contained_environment(os.environ)
 
 
 def _not_reported(how: str, log: Path, tree: Path) -> GradeResult:
@@ -194,9 +195,14 @@ def serve(containment: Containment, slots: int) -> Iterator[None]:
         for number in range(slots):
             folder = base / f"grading-{number}"
             folder.mkdir()
-            argv = [containment.python(), "-I", str(runner / "suite_server.py")]
+            argv = [containment.python(), "-I", str(runner / "suite_server.py"), suite_server.FRESH_FLAG]
             launch = containment.launch(
-                argv, str(folder), _contained_environment(), writable=(str(folder),), readable=(str(runner),)
+                argv,
+                str(folder),
+                _contained_environment(),
+                writable=(str(folder),),
+                readable=(str(runner),),
+                nested_namespaces=True,  # each grading's own mount and IPC namespace: nothing outlives it
             )
             with (base / f"server-{number}.log").open("ab") as log:
                 process = subprocess.Popen(
