@@ -17,7 +17,7 @@ from conftest import run_certlab
 from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, grader_chain, run_trial
 from certlab_core.plugin.forking import call_in_fork
 from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.sandbox import Containment, ResourceLimits, choose_containment
+from certlab_core.plugin.sandbox import PASSED_VARIABLES, Containment, ResourceLimits, choose_containment
 
 bwrap_plugin = pytest.importorskip("certlab_sandbox_bwrap.plugin")
 REASON = bwrap_plugin.probe()
@@ -83,6 +83,7 @@ def test_none_is_the_explicit_opt_out_and_says_so() -> None:
         "sandbox": "none",
         "limits": None,
         "note": "--sandbox none: the agent ran as the user, uncontained",
+        "environment": list(PASSED_VARIABLES),
     }
 
 

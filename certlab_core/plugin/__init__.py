@@ -7,7 +7,8 @@ held-out-case helpers for graders, the alpha split over looks for rules). A few 
 whole, for plugins that keep evidence of their own as the kernel does: ``canonical`` (the
 canonical JSON form and its seals), ``safe_io`` (reading a file that may be hostile, capped),
 ``fingerprints`` (what a lock fingerprints and what moved since), ``visible_calls`` (the
-literal calls of a visible suite); ``load_user_task`` reads a user's own task, ``discover`` the
+literal calls of a visible suite), ``trees`` (bounded walks of a tree, and deleting only a
+folder certlab made); ``load_user_task`` reads a user's own task, ``discover`` the
 installed plugins (for a plugin's own command). The hook specs
 themselves, each with a complete example plugin, are in ``certlab_core.plugin.hookspecs``.
 
@@ -23,7 +24,15 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from certlab_core.plugin import canonical, failure_modes, fingerprints, report_format, safe_io, visible_calls
+    from certlab_core.plugin import (
+        canonical,
+        failure_modes,
+        fingerprints,
+        report_format,
+        safe_io,
+        trees,
+        visible_calls,
+    )
     from certlab_core.plugin.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
     from certlab_core.plugin.command import ContainedRun, run_command, run_contained
     from certlab_core.plugin.command_records import Command, RegisterCommand
@@ -146,6 +155,9 @@ if TYPE_CHECKING:
         SpawnedProcess,
         active_containment,
         agent_environment_dir,
+        contained_environment,
+        inherited_folders,
+        runtime_folder,
     )
     from certlab_core.plugin.user_task import UserTask, holds_user_task, load_user_task, stage_family
     from certlab_core.plugin.workcopy import (
@@ -290,6 +302,9 @@ _HOME: dict[str, str] = {
     "SpawnedProcess": "certlab_core.plugin.sandbox",
     "active_containment": "certlab_core.plugin.sandbox",
     "agent_environment_dir": "certlab_core.plugin.sandbox",
+    "contained_environment": "certlab_core.plugin.sandbox",
+    "inherited_folders": "certlab_core.plugin.sandbox",
+    "runtime_folder": "certlab_core.plugin.sandbox",
     "safe_io": "certlab_core.plugin.safe_io",
     "UserTask": "certlab_core.plugin.user_task",
     "holds_user_task": "certlab_core.plugin.user_task",
@@ -303,6 +318,7 @@ _HOME: dict[str, str] = {
     "record_changes": "certlab_core.plugin.workcopy",
     "sha256_file": "certlab_core.plugin.workcopy",
     "taskset_sha256": "certlab_core.plugin.workcopy",
+    "trees": "certlab_core.plugin.trees",
 }
 
 
@@ -437,6 +453,7 @@ __all__ = [
     "cases_sha256",
     "check_modules",
     "check_unmoved",
+    "contained_environment",
     "copy_tree",
     "discover",
     "failure_modes",
@@ -444,6 +461,7 @@ __all__ = [
     "holds_user_task",
     "hookimpl",
     "in_allowed_paths",
+    "inherited_folders",
     "load_user_task",
     "look_alpha",
     "look_sizes",
@@ -455,11 +473,13 @@ __all__ = [
     "run_command",
     "run_contained",
     "run_isolated",
+    "runtime_folder",
     "safe_io",
     "sha256_file",
     "stage_family",
     "start_zygote_host",
     "taskset_sha256",
+    "trees",
     "visible_calls",
     "warm_up",
 ]

@@ -201,6 +201,10 @@ class CalibrationExpectation:
     failure_mode: str | None = None  # None: any failure mode (or none, when fixed)
 
 
+def _variable_names(names: Sequence[str]) -> tuple[str, ...]:
+    return tuple(str(name) for name in names)
+
+
 @frozen
 class AgentAdapter:
     """An agent certlab can run: ``run(request) -> AgentOutcome``.
@@ -211,6 +215,13 @@ class AgentAdapter:
     before anything runs. ``preflight(agent_args, environment)``, when given, checks what a
     live run needs (the binary, its version, credentials or base URL) for ``certlab
     preflight``, which then makes one smoke call through ``run``.
+
+    ``environment`` names the harness's variables the agent gets besides the kernel's
+    allow-list (``PASSED_VARIABLES``); every other variable of the harness is dropped.
+    ``programs(agent_args)``, when given, names the programs ``run`` will start (a path or
+    a name on ``PATH``): before the first trial, certify and run check each, and a script's
+    interpreter, inside the containment, and a program the sandbox cannot show makes every
+    trial ``agent-unavailable`` with one line naming it, never a failed fix.
     """
 
     name: str
@@ -221,6 +232,8 @@ class AgentAdapter:
     preflight: Callable[[tuple[str, ...], Mapping[str, str]], Sequence[PreflightCheck]] | None = field(
         default=None, eq=False, repr=False
     )
+    environment: tuple[str, ...] = field(default=(), converter=_variable_names)
+    programs: Callable[[tuple[str, ...]], Sequence[str]] | None = field(default=None, eq=False, repr=False)
 
 
 @frozen

@@ -50,10 +50,10 @@ from certlab_core.plugin import (
     active_containment,
     check_modules,
     check_unmoved,
-    copy_tree,
     hookimpl,
     read_cases_bytes,
     sha256_file,
+    trees,
 )
 from certlab_core.plugin import failure_modes as fm
 
@@ -64,8 +64,6 @@ HOST_GRACE_S = 5.0
 HOST_FILE = Path(__file__).with_name("case_host.py")
 GOT_CHARS = 200
 SHOWN_FAILURES = 8
-# Variables a case process must not inherit: the lab's own, and those that steer Python or pytest.
-DROPPED_PREFIXES = ("CERTLAB_", "PYTHON", "PYTEST_")
 
 
 class VerdictRefused(InstrumentError):
@@ -98,27 +96,31 @@ def _is_inside(path: Path, folder: str) -> bool:
     return os.path.realpath(path) == root or os.path.realpath(path).startswith(root + os.sep)
 
 
-def scoring_folder(request: GradeRequest) -> Path:
+def scoring_folder(request: GradeRequest) -> trees.MadeFolder:
     """A new folder for the scoring copy, checked to be outside the experiment and the task's own folders."""
-    scratch = Path(tempfile.mkdtemp(prefix="certlab-acceptance-"))
+    made = trees.make_temp_folder("certlab-acceptance-")
+    scratch = made.as_path
     forbidden = [request.family.tree_dir, os.path.dirname(request.family.cases_file), request.workdir]
     if request.acceptance_lock is not None:
         forbidden += [request.acceptance_lock.experiment_dir, os.path.dirname(request.acceptance_lock.cases_file)]
     inside = [folder for folder in forbidden if _is_inside(scratch, folder)]
     if inside:
-        shutil.rmtree(scratch, ignore_errors=True)
+        trees.remove_made(made)
         raise VerdictRefused(
             f"the scoring copy would be inside {inside[0]} (TMPDIR is {tempfile.gettempdir()}); "
             "point TMPDIR outside the experiment directory"
         )
-    return scratch
+    return made
 
 
 # ----------------------------------------------------------------------------- talking to the case host
 
 
 def case_environment() -> dict[str, str]:
-    return {key: value for key, value in os.environ.items() if not key.startswith(DROPPED_PREFIXES)}
+    """The case host's environment: the kernel's allow-list of the harness's variables, no key, no HOME."""
+    from certlab_core.plugin import contained_environment
+
+    return contained_environment(os.environ)
 
 
 class CaseHost:
@@ -264,15 +266,14 @@ def grade(request: GradeRequest) -> GradeResult:
     if lock is not None:
         check_unmoved(lock, "before scoring")
     cases = load_cases(request)
-    scratch = scoring_folder(request)
+    made = scoring_folder(request)
+    scratch = made.as_path
     try:
         tree = scratch / "tree"
-        copy_tree(Path(request.workdir), tree)
-        for junk in list(tree.rglob("__pycache__")):
-            shutil.rmtree(junk, ignore_errors=True)
+        trees.copy_tree(Path(request.workdir), tree, skip=("__pycache__",))
         results = run_cases(cases, tree, scratch / "host.log", CASE_TIMEOUT_S, request.first_failure)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        trees.remove_made(made)
     if scratch.exists():
         raise VerdictRefused(f"the scoring copy {scratch} could not be deleted after the last case")
     if lock is not None:

@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from certlab_core.plugin import BoundaryBroken, BudgetExceeded, ToolError
+from certlab_core.plugin import BoundaryBroken, BudgetExceeded, ToolError, contained_environment
 
 TAIL = 2000
 KILL_GRACE_S = 2.0
@@ -258,7 +258,7 @@ class McpCommandAgent:
             config = folder / "mcp.json"
             config.write_text(json.dumps({"mcpServers": {"certlab": {"command": server[0], "args": server[1:]}}}))
             task_text = json.dumps(task)
-            env = {**os.environ, **self.env}
+            env = {**contained_environment(os.environ), **self.env}  # no key or token of the harness's
             env.update(
                 CERTLAB_MCP_SERVER_COMMAND=json.dumps(server),
                 CERTLAB_MCP_CONFIG=str(config),

@@ -232,11 +232,17 @@ class Cli:
         from certlab_core.plugin import run_command  # the process machinery, imported by a run, not by discovery
 
         try:
-            executable = self.find(options, request.env)
+            executable = self.find(options, {**os.environ, **request.env})  # --bin's variable is the harness's
         except UsageError as error:
             return not_started(str(error))
         with scratch_home(self.adapter) as home:
-            outcome = run_command(request, argv(executable, home), env=environment(home), unavailable_exit_codes=())
+            outcome = run_command(
+                request,
+                argv(executable, home),
+                env=environment(home),
+                unavailable_exit_codes=(),
+                writable=(str(home),),  # the run's own HOME, made here: the sandbox binds it as the agent's HOME
+            )
         return judge(outcome)
 
     def binary_checks(
