@@ -279,10 +279,11 @@ def _selfcheck(ctx: DemoContext) -> str:
             "holds": bool(json.loads(done.stdout)["holds"]),
         },
     )
+    sizes = ", ".join(str(n) for n in sweep["sizes"])
     return (
-        f"false PASS at the margin at most {false_pass['rate']:.4f} (N={false_pass['n']}), false BLOCK under no "
-        f"change at most {false_block['rate']:.6f} (N={false_block['n']}); both within alpha/K = "
-        f"{false_pass['limit']:g}"
+        f"over selfcheck's grid (N = {sizes} per arm, baseline rates in steps of {sweep['step']:g}): false PASS "
+        f"at the margin at most {false_pass['rate']:.4f} (N={false_pass['n']}), false BLOCK under no change at "
+        f"most {false_block['rate']:.6f} (N={false_block['n']}); both within alpha/K = {false_pass['limit']:g}"
     )
 
 
