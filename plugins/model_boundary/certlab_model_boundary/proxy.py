@@ -23,16 +23,27 @@ the first call that does not is noted in ``departure``.
 
 The boundary listens on 127.0.0.1 (a free port) or on a Unix socket (``unix_socket``), which
 a sandbox binds into the agent's namespace and reaches through ``certlab_model_boundary.relay``.
+
+It runs in the harness, outside the sandbox's memory limit, so what it holds is capped
+(:class:`ModelLimits`): a request body is read only up to its cap (16 MiB as sent, and as
+decompressed; one past it is answered HTTP 413 without being read into memory), an answer
+only up to its own (16 MiB), and at most 16 connections are served at once (one more is
+answered HTTP 503). A request past a cap is the agent's doing, never infrastructure: it is
+recorded as a refusal of the boundary (``limit_exceeded``, ``refused``), with its size and no
+body. The recording keeps bodies in full while it holds at most ``recorded_bytes`` (4 MiB);
+then each call keeps its fingerprint, sizes, sha256s and tokens without its bodies, and past
+twice that, calls are only counted (``omitted``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
+import hashlib
 import http.client
 import http.server
 import json
 import os
+import queue
 import random
 import socket
 import socketserver
@@ -56,6 +67,55 @@ UPSTREAM_TIMEOUT_S = 600.0
 MAX_TEXT = 2000
 REDACTED = "[redacted]"
 MIN_SECRET = 8
+
+#: The cap the agent went past, as the recording's ``limit_exceeded`` and ``refused`` name it.
+REQUEST_BYTES_LIMIT = "model_request_bytes"
+CONNECTIONS_LIMIT = "model_connections"
+#: Refused connections waiting for their 503; past this many, one more is closed unanswered.
+_REFUSAL_QUEUE = 64
+_DRAIN_BYTES = 64 << 20  # what is read (and dropped) of a refused body so that the client reads its 413
+_DRAIN_S = 2.0
+
+
+@frozen
+class ModelLimits:
+    """What one trial's boundary holds at most, so that the harness's memory and the record stay bounded.
+
+    ``request_bytes``: a request body, as sent and as decompressed (Claude Code's first call
+    is about 120 KB, a full 200k-token context about 1 MB; the Anthropic API itself takes up to
+    32 MB). ``response_bytes``: an upstream answer. ``connections``: agent connections served at
+    once. ``recorded_bytes``: the bodies the recording keeps in full (a trial's record is a
+    line of a run store, which a reader takes up to 16 MB).
+    """
+
+    request_bytes: int = 16 << 20
+    response_bytes: int = 16 << 20
+    connections: int = 16
+    recorded_bytes: int = 4 << 20
+
+    def document(self) -> dict[str, int]:
+        return {
+            "request_bytes": self.request_bytes,
+            "response_bytes": self.response_bytes,
+            "connections": self.connections,
+            "recorded_bytes": self.recorded_bytes,
+        }
+
+
+class _Refused(Exception):
+    """A request the boundary answers itself without reading (all of) it: too large, or not a body it can read."""
+
+    def __init__(self, status: int, kind: str, message: str, size: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+        self.size = size
+
+
+class _AnswerTooLarge(Exception):
+    """The upstream's answer passed ``ModelLimits.response_bytes``."""
+
 
 #: What each fault error makes the boundary answer: an HTTP status, or None for no answer at all.
 FAULT_STATUSES: dict[str, int | None] = {
@@ -164,13 +224,17 @@ class Decision:
 class _Serving:
     """What both listeners share: one thread per connection, each known to the owner so that stopping joins it.
 
-    The trial's process forks its graders once the agent is done, and refuses to fork while any
-    thread runs: stopping the boundary leaves none behind.
+    At most ``ModelLimits.connections`` are served at once; one more is handed to the owner's
+    refuser, which answers it HTTP 503. The trial's process forks its graders once the agent is
+    done, and refuses to fork while any thread runs: stopping the boundary leaves none behind.
     """
 
     owner: ModelProxy
+    request_queue_size = 64  # the listen backlog: a burst of connections is accepted (and refused) quickly
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.owner._admit(request):
+            return
         thread = threading.Thread(
             target=self.process_request_thread,  # type: ignore[attr-defined]
             args=(request, client_address),
@@ -179,6 +243,10 @@ class _Serving:
         )
         self.owner._serving(thread, request)
         thread.start()
+
+    def shutdown_request(self, request: Any) -> None:
+        if request is not None:
+            super().shutdown_request(request)  # type: ignore[misc]
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         error = sys.exc_info()[1]
@@ -208,6 +276,7 @@ class ModelProxy:
         workdir: str | None = None,
         unix_socket: str | None = None,
         token: str | None = None,
+        limits: ModelLimits | None = None,
     ) -> None:
         if upstream is None and replay is None:
             raise ValueError("a model boundary needs an upstream, or a recording to replay")
@@ -225,6 +294,14 @@ class ModelProxy:
         self.infra_error: str | None = None
         self.departure: str | None = None
         self.replayed = 0
+        self.limits = limits or ModelLimits()
+        self.limit_exceeded: str | None = None
+        self.refused = {REQUEST_BYTES_LIMIT: 0, CONNECTIONS_LIMIT: 0}
+        self.omitted = {"bodies": 0, "events": 0}
+        self.recorded_bytes = 0
+        self._seq = 0  # every call's number in the recording, those only counted included
+        self._refusals: queue.Queue[socket.socket | None] = queue.Queue(_REFUSAL_QUEUE)
+        self._refuser: threading.Thread | None = None
         self._lock = threading.Lock()
         self._server: _Server | _UnixServer | None = None
         self._thread: threading.Thread | None = None
@@ -245,6 +322,8 @@ class ModelProxy:
             server = _Server(("127.0.0.1", 0), _Handler)
         server.owner = self
         self._server = server
+        self._refuser = threading.Thread(target=self._refuse_each, name="certlab-model-boundary-refuser", daemon=True)
+        self._refuser.start()
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="certlab-model-boundary", daemon=True
         )
@@ -266,6 +345,17 @@ class ModelProxy:
                 connection.shutdown(socket.SHUT_RDWR)
         for call_thread, _connection in calls:
             call_thread.join(timeout=10)
+        if self._refuser is not None:
+            while True:  # the connections still waiting are closed unanswered
+                try:
+                    waiting = self._refusals.get_nowait()
+                except queue.Empty:
+                    break
+                if waiting is not None:
+                    waiting.close()
+            self._refusals.put(None)
+            self._refuser.join(timeout=10)
+            self._refuser = None
         if self.unix_socket is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.unix_socket)
@@ -280,8 +370,44 @@ class ModelProxy:
 
     def _serving(self, thread: threading.Thread, connection: socket.socket) -> None:
         with self._lock:
-            self._calls = [(t, c) for t, c in self._calls if t.is_alive()]
             self._calls.append((thread, connection))
+
+    def _admit(self, connection: socket.socket) -> bool:
+        """Whether a connection may be served now; one past ``limits.connections`` goes to the refuser instead."""
+        with self._lock:
+            self._calls = [(t, c) for t, c in self._calls if t.is_alive()]
+            if len(self._calls) < self.limits.connections:
+                return True
+            self.refused[CONNECTIONS_LIMIT] += 1
+            self.limit_exceeded = self.limit_exceeded or CONNECTIONS_LIMIT
+        try:
+            self._refusals.put_nowait(connection)
+        except queue.Full:  # a flood: closed unanswered, and the accepting thread is never held up
+            connection.close()
+        return False
+
+    def _refuse_each(self) -> None:
+        """The refuser's thread: answer each connection past the cap HTTP 503, one at a time, briefly."""
+        while (connection := self._refusals.get()) is not None:
+            message = (
+                f"certlab model boundary: this trial already has {self.limits.connections} connections open "
+                "(the boundary's cap); close one, or wait"
+            )
+            body = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": message}}).encode()
+            head = (
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+            )
+            try:
+                _read_head(connection, 0.2)
+                connection.settimeout(0.2)
+                connection.sendall(head.encode() + body)
+                connection.shutdown(socket.SHUT_WR)
+                _drain(connection, 1 << 20, 0.2)
+            except OSError:
+                pass
+            finally:
+                connection.close()
 
     # ------------------------------------------------------------------ what the agent is given
 
@@ -338,6 +464,11 @@ class ModelProxy:
                 "infra_error": self.infra_error,
                 "departure": self.departure,
                 "replayed": None if self.replay is None else {"served": self.replayed, "recorded": len(self.replay)},
+                "limits": self.limits.document(),
+                "limit_exceeded": self.limit_exceeded,
+                "refused": dict(self.refused),
+                "recorded_bytes": self.recorded_bytes,
+                "omitted": dict(self.omitted),
             }
 
     def _redact(self, value: Any) -> Any:
@@ -352,14 +483,27 @@ class ModelProxy:
         return json.loads(text)
 
     def _record(self, event: dict[str, Any]) -> None:
+        """Add one call to the recording: whole while the recording is under ``limits.recorded_bytes``, then
+        without its bodies, and past twice that counted only (its tokens count all the same)."""
         event = self._redact(event)
+        size = len(json.dumps(event))
+        cap = self.limits.recorded_bytes
         with self._lock:
-            event["seq"] = len(self.events)
-            self.events.append(event)
             usage = event.get("usage")
             if isinstance(usage, Mapping):
                 for key in self.tokens:
                     self.tokens[key] += int(usage.get(key) or 0)
+            event["seq"] = self._seq
+            self._seq += 1
+            if self.recorded_bytes + size > cap:
+                event = _without_bodies(event)
+                size = len(json.dumps(event))
+                self.omitted["bodies"] += 1
+            if self.recorded_bytes + size > 2 * cap:
+                self.omitted["events"] += 1
+                return
+            self.recorded_bytes += size
+            self.events.append(event)
 
     def _note_infra(self, line: str) -> None:
         with self._lock:
@@ -374,7 +518,7 @@ class ModelProxy:
     def decide(self, protocol: wire.Protocol, body: Any) -> Decision:
         """Count the call, check the budgets, ask the declared faults (in declaration order; the first error wins)."""
         with self._lock:
-            seq = len(self.events)
+            seq = self._seq
             spent = self.tokens["input_tokens"] + self.tokens["output_tokens"]
             over, limit = None, None
             if self.budgets.calls is not None and self.model_calls >= self.budgets.calls:
@@ -482,7 +626,98 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return self.server.owner
 
     def _body(self) -> bytes:
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        """The request body, read up to ``limits.request_bytes`` and never past it (``_Refused`` past it)."""
+        cap = self.owner.limits.request_bytes
+        coding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
+        if coding == "chunked":
+            return self._chunked_body(cap)
+        if coding not in ("", "identity"):
+            raise _Refused(400, "InvalidRequest", f"certlab model boundary: no Transfer-Encoding {coding[:40]!r}")
+        declared = (self.headers.get("Content-Length") or "").strip()
+        if not declared:
+            return b""
+        if not declared.isdigit():
+            raise _Refused(400, "InvalidRequest", f"certlab model boundary: Content-Length {declared[:40]!r}")
+        length = int(declared)
+        if length > cap:
+            raise _Refused(413, "RequestTooLarge", _too_large(length, cap), size=length)
+        data = self.rfile.read(length)
+        if len(data) < length:
+            raise ConnectionError("the agent hung up in the middle of its request")
+        return data
+
+    def _chunked_body(self, cap: int) -> bytes:
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            line = self.rfile.readline(1024)
+            size_text = line.split(b";", 1)[0].strip()
+            if not line.endswith(b"\n") or not size_text or len(size_text) > 16:
+                raise _Refused(400, "InvalidRequest", "certlab model boundary: a malformed chunk of the request")
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise _Refused(400, "InvalidRequest", "certlab model boundary: a malformed chunk size") from None
+            if size == 0:
+                break
+            total += size
+            if total > cap:
+                raise _Refused(413, "RequestTooLarge", _too_large(total, cap, at_least=True), size=total)
+            data = self.rfile.read(size)
+            if len(data) < size:
+                raise ConnectionError("the agent hung up in the middle of its request")
+            chunks.append(data)
+            if self.rfile.read(2) != b"\r\n":
+                raise _Refused(400, "InvalidRequest", "certlab model boundary: a chunk not ended by CRLF")
+        for _ in range(64):  # trailers, up to the blank line
+            if self.rfile.readline(8192) in (b"\r\n", b"\n", b""):
+                break
+        return b"".join(chunks)
+
+    def _answer(self, response: http.client.HTTPResponse) -> bytes:
+        """An upstream answer, read up to ``limits.response_bytes`` (``_AnswerTooLarge`` past it)."""
+        cap = self.owner.limits.response_bytes
+        declared = response.getheader("Content-Length") or ""
+        if declared.isdigit() and int(declared) > cap:
+            response.close()
+            raise _AnswerTooLarge(f"the upstream's answer is {declared} bytes, past the boundary's {cap}-byte cap")
+        chunks: list[bytes] = []
+        total = 0
+        while data := response.read(65536):
+            total += len(data)
+            if total > cap:
+                response.close()
+                raise _AnswerTooLarge(f"the upstream's answer passed the boundary's {cap}-byte cap")
+            chunks.append(data)
+        return b"".join(chunks)
+
+    def _refuse(self, refused: _Refused) -> None:
+        """Answer a request the boundary read no (whole) body of, and end the connection (what is left is unread)."""
+        path = urlsplit(self.path).path.rstrip("/")
+        protocol = wire.protocol_of(path)
+        owner = self.owner
+        if refused.status == 413:
+            with owner._lock:
+                owner.refused[REQUEST_BYTES_LIMIT] += 1
+                owner.limit_exceeded = owner.limit_exceeded or REQUEST_BYTES_LIMIT
+        if protocol is not None:
+            event: dict[str, Any] = {
+                "kind": "model",
+                "name": protocol,
+                "args": {"path": path, "stream": None, "body": None, "bytes": refused.size},
+                "fingerprint": None,
+                "workdir": owner.workdir,
+            }
+            owner._record(_error_event(event, refused.status, refused.kind, refused.message, executed=False))
+            answer = wire.error_body(protocol, refused.status, refused.message)
+        else:
+            answer = {"error": {"message": refused.message}}
+        self.close_connection = True
+        self._send_json(refused.status, answer, extra=[("Connection", "close")])
+        with contextlib.suppress(OSError):  # the client reads its answer once it has sent its body: dropped, unheld
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+            _drain(self.connection, _DRAIN_BYTES, _DRAIN_S)
 
     def _send(self, status: int, payload: bytes, content_type: str = "application/json", extra: Any = ()) -> None:
         try:
@@ -573,6 +808,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.client_gone = False
         try:
             self._post()
+        except _Refused as refused:  # the agent's request, past a cap or unreadable: answered, never infrastructure
+            self._refuse(refused)
+        except ConnectionError:  # the agent hung up mid-request: nothing to answer
+            self.close_connection = True
         except Exception as error:  # the boundary's own failure: infrastructure, never the agent's
             line = f"model-boundary-broken: {type(error).__name__}: {error}"[:MAX_TEXT]
             self.owner._note_infra(line)
@@ -590,10 +829,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
             self._send_json(404, {"error": {"message": f"certlab model boundary: no endpoint POST {path}"}})
             return
+        cap = self.owner.limits.request_bytes
         try:
-            body: Any = json.loads(_decoded(raw, headers.get("content-encoding", ""))) if raw else None
-        except (ValueError, OSError, zlib.error, EOFError):
-            body = None  # forwarded as it came; the record keeps no body it cannot read
+            text: bytes | None = _decoded(raw, headers.get("content-encoding", ""), cap)
+        except (OSError, zlib.error, EOFError):
+            text = None  # forwarded as it came; the record keeps no body it cannot read
+        if text is not None and len(text) > cap:
+            raise _Refused(413, "RequestTooLarge", _too_large(len(text), cap, at_least=True, decoded=True), len(raw))
+        try:
+            body: Any = json.loads(text) if text else None
+        except (ValueError, RecursionError):
+            body = None
         owner = self.owner
         stream = isinstance(body, Mapping) and body.get("stream") is True
         args = {"path": path, "stream": stream, "body": body}
@@ -604,6 +850,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "fingerprint": wire.fingerprint(protocol, body, owner.workdir),
             "workdir": owner.workdir,
         }
+        args["bytes"] = len(raw)
         if not owner.authorised(headers):
             message = "certlab model boundary: this request does not carry the trial's token"
             owner._note_infra("model-boundary: a model call without the trial's token (the agent's key is not ours)")
@@ -652,6 +899,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_json(500, wire.error_body(protocol, 500, message))
             return
         result = recorded.get("result") or {}
+        if result.get("omitted"):
+            with owner._lock:
+                owner.departure = owner.departure or (
+                    f"model call #{owner.replayed}: the recording kept no answer for it (past its recorded_bytes cap)"
+                )
+            self._send_json(500, wire.error_body(protocol, 500, f"certlab replay: {owner.departure}"))
+            return
         then = recorded.get("workdir")
         if isinstance(then, str) and then and owner.workdir and then != owner.workdir:
             # The recorded answers name the recorded work copy (a tool call's path): this run's is elsewhere.
@@ -687,9 +941,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         anthropic = path.startswith("/v1/messages")
         try:
             response, _ = self._upstream_call(method, anthropic, self.path, raw, headers)
-            payload = response.read()
+            payload = self._answer(response)
         except OSError as error:
             self._send_json(502, {"error": {"message": f"certlab model boundary: upstream unreachable ({error})"}})
+            return
+        except _AnswerTooLarge as error:
+            owner._note_infra(f"model-upstream-oversized: {error}")
+            self._send_json(502, {"error": {"message": f"certlab model boundary: {error}"}})
             return
         self._send(response.status, payload, response.getheader("Content-Type") or "application/json")
 
@@ -746,11 +1004,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         status = response.status
         content_type = response.getheader("Content-Type") or ""
+        if "text/event-stream" in content_type and status < 400:
+            self._relay_stream(protocol, response, event, started, cut)
+            return
+        try:
+            payload = self._answer(response)
+        except _AnswerTooLarge as error:  # the upstream's doing (or the harness's), never the agent's
+            message = f"certlab model boundary: {error}"
+            owner._note_infra(f"model-upstream-oversized: {error}")
+            owner._record({**_error_event(event, 502, "UpstreamOversized", message), "source": "upstream"})
+            self._send_json(502, wire.error_body(protocol, 502, message))
+            return
         if status >= 400:
-            payload = response.read()
             try:
                 answered: Any = json.loads(payload)
-            except ValueError:
+            except (ValueError, RecursionError):
                 answered = payload.decode("utf-8", "replace")[:MAX_TEXT]
             owner._note_infra(f"model-upstream: the {protocol} upstream answered HTTP {status}")
             owner._record(
@@ -767,13 +1035,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             extra = [(k, v) for k, v in response.getheaders() if k.lower() in ("retry-after",)]
             self._send(status, payload, content_type or "application/json", extra=extra)
             return
-        if "text/event-stream" in content_type:
-            self._relay_stream(protocol, response, event, started, cut)
-            return
-        payload = response.read()
         try:
             answered = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             answered = payload.decode("utf-8", "replace")
         owner._record(
             {
@@ -807,8 +1071,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         raw: list[bytes] = []
         sent: list[bytes] = []
         pending = b""
+        total, cap, oversized = 0, self.owner.limits.response_bytes, False
         while True:
             data = response.read1(65536)
+            total += len(data)
+            if total > cap:  # the upstream's doing: what was relayed is recorded, then the connection drops
+                response.close()
+                oversized = True
+                self.owner._note_infra(f"model-upstream-oversized: the upstream's stream passed the {cap}-byte cap")
+                break
             if not data:
                 response.close()  # read1 leaves a fully read response open, and the kept-alive connection stuck
                 break
@@ -827,7 +1098,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 if room:
                     self._chunk(b"".join(block + b"\n\n" for block in room))
                     sent.extend(room)
-        parsed = [wire.parse_event(block) for block in wire.split_events(b"".join(raw) + b"\n\n")]
+        if oversized and cut is None:  # the last piece held back was never sent: the agent has the rest
+            sent = wire.split_events(b"".join(raw[:-1]))
+            cut = len(sent)
+        whole = b"".join(raw) + (b"" if oversized else b"\n\n")
+        parsed = [wire.parse_event(block) for block in wire.split_events(whole)]
         received = [list(pair) for pair in (parsed if cut is None else map(wire.parse_event, sent))]
         usage = wire.usage_of_events(protocol, parsed)
         record: dict[str, Any] = {
@@ -841,7 +1116,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             },
             "error": None
             if cut is None
-            else {"type": "ModelStreamCut", "message": f"the stream was cut after {len(sent)} event(s)"},
+            else {
+                "type": "UpstreamOversized" if oversized else "ModelStreamCut",
+                "message": f"the stream was cut after {len(sent)} event(s)"
+                + (f": it passed the boundary's {cap}-byte cap" if oversized else ""),
+            },
             "usage": usage,
             "source": "upstream",
             "upstream_s": round(time.perf_counter() - started, 6),
@@ -855,14 +1134,83 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._end_stream()
 
 
-def _decoded(raw: bytes, encoding: str) -> bytes:
-    """A request body as JSON text, when a CLI compressed it (gzip, deflate)."""
+def _decoded(raw: bytes, encoding: str, cap: int) -> bytes:
+    """A request body as JSON text, when a CLI compressed it (gzip, deflate): at most ``cap + 1`` bytes of it.
+
+    A small compressed body can stand for gigabytes: it is never decompressed past the cap.
+    """
     encoding = encoding.strip().lower()
-    if encoding == "gzip":
-        return gzip.decompress(raw)
-    if encoding == "deflate":
-        return zlib.decompress(raw)
-    return raw
+    if encoding not in ("gzip", "deflate"):
+        return raw
+    inflater = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+    text = inflater.decompress(raw, cap + 1)
+    if len(text) <= cap and not inflater.eof and not inflater.unconsumed_tail:
+        raise EOFError("a compressed body that ends before its end")
+    return text
+
+
+def _too_large(size: int, cap: int, *, at_least: bool = False, decoded: bool = False) -> str:
+    what = "decompressed, is" if decoded else "is"
+    amount = f"over {cap}" if at_least else str(size)
+    return (
+        f"certlab model boundary: the request body, {what} {amount} bytes, past this trial's cap of {cap} bytes "
+        "(request_too_large)"
+    )
+
+
+def _read_head(connection: socket.socket, seconds: float) -> None:
+    """Read a request's head (to its blank line, 64 KiB or ``seconds`` at most) so that the answer is not lost."""
+    deadline = time.monotonic() + seconds
+    tail, seen = b"", 0
+    while b"\r\n\r\n" not in tail and seen < 65536:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        connection.settimeout(remaining)
+        data = connection.recv(4096)
+        if not data:
+            return
+        seen += len(data)
+        tail = tail[-3:] + data
+
+
+def _drain(connection: socket.socket, most: int, seconds: float) -> None:
+    """Read and drop what the client still sends, up to ``most`` bytes or ``seconds``, holding 64 KiB at most."""
+    deadline = time.monotonic() + seconds
+    left = most
+    while left > 0:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        connection.settimeout(remaining)
+        data = connection.recv(min(65536, left))
+        if not data:
+            return
+        left -= len(data)
+
+
+def _digest(value: Any) -> dict[str, Any]:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return {"bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}
+
+
+def _without_bodies(event: Mapping[str, Any]) -> dict[str, Any]:
+    """``event`` with its request and answer bodies replaced by their size and sha256 (``omitted``)."""
+    out = dict(event)
+    args = dict(out.get("args") or {})
+    if args.get("body") is not None:
+        args["body"] = None
+        args["omitted"] = _digest(event["args"]["body"])
+    out["args"] = args
+    result = out.get("result")
+    if isinstance(result, Mapping):
+        kept = dict(result)
+        for key in ("body", "events"):
+            if kept.get(key) is not None:
+                kept["omitted"] = _digest(kept[key])
+                kept[key] = None
+        out["result"] = kept
+    return out
 
 
 def _error_event(

@@ -149,7 +149,13 @@ def usage_of_events(protocol: Protocol, events: Sequence[Sequence[Any]]) -> dict
 def error_body(protocol: Protocol, status: int, message: str) -> dict[str, Any]:
     """The protocol's own JSON error body for ``status`` (so a CLI reacts as it would to its real API)."""
     if protocol == ANTHROPIC_MESSAGES:
-        kinds = {401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error", 503: "overloaded_error"}
+        kinds = {
+            401: "authentication_error",
+            413: "request_too_large",
+            429: "rate_limit_error",
+            529: "overloaded_error",
+            503: "overloaded_error",
+        }
         kind = kinds.get(status, "api_error" if status >= 500 else "invalid_request_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
     kinds = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
