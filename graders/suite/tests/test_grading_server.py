@@ -103,6 +103,33 @@ def test_nothing_one_grading_leaves_reaches_the_next(served: Containment, tmp_pa
     assert _daemons() == []
 
 
+def test_no_file_in_dev_nor_a_sysv_segment_outlives_its_grading(served: Containment, tmp_path: Path) -> None:
+    """Issue 22: the server unshared IPC once, so a segment and a file in /dev reached every later trial's code."""
+    leaves = """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            open("/dev/left-behind", "w").write("from the first trial")
+        except OSError:
+            pass  # /dev is read-only inside: nothing can be left there
+        segment = libc.shmget(0x5EED, 4096, 0o1666)  # IPC_CREAT | 0666
+        assert segment >= 0, os.strerror(ctypes.get_errno())
+        queue = os.open("/dev/mqueue", os.O_RDONLY)
+        os.close(queue)
+    """
+    first = on_server(request(tmp_path, "first", leaves))
+    assert first.passed, first.detail
+    checks = """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert not os.path.exists("/dev/left-behind"), "a file in /dev outlived its grading"
+        assert libc.shmget(0x5EED, 4096, 0) < 0, "the first trial's SysV segment is still there"
+        assert open("/proc/sysvipc/shm").read().count("\\n") == 1, "a SysV segment is left"
+    """
+    second = on_server(request(tmp_path, "second", checks))
+    assert second.passed, second.detail
+
+
 def test_graded_code_that_kills_the_server_is_graded_afresh(served: Containment, tmp_path: Path) -> None:
     kills = """
         import os, signal

@@ -302,7 +302,9 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
             raise OSError(f"the sandbox does not bind {path} writable: it is or holds a folder of the harness's own")
     command = list(request.argv)
     shown_runtime, covered = _runtime_of([command[0], *request.readable], request.env, hidden, inherited)
-    forwarder = HostPortForwarder(request.relay_host_ports) if request.relay_host_ports else None
+    forwarder = (
+        HostPortForwarder(request.relay_host_ports, parent=str(runtime_folder())) if request.relay_host_ports else None
+    )
     relay_ports = {**(forwarder.sockets if forwarder else {}), **request.relay_ports}
     home = request.env.get("HOME", "")
     own_home = bool(home) and any(os.path.realpath(home) == os.path.realpath(w) for w in request.writable)

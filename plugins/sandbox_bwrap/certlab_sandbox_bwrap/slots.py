@@ -31,7 +31,7 @@ from typing import IO
 
 from attrs import define
 
-from certlab_core.plugin import Spawn, SpawnedProcess
+from certlab_core.plugin import Spawn, SpawnedProcess, runtime_folder
 
 KEEPER_START_S = 10.0
 KEEPER_MEMORY_MARGIN = 32 << 20  # the keeper's own pages, beyond what it used when it was made
@@ -109,7 +109,9 @@ def serve(workers: int) -> Iterator[None]:
         yield
         return
     owner = os.getpid()
-    folder = Path(tempfile.mkdtemp(prefix="certlab-slots-"))
+    # In certlab's runtime folder, which no sandbox binds, wherever TMPDIR points: a keeper starts
+    # any command on the host, so its socket must be out of every contained program's reach.
+    folder = Path(tempfile.mkdtemp(prefix="certlab-slots-", dir=runtime_folder()))
     try:
         for index in range(max(1, workers)):
             slot = _start_slot(folder, index)
