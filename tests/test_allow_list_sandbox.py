@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_certlab
 
 from certlab_core.plugin.command import run_contained
 from certlab_core.plugin.registry import discover
@@ -216,3 +217,22 @@ def test_the_harness_home_and_temp_folder_are_never_bound_writable(tmp_path: Pat
         ["/bin/true"], cwd=tempfile.gettempdir(), env={"PATH": os.defpath}, timeout_s=30, containment=containment
     )
     assert run.status == "unstartable" and "does not bind" in run.detail
+
+
+@needs_bwrap
+def test_an_agent_whose_interpreter_the_sandbox_hides_is_unavailable_not_a_failed_fix(tmp_path: Path) -> None:
+    """A hidden dependency was graded as the agent's failure ('fixed 0/5', exit 0); now every trial is
+    agent-unavailable, with one line before the first trial naming the path and what to declare."""
+    agent = tmp_path / "agent.py"
+    agent.write_text(f"#!{sys.executable}\nprint('an agent run by certlab own interpreter')\n")
+    agent.chmod(0o755)
+    out = tmp_path / "out"
+    done = run_certlab(
+        "certify", "-f", "intervals", "-a", "command", "--agent-arg", str(agent), "--no-mutants", "-o", str(out), "-q"
+    )
+    bundle = json.loads((out / "bundle.json").read_text())
+    assert [t["verdict"] for t in bundle["trials"]] == ["unavailable"] * 6
+    assert {t["failure_mode"] for t in bundle["trials"]} == {"agent-unavailable"}
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: command:")]
+    assert len(warnings) == 1 and "hidden from the agent" in warnings[0] and "install it elsewhere" in warnings[0]
+    assert done.returncode != 0

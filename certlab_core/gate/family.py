@@ -30,6 +30,7 @@ from certlab_core.certify.lab import (
     prove,
     run_trial,
 )
+from certlab_core.certify.program_check import checked_agent
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.canonical import unstructure
 from certlab_core.plugin.errors import InstrumentError, UsageError
@@ -81,6 +82,11 @@ class FamilyTrials:
         adapters = {side: registry.get("agents", arm.adapter) for side, arm in manifest.arms.items()}
         hidden = [*answer_key_paths([family]), manifest.descriptor_dir]
         containment = choose_containment(registry, getattr(manifest, "sandbox", "none"), hidden, log_to_stderr)
+        # An arm whose programs the sandbox hides runs no trial of its own: each is agent-unavailable (ERROR).
+        adapters = {
+            side: checked_agent(adapter, tuple(manifest.arms[side].args), containment, log_to_stderr)
+            for side, adapter in adapters.items()
+        }
         return cls(
             plan,
             family,

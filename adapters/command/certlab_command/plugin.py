@@ -71,6 +71,18 @@ def program_files(cmdline: str) -> list[str]:
     return sorted(os.path.abspath(w) for w in shown)
 
 
+def programs(cmdline: str) -> list[str]:
+    """The programs the command line starts, checked inside the containment before the first trial."""
+    try:
+        words = shlex.split(cmdline)
+    except ValueError:
+        return []
+    while words and "=" in words[0] and not words[0].startswith("="):
+        words.pop(0)
+    first = [words[0]] if words and words[0] not in SHELL_WORDS else []
+    return list(dict.fromkeys([*first, *program_files(cmdline)]))
+
+
 @hookimpl
 def certlab_agents() -> list[AgentAdapter]:
     return [
@@ -79,5 +91,6 @@ def certlab_agents() -> list[AgentAdapter]:
             description="any command-line agent: /bin/sh -c CMDLINE in the work copy (exit 75: agent unavailable)",
             run=run,
             check_args=lambda args: check_command_line(" ".join(args)),
+            programs=lambda args: programs(" ".join(args)),
         )
     ]
