@@ -37,6 +37,8 @@ def block_store(tmp_path_factory: pytest.TempPathFactory, keys: tuple[Path, Path
     done = run_certlab("run", str(path), "--out", str(folder / "runs"), "-q", "--sign-key", str(keys[0]))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "signed: " in done.stdout
+    # A tool world's agents run in the harness's own processes: the key is in their reach, and the run says so.
+    assert f"warning: --sign-key {keys[0]}: the agent runs uncontained and could read the key" in done.stderr
     return Path(next(line for line in done.stdout.splitlines() if line.startswith("run: "))[5:])
 
 

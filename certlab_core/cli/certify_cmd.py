@@ -79,7 +79,7 @@ def certify_command(
 ) -> None:
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
     from certlab_core.certify.journal import TrialJournal, certify_into, notice_interrupt
-    from certlab_core.cli.signing_cmd import check_sign_key, sign_evidence
+    from certlab_core.cli.signing_cmd import check_key_reach, check_sign_key, sign_evidence
 
     if resume is not None:
         out = resume
@@ -87,13 +87,15 @@ def certify_command(
         raise UsageError("Missing option '--agent': name the agent to certify, e.g. --agent oracle")
     elif out is None:
         raise UsageError("Missing option '--out': give a new folder for the certification (or --resume OUT)")
-    check_sign_key(sign_key)
+    key = check_sign_key(sign_key)  # read once, now, and held by the harness alone
     heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
     check_output_dir(out)
     notice_interrupt(out)
     registry = discover()
     progress = (lambda _m: None) if quiet else log_to_stderr
     with output_lock(out), certify_executor(registry, executor, workers or cpu_workers(), scheduler):
+        if key is not None:  # refused before the first trial when a trial could read it
+            check_key_reach(key, _containment_of(registry, out, sandbox, resume is not None), _warn, out)
         result = certify_into(
             out,
             resume is not None,
@@ -119,7 +121,7 @@ def certify_command(
         )
         write_certification(out, result, registry)
         TrialJournal(out).finish()
-        signed = sign_evidence(out, sign_key) if sign_key is not None else None
+        signed = sign_evidence(out, key) if key is not None else None
     summary = result.bundle["summary"]
     status = "certified" if result.exit_code == 0 else "NOT certified"
     typer.echo(
@@ -140,6 +142,19 @@ def certify_command(
     if signed is not None:
         typer.echo(signed)
     raise typer.Exit(result.exit_code)
+
+
+def _warn(line: str) -> None:
+    typer.echo(line, err=True)
+
+
+def _containment_of(registry: Registry, out: Path, sandbox: str, resumed: bool) -> Any:
+    """The containment the certification's trials will run under (a resumed one: the journal's ``--sandbox``)."""
+    from certlab_core.certify.journal import TrialJournal
+    from certlab_core.plugin.sandbox import choose_containment
+
+    choice = str(TrialJournal(out).reopen().get("sandbox", sandbox)) if resumed else sandbox
+    return choose_containment(registry, choice, [], lambda _line: None)  # certify itself says what it found
 
 
 @contextlib.contextmanager

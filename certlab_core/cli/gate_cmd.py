@@ -90,7 +90,7 @@ def run_command(
     ),
 ) -> None:
     """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""
-    from certlab_core.cli.signing_cmd import check_sign_key, sign_evidence
+    from certlab_core.cli.signing_cmd import check_key_reach, check_sign_key, sign_evidence
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.runner import (
@@ -106,7 +106,7 @@ def run_command(
 
     if workers < 0:
         raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
-    check_sign_key(sign_key)
+    key = check_sign_key(sign_key)  # read once, now, and held by the harness alone
     from certlab_core.certify.heartbeat import heartbeat_interval
 
     heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
@@ -131,6 +131,8 @@ def run_command(
 
             used = choose_containment(registry, sandbox, [], lambda line: print(line, file=sys.stderr)).name
             manifest = seal_manifest(attrs.evolve(manifest, sandbox=used))
+    if key is not None:  # refused before the first trial when a trial could read it
+        check_key_reach(key, _arms_containment(registry, manifest), lambda line: print(line, file=sys.stderr), resume)
     plan = plan_run(manifest, registry)
     session = open_executor(
         registry, executor, workers or workers_default(), scheduler or None, run_distributions(manifest)
@@ -151,9 +153,19 @@ def run_command(
         print(f"certlab: {outcome.stopped}", file=sys.stderr)
     _echo_decision(decision, folder, earlier_lines(folder, manifest))
     _write_reports(folder, registry, junit, markdown)
-    if sign_key is not None:
-        typer.echo(sign_evidence(folder, sign_key))
+    if key is not None:
+        typer.echo(sign_evidence(folder, key))
     raise typer.Exit(int(decision["exit_code"]))
+
+
+def _arms_containment(registry: Any, manifest: Any) -> Any:
+    """The containment of the run's arms: the sealed ``--sandbox`` for a family's coding arms; a tool world's agents
+    run in the harness's own processes, uncontained."""
+    from certlab_core.plugin.sandbox import Containment, choose_containment
+
+    if manifest.task.kind != "family":
+        return Containment()
+    return choose_containment(registry, getattr(manifest, "sandbox", "none"), [], lambda _line: None)
 
 
 def _decide_and_write(folder: Path, registry: Any) -> dict[str, Any]:

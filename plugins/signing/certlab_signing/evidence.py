@@ -10,6 +10,10 @@ signature with the public key, then every hash, and fails on a changed, added or
 file. The DSSE envelope and the keys are securesystemslib's (with cryptography), imported
 only when a key or an envelope is used. The private key never enters the folder.
 
+A run that signs what it writes (``--sign-key``) loads its key once, before its first trial
+(:func:`load_key`), and signs with that :class:`LoadedKey` at the end: the file is never read
+again, so nothing a trial did to it in between (replaced it, emptied it) changes who signs.
+
 Every file read here may be hostile: it is opened as a regular file only (a FIFO, a device
 or a folder is refused without blocking), at most 16 MB of it is read, and every refusal is
 one line.
@@ -29,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attrs import frozen
+from attrs import field, frozen
 
 from certlab_core.plugin import CertlabError, InstrumentError, UsageError
 
@@ -63,6 +67,18 @@ class Signed:
     envelope: Path
     subjects: int
     keyid: str
+
+
+@frozen
+class LoadedKey:
+    """A private key read and parsed once: where it was (resolved, so that no later link moves it), and its signer."""
+
+    path: Path
+    signer: Any = field(repr=False)
+
+    @property
+    def keyid(self) -> str:
+        return str(self.signer.public_key.keyid)
 
 
 @frozen
@@ -242,6 +258,11 @@ def load_signer(path: Path) -> CryptoSigner:
     return signer
 
 
+def load_key(path: Path) -> LoadedKey:
+    """The private key file ``path``, read and parsed now, held in memory from here on (``sign_folder`` takes it)."""
+    return LoadedKey(path=Path(os.path.realpath(path)), signer=load_signer(path))
+
+
 def load_public_key(path: Path) -> SSlibKey:
     """The ed25519 public key of the file ``path`` (the JSON keygen writes)."""
     document = parse_json(read_regular(path, "public key", UsageError), path, "public key", UsageError)
@@ -300,15 +321,17 @@ def _inside(path: Path, folder: Path) -> bool:
     return True
 
 
-def sign_folder(folder: Path, key_path: Path) -> Signed:
-    """Sign every file of ``folder`` with the private key ``key_path`` into ``folder/evidence.dsse.json``."""
+def sign_folder(folder: Path, key: Path | LoadedKey) -> Signed:
+    """Sign every file of ``folder`` into ``folder/evidence.dsse.json``, with the private key file ``key`` or the
+    key loaded before (:func:`load_key`; its file is not read again)."""
     from securesystemslib.dsse import Envelope
 
     if not folder.is_dir():
         raise UsageError(f"{folder}: not a folder; give the folder of the evidence (a certification or a run store)")
+    key_path = key.path if isinstance(key, LoadedKey) else key
     if _inside(key_path, folder):
         raise UsageError(f"{key_path}: the private key is inside {folder}; keep it out of the evidence it signs")
-    signer = load_signer(key_path)
+    signer = key.signer if isinstance(key, LoadedKey) else load_signer(key_path)
     names = evidence_files(folder, UsageError)
     if not names:
         raise UsageError(f"{folder}: no files to sign")
