@@ -53,6 +53,18 @@ class Naive(Checks):
 
 class Homesick(Checks):
     run_fn = staticmethod(homesick_run)
+    sandbox = "none"  # contained, its HOME is the sandbox's own: the write reaches no folder of the host's
+
+
+def test_contained_the_write_into_home_stays_in_the_sandboxs_own_home(tmp_path: Path) -> None:
+    reason = pytest.importorskip("certlab_sandbox_bwrap.plugin").probe()
+    if reason is not None:
+        pytest.skip(f"no bwrap sandbox here: {reason}")
+
+    class ContainedHomesick(Checks):
+        run_fn = staticmethod(homesick_run)
+
+    ContainedHomesick().test_it_writes_nowhere_but_the_work_copy(tmp_path)
 
 
 def test_an_adapter_built_on_run_command_passes_every_check(tmp_path: Path) -> None:

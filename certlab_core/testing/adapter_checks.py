@@ -10,6 +10,11 @@ misbehave; pytest then checks four things against the installed adapter:
 - it writes nowhere but the work copy: HOME, TMPDIR and the work copy's parent are fresh,
   watched folders, and a new file anywhere there outside the work copy fails.
 
+Every run happens as a certification runs it: inside the default sandbox (``sandbox``,
+``auto``: bwrap where it works), with the kernel's allow-list of environment variables and
+what the adapter declares (``AgentAdapter.environment``). An adapter whose program the
+sandbox hides fails here, not in a user's certification.
+
 Example (the adapter's ``tests/test_conformance.py``)::
 
     from certlab_core.testing import AdapterConformance, Scenario
@@ -79,18 +84,23 @@ def _children_of(pid: int) -> list[tuple[int, str]]:
 
 def _files_under(root: Path, outside_of: str = "") -> list[str]:
     """Every file and folder under ``root`` (relative), leaving out ``outside_of`` and what it holds."""
+    from certlab_core.plugin.trees import walk
+
     found = []
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root).as_posix()
+    for relative in sorted((e.relpath for e in walk(root)), key=lambda relpath: relpath.split("/")):
         if outside_of and (relative == outside_of or relative.startswith(outside_of + "/")):
             continue
         found.append(relative)
     return found
 
 
-def _run_watched(adapter: Any, base: str, scenario: Scenario, environment: Mapping[str, str], timeout_s: float) -> Any:
+def _run_watched(
+    adapter: Any, base: str, scenario: Scenario, environment: Mapping[str, str], timeout_s: float, sandbox: str
+) -> Any:
     """In a forked child that is a subreaper: run the adapter once in fresh watched folders, then look around."""
     from certlab_core.plugin.records import AgentRequest
+    from certlab_core.plugin.registry import discover
+    from certlab_core.plugin.sandbox import choose_containment, contained_environment, use_containment
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -102,7 +112,9 @@ def _run_watched(adapter: Any, base: str, scenario: Scenario, environment: Mappi
     (work / "README.md").write_text("A work copy for the adapter conformance checks.\n")
     prompt = "Read README.md; change nothing outside this folder.\n"
     (prompt_dir / "PROMPT.md").write_text(prompt)
-    env = {**os.environ, **environment, **scenario.env, "HOME": str(home), "TMPDIR": str(tmp)}
+    harness = {**os.environ, **environment}
+    env = {**contained_environment(harness, adapter.environment), **scenario.env, "HOME": str(home), "TMPDIR": str(tmp)}
+    containment = choose_containment(discover(), sandbox, [], lambda _line: None)
     request = AgentRequest(
         workdir=str(work),
         prompt=prompt,
@@ -116,7 +128,8 @@ def _run_watched(adapter: Any, base: str, scenario: Scenario, environment: Mappi
     outcome: Any = None
     raised = ""
     try:
-        outcome = adapter.run(request)
+        with use_containment(containment):
+            outcome = adapter.run(request)
     except Exception as error:  # an adapter that raises is reported, not a crash of the check
         raised = f"{type(error).__name__}: {error}"
     wall = time.monotonic() - started
@@ -148,6 +161,8 @@ class AdapterConformance:
     hanging: Scenario | None = None
     #: a run whose own infrastructure fails (a missing binary, an API that refuses)
     unavailable: Scenario | None = None
+    #: the containment every run gets, as ``certlab certify --sandbox`` takes it (the default: ``auto``)
+    sandbox: str = "auto"
 
     def adapter(self) -> Any:
         """The adapter under test: the installed one named ``adapter_name``."""
@@ -164,7 +179,7 @@ class AdapterConformance:
         adapter = self.adapter()
         environment = {"PATH": f"{self.path}{os.pathsep}{os.environ.get('PATH', '')}"} if self.path else {}
         result: ConformanceRun = call_in_fork(
-            _run_watched, adapter, str(tmp_path), scenario, environment, timeout_s, timeout=timeout_s + 60
+            _run_watched, adapter, str(tmp_path), scenario, environment, timeout_s, self.sandbox, timeout=timeout_s + 60
         )
         return result
 

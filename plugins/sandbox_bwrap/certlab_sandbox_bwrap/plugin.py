@@ -275,7 +275,7 @@ def _runtime_of(
             continue
         shown.extend(found.shown)
         covered.extend(found.covered)
-    return list(dict.fromkeys(shown)), list(dict.fromkeys(covered))
+    return runtime.outermost(shown), list(dict.fromkeys(covered))
 
 
 def visible() -> tuple[str, ...]:

@@ -227,6 +227,12 @@ def resolve(
     return Runtime(tuple(dict.fromkeys(shown)), tuple(dict.fromkeys(covered)))
 
 
+def outermost(paths: Iterable[str]) -> list[str]:
+    """``paths`` without any that lies inside another (binding both would bind into a read-only bind)."""
+    unique = list(dict.fromkeys(paths))
+    return [p for p in unique if not any(q != p and _inside(p, [q]) for q in unique)]
+
+
 def _may_show(folder: Path, inherited: tuple[str, ...]) -> bool:
     """Whether ``folder`` may be shown whole: not ``/``, not a home, and holding none of the harness's folders."""
     text = str(folder)
