@@ -58,6 +58,11 @@ def test_certify_mutants_records_the_proof_and_warns_below_the_family_threshold(
     assert [s["mutant"] for s in record["survivors"]] == ["toy.py:5:14:compare", "toy.py:24:12:integer"]
     assert "+    return 4" in record["survivors"][1]["diff"]
     assert record["refusals"] == [] and "below its threshold 90.0%" in record["warnings"][0]
+    assert (record["visible_threshold"], record["visible_minimum"]) == (0.8, None)
+    assert (
+        "the visible suite alone kills 60.0% of 10 mutants, below its visible threshold 80.0%"
+        in (record["warnings"][1])
+    )
 
 
 def test_no_mutants_records_the_proof_as_not_measured_and_the_contract_says_so(
@@ -78,8 +83,8 @@ def test_no_mutants_records_the_proof_as_not_measured_and_the_contract_says_so(
 def test_the_contract_says_what_share_of_how_many_mutants_is_killed(toy_certification: Path) -> None:
     contract = (toy_certification / "CONTRACT.md").read_text()
     assert (
-        "- `toy` mutation proof: the suite and held-out cases kill 80.0% of 10 mutants (the visible suite alone 60.0%;"
-        in contract
+        "- `toy` mutation proof: the suite and held-out cases kill 80.0% of 10 mutants (the visible suite alone 60.0%, "
+        "its threshold 80%; the family's threshold 90%);" in contract
     )
     assert "surviving: `toy.py:5:14:compare`, `toy.py:24:12:integer`" in contract
 
@@ -98,6 +103,25 @@ def test_a_minimum_above_the_score_refuses_to_certify_naming_the_survivors(
     assert any("below --min-mutation-score 85.0%" in p and "toy.py:24:12:integer" in p for p in problems)
     assert bundle["trials"] == [] and bundle["instrument"][0]["mutation"]["minimum"] == 0.85
     assert bundle["instrument"][0]["mutation"]["score"] == 0.8  # recorded either way
+    # the visible suite alone (60%) is held to the family's visible threshold (80%) under a minimum too
+    visible = [p for p in problems if "the visible suite alone kills 60.0%" in p]
+    assert len(visible) == 1 and "(its visible threshold, binding under --min-mutation-score)" in visible[0]
+    assert bundle["instrument"][0]["mutation"]["visible_minimum"] == 0.8
+
+
+def test_a_visible_minimum_of_its_own_refuses_or_lets_the_visible_suite_pass(
+    toy_registry: Registry, tmp_path: Path
+) -> None:
+    exit_code, problems, bundle = certify_toy(toy_registry, tmp_path / "lenient", min_visible_mutation_score=0.5)
+    assert exit_code == 0 and problems == ()
+    assert bundle["instrument"][0]["mutation"]["visible_minimum"] == 0.5
+    exit_code, problems, bundle = certify_toy(toy_registry, tmp_path / "strict", min_visible_mutation_score=0.7)
+    assert exit_code == 3 and bundle["trials"] == []
+    assert [p for p in problems if "mutation" in p or "visible" in p] == [
+        "family toy: the visible suite alone kills 60.0% of 10 mutants, below 70.0% (--min-visible-mutation-score): "
+        "plausible wrong fixes pass the tests an agent sees; it lets through: toy.py:5:14:compare, "
+        "toy.py:20:16:compare, toy.py:20:19:integer, toy.py:24:12:integer"
+    ]
 
 
 def test_regrade_mutants_re_earns_the_recorded_score(toy_registry: Registry, toy_certification: Path) -> None:
@@ -133,6 +157,11 @@ def test_certlab_prove_proves_a_family_and_refuses_a_minimum_outside_zero_to_one
     assert done.returncode == 4
     assert done.stderr.strip() == (
         "certlab: error: --min-mutation-score must be a share between 0 and 1 (got 90), e.g. 0.9"
+    )
+    done = run_certlab("prove", "--family", "intervals", "--min-visible-mutation-score", "80")
+    assert done.returncode == 4
+    assert done.stderr.strip() == (
+        "certlab: error: --min-visible-mutation-score must be a share between 0 and 1 (got 80), e.g. 0.8"
     )
 
 

@@ -176,15 +176,33 @@ def test_the_report_names_the_scores_and_shows_each_survivor_as_a_diff(toy_famil
 
 
 def test_below_the_minimum_refuses_naming_the_survivors_and_below_the_threshold_warns(toy_proof: dict) -> None:
-    mutation = toy_proof["mutation"]
+    mutation = toy_proof["mutation"]  # visible suite 60%, with the held-out cases 80%
+    through = "toy.py:5:14:compare, toy.py:20:16:compare, toy.py:20:19:integer, toy.py:24:12:integer"
+
+    def visible_refusal(floor: str) -> str:
+        return (
+            f"family toy: the visible suite alone kills 60.0% of 10 mutants, below {floor}: plausible wrong fixes "
+            f"pass the tests an agent sees; it lets through: {through}"
+        )
+
     refusals, warnings = assessment(mutation, 0.85)
-    assert warnings == [] and len(refusals) == 1
+    assert warnings == [] and len(refusals) == 2
     assert "below --min-mutation-score 85.0%" in refusals[0] and "toy.py:24:12:integer" in refusals[0]
-    refusals, warnings = assessment(mutation, None)  # the family's own threshold, 0.9 by default
+    assert refusals[1] == visible_refusal("80.0% (its visible threshold, binding under --min-mutation-score)")
+    refusals, warnings = assessment(mutation, None)  # the family's own thresholds, 0.9 and 0.8 by default
     assert refusals == [] and "below its threshold 90.0%" in warnings[0]
-    assert assessment(mutation, 0.8) == ([], ["family toy: the suite and held-out cases kill 80.0% of 10 mutants, "
-                                              "below its threshold 90.0%; survivors: toy.py:5:14:compare, "
-                                              "toy.py:24:12:integer"])  # fmt: skip
+    assert warnings[1] == (
+        "family toy: the visible suite alone kills 60.0% of 10 mutants, below its visible threshold 80.0%: "
+        f"plausible wrong fixes pass the tests an agent sees; it lets through: {through}"
+    )
+    # a minimum the combined score meets still binds the visible suite, to its threshold or the minimum if lower
+    binding = visible_refusal("80.0% (its visible threshold, binding under --min-mutation-score)")
+    assert assessment(mutation, 0.8) == ([binding], [])
+    assert assessment(mutation, 0.7) == ([visible_refusal("70.0% (--min-mutation-score)")], [])
+    assert assessment(mutation, 0.55) == ([], warnings)
+    # a visible minimum of its own replaces it
+    assert assessment(mutation, 0.8, 0.6) == ([], warnings)
+    assert assessment(mutation, None, 0.65) == ([visible_refusal("65.0% (--min-visible-mutation-score)")], [])
 
 
 def test_the_same_tree_gives_the_same_score_again(toy_family: TaskFamily, toy_proof: dict) -> None:

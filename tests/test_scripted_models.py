@@ -356,3 +356,29 @@ def test_stop_releases_the_port_and_closes_idle_connections() -> None:
     assert len(server.requests) == 1
     assert server.requests_for(ANTHROPIC_MESSAGES) == server.requests
     assert server.requests_for(OPENAI_CHAT) == ()
+
+
+def test_first_calls_answer_a_brief_outage_whatever_the_turn_then_the_script() -> None:
+    # A 429 as the providers send one: their rate-limit body and a retry-after header (Codex retries only then).
+    limited = Reply(http_status=429, error_message="slow down", retry_after=0)
+    with ScriptedModelServer([Reply(text="hello")], first_calls=[limited]) as running:
+        connection = http.client.HTTPConnection("127.0.0.1", running.port, timeout=10)
+        body = {"model": "m", "input": [{"role": "user", "content": "hi"}]}
+        connection.request("POST", "/v1/responses", body=json.dumps(body))
+        first = connection.getresponse()
+        assert (first.status, first.getheader("retry-after")) == (429, "0")
+        assert json.loads(first.read())["error"] == {
+            "message": "slow down",
+            "type": "requests",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+        connection.close()
+        status, _, raw = post(running, "/v1/responses", body)  # the same turn again: now the script answers
+        assert status == 200 and b"hello" in raw
+        status, _, raw = post(running, "/v1/messages", {"model": "m", "messages": []})
+        assert status == 200
+    assert [r.status for r in running.requests] == [429, 200, 200]
+    with ScriptedModelServer([limited]) as running:
+        status, _, raw = post(running, "/v1/messages", {"model": "m", "messages": []})
+    assert (status, json.loads(raw)["error"]["type"]) == (429, "rate_limit_error")

@@ -68,6 +68,9 @@ class CertifyOptions:
     hidden: tuple[str, ...] = ()  # more paths the agent must not see (the output folder)
     mutants: bool = True  # the mutation proof of each family (certlab_core.certify.mutation), cached; False skips it
     min_mutation_score: float | None = None  # refuse a family whose mutants survive more than this allows
+    # refuse a family whose visible suite alone kills less (None: with min_mutation_score, the family's visible
+    # threshold or min_mutation_score, whichever is lower; certlab_core.certify.mutation.visible_minimum)
+    min_visible_mutation_score: float | None = None
     journal: str | None = None  # journal each finished trial in this folder, resuming it (certify_journal)
     token_budget: int | None = None  # --token-budget: model tokens per trial, enforced at the model boundary
 
@@ -243,11 +246,13 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         raise UsageError(f"--agent-timeout must be positive (got {options.agent_timeout_s:g})")
     if options.token_budget is not None and options.token_budget < 1:
         raise UsageError(f"--token-budget must be at least 1 (got {options.token_budget})")
-    from certlab_core.certify.mutation import check_minimum
+    from certlab_core.certify.mutation import check_minimums
 
-    check_minimum(options.min_mutation_score)
+    check_minimums(options.min_mutation_score, options.min_visible_mutation_score)
     if options.min_mutation_score is not None and not options.mutants:
         raise UsageError("--min-mutation-score needs the mutation proof: leave out --no-mutants")
+    if options.min_visible_mutation_score is not None and not options.mutants:
+        raise UsageError("--min-visible-mutation-score needs the mutation proof: leave out --no-mutants")
     installed = resolve_families(registry, options.families) if options.families or not options.tasks else []
     held_out = open_held_out(registry, installed, options.tasks)
     try:
@@ -435,7 +440,14 @@ def _mutation_proofs(
             continue
         lock = held_out.lock_for(family.name)
         record, refusals, warnings = mutation_step(
-            family, graders, proof.expected_tests, options.workers, lock, options.min_mutation_score, progress
+            family,
+            graders,
+            proof.expected_tests,
+            options.workers,
+            lock,
+            options.min_mutation_score,
+            progress,
+            options.min_visible_mutation_score,
         )
         for warning in warnings:
             progress(f"mutants {family.name}: WARNING: {warning}")

@@ -92,9 +92,11 @@ def mutation_lines(instrument: list[dict[str, Any]]) -> list[str]:
             lines.append(f"- `{proof['family']}` mutation proof: no mutant could be made.")
             continue
         survivors = [s["mutant"] for s in record["survivors"]]
+        visible = record.get("visible_threshold")  # absent from bundles written before it was declared
+        own = f", its threshold {100 * visible:.0f}%" if isinstance(visible, int | float) else ""
         lines.append(
             f"- `{proof['family']}` mutation proof: the suite and held-out cases kill {100 * record['score']:.1f}% "
-            f"of {record['mutants']} mutants (the visible suite alone {100 * record['suite_score']:.1f}%; "
+            f"of {record['mutants']} mutants (the visible suite alone {100 * record['suite_score']:.1f}%{own}; "
             f"the family's threshold {100 * record['threshold']:.0f}%); "
             + ("surviving: " + ", ".join(f"`{s}`" for s in survivors) if survivors else "none survives")
             + f". Mutants made by {record['mutator']}, set `{record['mutants_sha256'][:12]}`"

@@ -32,7 +32,9 @@ everything the mutant's processes started is killed with it). A grader that brea
 mutant (its verdict refused, as when a held-out lock moved) kills nothing: like a trial's
 grader error, it is a problem of the proof, which then does not hold. The visible suite's
 score counts the kills of every grader but the held-out one; the combined score counts them
-all.
+all. Each has its threshold, declared by the family (``TaskFamily.visible_mutation_threshold``,
+default 0.8, and ``mutation_threshold``, default 0.9): a weak visible suite lets plausible wrong
+fixes look right to the agent, however many of them the held-out cases catch afterwards.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ MUTATOR = "certlab-ast/1"
 OPERATORS = ("compare", "arithmetic", "boolean", "not", "integer", "minmax", "constant", "loop")
 #: A family that declares no threshold must kill at least this share of its mutants (suite and held-out cases).
 DEFAULT_THRESHOLD = 0.9
+#: ... and its visible suite alone at least this share.
+DEFAULT_VISIBLE_THRESHOLD = 0.8
 #: A grader's time limits on a mutant: this multiple of its wall and its CPU time on the clean tree, and at least
 #: MIN_STAGE_TIMEOUT_S of each. The CPU limit (RLIMIT_CPU of each of the grader's processes) stops a mutant that
 #: loops at the same cost under any load; the wall limit stops one that blocks.
@@ -442,12 +446,13 @@ class CleanRun:
 
 @frozen
 class MutationProof:
-    """A family's mutation proof: its mutants, what killed each, and the two scores."""
+    """A family's mutation proof: its mutants, what killed each, the two scores and the family's threshold of each."""
 
     family: str
     mutants: tuple[Mutant, ...]
     results: tuple[MutantResult, ...]
     threshold: float
+    visible_threshold: float = DEFAULT_VISIBLE_THRESHOLD
     stage_timeouts_s: tuple[tuple[str, float], ...] = ()
     stage_cpu_limits_s: tuple[tuple[str, int], ...] = ()
     wall_s: float = 0.0
@@ -480,9 +485,19 @@ class MutationProof:
         survived = {r.mutant for r in self.results if r.outcome == "survived"}
         return tuple(m for m in self.mutants if m.id in survived)
 
+    @property
+    def suite_survivors(self) -> tuple[Mutant, ...]:
+        """The mutants the visible suite lets through: the survivors and those only the held-out cases kill."""
+        through = {r.mutant for r in self.results if r.outcome == "survived" or r.grader == HELD_OUT_GRADER}
+        return tuple(m for m in self.mutants if m.id in through)
+
     def below(self, minimum: float) -> bool:
         """Whether the combined score is under ``minimum`` (a proof without a mutant always is)."""
         return self.score is None or self.score < minimum
+
+    def suite_below(self, minimum: float) -> bool:
+        """Whether the visible suite's own score is under ``minimum`` (a proof without a mutant always is)."""
+        return self.suite_score is None or self.suite_score < minimum
 
 
 def family_threshold(family: TaskFamily) -> float:
@@ -491,6 +506,29 @@ def family_threshold(family: TaskFamily) -> float:
     if isinstance(declared, int | float) and not isinstance(declared, bool):
         return float(declared)
     return DEFAULT_THRESHOLD
+
+
+def family_visible_threshold(family: TaskFamily) -> float:
+    """The visible suite's own score the family declares it must reach (``visible_mutation_threshold``), else 0.8."""
+    declared = getattr(family, "visible_mutation_threshold", None)
+    if isinstance(declared, int | float) and not isinstance(declared, bool):
+        return float(declared)
+    return DEFAULT_VISIBLE_THRESHOLD
+
+
+def visible_minimum(
+    proof: MutationProof, minimum: float | None, minimum_visible: float | None
+) -> tuple[float | None, str]:
+    """The visible suite's refusal floor and where it comes from: ``--min-visible-mutation-score`` when given; else,
+    with ``--min-mutation-score S``, the family's visible threshold or S, whichever is lower (the visible score can
+    never exceed the combined one, so S is the most it may be asked for); else none (below the threshold warns)."""
+    if minimum_visible is not None:
+        return minimum_visible, "--min-visible-mutation-score"
+    if minimum is None:
+        return None, ""
+    if proof.visible_threshold <= minimum:
+        return proof.visible_threshold, "its visible threshold, binding under --min-mutation-score"
+    return minimum, "--min-mutation-score"
 
 
 def _short(text: str) -> str:
@@ -652,18 +690,19 @@ def prove_by_mutation(
     proof says so.
     """
     started = time.monotonic()
-    threshold = family_threshold(family)
+    threshold, visible = family_threshold(family), family_visible_threshold(family)
     if not family.clean_tree:
         problem = f"task {family.name} has no fixed tree to mutate"
-        return MutationProof(family.name, (), (), threshold, problems=(problem,))
+        return MutationProof(family.name, (), (), threshold, visible, problems=(problem,))
     chosen = tuple(family_mutants(family) if mutants is None else mutants)
     clean = clean_run(family, graders, expected, acceptance_lock)
     if not clean.passed:
-        return MutationProof(family.name, chosen, (), threshold, problems=(f"family {family.name}: {clean.problem}",))
+        problem = f"family {family.name}: {clean.problem}"
+        return MutationProof(family.name, chosen, (), threshold, visible, problems=(problem,))
     expected = clean.collected
     if not expected:
         problem = f"family {family.name}: no grader reported the visible tests of the clean tree"
-        return MutationProof(family.name, chosen, (), threshold, problems=(problem,))
+        return MutationProof(family.name, chosen, (), threshold, visible, problems=(problem,))
     limits = stage_limits(clean, min_timeout_s)
     budget = sum(limit.wall_s for limit in limits.values()) + 30.0
     results: list[MutantResult | None] = [None] * len(chosen)
@@ -684,6 +723,7 @@ def prove_by_mutation(
         mutants=chosen,
         results=done,
         threshold=threshold,
+        visible_threshold=visible,
         stage_timeouts_s=tuple(sorted((name, limit.wall_s) for name, limit in limits.items())),
         stage_cpu_limits_s=tuple(sorted((name, limit.cpu_s) for name, limit in limits.items())),
         wall_s=round(time.monotonic() - started, 3),
@@ -711,24 +751,32 @@ def percent(score: float | None) -> str:
 
 
 def score_line(proof: MutationProof) -> str:
-    """``47 mutants: the visible suite kills 95.7%, the suite and held-out cases 97.9% (threshold 90%)``."""
+    """``47 mutants: the visible suite kills 95.7% (45), the suite and held-out cases 97.9% (46); 1 survives
+    (thresholds: visible suite 80.0%, suite and held-out cases 90.0%)``."""
     if not proof.count:
         return "no mutant could be made (no Python file an agent may change)"
     return (
         f"{proof.count} mutants: the visible suite kills {percent(proof.suite_score)} ({proof.killed_by_suite}), "
         f"the suite and held-out cases {percent(proof.score)} ({proof.killed}); "
         f"{len(proof.survivors)} {'survives' if len(proof.survivors) == 1 else 'survive'} "
-        f"(threshold {percent(proof.threshold)})"
+        f"(thresholds: visible suite {percent(proof.visible_threshold)}, "
+        f"suite and held-out cases {percent(proof.threshold)})"
     )
 
 
 def mutation_document(
-    family: TaskFamily, proof: MutationProof, minimum: float | None, cache_key: str | None = None, cached: bool = False
+    family: TaskFamily,
+    proof: MutationProof,
+    minimum: float | None,
+    cache_key: str | None = None,
+    cached: bool = False,
+    minimum_visible: float | None = None,
 ) -> dict[str, Any]:
     """The bundle's record of a family's mutation proof (inside its ``instrument`` entry).
 
     ``source`` says whether its mutants were graded by this run or the measurement of the same inputs
     was taken from certlab's cache (``cache_key``, see ``certlab_core.certify.mutation_cache``).
+    ``visible_minimum`` is the visible suite's refusal floor in force (:func:`visible_minimum`).
     """
     return {
         "measured": True,
@@ -744,7 +792,9 @@ def mutation_document(
         "score": None if proof.score is None else round(proof.score, 4),
         "suite_score": None if proof.suite_score is None else round(proof.suite_score, 4),
         "threshold": proof.threshold,
+        "visible_threshold": proof.visible_threshold,
         "minimum": minimum,
+        "visible_minimum": visible_minimum(proof, minimum, minimum_visible)[0],
         "stage_timeouts_s": dict(proof.stage_timeouts_s),
         "stage_cpu_limits_s": dict(proof.stage_cpu_limits_s),
         "wall_s": proof.wall_s,
@@ -796,25 +846,46 @@ def _verdict_text(verdict: tuple[bool, str | None] | None) -> str:
     return f"killed by {grader}" if killed else "survived"
 
 
-def assessment(proof: MutationProof, minimum: float | None) -> tuple[list[str], list[str]]:
-    """``(refusals, warnings)``: below ``minimum`` (``--min-mutation-score``) refuses; else below the family's
-    own threshold warns. Both name the survivors."""
+def _named(mutants: Sequence[Mutant]) -> str:
+    return ", ".join(m.id for m in mutants[:12]) + (f" (+{len(mutants) - 12} more)" if len(mutants) > 12 else "")
+
+
+def assessment(
+    proof: MutationProof, minimum: float | None, minimum_visible: float | None = None
+) -> tuple[list[str], list[str]]:
+    """``(refusals, warnings)`` of both scores, each naming the mutants it let through.
+
+    Below ``minimum`` (``--min-mutation-score``) the combined score refuses, below the visible floor
+    (:func:`visible_minimum`) the visible suite's own score refuses; without a refusal, either score below
+    the family's own threshold of it warns.
+    """
     problems = [f"family {proof.family}: mutation proof: {p}" for p in proof.problems]
     if problems:
         return problems, []
-    survivors = ", ".join(m.id for m in proof.survivors[:12]) + (
-        f" (+{len(proof.survivors) - 12} more)" if len(proof.survivors) > 12 else ""
-    )
     score = f"the suite and held-out cases kill {percent(proof.score)} of {proof.count} mutants"
+    survivors = f"survivors: {_named(proof.survivors)}"
+    visible = f"the visible suite alone kills {percent(proof.suite_score)} of {proof.count} mutants"
+    through = f"it lets through: {_named(proof.suite_survivors)}"
+    floor, source = visible_minimum(proof, minimum, minimum_visible)
+    refusals = []
     if minimum is not None and proof.below(minimum):
-        return [
-            f"family {proof.family}: {score}, below --min-mutation-score {percent(minimum)}; survivors: {survivors}"
-        ], []
+        refusals.append(f"family {proof.family}: {score}, below --min-mutation-score {percent(minimum)}; {survivors}")
+    if floor is not None and proof.suite_below(floor):
+        refusals.append(
+            f"family {proof.family}: {visible}, below {percent(floor)} ({source}): plausible wrong fixes pass "
+            f"the tests an agent sees; {through}"
+        )
+    if refusals:
+        return refusals, []
+    warnings = []
     if proof.below(proof.threshold):
-        return [], [
-            f"family {proof.family}: {score}, below its threshold {percent(proof.threshold)}; survivors: {survivors}"
-        ]
-    return [], []
+        warnings.append(f"family {proof.family}: {score}, below its threshold {percent(proof.threshold)}; {survivors}")
+    if proof.suite_below(proof.visible_threshold):
+        warnings.append(
+            f"family {proof.family}: {visible}, below its visible threshold {percent(proof.visible_threshold)}: "
+            f"plausible wrong fixes pass the tests an agent sees; {through}"
+        )
+    return [], warnings
 
 
 def report_lines(family: TaskFamily, proof: MutationProof, diffs: bool = True) -> list[str]:
@@ -869,9 +940,15 @@ def fixed_family(family: TaskFamily, fixed: Path, dest: Path) -> TaskFamily:
     return attrs.evolve(family, tree_dir=str(tree), clean_tree=True)
 
 
-def check_minimum(minimum: float | None) -> None:
+def check_minimum(minimum: float | None, flag: str = "--min-mutation-score", example: str = "0.9") -> None:
     if minimum is not None and not 0.0 <= minimum <= 1.0:
-        raise UsageError(f"--min-mutation-score must be a share between 0 and 1 (got {minimum:g}), e.g. 0.9")
+        raise UsageError(f"{flag} must be a share between 0 and 1 (got {minimum:g}), e.g. {example}")
+
+
+def check_minimums(minimum: float | None, minimum_visible: float | None) -> None:
+    """Both refusal floors are shares from 0 to 1; one line naming the flag otherwise."""
+    check_minimum(minimum)
+    check_minimum(minimum_visible, "--min-visible-mutation-score", "0.8")
 
 
 def mutation_step(
@@ -882,6 +959,7 @@ def mutation_step(
     lock: AcceptanceLock | None,
     minimum: float | None,
     progress: Callable[[str], None],
+    minimum_visible: float | None = None,
 ) -> tuple[dict[str, Any], list[str], list[str]]:
     """The family's mutation proof (from certlab's cache when nothing that decides it changed, else graded now),
     said through ``progress``; ``(bundle record, refusals, warnings)``."""
@@ -890,8 +968,9 @@ def mutation_step(
     proof, key, cached = measured_proof(family, graders, expected, workers, lock)
     for line in report_lines(family, proof, diffs=False):
         progress(line + (f" (measured earlier on the same inputs: cache {key[:12]})" if cached and key else ""))
-    refusals, warnings = assessment(proof, minimum)
-    return mutation_document(family, proof, minimum, key, cached), refusals, warnings
+    refusals, warnings = assessment(proof, minimum, minimum_visible)
+    document = mutation_document(family, proof, minimum, key, cached, minimum_visible)
+    return document, refusals, warnings
 
 
 def prove_families(
@@ -902,18 +981,20 @@ def prove_families(
     mutants: bool = False,
     min_mutation_score: float | None = None,
     fixed: str | None = None,
+    min_visible_mutation_score: float | None = None,
 ) -> ProveReport:
     """The instrument's proof of each family (and user task), and with ``mutants`` its mutation proof.
 
     ``fixed`` is the fixed tree of the one user task given: its mutants are then made and
-    graded against the task's own suite and held-out cases (:func:`fixed_family`).
+    graded against the task's own suite and held-out cases (:func:`fixed_family`). The two
+    minimums refuse as :func:`assessment` says.
     """
     from certlab_core.certify.acceptance import open_held_out
     from certlab_core.certify.certification import resolve_families
     from certlab_core.certify.lab import grader_chain, preload, prove
     from certlab_core.certify.mutation_cache import measure_and_store
 
-    check_minimum(min_mutation_score)
+    check_minimums(min_mutation_score, min_visible_mutation_score)
     if fixed is not None and (len(tasks) != 1 or names):
         raise UsageError("--fixed DIR goes with exactly one --task DIR (and no --family): it is that task's fixed tree")
     installed = resolve_families(registry, names) if names or not tasks else []
@@ -949,7 +1030,7 @@ def prove_families(
             report = report_lines(family, mutation)
             lines.extend(line for line in report if line.startswith("mutants "))
             details.extend(line for line in report if not line.startswith("mutants "))
-            refusals, warned = assessment(mutation, min_mutation_score)
+            refusals, warned = assessment(mutation, min_mutation_score, min_visible_mutation_score)
             problems.extend(refusals)
             warnings.extend(warned)
         held_out.check("after the proof")

@@ -148,6 +148,7 @@ def _proof_of(document: Any, family: TaskFamily) -> MutationProof | None:
             mutants=mutants,
             results=results,
             threshold=mutation.family_threshold(family),
+            visible_threshold=mutation.family_visible_threshold(family),
             stage_timeouts_s=tuple((str(n), float(s)) for n, s in document["stage_timeouts_s"]),
             stage_cpu_limits_s=tuple((str(n), int(s)) for n, s in document["stage_cpu_limits_s"]),
             wall_s=float(document["wall_s"]),

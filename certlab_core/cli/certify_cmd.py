@@ -64,7 +64,15 @@ def certify_command(
         "--no-mutants skips it and the bundle says it was not measured.",
     ),
     min_mutation_score: float | None = typer.Option(
-        None, "--min-mutation-score", help="Refuse a family whose suite and held-out cases kill less than this share."
+        None,
+        "--min-mutation-score",
+        help="Refuse a family whose suite and held-out cases kill less than this share, or whose visible suite "
+        "alone kills less than its visible threshold (or this share, if lower).",
+    ),
+    min_visible_mutation_score: float | None = typer.Option(
+        None,
+        "--min-visible-mutation-score",
+        help="Refuse a family whose visible suite alone kills less than this share (0-1).",
     ),
     sandbox: str = typer.Option(
         "auto",
@@ -116,6 +124,7 @@ def certify_command(
                 hidden=(str(out),),
                 mutants=mutants,
                 min_mutation_score=min_mutation_score,
+                min_visible_mutation_score=min_visible_mutation_score,
             ),
             progress,
         )
@@ -223,7 +232,13 @@ def prove_command(
         False, "--mutants", help="Also grade every generated mutant of the clean tree and print the mutation score."
     ),
     min_mutation_score: float | None = typer.Option(
-        None, "--min-mutation-score", help="Fail when the suite and held-out cases kill less than this share (0-1)."
+        None,
+        "--min-mutation-score",
+        help="Fail when the suite and held-out cases kill less than this share (0-1), or the visible suite alone "
+        "less than the family's visible threshold (or this share, if lower).",
+    ),
+    min_visible_mutation_score: float | None = typer.Option(
+        None, "--min-visible-mutation-score", help="Fail when the visible suite alone kills less than this share (0-1)."
     ),
     workers: int = typer.Option(0, "--workers", "-w", help="Mutants graded at once (default: the number of CPUs)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the scores, not the survivors' diffs."),
@@ -237,9 +252,10 @@ def prove_command(
         tuple(family),
         tuple(task),
         workers or cpu_workers(),
-        mutants=mutants or min_mutation_score is not None,
+        mutants=mutants or min_mutation_score is not None or min_visible_mutation_score is not None,
         min_mutation_score=min_mutation_score,
         fixed=str(fixed) if fixed is not None else None,
+        min_visible_mutation_score=min_visible_mutation_score,
     )
     for line in result.lines if quiet else (*result.lines, *result.details):
         typer.echo(line)

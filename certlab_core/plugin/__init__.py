@@ -81,8 +81,13 @@ if TYPE_CHECKING:
     from certlab_core.plugin.hookspecs import hookimpl
     from certlab_core.plugin.looks import look_alpha, look_sizes
     from certlab_core.plugin.model_boundary import (
+        CALL_BOUNDARY_ERROR,
+        CALL_INJECTED,
+        CALL_OK,
+        CALL_REFUSED,
         CALLS_BUDGET,
         TOKENS_BUDGET,
+        UPSTREAM_ERROR,
         ModelBoundary,
         ModelFaultPlan,
         ModelRun,
@@ -225,7 +230,12 @@ _HOME: dict[str, str] = {
     "hookimpl": "certlab_core.plugin.hookspecs",
     "look_alpha": "certlab_core.plugin.looks",
     "look_sizes": "certlab_core.plugin.looks",
+    "CALL_BOUNDARY_ERROR": "certlab_core.plugin.model_boundary",
+    "CALL_INJECTED": "certlab_core.plugin.model_boundary",
+    "CALL_OK": "certlab_core.plugin.model_boundary",
+    "CALL_REFUSED": "certlab_core.plugin.model_boundary",
     "CALLS_BUDGET": "certlab_core.plugin.model_boundary",
+    "UPSTREAM_ERROR": "certlab_core.plugin.model_boundary",
     "TOKENS_BUDGET": "certlab_core.plugin.model_boundary",
     "ModelBoundary": "certlab_core.plugin.model_boundary",
     "ModelFaultPlan": "certlab_core.plugin.model_boundary",
@@ -338,6 +348,10 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "CALLS_BUDGET",
+    "CALL_BOUNDARY_ERROR",
+    "CALL_INJECTED",
+    "CALL_OK",
+    "CALL_REFUSED",
     "EXIT_BLOCK",
     "EXIT_ERROR",
     "EXIT_INCONCLUSIVE",
@@ -346,6 +360,7 @@ __all__ = [
     "EXIT_PASS",
     "EXIT_USAGE",
     "TOKENS_BUDGET",
+    "UPSTREAM_ERROR",
     "AcceptanceLock",
     "AgentAdapter",
     "AgentOutcome",

@@ -9,13 +9,21 @@ answer, tokens), the declared faults and where they fired, the budgets spent, an
 real upstream failed (``infra_error``). The built-in boundary is ``certlab-model-boundary``'s
 loopback proxy.
 
-:func:`judged_status` is the one rule for what a model error means: an error of the real
-upstream (401, 429, 5xx, unreachable) is infrastructure, so the run is ``unavailable``
-whatever the adapter said; an error the boundary injected as a declared fault is the
-condition under test, so an adapter's ``unavailable`` becomes ``completed`` and the run is
-judged by what it left. A call the boundary refused because a budget was spent
-(``budget_exceeded``: :data:`CALLS_BUDGET` or :data:`TOKENS_BUDGET`) is the agent's own doing:
-an adapter's ``unavailable`` becomes ``completed``, and the trial ends as ``budget-exceeded``.
+:func:`judged_status` is the one rule for what a model error means. The recording keeps a
+status for every model call (``call_statuses``: ``ok``, ``upstream-429``, ``upstream-unreachable``,
+``injected``, ``refused``, ``boundary-error``). An error of the real upstream (401, 429, 5xx,
+unreachable) is infrastructure, but it costs the trial only when the run ended because of it:
+the last model call failed, or the adapter says the CLI gave up on the API (``unavailable``).
+Then the run is ``unavailable``. An agent that met upstream errors and went on (its CLI
+retried) is judged by what it left, and the detail says how many errors it recovered from
+(:func:`upstream_errors`, :func:`recovered_upstream_errors`). The boundary failing itself (a
+call without the trial's token, a broken fault, a broken boundary), or a recording that keeps
+no status per call, makes the run ``unavailable`` whatever the adapter said. An error the
+boundary injected as a declared fault is the condition under test, so an adapter's
+``unavailable`` becomes ``completed`` and the run is judged by what it left. A call the
+boundary refused because a budget was spent (``budget_exceeded``: :data:`CALLS_BUDGET` or
+:data:`TOKENS_BUDGET`) is the agent's own doing: an adapter's ``unavailable`` becomes
+``completed``, and the trial ends as ``budget-exceeded``.
 """
 
 from __future__ import annotations
@@ -35,6 +43,13 @@ MODEL_TOOL = "model"
 CALLS_BUDGET = "model_calls"
 TOKENS_BUDGET = "model_tokens"
 
+#: Each model call's status in a recording's ``call_statuses``, in call order. An upstream error is
+#: ``upstream-`` and what the upstream did: its HTTP status (``upstream-429``), ``unreachable`` or ``oversized``.
+CALL_OK = "ok"
+CALL_INJECTED = "injected"  # a declared model fault answered it (or cut its stream)
+CALL_REFUSED = "refused"  # the boundary refused it as the agent's own doing: a budget, a cap, a malformed request
+CALL_BOUNDARY_ERROR = "boundary-error"  # the boundary itself failed: no trial token, a broken fault, a broken boundary
+UPSTREAM_ERROR = "upstream-"
 
 def _tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value or ())
@@ -123,22 +138,63 @@ class ModelBoundaryPlan:
 
 
 def judged_status(status: str, detail: str, recording: Mapping[str, Any] | None) -> tuple[str, str]:
+def upstream_errors(recording: Mapping[str, Any] | None) -> list[str]:
+    """The upstream errors a run met, one per failed call in order (``upstream-429``...); [] when none or not kept."""
+    calls = (recording or {}).get("call_statuses")
+    if not isinstance(calls, list):
+        return []
+    return [c for c in calls if isinstance(c, str) and c.startswith(UPSTREAM_ERROR)]
+
+
+def recovered_upstream_errors(recording: Mapping[str, Any] | None, verdict: str) -> int:
+    """How many upstream errors a trial met and got past: its upstream errors, unless it ended ``unavailable``."""
+    return 0 if verdict == "unavailable" else len(upstream_errors(recording))
+
+
+def describe_upstream_errors(errors: Sequence[str]) -> str:
+    """``1 upstream error (HTTP 429)``, ``3 upstream errors (HTTP 429 ×2, unreachable)``."""
+    counts: dict[str, int] = {}
+    for error in errors:
+        what = error[len(UPSTREAM_ERROR) :]
+        label = f"HTTP {what}" if what.isdigit() else what
+        counts[label] = counts.get(label, 0) + 1
+    kinds = ", ".join(f"{label} ×{n}" if n > 1 else label for label, n in counts.items())
+    return f"{len(errors)} upstream error{'s' if len(errors) != 1 else ''} ({kinds})"
+
+
+def _joined(note: str, detail: str) -> str:
+    return f"{note}; {detail}" if detail else note
+
+
     """The run's status and detail once its model traffic is known (see the module's docstring)."""
     if not recording:
         return status, detail
     infra = recording.get("infra_error")
-    if infra and status == "unavailable":  # the adapter saw it too: its own account first, the boundary's after
-        return status, f"{detail} [model boundary: {infra}]" if detail else str(infra)
-    if infra:
-        return "unavailable", f"{infra}; {detail}" if detail else str(infra)
+    calls = recording.get("call_statuses")
+    upstream = upstream_errors(recording)
+    if infra and (not isinstance(calls, list) or CALL_BOUNDARY_ERROR in calls or not upstream):
+        # The boundary failed itself (or the recording keeps no status per call): infrastructure, whatever was said.
+        if status == "unavailable":  # the adapter saw it too: its own account first, the boundary's after
+            return status, f"{detail} [model boundary: {infra}]" if detail else str(infra)
+        return "unavailable", _joined(str(infra), detail)
     spent = spent_budget(recording)
     if spent is not None:
-        note = f"the model boundary refused a call past the trial's {spent} budget"
-        return "completed" if status == "unavailable" else status, f"{note}; {detail}" if detail else note
     fired = any(fault.get("fired") for fault in recording.get("faults") or ())
+    if upstream:
+        met = describe_upstream_errors(upstream)
+        if isinstance(calls, list) and calls and str(calls[-1]).startswith(UPSTREAM_ERROR):
+            note = f"{infra or 'the model upstream failed'}; the run ended on it: its last model call failed ({met})"
+            return "unavailable", _joined(
+                note, detail
+            ) if status != "unavailable" else f"{detail} [model boundary: {note}]"
+        if status == "unavailable" and spent is None and not fired:  # the CLI says it gave up on the API
+            return status, f"{detail} [model boundary: {met}; the last model call was answered]"
+        detail = _joined(f"recovered from {met}", detail)
+        note = f"the model boundary refused a call past the trial's {spent} budget"
+        return "completed" if status == "unavailable" else status, _joined(note, detail)
     if status == "unavailable" and fired:
         note = "the model error was the declared fault under test, so the run is judged by what it left"
-        return "completed", f"{note}; {detail}" if detail else note
+        return "completed", _joined(note, detail)
     return status, detail
 
 

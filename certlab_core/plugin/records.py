@@ -58,6 +58,12 @@ class Defect:
     seeds: tuple[Seed, ...] = field(converter=_tuple)
 
 
+def _share(_instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    """A share from 0 to 1 (a mutation score threshold); anything else is refused, naming the field."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{attribute.name} must be a share from 0 to 1, e.g. 0.8; got {value!r}")
+
+
 @frozen
 class TaskFamily:
     """A repo task family: a clean tree, its visible tests, an edit policy and seeded defects.
@@ -85,8 +91,12 @@ class TaskFamily:
     # defect and no fixed tree is known, so proving means the issued tree fails its grading.
     clean_tree: bool = True
     # The least share of the clean tree's mutants the visible suite and held-out cases must kill
-    # together (``certlab_core.certify.mutation``); FamilyConformance fails below it, certify warns.
-    mutation_threshold: float = 0.9
+    # together (``certlab_core.certify.mutation``); FamilyConformance fails below it, certify and prove warn.
+    mutation_threshold: float = field(default=0.9, validator=_share)
+    # The least share the visible suite must kill alone (every grader but the held-out one): a weak visible suite
+    # lets plausible wrong fixes look right to the agent, whatever the held-out cases catch afterwards.
+    # FamilyConformance fails below it, certify and prove warn, ``--min-mutation-score`` refuses (see docs/mutation.md).
+    visible_mutation_threshold: float = field(default=0.8, validator=_share)
 
     #: The standard layout of a family folder shipped in a distribution.
     TREE, PROMPT, CASES = "tree", "TASK.md", "acceptance.jsonl"

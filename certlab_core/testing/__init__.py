@@ -12,10 +12,11 @@ Installed with certlab (entry point ``pytest11``), so any plugin distribution's 
 - ``FamilyConformance``: subclass it with ``family_name = "NAME"`` and pytest runs the
   conformance suite against that installed family: the clean tree passes its suite, each
   seeded tree fails it, the oracle fixes each defect, the null agent fixes none, the
-  other constructed agents score exactly what they must, and the visible suite with the
+  other constructed agents score exactly what they must, the visible suite with the
   held-out cases kills at least the family's ``mutation_threshold`` (default 0.9) of the
-  clean tree's generated mutants (``certlab_core.certify.mutation``; the score and every survivor
-  are reported).
+  clean tree's generated mutants, and the visible suite alone at least its
+  ``visible_mutation_threshold`` (default 0.8) (``certlab_core.certify.mutation``; the scores and
+  every survivor are reported).
 
 Two modules here are imported by the tests that need them, not by the plugin:
 ``family_checks`` (seeded trees, the visible suite and held-out cases run in subprocesses,
@@ -125,6 +126,22 @@ class FamilyConformance:
             f"family {family.name}: the suite and held-out cases kill less than its threshold "
             f"{mutation.threshold:.0%} of its mutants; write a test or held-out case that kills each survivor:\n"
             + "\n".join(lines)
+        )
+
+    def test_the_visible_suite_alone_kills_the_family_visible_threshold_of_its_mutants(
+        self, conformance: dict[str, Any], mutation: Any
+    ) -> None:
+        from certlab_core.certify.mutation import percent, report_lines
+
+        family = conformance["family"]
+        assert not mutation.problems, mutation.problems
+        assert mutation.count, f"family {family.name}: no mutant could be made of its clean tree"
+        let_through = ", ".join(m.id for m in mutation.suite_survivors)
+        assert not mutation.suite_below(mutation.visible_threshold), (
+            f"family {family.name}: the visible suite alone kills {percent(mutation.suite_score)} of its "
+            f"{mutation.count} mutants, less than its visible threshold {percent(mutation.visible_threshold)}: "
+            "plausible wrong fixes pass the tests an agent sees. Write a visible test that kills each of: "
+            f"{let_through}\n" + "\n".join(report_lines(family, mutation, diffs=False))
         )
 
     def test_the_mutation_proof_re_earns_the_recorded_one_mutant_by_mutant(

@@ -17,6 +17,10 @@ that acted on it. Before a call is forwarded the declared model faults are asked
 
 An error of the real upstream (401, 429, 5xx, unreachable) is relayed to the agent as it came
 and noted in ``infra_error``: it is the harness's infrastructure failing, never the agent's.
+Every call's status is kept in order in ``call_statuses`` (``ok``, ``upstream-429``,
+``upstream-unreachable``, ``injected``, ``refused``, ``boundary-error``), even once the
+recording omits events: the kernel judges a run that recovered from an upstream error by
+what it left, and one whose last call failed as unavailable.
 With ``replay`` the boundary has no upstream: the n-th call must ask what the n-th recorded
 call asked (:func:`certlab_model_boundary.wire.fingerprint`) and receives what was recorded;
 the first call that does not is noted in ``departure``.
@@ -58,7 +62,18 @@ from urllib.parse import urlsplit
 
 from attrs import define, field, frozen
 
-from certlab_core.plugin import CALLS_BUDGET, TOKENS_BUDGET, Fault, FaultContext, FaultEffect
+from certlab_core.plugin import (
+    CALL_BOUNDARY_ERROR,
+    CALL_INJECTED,
+    CALL_OK,
+    CALL_REFUSED,
+    CALLS_BUDGET,
+    TOKENS_BUDGET,
+    UPSTREAM_ERROR,
+    Fault,
+    FaultContext,
+    FaultEffect,
+)
 from certlab_model_boundary import wire
 
 DEFAULT_ANTHROPIC = "https://api.anthropic.com"
@@ -292,6 +307,7 @@ class ModelProxy:
         self.tokens = {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
         self.budget_exceeded: str | None = None
         self.infra_error: str | None = None
+        self.call_statuses: list[str] = []  # one per model call, kept whatever the recording omits
         self.departure: str | None = None
         self.replayed = 0
         self.limits = limits or ModelLimits()
@@ -462,6 +478,7 @@ class ModelProxy:
                 "counts": self.counts(),
                 "budget_exceeded": self.budget_exceeded,
                 "infra_error": self.infra_error,
+                "call_statuses": list(self.call_statuses),
                 "departure": self.departure,
                 "replayed": None if self.replay is None else {"served": self.replayed, "recorded": len(self.replay)},
                 "limits": self.limits.document(),
@@ -495,6 +512,7 @@ class ModelProxy:
                     self.tokens[key] += int(usage.get(key) or 0)
             event["seq"] = self._seq
             self._seq += 1
+            self.call_statuses.append(_call_status(event))
             if self.recorded_bytes + size > cap:
                 event = _without_bodies(event)
                 size = len(json.dumps(event))
@@ -815,6 +833,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except Exception as error:  # the boundary's own failure: infrastructure, never the agent's
             line = f"model-boundary-broken: {type(error).__name__}: {error}"[:MAX_TEXT]
             self.owner._note_infra(line)
+            with self.owner._lock:
+                self.owner.call_statuses.append(CALL_BOUNDARY_ERROR)
             self._drop()
 
     def _post(self) -> None:
@@ -1132,6 +1152,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if raw:
             self._chunk(raw[-1])
         self._end_stream()
+
+
+def _call_status(event: Mapping[str, Any]) -> str:
+    """A recorded call's status (the kernel's ``judged_status`` reads them): what answered it, and how."""
+    if event.get("status") == "ok":
+        return CALL_OK
+    error = event.get("error")
+    kind = str(error.get("type") or "") if isinstance(error, Mapping) else ""
+    if kind in ("Unauthorised", "BoundaryBroken"):
+        return CALL_BOUNDARY_ERROR
+    if kind.startswith("Upstream"):  # Upstream429, UpstreamUnreachable, UpstreamOversized
+        what = kind.removeprefix("Upstream")
+        return f"{UPSTREAM_ERROR}{what.lower()}"
+    if event.get("fault") is not None and kind in FAULT_STATUSES:
+        return CALL_INJECTED
+    return CALL_REFUSED  # a budget, a cap or a malformed request: the agent's own doing
 
 
 def _decoded(raw: bytes, encoding: str, cap: int) -> bytes:

@@ -13,7 +13,8 @@ SERVE = """
 import json, sys
 from certlab_scripted_models import Reply, ScriptedModelServer
 script = [Reply(**reply) for reply in json.loads(sys.argv[1])]
-with ScriptedModelServer(script) as server:
+first = [Reply(**reply) for reply in json.loads(sys.argv[2])]
+with ScriptedModelServer(script, first_calls=first) as server:
     print(server.base_url, flush=True)
     sys.stdin.read()
     for request in server.requests:
@@ -28,11 +29,15 @@ class ScriptedProcess:
 
 
 @contextlib.contextmanager
-def scripted_process(replies: list[dict[str, Any]]) -> Iterator[ScriptedProcess]:
-    """Serve ``replies`` (Reply fields as JSON) from a child process; ``requests`` is filled in when it ends."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", SERVE, json.dumps(replies)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+def scripted_process(
+    replies: list[dict[str, Any]], first_calls: list[dict[str, Any]] | None = None
+) -> Iterator[ScriptedProcess]:
+    """Serve ``replies`` (Reply fields as JSON) from a child process; ``requests`` is filled in when it ends.
+
+    ``first_calls`` answer the first model calls, whatever their turn (``ScriptedModelServer(first_calls=...)``).
+    """
+    argv = [sys.executable, "-c", SERVE, json.dumps(replies), json.dumps(first_calls or [])]
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None and child.stdin is not None
     served = ScriptedProcess(child.stdout.readline().strip())
     try:

@@ -20,20 +20,26 @@ from scripted_process import scripted_process
 from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
 from certlab_core.gate.family import model_plans, outcome_of
 from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest
-from certlab_core.plugin.model_boundary import ModelBoundaryPlan, ModelFaultPlan, judged_status
+from certlab_core.plugin.model_boundary import (
+    ModelBoundaryPlan,
+    ModelFaultPlan,
+    judged_status,
+    recovered_upstream_errors,
+)
 from certlab_core.plugin.registry import Registry, discover
 
 REAL_KEY = "sk-harness-key-0123456789"
 seen: dict[str, Any] = {}
 
 
-def model_calls(request: AgentRequest, calls: int) -> AgentOutcome:
-    """Call the model ``calls`` times, like a CLI: unavailable at the first error the API answers."""
+def model_calls(request: AgentRequest, calls: int, retries: int = 0, says_done: bool = False) -> AgentOutcome:
+    """Call the model ``calls`` times, like a CLI: a failed call is tried again up to ``retries`` times, then the
+    run gives up, unavailable (or, ``says_done``, completed: a CLI that does not say it gave up)."""
     started = time.monotonic()
     seen["env"] = dict(request.env)
     base = urlsplit(request.env["ANTHROPIC_BASE_URL"])
-    status = 200
-    for _ in range(calls):
+    status, made, left = 200, 0, retries
+    while made < calls:
         connection = http.client.HTTPConnection(base.hostname or "", base.port, timeout=10)
         body = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": request.prompt[:50]}]}
         connection.request(
@@ -41,10 +47,15 @@ def model_calls(request: AgentRequest, calls: int) -> AgentOutcome:
         )
         status = connection.getresponse().status
         connection.close()
-        if status != 200:
+        if status == 200:
+            made += 1
+        elif left:
+            left -= 1
+        else:
             break
+    done = status == 200 or says_done
     return AgentOutcome(
-        status="completed" if status == 200 else "unavailable",
+        status="completed" if done else "unavailable",
         wall_s=time.monotonic() - started,
         detail="" if status == 200 else f"API Error: {status}",
     )
@@ -161,8 +172,52 @@ def test_an_error_of_the_real_upstream_is_agent_unavailable(
     )
     assert (
         record.agent_detail
-        == "API Error: 500 [model boundary: model-upstream: the anthropic-messages upstream answered HTTP 500]"
+        == "API Error: 500 [model boundary: model-upstream: the anthropic-messages upstream answered HTTP 500; "
+        "the run ended on it: its last model call failed (1 upstream error (HTTP 500))]"
     )
+
+
+def upstream_trial(registry: Registry, agent: AgentAdapter, first_calls: list[dict[str, Any]]) -> Any:
+    with scripted_process([{"text": "nothing to do"}], first_calls) as upstream, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ANTHROPIC_BASE_URL", upstream.base_url)
+        patch.setenv("ANTHROPIC_API_KEY", REAL_KEY)
+        return trial(registry, agent=agent)
+
+
+RETRYING = AgentAdapter(name="retrying", description="retries twice", run=lambda r: model_calls(r, 1, retries=2))
+
+
+def test_a_trial_that_recovers_from_an_upstream_429_is_graded_and_says_so(registry: Registry) -> None:
+    # The upstream answers the first call HTTP 429; the agent's own retry is answered: the run did not end on the
+    # outage, so it is judged by what it left (this agent changes nothing: suite-failed), not agent-unavailable.
+    record = upstream_trial(registry, RETRYING, [{"http_status": 429, "error_message": "slow down"}])
+    assert record.model["call_statuses"] == ["upstream-429", "ok"]
+    assert (record.agent_status, record.verdict, record.failure_mode) == ("completed", "not-fixed", "suite-failed")
+    assert record.agent_detail == "recovered from 1 upstream error (HTTP 429)"
+    assert [g.grader for g in record.grades] == ["policy", "suite"]
+    assert recovered_upstream_errors(record.model, record.verdict) == 1
+
+
+def test_a_trial_whose_last_model_call_failed_upstream_is_agent_unavailable(registry: Registry) -> None:
+    # 429 on every call: the agent retries twice and gives up; a CLI that says nothing of it is unavailable too.
+    every = [{"http_status": 429, "error_message": "slow down"}] * 3
+    gave_up = upstream_trial(registry, RETRYING, every)
+    quiet = AgentAdapter(name="quiet", description="", run=lambda r: model_calls(r, 1, retries=2, says_done=True))
+    silent = upstream_trial(registry, quiet, every)
+    for record in (gave_up, silent):
+        assert record.model["call_statuses"] == ["upstream-429"] * 3
+        assert (record.agent_status, record.verdict, record.failure_mode) == (
+            "unavailable",
+            "unavailable",
+            "agent-unavailable",
+        )
+        assert record.grades == ()
+        assert "the run ended on it: its last model call failed (3 upstream errors (HTTP 429 ×3))" in (
+            record.agent_detail
+        )
+        assert recovered_upstream_errors(record.model, record.verdict) == 0
+    assert gave_up.agent_detail.startswith("API Error: 429 [model boundary: model-upstream: the anthropic-messages")
+    assert silent.agent_detail.startswith("model-upstream: the anthropic-messages upstream answered HTTP 429; the run")
 
 
 def test_the_rule_for_model_errors() -> None:
@@ -176,6 +231,35 @@ def test_the_rule_for_model_errors() -> None:
         "x",
     )
     assert judged_status("timeout", "", None) == ("timeout", "")
+    # With a status per call: an upstream error costs the run only when it ended on one, or the CLI gave up.
+    met = {"faults": [], "infra_error": "model-upstream: 429", "call_statuses": ["upstream-429", "ok"]}
+    assert judged_status("completed", "2 turns", met) == (
+        "completed",
+        "recovered from 1 upstream error (HTTP 429); 2 turns",
+    )
+    assert judged_status("timeout", "", met) == ("timeout", "recovered from 1 upstream error (HTTP 429)")
+    assert judged_status("unavailable", "API Error", met) == (
+        "unavailable",
+        "API Error [model boundary: 1 upstream error (HTTP 429); the last model call was answered]",
+    )
+    ended = {**met, "call_statuses": ["ok", "upstream-500", "upstream-unreachable"]}
+    status, detail = judged_status("completed", "", ended)
+    assert status == "unavailable" and detail.endswith(
+        "last model call failed (2 upstream errors (HTTP 500, unreachable))"
+    )
+    assert judged_status("timeout", "", ended)[0] == "unavailable"
+    # The boundary's own failure, or a recording with no status per call: unavailable whatever the calls were.
+    broken = {**met, "call_statuses": ["boundary-error", "upstream-429", "ok"]}
+    assert judged_status("completed", "", broken) == ("unavailable", "model-upstream: 429")
+    # A declared fault the CLI gave up on is still the condition under test, after a recovered upstream error.
+    faulted = {
+        "faults": [{"fired": True}],
+        "infra_error": "model-upstream: 429",
+        "call_statuses": ["upstream-429", "injected"],
+    }
+    assert judged_status("unavailable", "", faulted)[0] == "completed"
+    # A replayed recording holds the statuses but no infra_error: judged as the run it replays.
+    assert judged_status("completed", "", {"faults": [], "call_statuses": ["upstream-429"]})[0] == "unavailable"
 
 
 def test_an_explicit_base_url_takes_a_certification_past_the_boundary(registry: Registry) -> None:

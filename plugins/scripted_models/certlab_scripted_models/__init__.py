@@ -119,7 +119,9 @@ class Reply:
     """One scripted model turn: text, tool calls, the usage it reports, or an HTTP error.
 
     With ``http_status`` other than 200 the server answers that status with the protocol's
-    error body carrying ``error_message``, and ignores text and tool calls.
+    error body carrying ``error_message`` (a 429 as the provider words a rate limit), and
+    ignores text and tool calls; ``retry_after`` (seconds) adds the ``retry-after`` header a
+    provider sends with a 429, which some CLIs need before they retry at all.
     ``stop_reason`` overrides the protocol's natural one (``end_turn``/``tool_use``,
     ``stop``/``tool_calls``), for example ``max_tokens`` or ``length``.
     """
@@ -130,6 +132,7 @@ class Reply:
     http_status: int = 200
     error_message: str = "scripted error"
     stop_reason: str | None = None
+    retry_after: float | None = None
 
 
 @frozen
@@ -451,8 +454,11 @@ def responses_events(reply: Reply, turn: int, model: str) -> bytes:
 def error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
     """The protocol's JSON error body."""
     if protocol == ANTHROPIC_MESSAGES:
-        kind = "overloaded_error" if status == 529 else "invalid_request_error" if status < 500 else "api_error"
+        kinds = {429: "rate_limit_error", 529: "overloaded_error"}
+        kind = kinds.get(status, "invalid_request_error" if status < 500 else "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
+    if status == 429:
+        return {"error": {"message": message, "type": "requests", "param": None, "code": "rate_limit_exceeded"}}
     return {"error": {"message": message, "type": "server_error" if status >= 500 else "invalid_request_error"}}
 
 
@@ -508,10 +514,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raw = zlib.decompress(raw)
         return raw
 
-    def _send(self, status: int, content_type: str, payload: bytes) -> None:
+    def _send(self, status: int, content_type: str, payload: bytes, retry_after: float | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
+        if retry_after is not None:
+            self.send_header("retry-after", f"{retry_after:g}")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
         if self.command != "HEAD":
@@ -560,7 +568,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if reply.http_status != 200:
             owner._record(attrs.evolve(record, turn=turn, status=reply.http_status))
             payload = json.dumps(error_body(protocol, reply.http_status, reply.error_message)).encode()
-            self._send(reply.http_status, "application/json", payload)
+            self._send(reply.http_status, "application/json", payload, reply.retry_after)
             return
         if protocol == ANTHROPIC_MESSAGES:
             stream = stream and owner.anthropic_sse
@@ -606,6 +614,8 @@ class ScriptedModelServer:
     ``relative_turns=True`` numbers turns from the first request's count, for clients (aider)
     whose prompt carries few-shot example exchanges as assistant messages; aider also adds an
     "I updated the files." / "Ok." pair after an edit, so its later turns can jump by two.
+    ``first_calls`` answers the first model calls, in arrival order and whatever their turn (a
+    brief outage: ``first_calls=[Reply(http_status=429)]``); the script answers the calls after.
     """
 
     def __init__(
@@ -615,11 +625,14 @@ class ScriptedModelServer:
         model: str | None = None,
         anthropic_sse: bool = True,
         relative_turns: bool = False,
+        first_calls: Sequence[Reply] = (),
     ) -> None:
         self.script: Script = script if callable(script) else tuple(script)
         self.model = model
         self.anthropic_sse = anthropic_sse
         self.relative_turns = relative_turns
+        self.first_calls = tuple(first_calls)
+        self._calls = 0
         self._lock = threading.Lock()
         self._requests: list[ReceivedRequest] = []
         self._turn_bases: dict[str, int] = {}
@@ -722,6 +735,10 @@ class ScriptedModelServer:
         return requested if isinstance(requested, str) and requested else "scripted-model"
 
     def _reply_for(self, turn: Turn) -> Reply:
+        with self._lock:
+            call, self._calls = self._calls, self._calls + 1
+        if call < len(self.first_calls):
+            return self.first_calls[call]
         if callable(self.script):
             return self.script(turn)
         if turn.number < len(self.script):
