@@ -42,7 +42,6 @@ MODEL_TOOL = "model"
 #: The budgets a model boundary enforces, as its recording's ``budget_exceeded`` names them.
 CALLS_BUDGET = "model_calls"
 TOKENS_BUDGET = "model_tokens"
-
 #: Each model call's status in a recording's ``call_statuses``, in call order. An upstream error is
 #: ``upstream-`` and what the upstream did: its HTTP status (``upstream-429``), ``unreachable`` or ``oversized``.
 CALL_OK = "ok"
@@ -50,6 +49,7 @@ CALL_INJECTED = "injected"  # a declared model fault answered it (or cut its str
 CALL_REFUSED = "refused"  # the boundary refused it as the agent's own doing: a budget, a cap, a malformed request
 CALL_BOUNDARY_ERROR = "boundary-error"  # the boundary itself failed: no trial token, a broken fault, a broken boundary
 UPSTREAM_ERROR = "upstream-"
+
 
 def _tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value or ())
@@ -137,7 +137,6 @@ class ModelBoundaryPlan:
         return self.boundary.open(run)
 
 
-def judged_status(status: str, detail: str, recording: Mapping[str, Any] | None) -> tuple[str, str]:
 def upstream_errors(recording: Mapping[str, Any] | None) -> list[str]:
     """The upstream errors a run met, one per failed call in order (``upstream-429``...); [] when none or not kept."""
     calls = (recording or {}).get("call_statuses")
@@ -166,6 +165,7 @@ def _joined(note: str, detail: str) -> str:
     return f"{note}; {detail}" if detail else note
 
 
+def judged_status(status: str, detail: str, recording: Mapping[str, Any] | None) -> tuple[str, str]:
     """The run's status and detail once its model traffic is known (see the module's docstring)."""
     if not recording:
         return status, detail
@@ -178,7 +178,6 @@ def _joined(note: str, detail: str) -> str:
             return status, f"{detail} [model boundary: {infra}]" if detail else str(infra)
         return "unavailable", _joined(str(infra), detail)
     spent = spent_budget(recording)
-    if spent is not None:
     fired = any(fault.get("fired") for fault in recording.get("faults") or ())
     if upstream:
         met = describe_upstream_errors(upstream)
@@ -190,6 +189,7 @@ def _joined(note: str, detail: str) -> str:
         if status == "unavailable" and spent is None and not fired:  # the CLI says it gave up on the API
             return status, f"{detail} [model boundary: {met}; the last model call was answered]"
         detail = _joined(f"recovered from {met}", detail)
+    if spent is not None:
         note = f"the model boundary refused a call past the trial's {spent} budget"
         return "completed" if status == "unavailable" else status, _joined(note, detail)
     if status == "unavailable" and fired:
