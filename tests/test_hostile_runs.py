@@ -6,9 +6,9 @@
 - ``certify`` holds an exclusive ``flock`` on its output folder: a second certify there
   refuses in one line, a killed one leaves no lock behind, and a finished folder is never
   overwritten.
-- An agent that writes a 2 GB file: the change is recorded as its hash and size without its
-  content, the trial fails by policy (``policy-oversized-change``), and the whole
-  certification stays under 300 MB of memory.
+- An agent that writes a 2 GB file: the work copy is past its cap on bytes (256 MiB), so
+  nothing of it is read, recorded or graded, the trial is the agent's failure
+  (``agent-resource-limit``), and the whole certification stays under 300 MB of memory.
 """
 
 from __future__ import annotations
@@ -168,8 +168,8 @@ BIG_AGENT = """\
 truncate -s 2G big.bin
 """
 
-# One real trial of the command agent, as certify runs it (issue, run, record, grade), without the sandbox (whose
-# file-size limit would stop the write first: agent-resource-limit). What it holds is measured two ways: the peak of
+# One real trial of the command agent, as certify runs it (issue, run, count the work copy's totals), without the
+# sandbox (whose file-size limit would stop the write first). What it holds is measured two ways: the peak of
 # the Python heap (tracemalloc: every object certlab makes, in this process and in each forked grader, where it is
 # inherited), which the 300 MB bound is held against, and the largest process's peak resident set, which is reported.
 # The address space is capped at 1.5 GB, so a reader that held the file would fail outright, whichever figure missed it.
@@ -198,7 +198,7 @@ ONE_TRIAL = textwrap.dedent(
 )
 
 
-def test_an_agent_writing_2_gb_fails_by_policy_in_under_300_mb(tmp_path: Path) -> None:
+def test_an_agent_writing_2_gb_is_past_the_work_copys_caps_in_under_300_mb(tmp_path: Path) -> None:
     agent = tmp_path / "big.sh"
     agent.write_text(BIG_AGENT)
     agent.chmod(0o755)
@@ -209,7 +209,7 @@ def test_an_agent_writing_2_gb_fails_by_policy_in_under_300_mb(tmp_path: Path) -
     result = json.loads(done.stdout.splitlines()[-1])
     record, heap_kb = result["record"], result["heap_kb"]
     assert heap_kb < 300 * 1024, f"heap peak {heap_kb / 1024:.0f} MB (resident, kB: {result['rss_kb']})"
-    assert record["failure_mode"] == "policy-oversized-change" and record["verdict"] == "not-fixed", record
-    (big,) = [c for c in record["changes"] if c["path"] == "big.bin"]
-    assert big["omitted"] and big["content_b64"] is None and big["size"] == 2 << 30
-    assert "big.bin" in record["diff"] and len(json.dumps(record)) < 1 << 20  # what the bundle holds of it
+    assert record["failure_mode"] == "agent-resource-limit" and record["verdict"] == "not-fixed", record
+    assert record["changes"] == [] and record["grades"] == []  # never read: counted by its size, and no further
+    assert "past its caps: more than 268435456 bytes" in record["diff"] and "big.bin" in record["diff"]
+    assert len(json.dumps(record)) < 1 << 20  # what the bundle holds of it

@@ -9,8 +9,6 @@ what to install.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.held_out import HeldOutAcceptance, HeldOutRun
 from certlab_core.plugin.records import AcceptanceLock, JsonValue, TaskFamily
 from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.trees import MadeFolder, make_temp_folder, remove_made
 from certlab_core.plugin.user_task import holds_user_task
 
 PROVIDER = "certlab-acceptance"
@@ -49,8 +48,12 @@ class Unscored:
     """A certification's held-out setup when no plugin provides held-out acceptance: no lock, nothing recorded."""
 
     families: list[TaskFamily]
-    scratch: Path = field(factory=lambda: Path(tempfile.mkdtemp(prefix="certlab-certify-")))
+    made: MadeFolder = field(factory=lambda: make_temp_folder("certlab-certify-"))
     locks: dict[str, AcceptanceLock] = field(factory=dict)
+
+    @property
+    def scratch(self) -> Path:
+        return self.made.as_path
 
     def lock_for(self, name: str) -> AcceptanceLock | None:
         return None
@@ -68,7 +71,7 @@ class Unscored:
         return []
 
     def close(self) -> None:
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        remove_made(self.made)
 
 
 def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str]) -> HeldOutRun:

@@ -6,9 +6,7 @@ import contextlib
 import difflib
 import gc
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -44,6 +42,14 @@ from certlab_core.plugin.sandbox import (
     limits_hit_since,
     loopback_ports,
     use_containment,
+)
+from certlab_core.plugin.trees import (
+    WORK_COPY_CAPS,
+    TreeCaps,
+    make_temp_folder,
+    over_caps,
+    remove_made,
+    temporary_folder,
 )
 from certlab_core.plugin.user_task import test_files
 from certlab_core.plugin.workcopy import Change, apply_seeds, materialise, record_changes
@@ -86,6 +92,9 @@ class TrialSpec:
     containment: Containment | None = None
     # The model boundary the agent's CLI reaches its model API through, with the condition's model faults.
     model_boundary: ModelBoundaryPlan | None = None
+    # The totals the work copy may reach when the agent is done (bytes, files, depth): past one, agent-resource-limit.
+    # Regrade checks recorded changes against the defaults, so only smaller caps keep a bundle regradable.
+    work_caps: TreeCaps = WORK_COPY_CAPS
 
     @property
     def id(self) -> str:
@@ -207,10 +216,18 @@ def _issued_bytes(task: Task, seeded: dict[str, bytes], relpath: str) -> bytes |
 
 
 def readable_diff(task: Task, work: Path, changes: Iterable[Change]) -> str:
-    """A unified diff of the text files an agent changed (binary and link changes are named)."""
+    """A unified diff of the text files an agent changed (binary and link changes are named), cut at 64 KiB.
+
+    Nothing more is read once the diff is past its cut: the work is bounded by the cut, not by the changes.
+    """
     out: list[str] = []
+    length = counted = 0
     seeded = apply_seeds(task.family, task.defect)
     for change in changes:
+        length += sum(len(part) for part in out[counted:])
+        counted = len(out)
+        if length > OUTPUT_TAIL_BYTES:
+            break
         if change.omitted:  # past a size cap: never read again
             out.append(f"file {change.path} {change.kind}: {change.size} bytes, not recorded (past a size cap)\n")
             continue
@@ -261,7 +278,8 @@ def agent_environment(task: Task, prompt: str, prompt_file: Path) -> dict[str, s
 def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
     """Issue a seeded work copy, run the agent in it, record what changed, and grade the artifacts."""
     started = time.monotonic()
-    scratch = Path(tempfile.mkdtemp(prefix="certlab-trial-"))
+    made = make_temp_folder("certlab-trial-")
+    scratch = made.as_path
     scope = contextlib.ExitStack()
     scope.enter_context(use_containment(spec.containment or Containment()))
     agent_scope = scope.enter_context(contextlib.ExitStack())  # in force for the agent's run alone
@@ -309,8 +327,15 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
         # Checked again before grading: nothing of the agent's may run while its work is judged.
         left_before_grading = tuple(sweep_descendants(spare)) if spare is not None else ()
         agent_done = time.monotonic()
-        changes = tuple(record_changes(work, issued))
-        diff = readable_diff(spec.task, work, changes)
+        # The work copy's totals, counted before anything of it is read, and no further than its caps: past one, nothing
+        # of it is recorded or graded, and the trial is the agent's failure (agent-resource-limit).
+        past_caps = over_caps(work, spec.work_caps)
+        if past_caps is None:
+            changes = tuple(record_changes(work, issued, caps=spec.work_caps))
+            diff = readable_diff(spec.task, work, changes)
+        else:
+            changes = ()
+            diff = f"not recorded: the work copy is past its caps: {past_caps}\n"
         chain = ChainResult(())
         verdict = "not-fixed"
         failure: str | None = None
@@ -320,7 +345,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
             failure = fm.AGENT_TIMEOUT
         elif spent_budget(model) is not None:  # running out is the agent's failure, as a timeout is: not graded
             failure = fm.BUDGET_EXCEEDED
-        elif limits_hit_since(limits_mark):
+        elif limits_hit_since(limits_mark) or past_caps is not None:
             failure = fm.AGENT_RESOURCE_LIMIT
         else:
             grading = GradeRequest(
@@ -372,7 +397,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
         )
     finally:
         scope.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_made(made)  # iteratively, whatever the agent left; only the folder made above, checked by its inode
 
 
 _preloaded: list[str] = []
@@ -568,9 +593,8 @@ def _check_tree_chain(
     expected: tuple[str, ...],
     acceptance_lock: AcceptanceLock | None = None,
 ) -> ChainResult:
-    scratch = Path(tempfile.mkdtemp(prefix="certlab-prove-"))
-    try:
-        work = scratch / "work"
+    with temporary_folder("certlab-prove-") as made:
+        work = made.as_path / "work"
         issued = materialise(family, defect, work)
         probe = defect or Defect(id="clean", defect_class="none", description="the clean tree", seeds=())
         request = GradeRequest(
@@ -582,8 +606,6 @@ def _check_tree_chain(
             acceptance_lock=acceptance_lock,
         )
         return run_chain(graders, request)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _checked_tree(

@@ -37,6 +37,7 @@ import attrs
 from certlab_core.certify import mutation
 from certlab_core.certify.mutation import Mutant, MutantResult, MutationProof, mutants_sha256
 from certlab_core.plugin.records import AcceptanceLock, Grader, TaskFamily
+from certlab_core.plugin.trees import WORK_COPY_CAPS, walk
 from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
 
 SCHEMA = "certlab.mutation-cache/1"
@@ -56,10 +57,15 @@ def cache_dir() -> Path:
 
 def _tree_digest(folder: Path) -> str:
     digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*.py")):
-        if "__pycache__" not in path.parts:
-            digest.update(f"{path.relative_to(folder).as_posix()}\0".encode())
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    files = (
+        e
+        for e in walk(folder, WORK_COPY_CAPS)
+        if e.relpath.endswith(".py") and (e.kind == "file" or (e.kind == "symlink" and e.path.is_file()))
+    )
+    for entry in sorted(files, key=lambda e: e.relpath.split("/")):
+        if "__pycache__" not in entry.relpath.split("/"):
+            digest.update(f"{entry.relpath}\0".encode())
+            digest.update(hashlib.sha256(entry.path.read_bytes()).digest())
     return digest.hexdigest()
 
 

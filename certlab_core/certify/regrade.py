@@ -10,8 +10,6 @@ tampered, exit 3. That code runs in the bwrap sandbox where it works (:func:`evi
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +36,15 @@ from certlab_core.plugin.forking import ChildFailure, map_in_forks
 from certlab_core.plugin.records import Defect, Grader, GradeRequest, TaskFamily
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.sandbox import Containment, choose_containment, use_containment
-from certlab_core.plugin.workcopy import Change, apply_changes, materialise, sha256_file, taskset_sha256
+from certlab_core.plugin.trees import temporary_folder
+from certlab_core.plugin.workcopy import (
+    Change,
+    apply_changes,
+    check_recorded,
+    materialise,
+    sha256_file,
+    taskset_sha256,
+)
 
 
 @frozen
@@ -113,8 +119,8 @@ def _regrade_one(
     containment: Containment,
 ) -> tuple[str, str | None, str | None]:
     """In a fresh process: issue the seeded tree again, re-apply the recorded changes, run the chain."""
-    scratch = Path(tempfile.mkdtemp(prefix="certlab-regrade-"))
-    try:
+    with temporary_folder("certlab-regrade-") as made:
+        scratch = made.as_path
         work = scratch / "work"
         issued = materialise(family, defect, work)
         links = scratch / "links"
@@ -132,8 +138,6 @@ def _regrade_one(
         if changed is not None:
             return "not-fixed", changed, None
         return ("fixed" if chain.passed else "not-fixed"), chain.failure_mode, None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def regrade(
@@ -197,10 +201,20 @@ def regrade(
             )
         expected[name] = proof.expected_tests
 
-    # A verdict the run itself decided (an outage, a timeout, a spent model budget) has no grading to re-earn.
+    # A verdict the run itself decided (an outage, a timeout, a spent model budget, a resource limit or a work copy
+    # past its caps, of which nothing was recorded) has no grading to re-earn.
     graded = [
-        t for t in trials if t.agent_status not in ("unavailable", "timeout") and t.failure_mode != fm.BUDGET_EXCEEDED
+        t
+        for t in trials
+        if t.agent_status not in ("unavailable", "timeout")
+        and t.failure_mode not in (fm.BUDGET_EXCEEDED, fm.AGENT_RESOURCE_LIMIT)
     ]
+    for trial in trials:
+        if trial.verdict == "fixed" and trial not in graded:  # none of these is ever fixed: nothing was graded
+            raise InstrumentError(
+                f"{path}: trial {trial.id} is recorded fixed with {trial.failure_mode or trial.agent_status}, "
+                "which no graded trial has; the bundle was edited"
+            )
     jobs: list[tuple[RecordedTrial, TaskFamily, Defect]] = []
     for trial in graded:
         family = families.get(trial.family)
@@ -209,6 +223,11 @@ def regrade(
         if family is None or defect is None:
             raise InstrumentError(f"{path}: trial {trial.id} names a task {trial.task} the bundle's families lack")
         jobs.append((trial, family, defect))
+    for trial, _family, _defect in jobs:  # before any trial's code runs: a tampered one stops them all, none started
+        try:
+            check_recorded(trial.changes)
+        except CertlabError as error:
+            raise InstrumentError(f"{path}: trial {trial.id}: {error.message}") from None
     mismatches: list[str] = []
     containment = evidence_code_containment(registry, sandbox)
     for index, outcome in map_in_forks(

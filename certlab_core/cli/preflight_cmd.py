@@ -10,15 +10,13 @@ exit code is 0 when all hold and 3 otherwise.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import typer
 
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK
 from certlab_core.plugin.records import AgentAdapter, AgentRequest, PreflightCheck
 from certlab_core.plugin.registry import discover
+from certlab_core.plugin.trees import make_temp_folder, remove_made
 
 SMOKE_PROMPT = (
     "This is a connectivity check by certlab preflight. Do not read, create or change any file "
@@ -29,7 +27,8 @@ SMOKE_TASK = "preflight/smoke"
 
 def smoke_call(adapter: AgentAdapter, agent_args: tuple[str, ...], timeout_s: float) -> PreflightCheck:
     """Run the agent once through its adapter on a scratch folder; it must complete."""
-    scratch = Path(tempfile.mkdtemp(prefix="certlab-preflight-"))
+    made = make_temp_folder("certlab-preflight-")
+    scratch = made.as_path
     try:
         work = scratch / "work"
         work.mkdir()
@@ -53,7 +52,7 @@ def smoke_call(adapter: AgentAdapter, agent_args: tuple[str, ...], timeout_s: fl
         except Exception as error:  # an adapter that raised: the agent cannot be run
             return PreflightCheck("smoke call", False, f"the adapter raised {type(error).__name__}: {error}")
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_made(made)
     facts = [f"{outcome.status} in {outcome.wall_s:.1f} s"]
     if outcome.exit_code is not None:
         facts.append(f"exit {outcome.exit_code}")

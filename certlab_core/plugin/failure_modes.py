@@ -16,7 +16,9 @@ SUITE_NOT_RUN = "suite-not-run"
 OVERFIT_TO_VISIBLE_TESTS = "overfit-to-visible-tests"
 AGENT_TIMEOUT = "agent-timeout"
 AGENT_UNAVAILABLE = "agent-unavailable"
-AGENT_RESOURCE_LIMIT = "agent-resource-limit"  # the sandbox stopped the agent: CPU, memory, processes or file size
+# The sandbox stopped the agent (CPU, memory, processes, file size), or its work copy went past its totals (bytes,
+# files, depth: certlab_core.plugin.trees.WORK_COPY_CAPS); nothing of such a trial is graded.
+AGENT_RESOURCE_LIMIT = "agent-resource-limit"
 ANSWERS_LEAKED = (
     "answers-leaked"  # the trial's changes hold over half of the held-out answers (certlab-acceptance's leak scan)
 )

@@ -17,12 +17,15 @@ from typing import Any
 
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.records import AcceptanceLock
+from certlab_core.plugin.trees import Entry, TreeCaps, TreeTooLarge, walk
 
 SKIPPED_DIRS = frozenset({"__pycache__"})
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
 KERNEL_GROUP = "kernel:certlab_core"
 CASES_GROUP = "cases"
 PREDICTIONS_GROUP = "predictions"
+#: The most a fingerprinted folder (an installed package) may hold; its walk is bounded by them.
+SOURCE_CAPS = TreeCaps(max_bytes=4 << 30, max_files=200_000, max_depth=64, max_path=4096)
 
 
 def kernel_source() -> Path:
@@ -68,15 +71,23 @@ def fingerprint(sources: Mapping[str, str]) -> dict[str, str]:
         if not path.is_dir():
             found[group] = "missing"
             continue
-        for dirpath, dirnames, filenames in os.walk(path):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
-            for name in sorted(filenames):
-                if name.endswith(SKIPPED_SUFFIXES):
+        try:
+            for entry in walk(path, SOURCE_CAPS, enter=_entered):
+                if entry.kind == "folder" or entry.kind == "special" or entry.relpath.endswith(SKIPPED_SUFFIXES):
                     continue
-                file = Path(dirpath) / name
-                relpath = file.relative_to(path).as_posix()
-                found[f"{group}/{relpath}"] = "symlink:" + os.readlink(file) if file.is_symlink() else _hash(file)
+                if entry.kind == "symlink":
+                    if not entry.path.is_dir():  # a link to a folder is neither followed nor fingerprinted
+                        found[f"{group}/{entry.relpath}"] = "symlink:" + os.readlink(entry.path)
+                    continue
+                found[f"{group}/{entry.relpath}"] = _hash(entry.path)
+        except TreeTooLarge as error:
+            raise InstrumentError(f"{path} holds {error.message}: more than a lock fingerprints") from None
     return found
+
+
+def _entered(entry: Entry) -> bool:
+    name = entry.relpath.rsplit("/", 1)[-1]
+    return name not in SKIPPED_DIRS and not name.endswith(".egg-info")
 
 
 def digest_of(fingerprints: Mapping[str, str]) -> str:

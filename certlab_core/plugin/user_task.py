@@ -25,7 +25,6 @@ A/B gate) and are left alone here.
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from attrs import frozen
 
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.records import Defect, TaskFamily
+from certlab_core.plugin.trees import TreeTooLarge, copy_tree, walk
 
 TASK_FILE = "certlab.yaml"
 TASK_KEYS = (
@@ -219,18 +219,26 @@ def load_user_task(directory: Path) -> UserTask:
     )
 
 
+def _copy_task_part(src: Path, dest: Path) -> None:
+    """Copy a task's fixture or tests, without bytecode, with a bounded walk (links kept as links)."""
+    try:
+        copy_tree(src, dest, skip=("__pycache__", "*.pyc"))
+    except TreeTooLarge as error:
+        raise UsageError(f"{src} holds {error.message}; a task must fit in a work copy") from None
+
+
 def stage_family(task: UserTask, dest: Path) -> TaskFamily:
     """Build the issued tree (fixture plus tests) in ``dest`` and return the task as a TaskFamily."""
     tree = dest / "tree"
-    shutil.copytree(task.fixture, tree, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if tree.exists() or tree.is_symlink():
+        raise UsageError(f"{tree} already exists; a task is staged into a new folder")
+    _copy_task_part(task.fixture, tree)
     if (tree / task.tests_name).exists():
         raise UsageError(
             f"{task.fixture}: the fixture already has a {task.tests_name!r} entry, where the visible tests go; "
             "rename it or move the tests"
         )
-    shutil.copytree(
-        task.tests, tree / task.tests_name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-    )
+    _copy_task_part(task.tests, tree / task.tests_name)
     return TaskFamily(
         name=task.name,
         version=task.version,
@@ -258,7 +266,16 @@ def test_files(tree: Path, test_paths: Sequence[str]) -> list[str]:
     found: list[str] = []
     for test_path in test_paths:
         root = tree / test_path
-        candidates = [root] if root.is_file() else sorted(root.rglob("*.py"))
+        if root.is_file():
+            candidates = [root]
+        elif root.is_dir():
+            try:
+                listed = [e for e in walk(root) if e.kind != "folder" and e.relpath.endswith(".py")]
+            except TreeTooLarge as error:
+                raise UsageError(f"{root} holds {error.message}; a task's tests must fit in a work copy") from None
+            candidates = [e.path for e in sorted(listed, key=lambda e: e.relpath.split("/"))]
+        else:
+            candidates = []
         for file in candidates:
             if file.name.startswith("test_") or file.name.endswith("_test.py"):
                 found.append(file.relative_to(tree).as_posix())

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import base64
+import errno
 import fnmatch
 import hashlib
 import os
-import shutil
 import stat
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,6 +16,8 @@ from attrs import frozen
 
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.records import Defect, TaskFamily
+from certlab_core.plugin.trees import WORK_COPY_CAPS, TreeCaps, TreeTooLarge, remove_at, walk
+from certlab_core.plugin.trees import copy_tree as _copy_bounded
 
 CHANGE_KINDS = ("added", "modified", "deleted", "symlink", "hardlink")
 
@@ -85,35 +87,36 @@ def apply_seeds(family: TaskFamily, defect: Defect) -> dict[str, bytes]:
 
 
 def materialise(family: TaskFamily, defect: Defect | None, dest: Path) -> dict[str, str]:
-    """Write the issued tree (clean, or seeded with ``defect``) to ``dest``; return {relpath: sha256}."""
-    shutil.copytree(family.tree_dir, dest, symlinks=True, dirs_exist_ok=True)
-    for junk in list(dest.rglob("__pycache__")):
-        shutil.rmtree(junk, ignore_errors=True)
+    """Write the issued tree (clean, or seeded with ``defect``) to ``dest``; return {relpath: sha256}.
+
+    ``__pycache__`` folders are left out. A tree past the work copy's caps (:data:`WORK_COPY_CAPS`)
+    is refused: no trial could be issued it.
+    """
+    try:
+        _copy_bounded(family.tree_dir, dest, skip=("__pycache__",))
+    except TreeTooLarge as error:
+        raise InstrumentError(
+            f"family {family.name}: its tree holds {error.message}, past what a work copy may hold"
+        ) from None
     if defect is not None:
         for relpath, data in apply_seeds(family, defect).items():
             (dest / relpath).write_bytes(data)
     return tree_hashes(dest)
 
 
-def iter_tree(root: Path) -> Iterable[tuple[str, Path]]:
-    """Every file and symlink below ``root`` (not following links), as (posix relpath, path), sorted."""
-    found: list[tuple[str, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        base = Path(dirpath)
-        for name in list(dirnames):
-            if (base / name).is_symlink():
-                filenames.append(name)
-                dirnames.remove(name)
-        for name in filenames:
-            path = base / name
-            found.append((path.relative_to(root).as_posix(), path))
-    return sorted(found)
+def iter_tree(root: Path, caps: TreeCaps = WORK_COPY_CAPS) -> Iterable[tuple[str, Path]]:
+    """Every file and symlink below ``root`` (not following links), as (posix relpath, path), sorted.
+
+    The walk is iterative and bounded (:func:`certlab_core.plugin.trees.walk`): a tree past
+    ``caps`` raises :class:`~certlab_core.plugin.trees.TreeTooLarge`, never ``RecursionError``.
+    """
+    return sorted((e.relpath, e.path) for e in walk(root, caps) if e.kind != "folder")
 
 
-def tree_hashes(root: Path) -> dict[str, str]:
+def tree_hashes(root: Path, caps: TreeCaps = WORK_COPY_CAPS) -> dict[str, str]:
     """{relpath: sha256} of the regular files below root (symlinks hash their target text)."""
     hashes: dict[str, str] = {}
-    for relpath, path in iter_tree(root):
+    for relpath, path in iter_tree(root, caps):
         if path.is_symlink():
             hashes[relpath] = "symlink:" + hashlib.sha256(os.readlink(path).encode()).hexdigest()
         else:
@@ -168,7 +171,11 @@ def _read_capped(path: Path, cap: int) -> tuple[str, int, bytes | None]:
 
 
 def record_changes(
-    root: Path, issued: Mapping[str, str], file_cap: int = DEFAULT_FILE_CAP, total_cap: int = DEFAULT_TOTAL_CAP
+    root: Path,
+    issued: Mapping[str, str],
+    file_cap: int = DEFAULT_FILE_CAP,
+    total_cap: int = DEFAULT_TOTAL_CAP,
+    caps: TreeCaps = WORK_COPY_CAPS,
 ) -> list[Change]:
     """Every path that differs from what was issued, with content enough to re-apply it exactly.
 
@@ -176,11 +183,14 @@ def record_changes(
     past ``total_cap``, is recorded as its sha256 and size with no content (``omitted``): memory
     stays bounded whatever an agent writes, and the policy grader fails such a trial
     (``policy-oversized-change``). Anything but a regular file or a symlink is not recorded.
+    A tree past the work copy's totals (``caps``: bytes, files, depth) raises
+    :class:`~certlab_core.plugin.trees.TreeTooLarge` before anything is read; the kernel checks
+    them first, and charges the trial as ``agent-resource-limit``.
     """
     changes: list[Change] = []
     present: set[str] = set()
     total = 0
-    for relpath, path in iter_tree(root):
+    for relpath, path in iter_tree(root, caps):
         present.add(relpath)
         try:
             st = path.lstat()
@@ -230,7 +240,13 @@ def oversized(changes: Iterable[Change]) -> list[Change]:
     return [change for change in changes if change.omitted]
 
 
-def _parts(relpath: str) -> list[str]:
+def _parts(relpath: str, caps: TreeCaps = WORK_COPY_CAPS) -> list[str]:
+    if len(relpath) > caps.max_path or relpath.count("/") >= caps.max_depth:
+        shown = relpath if len(relpath) <= 80 else relpath[:40] + "..." + relpath[-37:]
+        raise Tampered(
+            f"a recorded change names a path {relpath.count('/') + 1} levels deep, {len(relpath)} characters long "
+            f"({shown}); no work copy holds one past {caps.max_depth} levels or {caps.max_path} characters"
+        )
     parts = relpath.split("/")
     if not relpath or relpath.startswith("/") or "\0" in relpath or any(p in ("", ".", "..") for p in parts):
         raise Tampered(f"a recorded change names the path {relpath!r}, which leaves the work copy")
@@ -272,7 +288,8 @@ def _clear(fd: int, name: str, relpath: str) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(mode):
-        shutil.rmtree(name, dir_fd=fd)
+        if not remove_at(fd, name):
+            raise OSError(errno.ENOTEMPTY, f"the folder {relpath} could not be removed")
     elif stat.S_ISREG(mode) or stat.S_ISLNK(mode):
         os.unlink(name, dir_fd=fd)
     else:
@@ -310,15 +327,31 @@ def write_inside(root: Path, relpath: str, data: bytes) -> None:
         os.close(root_fd)
 
 
+def check_recorded(changes: Sequence[Change], caps: TreeCaps = WORK_COPY_CAPS) -> None:
+    """Refuse, as :class:`Tampered`, recorded changes no work copy within ``caps`` could give.
+
+    More changes than it holds files, or a path that leaves it or is deeper or longer than one
+    it holds: certlab never records one, so a bundle that does was edited. Nothing is read or
+    written; a reader checks every trial this way before it runs any of them.
+    """
+    if len(changes) > caps.max_files:
+        raise Tampered(f"the recorded changes name {len(changes)} paths; no work copy holds more than {caps.max_files}")
+    for change in changes:
+        _parts(change.path, caps)
+
+
 def apply_changes(root: Path, changes: Iterable[Change], link_dir: Path | None = None) -> None:
     """Re-apply recorded changes to a freshly issued tree, exactly (links as links), only inside ``root``.
 
     Nothing is followed: a change whose path is absolute, holds ``..``, or passes through a
     symlink or a file is refused as :class:`Tampered` (exit 3), as is one that meets a special
     file. A change kept without content (past a cap) is re-applied as a sparse stand-in of its
-    size, which the policy grader fails the same way.
+    size, which the policy grader fails the same way. More changes than a work copy holds
+    files, or a path deeper or longer than one holds (:data:`WORK_COPY_CAPS`), is refused as
+    tampered before anything is written: certlab never records one.
     """
     listed = list(changes)
+    check_recorded(listed)
     paths = [c.path for c in listed]
     if len(set(paths)) != len(paths):
         twice = sorted({p for p in paths if paths.count(p) > 1})
@@ -381,6 +414,7 @@ def _apply_one(root_fd: int, change: Change, link_dir: Path | None) -> None:
         os.close(fd)
 
 
-def copy_tree(src: Path, dest: Path) -> None:
-    """A plain copy of a work tree (links kept as links), for a grader that must not touch the original."""
-    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+def copy_tree(src: Path, dest: Path, caps: TreeCaps = WORK_COPY_CAPS) -> None:
+    """A plain copy of a work tree (links kept as links, special files left out), for a grader that must not touch
+    the original; iterative and bounded (past ``caps``: :class:`~certlab_core.plugin.trees.TreeTooLarge`)."""
+    _copy_bounded(src, dest, caps)

@@ -33,6 +33,7 @@ import pytest
 
 from certlab_core.plugin.cases import HeldOutCase, read_cases
 from certlab_core.plugin.records import Defect, TaskFamily
+from certlab_core.plugin.trees import copy_tree, walk
 from certlab_core.plugin.visible_calls import LiteralCall, leaked_inputs, suite_calls
 from certlab_core.plugin.workcopy import in_allowed_paths
 
@@ -74,7 +75,7 @@ def build_tree(
 ) -> Path:
     """A copy of the clean tree at ``destination/tree`` with ``seeded``'s seeds applied, except on ``keep_clean``."""
     tree = destination / "tree"
-    shutil.copytree(family.tree_dir, tree)
+    copy_tree(family.tree_dir, tree)
     for seed in seeded.seeds if seeded else ():
         if seed.path in keep_clean:
             continue
@@ -174,9 +175,9 @@ def wheel_family_files(distribution_dir: Path, package: str, work_dir: Path) -> 
         shipped = {name for name in archive.namelist() if name.startswith(prefix)}
     family_dir = distribution_dir / package / "family"
     expected = {
-        prefix + path.relative_to(family_dir).as_posix()
-        for path in family_dir.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts
+        prefix + entry.relpath
+        for entry in walk(family_dir)
+        if entry.path.is_file() and "__pycache__" not in entry.relpath.split("/")
     }
     return shipped, expected
 

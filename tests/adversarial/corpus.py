@@ -233,6 +233,12 @@ FILL_TMPFS = (
     "timeout 2 sh -c 'i=0; while [ $i -lt 6 ]; do dd if=/dev/zero of=../fill-$i.bin bs=1M count=64 2>/dev/null"
     " || break; i=$((i+1)); done'; exit 0"
 )
+# Past the work copy's totals (certlab_core.plugin.trees.WORK_COPY_CAPS): every walk of it used to recurse once per
+# level (RecursionError aborted the certification), and every file was recorded, read and diffed.
+DEEP_TREE = "python3 -c \"import os\nfor _ in range(3000): os.mkdir('d'); os.chdir('d')\"; exit 0"
+MANY_FILES = (
+    "python3 -c \"import os\nos.mkdir('junk')\nfor i in range(20001): open('junk/%d' % i, 'w').close()\"; exit 0"
+)
 # A daemon in a new session, without the agent's environment, that copies the clean tree into its own work
 # copy and into every other trial's it finds, for three seconds after the agent returned.
 REWRITES_LATER = (
@@ -480,8 +486,22 @@ STRATEGIES: tuple[Strategy, ...] = (
         "multi-gb-write",
         "exhausts resources",
         "dd if=/dev/zero of=big.bin bs=1M count=1 seek=2047 2>/dev/null",
-        {"bwrap": LIMIT, "none": OVERSIZED},
-        {"bwrap": "sandbox", "none": "policy"},
+        both(LIMIT),
+        {"bwrap": "sandbox", "none": "the work copy's totals (256 MiB in all)"},
+    ),
+    Strategy(
+        "tree-3000-deep",
+        "exhausts resources",
+        DEEP_TREE,
+        both(LIMIT),
+        by("the work copy's totals (64 levels)"),
+    ),
+    Strategy(
+        "files-past-20000",
+        "exhausts resources",
+        MANY_FILES,
+        both(LIMIT),
+        by("the work copy's totals (20,000 files)"),
     ),
     Strategy(
         "memory-unbounded",

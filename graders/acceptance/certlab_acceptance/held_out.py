@@ -13,7 +13,6 @@ the last trial; the acceptance grader checks it again before and after each scor
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from certlab_core.plugin import (
     sha256_file,
     stage_family,
     taskset_sha256,
+    trees,
 )
 
 
@@ -42,7 +42,7 @@ from certlab_core.plugin import (
 class HeldOut:
     """The locks of one certification and the user tasks it staged; ``close()`` removes the scratch."""
 
-    scratch: Path
+    made: trees.MadeFolder
     families: list[TaskFamily] = field(factory=list)
     user_tasks: dict[str, UserTask] = field(factory=dict)
     locks: dict[str, AcceptanceLock] = field(factory=dict)
@@ -90,13 +90,17 @@ class HeldOut:
     def recorded_predictions(self) -> list[dict[str, Any]]:
         return [dict(entry, task=name) for name, entries in sorted(self.predictions.items()) for entry in entries]
 
+    @property
+    def scratch(self) -> Path:
+        return self.made.as_path
+
     def close(self) -> None:
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        trees.remove_made(self.made)
 
 
 def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str]) -> HeldOut:
     """Stage every user task, then open or take a lock for it and for every installed family."""
-    held_out = HeldOut(scratch=scratch_folder("certlab-certify-"))
+    held_out = HeldOut(made=scratch_folder("certlab-certify-"))
     try:
         names = {family.name for family in families}
         for number, directory in enumerate(task_dirs):
@@ -152,8 +156,9 @@ def register_experiment_task(registry: Registry, directory: Path) -> TaskFamily 
     if not holds_user_task(directory):
         return None
     task = load_user_task(directory)
-    scratch = scratch_folder("certlab-experiment-")
-    atexit.register(shutil.rmtree, scratch, True)
+    made = scratch_folder("certlab-experiment-")
+    atexit.register(trees.remove_made, made)
+    scratch = made.as_path
     family = stage_family(task, scratch / "task")
     lock = open_lock(task, registry, scratch / "lock")
     if lock is None:

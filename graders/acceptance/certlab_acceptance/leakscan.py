@@ -23,7 +23,7 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.plugin import Change, HeldOutCase, safe_io
+from certlab_core.plugin import Change, HeldOutCase, InstrumentError, safe_io, trees
 
 WINDOW = 160
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -140,16 +140,20 @@ def artefacts(path: Path, shown: str) -> Iterator[tuple[str, str]]:
             yield from _decoded_fields(safe_io.parse_line(line), f"{shown}:{number}")
 
 
+#: The most a scanned folder (a run store, a certification, a task) may hold: its walk is bounded by them.
+SCAN_CAPS = trees.TreeCaps(max_bytes=1 << 40, max_files=200_000, max_depth=64, max_path=4096)
+
+
 def walk_files(root: Path) -> Iterator[Path]:
+    """Every regular file below ``root`` (links not followed), by a bounded walk; one line past :data:`SCAN_CAPS`."""
     if root.is_file():
         yield root
         return
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if path.is_file() and not path.is_symlink():
-                yield path
+    try:
+        files = [e.path for e in trees.walk(root, SCAN_CAPS) if e.kind == "file"]
+    except trees.TreeTooLarge as error:
+        raise InstrumentError(f"{root} holds {error.message}; leakscan reads no folder that large") from None
+    yield from files
 
 
 def scan_paths(roots: Sequence[Path], cases: Sequence[HeldOutCase], shown_from: Path) -> list[Finding]:

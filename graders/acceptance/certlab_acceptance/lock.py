@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +36,7 @@ from certlab_core.plugin import (
     read_cases_bytes,
     safe_io,
     sha256_file,
+    trees,
     visible_calls,
 )
 
@@ -91,7 +91,15 @@ def _case_files(task: UserTask) -> list[Path]:
     folder = task.cases.parent
     if _inside(task.fixture, folder) or _inside(task.tests, folder):
         return [task.cases]
-    return sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) or [task.cases]
+    return sorted(e.path for e in _entries(folder) if e.kind == "file") or [task.cases]
+
+
+def _entries(folder: Path) -> list[trees.Entry]:
+    """Every entry below a folder of the user's task, by a bounded walk (one line when past a work copy's caps)."""
+    try:
+        return list(trees.walk(folder))
+    except trees.TreeTooLarge as error:
+        raise UsageError(f"{folder} holds {error.message}; a task must fit in a work copy") from None
 
 
 def link_refusals(task: UserTask) -> list[str]:
@@ -102,39 +110,37 @@ def link_refusals(task: UserTask) -> list[str]:
     real = {os.path.realpath(f): f for f in case_files}
     problems: list[str] = []
     for issued in (task.fixture, task.tests):
-        for dirpath, dirnames, filenames in os.walk(issued, followlinks=False):
-            base = Path(dirpath)
-            for name in [*dirnames, *filenames]:
-                path = base / name
-                shown = _relative(path, task.root)
-                if path.is_symlink():
-                    target = os.path.realpath(path)
-                    hit = real.get(target) or next((f for f in case_files if _inside(f, Path(target))), None)
-                    if hit is not None:
-                        problems.append(
-                            f"{shown} is a symlink to the held-out cases ({_relative(hit, task.root)}); remove it"
-                        )
-                    continue
-                if not path.is_file():
-                    continue
-                st = path.stat()
-                hit = by_inode.get((st.st_dev, st.st_ino))
+        for entry in _entries(issued):
+            path = entry.path
+            shown = _relative(path, task.root)
+            if entry.kind == "symlink":
+                target = os.path.realpath(path)
+                hit = real.get(target) or next((f for f in case_files if _inside(f, Path(target))), None)
                 if hit is not None:
                     problems.append(
-                        f"{shown} is a hard link of the held-out cases ({_relative(hit, task.root)}); remove it"
+                        f"{shown} is a symlink to the held-out cases ({_relative(hit, task.root)}); remove it"
                     )
-                    continue
-                if st.st_size == 0:
-                    continue
-                hit = by_hash.get(sha256_file(path))
-                if hit is not None:
-                    problems.append(f"{shown} is a copy of the held-out cases ({_relative(hit, task.root)}); remove it")
+                continue
+            if entry.kind != "file":
+                continue
+            st = entry.stat
+            hit = by_inode.get((st.st_dev, st.st_ino))
+            if hit is not None:
+                problems.append(
+                    f"{shown} is a hard link of the held-out cases ({_relative(hit, task.root)}); remove it"
+                )
+                continue
+            if st.st_size == 0:
+                continue
+            hit = by_hash.get(sha256_file(path))
+            if hit is not None:
+                problems.append(f"{shown} is a copy of the held-out cases ({_relative(hit, task.root)}); remove it")
     return problems
 
 
 def input_refusals(task: UserTask, cases: Sequence[HeldOutCase]) -> list[str]:
     """No held-out input the visible tests call with equal literal arguments."""
-    files = sorted(task.tests.rglob("*.py"))
+    files = sorted(e.path for e in _entries(task.tests) if e.kind != "folder" and e.relpath.endswith(".py"))
     return visible_calls.leaked_inputs(
         cases, visible_calls.suite_calls(files, task.root), _relative(task.cases, task.root)
     )
@@ -307,5 +313,6 @@ def lock_status(task: UserTask, registry: Any) -> list[str]:
     return fingerprints.movements(document["fingerprints"], now)
 
 
-def scratch_folder(prefix: str = "certlab-lock-") -> Path:
-    return Path(tempfile.mkdtemp(prefix=prefix))
+def scratch_folder(prefix: str = "certlab-lock-") -> trees.MadeFolder:
+    """A new temp folder, as the handle ``trees.remove_made`` deletes it by (and nothing else at its path)."""
+    return trees.make_temp_folder(prefix)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from certlab_core.plugin import Change, Grader, GradeRequest, GradeResult, hookimpl, in_allowed_paths, record_changes
+from certlab_core.plugin import (
+    Change,
+    Grader,
+    GradeRequest,
+    GradeResult,
+    hookimpl,
+    in_allowed_paths,
+    record_changes,
+    trees,
+)
 from certlab_core.plugin import failure_modes as fm
 
 NAME = "policy"
@@ -52,15 +60,14 @@ def planted_reason(change: Change) -> str | None:
 
 
 def special_files(root: Path) -> list[str]:
-    """Every FIFO, socket or device node below ``root``, as ``relpath (what)``, found by ``lstat`` alone."""
+    """Every FIFO, socket or device node below ``root``, as ``relpath (what)``, found by ``lstat`` alone.
+
+    The walk is bounded (``trees.walk``): past the work copy's caps it raises ``trees.TreeTooLarge``.
+    """
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in sorted([*dirnames, *filenames]):
-            path = os.path.join(dirpath, name)
-            try:
-                mode = os.lstat(path).st_mode
-            except OSError:
-                continue
+    for entry in trees.walk(root):
+        if entry.kind == "special":
+            mode = entry.stat.st_mode
             what = (
                 "a FIFO"
                 if stat.S_ISFIFO(mode)
@@ -71,7 +78,7 @@ def special_files(root: Path) -> list[str]:
                 else None
             )
             if what is not None:
-                found.append(f"{Path(path).relative_to(root).as_posix()} ({what})")
+                found.append(f"{entry.relpath} ({what})")
     return sorted(found)
 
 
@@ -113,8 +120,18 @@ def grade(request: GradeRequest) -> GradeResult:
     """Compare the work copy with the hashes taken before the agent ran; first, refuse any special file in it.
 
     A FIFO, socket or device node is never opened by a grader: a FIFO would block the copy the
-    suite grader takes (the trial ended as ERROR), a device node could be read without end.
+    suite grader takes (the trial ended as ERROR), a device node could be read without end. A
+    work copy past its caps (bytes, files, depth: ``trees.WORK_COPY_CAPS``) is failed as
+    ``policy-oversized-change`` before anything of it is read (the kernel charges such a trial
+    as ``agent-resource-limit`` before grading; this is for a tree graded some other way).
     """
+    try:
+        return _grade(request)
+    except trees.TreeTooLarge as error:
+        return GradeResult(NAME, False, fm.POLICY_OVERSIZED_CHANGE, f"the work copy is past its caps: {error.message}")
+
+
+def _grade(request: GradeRequest) -> GradeResult:
     special = special_files(Path(request.workdir))
     if special:
         return GradeResult(

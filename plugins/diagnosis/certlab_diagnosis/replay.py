@@ -28,7 +28,6 @@ import json
 import random
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, Usage
 from certlab_core.plugin.forking import ForkedCallError, call_in_fork
 from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.sandbox import Containment
+from certlab_core.plugin.trees import make_temp_folder, remove_made, temporary_folder
 from certlab_core.plugin.workcopy import write_inside
 from certlab_diagnosis.bundle import edited_files, manifest_from_slice, module_paths
 from certlab_diagnosis.diff import describe_call
@@ -149,9 +149,9 @@ def _replay_child(bundle: Mapping[str, Any]) -> dict[str, Any]:
     trial = bundle["trial"]
     recorded = RecordedBoundary(trial.get("events") or ())
     ending: dict[str, Any] = {"status": "completed", "exit_code": None, "detail": "", "uncaught_tool_error": False}
-    with tempfile.TemporaryDirectory(prefix="certlab-replay-") as folder:
+    with temporary_folder("certlab-replay-") as made:
         try:
-            load_included(bundle["files"], Path(folder))
+            load_included(bundle["files"], made.as_path)
             agent = resolve(bundle["agent"]["reference"], piece.get("descriptor_dir"))
         except Exception as error:
             return {"load_error": f"{type(error).__name__}: {error}"}
@@ -224,13 +224,13 @@ def _contained_replay(
     experiment's folder read-only (the world and agent references resolve against it).
     """
     import os
-    import shutil
 
     from certlab_core.plugin.command import run_contained
     from certlab_core.plugin.forking import ChildFailure
     from certlab_core.plugin.sandbox import installation_paths
 
-    folder = Path(tempfile.mkdtemp(prefix="certlab-replay-contained-"))
+    made = make_temp_folder("certlab-replay-contained-")
+    folder = made.as_path
     try:
         (folder / "bundle.json").write_text(json.dumps(bundle), encoding="utf-8")
         (folder / "job.json").write_text(json.dumps({"live": live, "agent": agent}), encoding="utf-8")
@@ -270,7 +270,7 @@ def _contained_replay(
             ) from None
         return found
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_made(made)  # iteratively, whatever the replayed code left there
 
 
 def contained_main(folder: str) -> int:
@@ -373,8 +373,8 @@ def _outcome(trial: Mapping[str, Any]) -> str:
 def _live_child(bundle: Mapping[str, Any], agent: str | None, registry: Registry) -> dict[str, Any]:
     from certlab_core.gate.runner import rerun_trial
 
-    with tempfile.TemporaryDirectory(prefix="certlab-replay-") as folder:
-        load_included(bundle["files"], Path(folder))
+    with temporary_folder("certlab-replay-") as made:
+        load_included(bundle["files"], made.as_path)
         manifest = manifest_from_slice(bundle["manifest"], {"agent": agent} if agent else None)
         return rerun_trial(manifest, bundle["trial"]["id"], registry)
 
