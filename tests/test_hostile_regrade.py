@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from certlab_core.certify.certification import summary_of
 from certlab_core.plugin.canonical import sealed
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.workcopy import Change, Tampered, apply_changes, write_inside
@@ -43,14 +44,23 @@ def change(path: str, kind: str, data: bytes | None) -> dict[str, Any]:
     }
 
 
-def forged_bundle(folder: Path, trials: list[dict[str, Any]]) -> Path:
-    """The published pattern-fixer certification with its trials replaced and the bundle resealed."""
-    bundle = json.loads(PUBLISHED.read_text())
-    bundle.pop("seal")
-    bundle["trials"] = trials
+def resealed(folder: Path, bundle: dict[str, Any]) -> Path:
+    bundle.pop("seal", None)
     folder.mkdir(parents=True)
     (folder / "bundle.json").write_text(json.dumps(sealed(bundle)))
     return folder
+
+
+def forged_bundle(folder: Path, trials: list[dict[str, Any]]) -> Path:
+    """The published pattern-fixer certification cut to its first run of each task (``settings.trials`` 1), with
+    ``trials`` in place of the published trials of the same ids, summed again and resealed: a forgery that still
+    covers the taskset once, as regrade demands."""
+    bundle = json.loads(PUBLISHED.read_text())
+    forged = {trial["id"]: trial for trial in trials}
+    bundle["trials"] = [forged.pop(t["id"], t) for t in bundle["trials"] if t["repeat"] == 1] + list(forged.values())
+    bundle["settings"]["trials"] = 1
+    bundle["summary"] = summary_of(bundle["trials"])
+    return resealed(folder, bundle)
 
 
 def published_trial(index: int, **changes: Any) -> dict[str, Any]:
@@ -264,3 +274,88 @@ def test_replay_writes_included_files_only_inside_its_folder(tmp_path: Path) -> 
     with pytest.raises(ImportError, match="is not that of the module"):
         load_included([{"path": "../agent.py", "module": "agent", "text": "x = 1\n"}], folder)
     assert list(outside.iterdir()) == [] and not (tmp_path / "agent.py").exists()
+
+
+# --------------------------------------------------------------------------- coverage of the taskset
+
+
+def test_one_fixed_trial_copied_six_times_and_resealed_is_tampered(tmp_path: Path) -> None:
+    """Once "consistent": every copy re-earns its fixed verdict, and the summary said 6/6."""
+    bundle = json.loads(PUBLISHED.read_text())
+    fixed = next(t for t in bundle["trials"] if t["verdict"] == "fixed")
+    bundle["trials"] = [dict(fixed) for _ in range(6)]
+    bundle["settings"]["trials"] = 1
+    bundle["summary"] = {"scheduled": 6, "fixed": 6, "graded": 6, "unavailable": 0}
+    done, _pid = regrade(resealed(tmp_path / "cert", bundle))
+    assert done.returncode == 3, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert (
+        len(lines) == 1 and "its trials do not cover the taskset once each (6 trials: 1 of each of 6 tasks)" in lines[0]
+    )
+    assert f"duplicated {fixed['id']} (6 times)" in lines[0] and "missing 5 of 6" in lines[0], lines[0]
+    assert "consistent" not in done.stdout
+
+
+def recorded(trials: list[dict[str, Any]]) -> list[Any]:
+    from certlab_core.certify.regrade import RecordedTrial
+    from certlab_core.plugin.canonical import structure
+
+    return [structure(t, RecordedTrial) for t in trials]
+
+
+@pytest.fixture(scope="module")
+def intervals() -> dict[str, Any]:
+    from certlab_core.plugin.registry import discover
+
+    return {"intervals": discover().get("task_families", "intervals")}
+
+
+def test_each_task_and_each_trial_index_once_is_the_only_coverage_that_holds(intervals: dict[str, Any]) -> None:
+    from certlab_core.certify.regrade import coverage_problem
+
+    bundle = json.loads(PUBLISHED.read_text())
+    trials = bundle["trials"]
+    assert coverage_problem(bundle, recorded(trials), intervals) is None  # the published K = 3 bundle
+
+    def problem(chosen: list[dict[str, Any]], **settings: Any) -> str:
+        found = coverage_problem(
+            {**bundle, "settings": {**bundle["settings"], **settings}}, recorded(chosen), intervals
+        )
+        assert found is not None and "\n" not in found
+        return found
+
+    assert "missing 1 of 18: intervals/merge-keeps-empty/3" in problem(trials[:-1])
+    assert "duplicated intervals/length-counts-end/1 (2 times)" in problem([*trials[:-1], trials[0]])
+    beyond = dict(trials[-1], id=trials[-1]["task"] + "/4", repeat=4)
+    assert "not in the taskset: intervals/merge-keeps-empty/4" in problem([*trials[:-1], beyond])
+    relabelled = dict(trials[-1], id="intervals/length-counts-end/3")  # a trial of one task named as another's
+    assert "whose id is not their family, task and index: intervals/length-counts-end/3" in problem(
+        [*trials[:-1], relabelled]
+    )
+    assert "missing 12 of 18" in problem(trials[:6])  # the first runs of a K = 3 certification alone
+    assert "(6 trials: 1 of each of 6 tasks)" in problem(trials[:5], trials=1)
+    assert "no number of trials per task" in problem(trials, trials="3")
+    assert "missing 18 of 18" in problem([])  # no trials, and nothing recorded that stopped them
+
+
+def test_a_certification_refused_before_its_trials_covers_nothing_and_is_not_tampered(
+    intervals: dict[str, Any],
+) -> None:
+    from certlab_core.certify.regrade import coverage_problem
+
+    bundle = json.loads(PUBLISHED.read_text())
+    failed_calibration = {**bundle, "calibration": {**bundle["calibration"], "problems": ["calibration: null ..."]}}
+    unproved = {**bundle, "instrument": [{**bundle["instrument"][0], "holds": False}]}
+    for refused in (failed_calibration, unproved):
+        assert coverage_problem(refused, [], intervals) is None
+    assert coverage_problem(unproved, recorded(bundle["trials"][:1]), intervals) is not None
+
+
+def test_a_summary_its_trials_do_not_sum_to_is_a_mismatch(tmp_path: Path) -> None:
+    bundle = json.loads(PUBLISHED.read_text())
+    bundle["trials"] = [t for t in bundle["trials"] if t["repeat"] == 1]
+    bundle["settings"]["trials"] = 1
+    bundle["summary"] = dict(summary_of(bundle["trials"]), fixed=6)
+    done, _pid = regrade(resealed(tmp_path / "cert", bundle))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "mismatch: summary: recorded" in done.stdout and "regrade: mismatch" in done.stdout

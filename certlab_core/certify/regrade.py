@@ -6,6 +6,12 @@ fresh child processes (one per trial, and one per grader inside it), in a temp f
 its own; changes are materialised there with no-follow semantics, and a change that would
 leave it (a symlink on the way, an absolute or ``..`` path, a special file) is refused as
 tampered, exit 3. That code runs in the bwrap sandbox where it works (:func:`evidence_code_containment`).
+
+Before anything runs, the trials must cover the taskset exactly (:func:`coverage_problem`):
+each task of every family and user task the bundle certifies, each trial index from 1 to its
+``settings.trials``, once. A bundle that repeats a trial (one fixed trial copied six times,
+its summary set to 6/6 and resealed, re-earns every verdict it holds) or leaves one out is
+tampered, exit 3. A summary that differs from the trials it sums is a mismatch, exit 1.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import attrs
 import cattrs
 from attrs import frozen
 
-from certlab_core.certify.certification import BUNDLE_FILE
+from certlab_core.certify.certification import BUNDLE_FILE, summary_of
 from certlab_core.certify.lab import (
     Progress,
     answer_key_paths,
@@ -58,6 +64,7 @@ class RecordedTrial:
     failure_mode: str | None
     agent_status: str
     changes: list[Change]
+    repeat: int
 
 
 def evidence_code_containment(
@@ -108,6 +115,73 @@ def _recorded_trials(bundle: dict[str, Any], path: Path) -> list[RecordedTrial]:
     except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
         detail = "; ".join(cattrs.transform_error(error)) if isinstance(error, cattrs.BaseValidationError) else error
         raise InstrumentError(f"{path}: malformed trials ({detail})") from None
+
+
+def _names(names: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _refused_before_the_arm(bundle: dict[str, Any]) -> bool:
+    """Whether the bundle records why the agent's trials never ran: a proof that did not hold, a mutation proof's
+    refusal, or a failed calibration."""
+    proofs = bundle.get("instrument") or []
+    calibration = bundle.get("calibration") or {}
+    return any(
+        not isinstance(p, dict)
+        or p.get("holds") is not True
+        or p.get("problems")
+        or (isinstance(p.get("mutation"), dict) and p["mutation"].get("refusals"))
+        for p in proofs
+    ) or bool(isinstance(calibration, dict) and calibration.get("problems"))
+
+
+def coverage_problem(
+    bundle: dict[str, Any], trials: Sequence[RecordedTrial], families: dict[str, TaskFamily]
+) -> str | None:
+    """Why ``trials`` do not cover the taskset exactly once, or None when they do.
+
+    The taskset is each installed task of the bundle's families (the same tasks, since the
+    families are not stale) times each trial index from 1 to ``settings.trials``; a trial is
+    named ``FAMILY/TASK/INDEX``. A bundle with no trials at all covers nothing, which only a
+    certification refused before its agent's trials ran (:func:`_refused_before_the_arm`) does.
+    """
+    settings = bundle.get("settings")
+    repeats = settings.get("trials") if isinstance(settings, dict) else None
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        return f"its settings give no number of trials per task ({repeats!r})"
+    expected = [
+        f"{name}/{defect.id}/{index}"
+        for index in range(1, repeats + 1)
+        for name, family in families.items()
+        for defect in family.defects
+    ]
+    if not trials and _refused_before_the_arm(bundle):
+        return None
+    named = [t.id for t in trials]
+    wrong = [t.id for t in trials if t.id != f"{t.task}/{t.repeat}" or t.task.split("/", 1)[0] != t.family]
+    seen: dict[str, int] = {}
+    for name in named:
+        seen[name] = seen.get(name, 0) + 1
+    wanted = set(expected)
+    found: list[str] = []
+    if wrong:
+        found.append(f"trials whose id is not their family, task and index: {_names(wrong)}")
+    repeated = [f"{name} ({count} times)" for name, count in seen.items() if count > 1]
+    if repeated:
+        found.append(f"duplicated {_names(repeated)}")
+    extra = [name for name in seen if name not in wanted]
+    if extra:
+        found.append(f"not in the taskset: {_names(extra)}")
+    missing = [name for name in expected if name not in seen]
+    if missing:
+        found.append(f"missing {len(missing)} of {len(expected)}: {_names(missing)}")
+    if not found:
+        return None
+    return (
+        f"its trials do not cover the taskset once each ({len(expected)} trials: {repeats} of each of "
+        f"{len(expected) // repeats} tasks): {'; '.join(found)}"
+    )
 
 
 def _regrade_one(
@@ -186,6 +260,9 @@ def regrade(
         stale.append(f"grader chain: installed {installed} differs from the recorded {recorded_graders}")
     if stale:
         return RegradeResult("stale", EXIT_STALE, tuple(f"stale: {s}" for s in stale))
+    uncovered = coverage_problem(bundle, trials, families)
+    if uncovered is not None:
+        raise InstrumentError(f"{path}: {uncovered}; the bundle was edited")
 
     preload()
     expected: dict[str, tuple[str, ...]] = {}
@@ -262,6 +339,12 @@ def regrade(
         mutation_lines, mutation_mismatches = recheck_bundle(bundle, families, graders, expected, workers, progress)
         lines.extend(mutation_lines)
         mismatches.extend(mutation_mismatches)
+    try:
+        summed = summary_of(bundle["trials"])
+    except (KeyError, TypeError) as error:
+        raise InstrumentError(f"{path}: malformed trials (missing or wrong {error})") from None
+    if bundle.get("summary") != summed:
+        mismatches.append(f"summary: recorded {bundle.get('summary')}, its trials sum to {summed}")
     if mismatches:
         return RegradeResult("mismatch", EXIT_MISMATCH, tuple(lines + [f"mismatch: {m}" for m in mismatches]))
     lines.append(f"consistent: {len(graded)} graded trial(s) re-earned their recorded verdicts")
