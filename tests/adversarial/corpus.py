@@ -544,6 +544,12 @@ EVIDENCE_ATTACKS: tuple[EvidenceAttack, ...] = (
         "regrade's hardened reader (tampered, exit 3; nothing written outside)",
     ),
     EvidenceAttack(
+        "duplicated-trials-resealed",
+        "one fixed trial copied over every trial of the taskset, the summary left fixed for all, resealed",
+        "regrade's coverage check (tampered, exit 3), signature (verify exit 3); the seal and every re-earned "
+        "verdict pass it",
+    ),
+    EvidenceAttack(
         "swapped-dsse-payload",
         "the envelope's payload replaced by another folder's signed statement",
         "signature (verify exit 3)",

@@ -69,6 +69,7 @@ def test_every_attack_of_the_table_is_tried_here() -> None:
         "edit-bundle-unsealed",
         "edit-bundle-resealed",
         "symlink-path-in-bundle",
+        "duplicated-trials-resealed",
         "swapped-dsse-payload",
     }
 
@@ -110,6 +111,17 @@ def test_a_resealed_symlink_path_in_a_bundle_is_tampered(
     write(folder, sealed(bundle))
     assert regrade_exit(registry, folder) == 3
     assert not (tmp_path / "escape.txt").exists()
+
+
+def test_one_trial_copied_over_the_taskset_and_resealed_is_tampered(
+    registry: Registry, signed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    folder, bundle = attacked(signed, tmp_path)
+    bundle.pop("seal", None)
+    bundle["trials"] = [dict(bundle["trials"][0]) for _ in bundle["trials"]]  # each copy re-earns its verdict
+    write(folder, sealed(bundle))
+    assert regrade_exit(registry, folder) == 3
+    assert verify_exit(folder, signed[1]) == 3
 
 
 def test_a_signed_envelope_with_another_payload_does_not_verify(signed: tuple[Path, Path], tmp_path: Path) -> None:
