@@ -997,6 +997,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._upstreams.clear()
                 if attempt == 2:
                     raise
+            except OSError:  # refused or timed out: the connection is spent, and the agent's next call makes a new one
+                connection.close()
+                self._upstreams.clear()
+                raise
         raise AssertionError("unreachable")
 
     def _forward(

@@ -278,6 +278,38 @@ def test_an_unreachable_upstream_is_infrastructure() -> None:
         assert str(boundary.infra_error).startswith("model-upstream-unreachable:")
 
 
+def test_each_call_to_an_unreachable_upstream_on_one_connection_is_recorded_as_such() -> None:
+    # A CLI retries on its kept-alive connection: the boundary's spent upstream connection made the second call
+    # "model-boundary-broken" (CannotSendRequest), the boundary's own failure instead of the upstream's.
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    with ModelProxy(Upstream(anthropic=f"http://127.0.0.1:{port}")) as boundary:
+        connection = http.client.HTTPConnection("127.0.0.1", boundary.port, timeout=10)
+        headers = {"content-type": "application/json", "x-api-key": boundary.token}
+        statuses = []
+        for _ in range(3):
+            connection.request(
+                "POST", PATHS[wire.ANTHROPIC_MESSAGES], body=json.dumps({"messages": []}), headers=headers
+            )
+            response = connection.getresponse()
+            response.read()
+            statuses.append(response.status)
+        connection.close()
+        assert statuses == [502, 502, 502]
+        assert boundary.recording()["call_statuses"] == ["upstream-unreachable"] * 3
+
+
+def test_the_recording_keeps_a_status_for_every_call(server: ScriptedModelServer, faults: Mapping[str, Any]) -> None:
+    with ModelProxy(upstream_of(server), faults=declared(faults, "model_rate_limit", on_calls=(2,))) as boundary:
+        for turn in (0, 1, 1):  # the second call is the fault's: the third asks the second turn
+            call(boundary, wire.OPENAI_CHAT, _body(wire.OPENAI_CHAT, turn, False))
+        call(boundary, wire.OPENAI_CHAT, _body(wire.OPENAI_CHAT, 0, False), token="not-the-trial-token")
+        statuses = boundary.recording()["call_statuses"]
+    assert statuses == ["ok", "injected", "ok", "boundary-error"]
+
+
 # --------------------------------------------------------------------------- replay
 
 
