@@ -14,10 +14,13 @@ import gzip
 import http.client
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -248,3 +251,57 @@ def test_an_unreadable_length_is_the_agents_bad_request_not_a_broken_boundary(se
         recording = boundary.recording()
     assert status == 400 and recording["infra_error"] is None
     assert wire.error_body(wire.ANTHROPIC_MESSAGES, 413, "m")["error"]["type"] == "request_too_large"
+
+
+def _threads_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
+
+
+UNIX_ECHO = r"""
+import socket, sys, threading
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(sys.argv[1])
+server.listen(256)
+print("ready", flush=True)
+def echo(connection):
+    with connection:
+        while data := connection.recv(65536):
+            connection.sendall(data)
+while True:
+    threading.Thread(target=echo, args=(server.accept()[0],), daemon=True).start()
+"""
+
+
+def test_the_socket_relay_closes_connections_past_its_cap_and_its_threads_stay_bounded(tmp_path: Path) -> None:
+    """``python -m certlab_model_boundary.relay``, the seam for a sandbox that binds the boundary's socket (here an
+    echo server in its place, so that only the relay's cap is seen)."""
+    path = str(tmp_path / "model.sock")
+    echo = subprocess.Popen([sys.executable, "-c", UNIX_ECHO, path], stdout=subprocess.PIPE, text=True)
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "certlab_model_boundary.relay", "--socket", path, "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    clients: list[socket.socket] = []
+    try:
+        assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
+        assert relay.stdout is not None
+        port = int(relay.stdout.readline().strip().rsplit(":", 1)[1])
+        clients = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(40)]
+        echoed = 0
+        for client in clients:
+            try:
+                client.sendall(b"ping")
+                echoed += client.recv(100) == b"ping"
+            except OSError:  # closed by the relay: reset
+                pass
+        threads = _threads_of(relay.pid)
+    finally:
+        for client in clients:
+            client.close()
+        for process in (relay, echo):
+            process.kill()
+            process.wait()
+    assert echoed == 32  # the relay's cap: 32 at once, the others closed as they came
+    assert threads <= 1 + 2 * 32, f"{threads} relay threads for 40 connections"
