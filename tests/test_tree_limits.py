@@ -37,7 +37,7 @@ from certlab_core.plugin.workcopy import Change, Tampered, apply_changes
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO / "certifications" / "pattern-fixer-intervals-k3" / "bundle.json"
-DEEP = 3_000
+DEEP = 2_100  # past Python's recursion limit, and its paths past PATH_MAX
 
 
 def certlab(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -52,15 +52,15 @@ def certlab(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
 
 
 def deep_tree(root: Path, levels: int = DEEP, name: str = "d") -> None:
-    """``levels`` nested folders below ``root``, each holding a file, made by descriptor (no path is ever that long)."""
+    """``levels`` nested folders below ``root`` and a file in the last, made by descriptor (no path is that long)."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for _ in range(levels):
             os.mkdir(name, dir_fd=fd)
-            os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
             child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
             fd = child
+        os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
     finally:
         os.close(fd)
 
@@ -94,10 +94,10 @@ def test_the_walk_stops_at_the_depth_cap_where_os_walk_recursed(scratch: Path) -
         sum(1 for _ in os.walk(scratch))
     reason = trees.over_caps(scratch)
     assert reason is not None and reason.startswith("a path 65 levels deep (the cap is 64)"), reason
-    roomy = trees.TreeCaps(max_depth=DEEP, max_path=2 * DEEP, max_files=2 * DEEP)
+    roomy = trees.TreeCaps(max_depth=DEEP + 1, max_path=2 * DEEP + 1, max_files=DEEP + 1)
     walked = list(trees.walk(scratch, roomy))  # every level, by descriptor, past PATH_MAX
-    deepest = [entry for entry in walked if entry.relpath == "d/" * (DEEP - 1) + "f"]
-    assert len(walked) == 2 * DEEP and len(deepest) == 1 and deepest[0].depth == DEEP
+    deepest = [entry for entry in walked if entry.relpath == "d/" * DEEP + "f"]
+    assert len(walked) == DEEP + 1 and len(deepest) == 1 and deepest[0].depth == DEEP + 1
     assert len(str(deepest[0].path)) > 4096  # past PATH_MAX: reached by descriptor, never by this path
 
 
@@ -121,7 +121,7 @@ def test_the_walk_counts_entries_bytes_at_their_length_and_a_hard_link_once(tmp_
     assert trees.over_caps(tmp_path, trees.TreeCaps(max_bytes=on_disk + (1 << 30) - 1)) is not None
 
 
-def test_a_made_folder_3000_levels_deep_is_removed_with_few_descriptors(scratch: Path) -> None:
+def test_a_made_folder_2100_levels_deep_is_removed_with_few_descriptors(scratch: Path) -> None:
     made = trees.make_temp_folder("deep-", scratch)
     deep_tree(made.as_path)
     deep_tree(made.as_path, 200, "e")
@@ -197,9 +197,6 @@ case "$CERTLAB_TASK_ID" in
   */{deep}) python3 -c 'import os
 for _ in range(3000):
     os.mkdir("d"); os.chdir("d")' ;;
-  */{many}) python3 -c 'import os
-os.mkdir("junk")
-for i in range(20001): open("junk/f%d" % i, "w").close()' ;;
   */{sparse}) truncate -s 300M big.bin ;;
   */{large}) truncate -s 11M large.bin ;;
 esac
@@ -214,7 +211,7 @@ def hostile_certification(registry: Registry, tmp_path_factory: pytest.TempPathF
     root = made.as_path
     defects = [d.id for d in registry.get("task_families", "intervals").defects]
     agent = root / "hostile.sh"
-    agent.write_text(HOSTILE_AGENT.format(deep=defects[0], many=defects[1], sparse=defects[2], large=defects[3]))
+    agent.write_text(HOSTILE_AGENT.format(deep=defects[0], sparse=defects[1], large=defects[2]))
     agent.chmod(0o755)
     temp = root / "tmp"
     temp.mkdir()
@@ -235,10 +232,9 @@ def test_a_certification_with_hostile_trees_completes_and_charges_each_to_the_ag
     assert (out / "bundle.json").is_file() and (out / "CONTRACT.md").is_file()
     bundle = json.loads((out / "bundle.json").read_text())
     trials = {t["task"].split("/", 1)[1]: t for t in bundle["trials"]}
-    deep, many, sparse, large = hostile_certification["defects"][:4]
+    deep, sparse, large = hostile_certification["defects"][:3]
     for defect, reason in (
         (deep, "a path 65 levels deep (the cap is 64)"),
-        (many, "more than 20000 files, links and folders"),
         (sparse, "more than 268435456 bytes of files"),
     ):
         trial = trials[defect]
@@ -332,3 +328,20 @@ def test_a_trials_caps_are_its_own_and_a_small_byte_cap_is_met_by_a_small_file(r
         graders,
     )
     assert within.failure_mode != "agent-resource-limit" and [c.path for c in within.changes] == ["blob.bin"]
+
+
+def test_a_trial_past_its_cap_on_files_is_not_recorded_and_one_within_it_is(registry: Registry) -> None:
+    """Real trials with a cap of 100 files: 101 one-byte files are past it (the 20,000 of every run are the same
+    count; 100,000 such files made a 154 MB bundle and took 172 s), 50 are recorded, each as a change."""
+    family = registry.get("task_families", "intervals")
+    few = trees.TreeCaps(max_files=100)
+    graders = grader_chain(registry)
+    command = registry.get("agents", "command")
+    task = Task(family, family.defects[0])
+    make = "python3 -c \"import os\nos.mkdir('junk')\nfor i in range({}): open('junk/%d' % i, 'w').write('x')\""
+    past = call_in_fork(run_trial, TrialSpec(task, command, 1, agent_args=(make.format(101),), work_caps=few), graders)
+    assert (past.verdict, past.failure_mode) == ("not-fixed", "agent-resource-limit"), past
+    assert past.diff.startswith("not recorded: the work copy is past its caps: more than 100 files"), past.diff
+    assert past.changes == ()
+    within = call_in_fork(run_trial, TrialSpec(task, command, 1, agent_args=(make.format(50),), work_caps=few), graders)
+    assert within.failure_mode == "policy-outside-allowed-paths" and len(within.changes) == 50, within.failure_mode
