@@ -37,18 +37,6 @@ _ACCEPTS_PER_WAKE = 64
 _IN_PROGRESS = (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK)
 
 
-def pump(source: socket.socket, target: socket.socket) -> None:
-    """Copy bytes one way until the source ends, then end the target's writing side (a thread's loop; use Relay)."""
-    try:
-        while data := source.recv(BUFFER_BYTES):
-            target.sendall(data)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            target.shutdown(socket.SHUT_WR)
-
-
 class _Pair:
     """One relayed connection: the accepted socket and its upstream, with what each direction holds."""
 
