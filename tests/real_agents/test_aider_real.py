@@ -25,6 +25,7 @@ from real_cli_support import (
 
 MODEL = "openai/certlab-scripted"
 PRICES = (3e-06, 1.5e-05)  # dollars per input and output token, given to aider through its model metadata
+RATE_LIMIT = Reply(http_status=429, error_message="scripted rate limit", retry_after=0)
 USAGE = TokenCounts(input_tokens=900, output_tokens=85)  # below 1000, so aider prints the exact figures
 
 
@@ -90,11 +91,26 @@ def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(aider: str, tmp_p
     assert code == 0
 
 
+def test_a_first_call_429_is_retried_and_the_fix_certified_with_the_recovered_error_recorded(
+    aider: str, tmp_path: Path
+) -> None:
+    # aider's client (litellm's OpenAI client) retries the 429 by itself: aider applies the fix, and the trial
+    # is graded (it used to be unavailable, never graded: "model-upstream: ... HTTP 429; applied edits").
+    script = [_block("intervals.py", f"    {SEEDED_LINE}", f"    {FIXED_LINE}")]
+    with ScriptedModelServer(script, relative_turns=True, first_calls=[RATE_LIMIT]) as server:
+        code, bundle, said = _certify(aider, server, tmp_path)
+    trial = only_trial(bundle)
+    assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
+    assert trial["model"]["call_statuses"] == ["upstream-429", "ok"]
+    assert trial["agent_detail"] == "recovered from 1 upstream error (HTTP 429); applied edits to intervals.py"
+
+
 def test_every_outage_is_agent_unavailable_in_aiders_own_words_although_it_exits_0(aider: str, tmp_path: Path) -> None:
-    # aider retries a 500, a 429 and a refused connection with backoff for over a minute: stopped at
-    # the timeout while still retrying, the run is an outage, not a timeout of the agent's own making.
-    # The runs wait out the same retries, so they run at once: a certification through the model
-    # boundary (a 500), and the adapter past it on a 401, a 429 and a port nothing listens on.
+    # aider retries a 500, a 429 and a refused connection with backoff for over a minute (its own loop,
+    # which nothing configures): stopped at the timeout while still retrying, the run is an outage, not
+    # a timeout of the agent's own making. The runs wait out the same retries, so they run at once: a
+    # certification through the model boundary (a 429 on every call), and the adapter past it on a
+    # 401, a 429 and a port nothing listens on.
     with conformance_server() as base_url:  # a process of its own: the runs are forked from this one
         args = (f"--bin={aider}", "--max-input-tokens=128000", "--file=README.md")
         api = {"OPENAI_API_BASE": f"{base_url}/v1", "OPENAI_API_KEY": "k"}
@@ -103,9 +119,7 @@ def test_every_outage_is_agent_unavailable_in_aiders_own_words_although_it_exits
         task, out = one_task(tmp_path / "task"), tmp_path / "out"
         certified, refused, limited, unreachable = at_once(
             [
-                lambda: certify(
-                    task, out, "aider", (*args[:2], "--model=openai/m-down"), harness_env(**api), timeout_s
-                ),
+                lambda: certify(task, out, "aider", (*args[:2], "--model=openai/m-429"), harness_env(**api), timeout_s),
                 lambda: run_adapter("aider", (*args, "--model=openai/m-401"), api, timeout_s, tmp_path / "401"),
                 lambda: run_adapter("aider", (*args, "--model=openai/m-429"), api, timeout_s, tmp_path / "429"),
                 lambda: run_adapter("aider", (*args, "--model=openai/m-ok"), gone, timeout_s, tmp_path / "gone"),
@@ -119,7 +133,10 @@ def test_every_outage_is_agent_unavailable_in_aiders_own_words_although_it_exits
         "unavailable",
     ), output
     assert code == 3
-    assert "InternalServerError" in trial["output_tail"]["stdout"] + trial["output_tail"]["stderr"]
+    assert "litellm.RateLimitError" in trial["output_tail"]["stdout"] + trial["output_tail"]["stderr"]
+    statuses = trial["model"]["call_statuses"]
+    assert len(statuses) > 3 and set(statuses) == {"upstream-429"}, statuses  # its last call failed too
+    assert "the run ended on it: its last model call failed" in trial["agent_detail"]
     # A refused key is not retried: aider gives up and exits 0 (or is still winding down at the timeout).
     assert refused.status == "unavailable", told(refused)
     assert refused.detail.endswith("litellm.BadRequestError: OpenAIException - scripted HTTP 401"), told(refused)

@@ -21,6 +21,8 @@ from real_cli_support import (
     work_dir_of,
 )
 
+# A rate limit as the provider answers one; Claude Code waits its own backoff (about 0.5 s) before the retry.
+RATE_LIMIT = Reply(http_status=429, error_message="scripted rate limit", retry_after=0)
 MODEL = "claude-sonnet-4-5"  # Claude Code prices it at $3 / $15 per million, $0.30 cache reads, $3.75 cache writes
 FIX_USAGE = (
     TokenCounts(input_tokens=3000, output_tokens=50, cache_creation_input_tokens=2000),
@@ -115,14 +117,35 @@ def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(claude: str, tmp_
     assert code == 0
 
 
+def test_a_first_call_429_the_cli_retries_by_itself_is_fixed_with_the_recovered_error_recorded(
+    claude: str, tmp_path: Path
+) -> None:
+    # The adapter leaves Claude Code's own retries on: it waits out the 429 and goes on to fix the defect.
+    with ScriptedModelServer(_edit_script("intervals.py", SEEDED_LINE, FIXED_LINE), first_calls=[RATE_LIMIT]) as server:
+        code, bundle, said = certify(
+            one_task(tmp_path / "task"), tmp_path / "out", "claude-code", _args(claude), _env(server)
+        )
+    trial = only_trial(bundle)
+    assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
+    assert trial["model"]["call_statuses"] == ["upstream-429", "ok", "ok", "ok"]
+    assert trial["agent_detail"].startswith("recovered from 1 upstream error (HTTP 429); 3 turns"), trial[
+        "agent_detail"
+    ]
+    assert {"policy", "suite"} <= {g["grader"] for g in trial["grades"]}  # graded, not set aside
+
+
 @pytest.mark.parametrize("status", [500, 429])
-def test_an_api_error_is_agent_unavailable_not_a_failed_fix(claude: str, tmp_path: Path, status: int) -> None:
-    with ScriptedModelServer([Reply(http_status=status, error_message="scripted outage")]) as server:
+def test_an_api_error_on_every_call_is_agent_unavailable_not_a_failed_fix(
+    claude: str, tmp_path: Path, status: int
+) -> None:
+    # Two retries (the CLI's own ten would wait minutes): every call fails, so the run ended on the outage.
+    outage = Reply(http_status=status, error_message="scripted outage", retry_after=0)
+    with ScriptedModelServer([outage]) as server:
         code, bundle, said = certify(
             one_task(tmp_path / "task"),
             tmp_path / "out",
             "claude-code",
-            _args(claude),
+            [*_args(claude), "--max-retries=2"],
             _env(server),
         )
     trial = only_trial(bundle)
@@ -132,13 +155,17 @@ def test_an_api_error_is_agent_unavailable_not_a_failed_fix(claude: str, tmp_pat
         "unavailable",
     ), said
     assert code == 3
+    assert trial["model"]["call_statuses"] == [f"upstream-{status}"] * 3
     assert f'"api_error_status":{status}' in trial["output_tail"]["stdout"]
     assert trial["agent_detail"].startswith(f"the model API failed (HTTP {status}): API Error: ")
+    assert f"its last model call failed (3 upstream errors (HTTP {status} ×3))" in trial["agent_detail"]
 
 
 def test_an_unreachable_model_api_is_agent_unavailable(claude: str, tmp_path: Path) -> None:
     env = harness_env(ANTHROPIC_API_KEY="scripted-key", ANTHROPIC_BASE_URL=f"http://127.0.0.1:{closed_port()}")
-    code, bundle, said = certify(one_task(tmp_path / "task"), tmp_path / "out", "claude-code", _args(claude), env)
+    args = [*_args(claude), "--max-retries=1"]  # each of the CLI's own ten retries would wait longer
+    code, bundle, said = certify(one_task(tmp_path / "task"), tmp_path / "out", "claude-code", args, env)
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"]) == ("unavailable", "agent-unavailable"), said
     assert code == 3 and "Unable to connect" in trial["agent_detail"]
+    assert trial["model"]["call_statuses"] == ["upstream-unreachable"] * 2

@@ -27,6 +27,8 @@ from real_cli_support import (
     told,
 )
 
+# A rate limit as the provider answers one: Codex retries a 429 only when it carries retry-after.
+RATE_LIMIT = Reply(http_status=429, error_message="scripted rate limit", retry_after=0)
 USAGE = (
     TokenCounts(input_tokens=5000, output_tokens=150, reasoning_output_tokens=40),
     TokenCounts(input_tokens=5300, output_tokens=30, cached_input_tokens=4800),
@@ -44,13 +46,18 @@ def _patch(path: str, old: str, new: str) -> list[Reply]:
 
 
 def _certify(
-    codex: str, server: ScriptedModelServer, tmp_path: Path, options: Sequence[str] = (), sandbox: str = "none"
+    codex: str,
+    server: ScriptedModelServer,
+    tmp_path: Path,
+    options: Sequence[str] = (),
+    sandbox: str = "none",
+    args: Sequence[str] = (),
 ) -> tuple[int, dict[str, Any], str]:
     return certify(
         one_task(tmp_path / "task"),
         tmp_path / "out",
         "codex",
-        [f"--bin={codex}"],
+        [f"--bin={codex}", *args],
         harness_env(OPENAI_API_KEY="scripted-key", OPENAI_BASE_URL=server.openai_base_url),
         timeout_s=60,
         options=options,
@@ -89,10 +96,32 @@ def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(codex: str, tmp_p
     assert code == 0
 
 
-@pytest.mark.parametrize("status", [500, 429])
-def test_an_api_error_is_agent_unavailable_not_a_failed_fix(codex: str, tmp_path: Path, status: int) -> None:
-    with ScriptedModelServer([Reply(http_status=status, error_message="scripted outage")]) as server:
+def test_a_first_call_429_codex_retries_by_itself_is_fixed_with_the_recovered_error_recorded(
+    codex: str, tmp_path: Path
+) -> None:
+    # The adapter leaves Codex's own retries on (it used to set them to 0, and one 429 ended the run).
+    fix = _patch("intervals.py", f"    {SEEDED_LINE}", f"    {FIXED_LINE}")
+    with ScriptedModelServer(fix, first_calls=[RATE_LIMIT]) as server:
         code, bundle, said = _certify(codex, server, tmp_path)
+    trial = only_trial(bundle)
+    assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
+    assert trial["model"]["call_statuses"] == ["upstream-429", "ok", "ok"]
+    assert trial["agent_detail"] == "recovered from 1 upstream error (HTTP 429); 1 turn(s) completed, 1 file change(s)"
+
+
+@pytest.mark.parametrize(
+    ("status", "retries", "calls"),
+    [
+        (429, (), 6),  # Codex's own retries (five, at once after retry-after: 0), every one refused
+        (500, ("--request-max-retries=0", "--stream-max-retries=0"), 1),  # its own retries of a 500 take 26 s
+    ],
+)
+def test_an_api_error_on_every_call_is_agent_unavailable_not_a_failed_fix(
+    codex: str, tmp_path: Path, status: int, retries: tuple[str, ...], calls: int
+) -> None:
+    outage = Reply(http_status=status, error_message="scripted outage", retry_after=0)
+    with ScriptedModelServer([outage]) as server:
+        code, bundle, said = _certify(codex, server, tmp_path, args=retries)
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"], trial["agent_status"]) == (
         "unavailable",
@@ -101,6 +130,7 @@ def test_an_api_error_is_agent_unavailable_not_a_failed_fix(codex: str, tmp_path
     ), said
     assert code == 3
     assert '"type":"turn.failed"' in trial["output_tail"]["stdout"]
+    assert trial["model"]["call_statuses"] == [f"upstream-{status}"] * calls
 
 
 def test_a_refused_key_or_an_unreachable_server_is_unavailable_in_codexs_own_words(codex: str, tmp_path: Path) -> None:

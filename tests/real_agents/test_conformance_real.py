@@ -29,7 +29,9 @@ class TestClaudeCode(AdapterConformance):
         env = {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "k"}
         self.normal = Scenario(args=(f"--bin={found}",), env=env)  # the checks' fresh HOME has no CLI cache
         self.hanging = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-hang"), env=env)
-        self.unavailable = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-down"), env=env)
+        # The CLI's own retries of a 500 take minutes: the outage is checked with them off.
+        down = (f"--bin={found}", "--model=certlab-conformance-down", "--max-retries=0")
+        self.unavailable = Scenario(args=down, env=env)
 
 
 class TestCodex(AdapterConformance):
@@ -41,7 +43,13 @@ class TestCodex(AdapterConformance):
         env = {"OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": "k"}
         self.normal = Scenario(args=(f"--bin={found}",), env=env)
         self.hanging = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-hang"), env=env)
-        self.unavailable = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-down"), env=env)
+        down = (
+            f"--bin={found}",
+            "--model=certlab-conformance-down",
+            "--request-max-retries=0",
+            "--stream-max-retries=0",
+        )
+        self.unavailable = Scenario(args=down, env=env)
 
 
 class TestAider(AdapterConformance):

@@ -45,7 +45,7 @@ def test_claude_code_as_an_arm_fixes_reports_its_cost_and_an_outage_makes_the_ga
     fixing = ScriptedModelServer(_edit_script("intervals.py", SEEDED, FIXED))
     down = ScriptedModelServer([Reply(http_status=500, error_message="scripted outage")])
     with fixing, down:
-        args = [f"--bin={claude}", f"--model={MODEL}"]
+        args = [f"--bin={claude}", f"--model={MODEL}", "--max-retries=0"]  # the outage at once, not after 10 retries
         task = _experiment(one_task(tmp_path / "task"), "claude-code", args, fixing.base_url, down.base_url)
         env = harness_env(ANTHROPIC_API_KEY="scripted-key")
         done = run_certlab(
@@ -70,7 +70,7 @@ def test_codex_as_an_arm_fixes_and_an_outage_makes_the_gate_error(tmp_path: Path
     fixing = ScriptedModelServer([Reply(tool_calls=(ToolCall("apply_patch", patch),)), Reply(text="Done.")])
     down = ScriptedModelServer([Reply(http_status=500, error_message="scripted outage")])
     with fixing, down:
-        args = [f"--bin={codex}"]
+        args = [f"--bin={codex}", "--request-max-retries=0", "--stream-max-retries=0"]  # the outage at once
         task = _experiment(one_task(tmp_path / "task"), "codex", args, fixing.openai_base_url, down.openai_base_url)
         env = harness_env(OPENAI_API_KEY="scripted-key")
         done = run_certlab(

@@ -2,15 +2,17 @@
 
 The CLI gets the task's prompt, tools restricted to reading, editing and running the suite
 (``Read, Glob, Grep, Edit, Write, Bash(python -m pytest:*)``) with edits accepted, a fresh
-``HOME`` outside the work copy, the variables that keep its traffic on the model API alone,
-and ``CLAUDE_CODE_MAX_RETRIES=0`` so an API error fails fast. Its JSON result gives the
+``HOME`` outside the work copy, and the variables that keep its traffic on the model API alone.
+Its retries of a failed model call are the CLI's own (ten, with backoff) unless ``--max-retries``
+sets ``CLAUDE_CODE_MAX_RETRIES``: a run that retried past an upstream error and went on is
+graded as usual, one that gave up on the API is unavailable. Its JSON result gives the
 tokens and the dollars (the CLI's own estimate, from its own price table), the turns and
 any permission denials. A model API error (``api_error_status``, an ``API Error`` result, a
 refused key) is ``unavailable``: an infrastructure failure, never a failed fix.
 
 Options (agent arguments): ``--bin``, ``--model``, ``--base-url`` (else ``ANTHROPIC_BASE_URL``
 from the harness; the model boundary puts its proxy here), ``--max-turns`` (30),
-``--max-retries`` (0), ``--allowed-tools``.
+``--max-retries`` (the CLI's own when not given), ``--allowed-tools``.
 """
 
 from __future__ import annotations
@@ -81,9 +83,11 @@ def command_line(executable: str, prompt: str, options: Mapping[str, Sequence[st
 
 
 def environment(harness: Mapping[str, str], home: Path, options: Mapping[str, Sequence[str]]) -> dict[str, str]:
-    """The CLI's environment: the quiet-traffic settings, fail-fast retries, the base URL and credentials."""
+    """The CLI's environment: the quiet-traffic settings, the retries asked for, the base URL and credentials."""
     extra = dict(clis.CLAUDE_QUIET)
-    extra["CLAUDE_CODE_MAX_RETRIES"] = str(clis.positive_int(NAME, "max-retries", clis.one(options, "max-retries"), 0))
+    retries = clis.one(options, "max-retries")
+    if retries is not None:  # else the CLI retries as it ships
+        extra["CLAUDE_CODE_MAX_RETRIES"] = str(clis.positive_int(NAME, "max-retries", retries, 0))
     base_url = clis.one(options, "base-url") or harness.get("ANTHROPIC_BASE_URL")
     if base_url:
         extra["ANTHROPIC_BASE_URL"] = base_url

@@ -53,13 +53,16 @@ def test_options_are_checked_before_anything_runs() -> None:
         check_args(("claude-sonnet",))
 
 
-def test_the_run_is_headless_with_tools_restricted_and_fails_fast_on_api_errors(tmp_path: Path) -> None:
+def test_the_run_is_headless_with_tools_restricted_and_the_clis_own_retries(tmp_path: Path) -> None:
     argv = command_line("claude", "Fix it.", {"model": ["m"], "max-turns": ["4"]})
     assert argv[:3] == ["claude", "-p", "Fix it."]
     assert argv[argv.index("--allowedTools") + 1] == "Read,Glob,Grep,Edit,Write,Bash(python -m pytest:*)"
     assert argv[argv.index("--max-turns") + 1] == "4" and argv[argv.index("--model") + 1] == "m"
     harness = {"PATH": "/usr/bin", "ANTHROPIC_API_KEY": "k", "AWS_SECRET_ACCESS_KEY": "x", "HOME": "/root"}
     env = environment(harness, tmp_path, {"base-url": ["http://127.0.0.1:9"]})
-    assert env["HOME"] == str(tmp_path) and env["CLAUDE_CODE_MAX_RETRIES"] == "0"
+    # Claude Code retries a failed call as it ships (ten times, with backoff): a brief outage is not the agent's.
+    assert env["HOME"] == str(tmp_path) and "CLAUDE_CODE_MAX_RETRIES" not in env
+    assert environment(harness, tmp_path, {"max-retries": ["0"]})["CLAUDE_CODE_MAX_RETRIES"] == "0"
+    assert environment(harness, tmp_path, {"max-retries": ["3"]})["CLAUDE_CODE_MAX_RETRIES"] == "3"
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9" and env["ANTHROPIC_API_KEY"] == "k"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1" and "AWS_SECRET_ACCESS_KEY" not in env

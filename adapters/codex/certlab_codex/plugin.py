@@ -2,8 +2,10 @@
 
 Each run gets a fresh ``HOME`` and a generated ``CODEX_HOME/config.toml``: one model provider
 whose ``base_url`` is the option or the harness's ``OPENAI_BASE_URL`` (the model boundary puts
-its proxy here), the Responses wire protocol, no request or stream retries, no approvals,
-no update check, no analytics; ``--disable plugins`` and ``--ephemeral`` keep it from
+its proxy here), the Responses wire protocol, no approvals, no update check, no analytics;
+its request and stream retries are Codex's own unless ``--request-max-retries`` or
+``--stream-max-retries`` set them (Codex retries a 5xx with backoff, and a 429 only when the
+answer carries ``retry-after``); ``--disable plugins`` and ``--ephemeral`` keep it from
 reaching for remote plugin lists and from writing sessions. Codex loops reconnecting when
 its server is unreachable, so the request's timeout always applies. Its JSON lines give the
 tokens (Codex reports no dollars). A turn that failed (``turn.failed``, an ``error`` event)
@@ -11,7 +13,8 @@ with no completed turn is ``unavailable``: the model API failed, not the agent.
 
 Options (agent arguments): ``--bin``, ``--model`` (``gpt-5.5``: a model Codex knows, so it
 offers its ``apply_patch`` tool), ``--base-url``, ``--sandbox-mode`` (``danger-full-access``;
-Codex's ``workspace-write`` needs a helper binary that is not always installed).
+Codex's ``workspace-write`` needs a helper binary that is not always installed),
+``--request-max-retries`` and ``--stream-max-retries`` (Codex's own when not given).
 """
 
 from __future__ import annotations
@@ -40,15 +43,19 @@ DEFAULT_MODEL = "gpt-5.5"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KEY_VARIABLE = "OPENAI_API_KEY"
 SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")
+# The options that set Codex's retries, each the provider setting of the same name (with underscores).
+RETRY_OPTIONS = ("request-max-retries", "stream-max-retries")
 
 
 def _spec() -> clis.OptionSpec:
-    return clis.OptionSpec(NAME, ("bin", "model", "base-url", "sandbox-mode"))
+    return clis.OptionSpec(NAME, ("bin", "model", "base-url", "sandbox-mode", *RETRY_OPTIONS))
 
 
 def check_args(args: tuple[str, ...]) -> None:
-    """Refuse unknown options and sandbox modes before anything runs."""
+    """Refuse unknown options, sandbox modes and retry counts before anything runs."""
     options = clis.parse_options(_spec(), args)
+    for name in RETRY_OPTIONS:
+        clis.positive_int(NAME, name, clis.one(options, name), 0)
     mode = clis.one(options, "sandbox-mode")
     if mode is not None and mode not in SANDBOX_MODES:
         raise UsageError(f"the codex adapter's --sandbox-mode must be one of {', '.join(SANDBOX_MODES)} (got {mode!r})")
@@ -69,7 +76,7 @@ def base_url_of(options: Mapping[str, Sequence[str]], harness: Mapping[str, str]
 
 
 def config_toml(options: Mapping[str, Sequence[str]], harness: Mapping[str, str]) -> str:
-    """``CODEX_HOME/config.toml`` for one run: one provider, no retries, no approvals, no network extras."""
+    """``CODEX_HOME/config.toml`` for one run: one provider, the retries asked for, no approvals, no network extras."""
     base_url, _source = base_url_of(options, harness)
     model = clis.one(options, "model") or DEFAULT_MODEL
     sandbox = clis.one(options, "sandbox-mode") or "danger-full-access"
@@ -85,8 +92,11 @@ def config_toml(options: Mapping[str, Sequence[str]], harness: Mapping[str, str]
         f"base_url = {_toml_text(base_url)}\n"
         f"env_key = {_toml_text(KEY_VARIABLE)}\n"
         'wire_api = "responses"\n'
-        "request_max_retries = 0\n"
-        "stream_max_retries = 0\n"
+        + "".join(
+            f"{name.replace('-', '_')} = {clis.positive_int(NAME, name, clis.one(options, name), 0)}\n"
+            for name in RETRY_OPTIONS
+            if clis.one(options, name) is not None
+        )
     )
 
 

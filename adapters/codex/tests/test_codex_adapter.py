@@ -35,11 +35,15 @@ def test_a_successful_run_is_completed_with_its_tokens_and_no_dollars() -> None:
     assert judged.usage is not None and (judged.usage.input_tokens, judged.usage.cost_usd) == (15900, None)
 
 
-def test_the_generated_config_has_one_provider_no_retries_and_no_approvals(tmp_path: Path) -> None:
+def test_the_generated_config_has_one_provider_codexs_own_retries_and_no_approvals(tmp_path: Path) -> None:
     config = tomllib.loads(config_toml({"base-url": ['http://127.0.0.1:9/v1"x']}, {}))
     provider = config["model_providers"]["certlab"]
     assert provider["base_url"] == 'http://127.0.0.1:9/v1"x' and provider["wire_api"] == "responses"
-    assert (provider["request_max_retries"], provider["stream_max_retries"]) == (0, 0)
+    # Codex retries as it ships unless an option says otherwise: one 429 no longer ends the run.
+    assert "request_max_retries" not in provider and "stream_max_retries" not in provider
+    options = {"request-max-retries": ["0"], "stream-max-retries": ["2"]}
+    asked = tomllib.loads(config_toml(options, {}))["model_providers"]["certlab"]
+    assert (asked["request_max_retries"], asked["stream_max_retries"]) == (0, 2)
     assert config["approval_policy"] == "never" and config["analytics"] == {"enabled": False}
     env = environment({"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://127.0.0.1:7/v1"}, tmp_path, {})
     assert env["CODEX_HOME"] == str(tmp_path / ".codex") and env["OPENAI_API_KEY"] == "k"
@@ -51,3 +55,7 @@ def test_bad_options_are_refused_before_anything_runs() -> None:
     check_args(("--model=gpt-5.5", "--sandbox-mode=read-only"))
     with pytest.raises(UsageError, match="--sandbox-mode must be one of"):
         check_args(("--sandbox-mode=yolo",))
+    check_args(("--request-max-retries=0", "--stream-max-retries", "3"))
+    for bad in ("--request-max-retries=-1", "--stream-max-retries=many"):
+        with pytest.raises(UsageError, match="must be a positive whole number"):
+            check_args((bad,))

@@ -91,8 +91,8 @@ def positive_int(adapter: str, name: str, value: str | None, default: int) -> in
     try:
         number = int(value)
     except ValueError:
-        number = 0
-    if number < 0 or (number == 0 and name != "max-retries"):
+        number = -1
+    if number < 0 or (number == 0 and not name.endswith("max-retries")):  # a retry count may be 0
         raise UsageError(f"the {adapter} adapter's --{name} must be a positive whole number (got {value!r})")
     return number
 
