@@ -36,6 +36,7 @@ from certlab_core.certify.lab import (
     prove,
     run_trials,
 )
+from certlab_core.certify.program_check import checked_agent
 from certlab_core.plugin.canonical import pretty_json, sealed, unstructure
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.plugin.held_out import HeldOutRun
@@ -280,6 +281,7 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
     graders = grader_chain(registry)
     hidden = [*answer_key_paths(families), str(held_out.scratch), *options.tasks, *options.hidden]
     containment = choose_containment(registry, options.sandbox, hidden, log_to_stderr)
+    agent = checked_agent(agent, options.agent_args, containment, log_to_stderr)
     notices = held_out_notices(families, graders)
     for notice in notices:
         progress(f"notice: {notice}")

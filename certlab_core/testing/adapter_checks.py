@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from attrs import field, frozen
 
@@ -100,7 +101,12 @@ def _run_watched(
     """In a forked child that is a subreaper: run the adapter once in fresh watched folders, then look around."""
     from certlab_core.plugin.records import AgentRequest
     from certlab_core.plugin.registry import discover
-    from certlab_core.plugin.sandbox import choose_containment, contained_environment, use_containment
+    from certlab_core.plugin.sandbox import (
+        choose_containment,
+        contained_environment,
+        loopback_ports,
+        use_containment,
+    )
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -115,6 +121,9 @@ def _run_watched(
     harness = {**os.environ, **environment}
     env = {**contained_environment(harness, adapter.environment), **scenario.env, "HOME": str(home), "TMPDIR": str(tmp)}
     containment = choose_containment(discover(), sandbox, [], lambda _line: None)
+    ports = loopback_ports(env)  # a scripted model on the host's loopback is relayed in, as the boundary is
+    if ports and containment.contained:
+        containment = attrs.evolve(containment, relay_host_ports=ports)
     request = AgentRequest(
         workdir=str(work),
         prompt=prompt,

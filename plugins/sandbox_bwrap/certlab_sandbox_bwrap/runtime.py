@@ -190,8 +190,11 @@ def resolve(
     real = Path(os.path.realpath(found))
     shown: list[str] = []
     covered: list[str] = []
-    if not is_system(str(real)):
-        venv = _venv_root(real)
+    venv = _venv_root(real)
+    own_file = os.path.abspath(found) == str(real) and not (venv is not None and _inside(str(venv), hidden))
+    if _inside(str(real), hidden) and own_file:
+        shown.append(str(real))  # a script of the agent's own in a hidden folder (a checkout): the file alone
+    elif not is_system(str(real)):
         modules = _node_modules_root(real)
         if venv is not None and _may_show(venv, inherited):
             shown.append(str(venv))
@@ -209,7 +212,7 @@ def resolve(
         if found != str(real) and not is_system(found) and not _inside(found, shown):
             shown.append(found)  # the symlink the program is called by
     for place in shown:
-        if _inside(place, hidden):
+        if _inside(place, hidden) and place != str(real):
             raise Unresolvable(
                 f"the program {program} is in {place}, which is hidden from the agent (certlab's installation or "
                 "an answer key): install it elsewhere"
