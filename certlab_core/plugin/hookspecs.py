@@ -71,6 +71,19 @@ def certlab_agents() -> list[AgentAdapter]:
     and the output tails. An adapter that raises, or returns ``unavailable``, is an
     infrastructure error, never a failed fix; its ``detail`` reaches the evidence.
 
+    Under the default sandbox the program sees an allow-list (docs/trust-model.md): the
+    system, its own runtime (the sandbox resolves the program's interpreter, venv,
+    ``node_modules`` root or install prefix by itself), the work copy and a private HOME.
+    Declare the rest: ``run_command(request, argv, readable=[...])`` for files or folders it
+    only reads (a configuration, a data folder), ``writable=[...]`` for folders the adapter
+    made for the run (a fresh HOME, made with ``tempfile.mkdtemp``, is the agent's HOME only
+    when it is given here). ``AgentAdapter(environment=("NAME", ...))`` names the harness's
+    variables the agent gets beyond ``PATH``, locale, ``TERM`` and ``TZ``, and
+    ``programs=lambda args: [...]`` the programs ``run`` starts, which certify and run check
+    inside the containment before the first trial (one the sandbox hides makes every trial
+    ``agent-unavailable``, with one line naming it). ``AdapterConformance`` runs its checks
+    inside the default sandbox.
+
     Example plugin::
 
         import shutil
@@ -84,7 +97,8 @@ def certlab_agents() -> list[AgentAdapter]:
 
         @hookimpl
         def certlab_agents():
-            return [AgentAdapter(name="flipper", description="a sed one-liner as an agent", run=run)]
+            return [AgentAdapter(name="flipper", description="a sed one-liner as an agent", run=run,
+                                 programs=lambda args: ["sed"])]
     """
     raise NotImplementedError
 
