@@ -236,3 +236,15 @@ def test_only_named_plugins_load() -> None:
     assert registry.names("task_families") == ["intervals"]
     assert registry.names("graders") == ["policy"]
     assert registry.names("agents") == []
+
+
+def test_the_contract_names_the_version_the_agents_program_reports() -> None:
+    from certlab_core.certify.contract import version_text
+
+    assert version_text({"version": "1.2"}) == "version `1.2`"  # a bundle from before, or an adapter that cannot tell
+    assert version_text({"version": "2.1.197", "reported_version": "2.1.197"}) == (
+        "version `2.1.197` (as the agent's program reports it)"
+    )
+    assert version_text({"version": "1.0", "reported_version": "2.1.197"}) == (
+        "version `1.0` as given (the agent's program reports `2.1.197`)"
+    )

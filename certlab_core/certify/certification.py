@@ -262,11 +262,26 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         held_out.close()
 
 
+def reported_version(agent: AgentAdapter, options: CertifyOptions, progress: Progress) -> str | None:
+    """The version the agent's program reports (its adapter's ``version``), with a warning line when
+    ``--agent-version`` says another; None when the adapter cannot tell."""
+    if agent.version is None:
+        return None
+    reported = agent.version(tuple(options.agent_args), os.environ)
+    if reported is not None and options.agent_version not in ("unknown", reported):
+        progress(
+            f"warning: --agent-version {options.agent_version} differs from the version {agent.name}'s program "
+            f"reports ({reported}); both are recorded"
+        )
+    return reported
+
+
 def _certify(registry: Registry, options: CertifyOptions, progress: Progress, held_out: HeldOutRun) -> CertifyResult:
     families = held_out.families
     agent: AgentAdapter = registry.get("agents", options.agent)
     if agent.check_args is not None:
         agent.check_args(tuple(options.agent_args))
+    reported = reported_version(agent, options, progress)
     # A real agent reaches its model API through the model boundary: every call recorded, no key in the CLI.
     model_boundary = (
         model_plan_for(registry, options.agent_args, max_tokens=options.token_budget)
@@ -367,6 +382,9 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
 
     trial_docs = [trial_document(t) for t in trials]
     agent_plugin = registry.plugin_of("agents", agent.name)
+    version = options.agent_version
+    if version == "unknown":  # a constructed agent is versioned by the distribution that ships it, a CLI by itself
+        version = agent_plugin.version if agent.calibration is not None else reported or version
     bundle: dict[str, Any] = {
         "schema": BUNDLE_SCHEMA,
         "origin": {
@@ -381,10 +399,9 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             "name": options.agent_name or agent.name,
             "adapter": agent.name,
             "distribution": agent_plugin.distribution,
-            # A constructed agent is versioned by the distribution that ships it.
-            "version": agent_plugin.version
-            if agent.calibration is not None and options.agent_version == "unknown"
-            else options.agent_version,
+            "version": version,
+            # What the agent's own program says it is (``claude --version``), kept beside a --agent-version.
+            "reported_version": reported,
             "adapter_version": agent_plugin.version,
             "args": list(options.agent_args),
         },

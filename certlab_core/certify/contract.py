@@ -147,6 +147,16 @@ def budget_lines(settings: dict[str, Any]) -> list[str]:
     ]
 
 
+def version_text(agent: dict[str, Any]) -> str:
+    """The agent's version, and what its own program reported when that was read (and differs)."""
+    version, reported = agent["version"], agent.get("reported_version")
+    if not isinstance(reported, str):
+        return f"version `{version}`"
+    if reported == version:
+        return f"version `{version}` (as the agent's program reports it)"
+    return f"version `{version}` as given (the agent's program reports `{reported}`)"
+
+
 def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
     """The contract a reader can check against the bundle line by line."""
     agent = bundle["agent"]
@@ -156,7 +166,7 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
         f"# Capability contract: {agent['name']}",
         "",
         f"- Agent: `{agent['name']}` through the `{agent['adapter']}` adapter ({agent['distribution']}), "
-        f"version `{agent['version']}`",
+        + version_text(agent),
         "- Families: "
         + ", ".join(f"`{f['name']}` {f['version']} (taskset `{f['taskset_sha256'][:12]}`)" for f in bundle["families"]),
         f"- Graders, in order: {', '.join(g['name'] + ' ' + g['version'] for g in bundle['graders'])}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -67,6 +68,9 @@ class SealedArm:
     args: tuple[str, ...] = ()
     label: str = ""
     source_sha256: str | None = None
+    agent_version: str | None = field(
+        default=None, metadata=_doc("the version the adapter's program reported of itself when sealed (None: unread)")
+    )
 
 
 @frozen(kw_only=True)
@@ -276,6 +280,7 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
     if problems.lines:
         raise UsageError(problem_message(problems.lines))
     arms = {}
+    versions: dict[tuple[str, tuple[str, ...]], str | None] = {}
     for side in ARMS:
         arm = getattr(descriptor.arms, side)
         arms[side] = SealedArm(
@@ -284,6 +289,7 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
             args=tuple(arm.args),
             label=arm.label,
             source_sha256=checks[arm.agent].source_sha256 if arm.agent is not None else None,
+            agent_version=_reported_version(registry, arm.adapter, tuple(arm.args), versions),
         )
     conditions = tuple(
         SealedCondition(name=c.name, bucket=c.bucket, gating=c.bucket in GATING_BUCKETS, faults=tuple(c.faults))
@@ -320,6 +326,21 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
         certlab_version=__version__,
     )
     return seal_manifest(manifest)
+
+
+def _reported_version(
+    registry: Registry,
+    adapter: str | None,
+    args: tuple[str, ...],
+    known: dict[tuple[str, tuple[str, ...]], str | None],
+) -> str | None:
+    """The version an arm's adapter reads from its program (``claude --version``), once per adapter and arguments."""
+    if adapter is None:
+        return None
+    if (adapter, args) not in known:
+        record = registry.get("agents", adapter)
+        known[(adapter, args)] = record.version(args, os.environ) if record.version is not None else None
+    return known[(adapter, args)]
 
 
 def _places(descriptor: Descriptor, reference: str) -> list[str]:

@@ -232,6 +232,9 @@ class AgentAdapter:
     a name on ``PATH``): before the first trial, certify and run check each, and a script's
     interpreter, inside the containment, and a program the sandbox cannot show makes every
     trial ``agent-unavailable`` with one line naming it, never a failed fix.
+    ``version(agent_args, environment)``, when given, is the version the agent's program
+    reports of itself (``claude --version``), read before the first trial (None: it cannot
+    tell); certify records it beside ``--agent-version`` and ``certlab run`` seals it with the arm.
     """
 
     name: str
@@ -244,6 +247,9 @@ class AgentAdapter:
     )
     environment: tuple[str, ...] = field(default=(), converter=_variable_names)
     programs: Callable[[tuple[str, ...]], Sequence[str]] | None = field(default=None, eq=False, repr=False)
+    version: Callable[[tuple[str, ...], Mapping[str, str]], str | None] | None = field(
+        default=None, eq=False, repr=False
+    )
 
 
 @frozen

@@ -610,7 +610,8 @@ def _restored(
 def _agent_reference(arm_entry: Mapping[str, Any]) -> str:
     if arm_entry.get("agent"):
         return str(arm_entry["agent"])
-    return f"adapter {arm_entry.get('adapter')}"
+    version = arm_entry.get("agent_version")
+    return f"adapter {arm_entry.get('adapter')}" + (f" ({version}, as its program reports)" if version else "")
 
 
 def build_report(

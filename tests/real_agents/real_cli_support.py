@@ -182,6 +182,19 @@ def at_once(calls: Sequence[Callable[[], T]]) -> list[T]:
     return [found[index] for index in range(len(calls))]
 
 
+def assert_version_recorded(bundle: dict[str, Any], executable: str, out: Path, given: str | None = None) -> None:
+    """The CLI's own version (``--version``, as preflight reads it) is in the bundle and CONTRACT.md, beside
+    a ``--agent-version`` that says another (``given``)."""
+    reported = agent_clis.cli_version(executable, os.environ)
+    assert agent_clis.VERSION_NUMBER.fullmatch(reported), reported
+    assert (bundle["agent"]["version"], bundle["agent"]["reported_version"]) == (given or reported, reported)
+    contract = (out / "CONTRACT.md").read_text()
+    if given is None:
+        assert f"version `{reported}` (as the agent's program reports it)" in contract
+    else:
+        assert f"version `{given}` as given (the agent's program reports `{reported}`)" in contract
+
+
 def told(outcome: AgentOutcome) -> str:
     """An outcome for an assertion's message."""
     return f"{outcome.status}: {outcome.detail}\n{outcome.stdout_tail[-800:]}\n{outcome.stderr_tail[-400:]}"

@@ -10,6 +10,7 @@ from real_cli_support import (
     FIXED_LINE,
     SEEDED_LINE,
     TEST_FILE,
+    assert_version_recorded,
     at_once,
     certify,
     closed_port,
@@ -103,6 +104,7 @@ def test_a_first_call_429_is_retried_and_the_fix_certified_with_the_recovered_er
     assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
     assert trial["model"]["call_statuses"] == ["upstream-429", "ok"]
     assert trial["agent_detail"] == "recovered from 1 upstream error (HTTP 429); applied edits to intervals.py"
+    assert_version_recorded(bundle, aider, tmp_path / "out")  # it was "unknown" without --agent-version
 
 
 def test_every_outage_is_agent_unavailable_in_aiders_own_words_although_it_exits_0(aider: str, tmp_path: Path) -> None:

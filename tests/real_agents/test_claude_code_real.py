@@ -11,6 +11,7 @@ from real_cli_support import (
     FIXED_LINE,
     SEEDED_LINE,
     TEST_FILE,
+    assert_version_recorded,
     certify,
     closed_port,
     contained_or_skip,
@@ -132,6 +133,7 @@ def test_a_first_call_429_the_cli_retries_by_itself_is_fixed_with_the_recovered_
         "agent_detail"
     ]
     assert {"policy", "suite"} <= {g["grader"] for g in trial["grades"]}  # graded, not set aside
+    assert_version_recorded(bundle, claude, tmp_path / "out")
 
 
 @pytest.mark.parametrize("status", [500, 429])

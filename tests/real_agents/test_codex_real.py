@@ -14,6 +14,7 @@ from real_cli_support import (
     SEEDED_LINE,
     TASK_NAME,
     TEST_FILE,
+    assert_version_recorded,
     at_once,
     certify,
     closed_port,
@@ -90,10 +91,14 @@ def test_a_scripted_apply_patch_fix_certifies_as_fixed_in_bwrap_with_codexs_toke
 
 def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(codex: str, tmp_path: Path) -> None:
     with ScriptedModelServer(_patch(TEST_FILE, "import pytest", "import pytest  # edited")) as server:
-        code, bundle, said = _certify(codex, server, tmp_path)
+        code, bundle, said = _certify(codex, server, tmp_path, ["--agent-version", "0.1.0-mine"])
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"]) == ("not-fixed", "policy-tests-modified"), said
     assert code == 0
+    # A --agent-version the CLI contradicts is a warning line, and both versions are kept.
+    reported = bundle["agent"]["reported_version"]
+    assert f"warning: --agent-version 0.1.0-mine differs from the version codex's program reports ({reported})" in said
+    assert_version_recorded(bundle, codex, tmp_path / "out", given="0.1.0-mine")
 
 
 def test_a_first_call_429_codex_retries_by_itself_is_fixed_with_the_recovered_error_recorded(
@@ -107,6 +112,7 @@ def test_a_first_call_429_codex_retries_by_itself_is_fixed_with_the_recovered_er
     assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
     assert trial["model"]["call_statuses"] == ["upstream-429", "ok", "ok"]
     assert trial["agent_detail"] == "recovered from 1 upstream error (HTTP 429); 1 turn(s) completed, 1 file change(s)"
+    assert_version_recorded(bundle, codex, tmp_path / "out")  # it was "unknown", although preflight reads it
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 from certlab_scripted_models import Reply, ScriptedModelServer, ToolCall
+from certlab_usage import agent_clis
 from conftest import run_certlab
 from real_cli_support import TASK_NAME, harness_env, one_task, require_cli
 from test_claude_code_real import FIX_USAGE, MODEL, _edit_script
@@ -81,3 +83,6 @@ def test_codex_as_an_arm_fixes_and_an_outage_makes_the_gate_error(tmp_path: Path
     lines = {line["arm"]: line for line in map(json.loads, (store / "trials.jsonl").read_text().splitlines())}
     assert lines["baseline"]["outcome"] == "success" and lines["baseline"]["usage"]["shape"] == "codex-jsonl"
     assert lines["candidate"]["outcome"] == "error" and "agent-unavailable" in lines["candidate"]["error"]
+    # The manifest seals each arm with the version its CLI reports (as preflight reads it).
+    arms = json.loads((store / "manifest.json").read_text())["arms"]
+    assert {arm["agent_version"] for arm in arms.values()} == {agent_clis.cli_version(codex, os.environ)}

@@ -207,5 +207,6 @@ def certlab_agents() -> list[AgentAdapter]:
             run=run,
             check_args=check_args,
             preflight=preflight,
+            version=lambda args, harness: CLI.reported_version(clis.parse_options(_spec(), args), harness),
         )
     ]

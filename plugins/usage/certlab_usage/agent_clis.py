@@ -29,6 +29,8 @@ from attrs import frozen
 from certlab_core.plugin import AgentOutcome, AgentRequest, PreflightCheck, UsageError
 
 CACHE_SUBDIR = ("certlab", "clis")
+# A version number as a CLI prints it: 2.1.197, 0.171.0, 0.86.2.dev3
+VERSION_NUMBER = re.compile(r"\d+\.\d+\.\d+[\w.+-]*")
 # The harness variables every CLI run keeps (the rest of the harness's environment stays behind).
 KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
 # certlab's own variables for the agent (the prompt, its file, the task id) are kept too.
@@ -175,7 +177,7 @@ def cli_version(executable: str, harness: Mapping[str, str], timeout_s: float = 
         except (OSError, subprocess.SubprocessError) as error:
             return f"unknown ({error})"
     text = done.stdout + done.stderr
-    match = re.search(r"\d+\.\d+\.\d+[\w.+-]*", text)
+    match = VERSION_NUMBER.search(text)
     return match.group(0) if match else (text.strip().splitlines() or ["unknown"])[0]
 
 
@@ -244,6 +246,15 @@ class Cli:
                 writable=(str(home),),  # the run's own HOME, made here: the sandbox binds it as the agent's HOME
             )
         return judge(outcome)
+
+    def reported_version(self, options: Mapping[str, Sequence[str]], harness: Mapping[str, str]) -> str | None:
+        """The version the CLI reports of itself (``--version``, as preflight reads it); None when it cannot tell."""
+        try:
+            executable = self.find(options, harness)
+        except UsageError:
+            return None
+        version = cli_version(executable, harness)
+        return version if VERSION_NUMBER.fullmatch(version) else None
 
     def binary_checks(
         self, options: Mapping[str, Sequence[str]], harness: Mapping[str, str]
