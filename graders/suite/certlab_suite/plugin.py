@@ -22,7 +22,6 @@ import os
 import select
 import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from certlab_core.plugin import (
     call_in_fork,
     copy_tree,
     hookimpl,
+    trees,
 )
 from certlab_core.plugin import failure_modes as fm
 
@@ -103,7 +103,8 @@ def grade(request: GradeRequest) -> GradeResult:
         served = _grade_on_server(request)
         if served is not None:
             return served
-    scratch = Path(tempfile.mkdtemp(prefix="certlab-suite-"))
+    made = trees.make_temp_folder("certlab-suite-")
+    scratch = made.as_path
     try:
         tree = scratch / "tree"
         copy_tree(Path(request.workdir), tree)
@@ -129,7 +130,7 @@ def grade(request: GradeRequest) -> GradeResult:
             )
         return judge(run, tuple(request.expected_tests), _tail(log, tree))
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        trees.remove_made(made)  # the graded code wrote here: iterative, and only the folder made
 
 
 def _contained_environment() -> dict[str, str]:
@@ -185,7 +186,8 @@ def serve(containment: Containment, slots: int) -> Iterator[None]:
     """Start ``slots`` grading servers inside ``containment`` for the ``with`` block (the kernel's ``serve`` hook)."""
     from certlab_suite import suite_server, visible_suite
 
-    base = Path(tempfile.mkdtemp(prefix="certlab-suite-servers-"))
+    made = trees.make_temp_folder("certlab-suite-servers-")
+    base = made.as_path
     runner = base / "runner"
     runner.mkdir()
     for module in (suite_server, visible_suite):
@@ -235,7 +237,7 @@ def serve(containment: Containment, slots: int) -> Iterator[None]:
             if server.process.stdout is not None:
                 server.process.stdout.close()
             server.release()
-        shutil.rmtree(base, ignore_errors=True)
+        trees.remove_made(made)
 
 
 @contextlib.contextmanager
@@ -268,11 +270,16 @@ def _a_free_server(containment: Containment) -> Iterator[GradingServer | None]:
 
 
 def _empty(folder: Path) -> None:
-    for entry in folder.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+    """Remove what a grading left in the server's folder (the graded code wrote there): iteratively, no link."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for name in os.listdir(fd):
+            trees.remove_at(fd, name)
+    finally:
+        os.close(fd)
 
 
 def _ask(server: GradingServer, message: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:

@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -154,11 +153,10 @@ def quiet_environment(harness: Mapping[str, str], home: Path, extra: Mapping[str
 @contextlib.contextmanager
 def scratch_home(adapter: str) -> Iterator[Path]:
     """A fresh HOME for one run, outside every work copy, removed afterwards."""
-    home = Path(tempfile.mkdtemp(prefix=f"certlab-{adapter}-home-"))
-    try:
-        yield home
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    from certlab_core.plugin import trees
+
+    with trees.temporary_folder(f"certlab-{adapter}-home-") as made:  # the agent writes here: removed iteratively
+        yield made.as_path
 
 
 def cli_version(executable: str, harness: Mapping[str, str], timeout_s: float = 60.0) -> str:
