@@ -29,11 +29,13 @@ def _echo_decision(decision: dict[str, Any], folder: Path, earlier: list[str]) -
         bounds = condition["bounds"]
         interval = f"[{bounds['lower']:.4f}, {bounds['upper']:.4f}]" if bounds else "[-]"
         gate = "" if condition["gating"] else ", reported, never gated"
+        said = f" (the rule alone: {condition['rule_verdict']})" if condition.get("rule_verdict") else ""
         typer.echo(
             f"condition {condition['name']} ({condition['bucket']}{gate}): "
             f"baseline {counts['baseline']['successes']}/{counts['baseline']['trials']}, "
             f"candidate {counts['candidate']['successes']}/{counts['candidate']['trials']}, "
-            f"candidate - baseline {interval}: {condition['verdict']}"
+            f"candidate - baseline {interval}: {condition['verdict']}{said}"
+            + (": nothing was tested" if condition.get("untested") else "")
         )
     for warning in decision.get("warnings") or ():
         typer.echo(f"warning: {warning}")
@@ -43,7 +45,22 @@ def _echo_decision(decision: dict[str, Any], folder: Path, earlier: list[str]) -
         typer.echo(f"earlier runs of {decision['experiment']} (not part of this decision):")
         for line in earlier:
             typer.echo(f"  {line}")
-    typer.echo(f"verdict: {decision['verdict']}")
+    typer.echo(verdict_line(decision))
+
+
+def verdict_line(decision: dict[str, Any]) -> str:
+    """``verdict: PASS``; when a gating condition's baseline succeeded in (nearly) none of its trials, the line says
+    that nothing was tested there, and why (the Action reads it from this line)."""
+    verdict = decision["verdict"]
+    untested = [c for c in decision["conditions"] if c.get("untested")]
+    if not untested:
+        return f"verdict: {verdict}"
+    by_why: dict[str, list[str]] = {}
+    for condition in untested:
+        by_why.setdefault(condition["untested"], []).append(condition["name"])
+    why = "; ".join(f"{', '.join(names)}: {text}" for text, names in by_why.items())
+    joint = ":" if verdict == "ERROR" else ", but"
+    return f"verdict: {verdict}{joint} nothing was tested: {why}"
 
 
 def _write_reports(folder: Path, registry: Registry, junit: Path | None, markdown: Path | None) -> None:

@@ -9,6 +9,14 @@ trial whose last attempt is an infrastructure error. Otherwise: BLOCK if a gatin
 blocks or the candidate broke its contract, PASS if every gating condition passes, else
 INCONCLUSIVE. The statistical rule is the manifest's, from the registry; the arithmetic is the
 rule's own (scipy is imported there, when the verdict is computed).
+
+A gating condition whose baseline succeeded in (nearly) none of its trials tested nothing: the
+candidate cannot be seen to drop by more than delta from a baseline at or below delta, whatever
+the rule then says. Such a condition carries ``untested`` (why, with the failures of both arms)
+and a warning; below the minimum baseline success the descriptor declares
+(``min_baseline_success``, sealed per condition) it is ERROR, its rule's verdict kept as
+``rule_verdict``, and so is the whole decision (exit 3). The rule's bounds and verdicts are
+never changed, and a decision without either says exactly what it said before.
 """
 
 from __future__ import annotations
@@ -231,10 +239,23 @@ def decision_of(manifest: Manifest, trials: Trials, rule: StatisticalRule) -> di
         if state.verdict is None:
             state.verdict = "ERROR" if problems else "INCONCLUSIVE"
     conditions = [_condition_document(state, groups, problems) for state in states]
+    untested: list[str] = []
+    if not problems:
+        for state, document in zip(states, conditions, strict=True):
+            found = _untested(state, document, manifest.rule.delta)
+            if found is None:
+                continue
+            why, below = found
+            document["untested"] = why
+            if below:
+                document["rule_verdict"], document["verdict"] = document["verdict"], "ERROR"
+                state.verdict = "ERROR"
+            else:
+                untested.append(f"{state.condition.name}: nothing was tested: {why}")
     violations = {arm: sum(1 for (of, _c), group in groups.items() if of == arm for line in group.values()
                            if _violated(line)) for arm in ARMS}  # fmt: skip
     gating = [s for s in states if s.condition.gating]
-    if problems:
+    if problems or any(s.verdict == "ERROR" for s in gating):
         verdict = "ERROR"
     elif any(s.verdict == "BLOCK" for s in gating) or violations["candidate"]:
         verdict = "BLOCK"
@@ -245,9 +266,14 @@ def decision_of(manifest: Manifest, trials: Trials, rule: StatisticalRule) -> di
     if not problems:
         if violations["candidate"]:
             reasons.append(f"the candidate broke its behaviour contract in {violations['candidate']} trial(s): BLOCK")
-        for state in states:
+        for state, document in zip(states, conditions, strict=True):
             if state.bounds is not None and state.verdict in ("PASS", "BLOCK", "INCONCLUSIVE"):
                 reasons.append(_reason(state, manifest.rule.delta))
+            elif "rule_verdict" in document:
+                reasons.append(
+                    f"{state.condition.name} ({state.condition.bucket}): ERROR at look {state.look}: nothing was "
+                    f"tested: {document['untested']} (the rule alone said {document['rule_verdict']})"
+                )
     shown = problems[:PROBLEMS_SHOWN]
     if len(problems) > PROBLEMS_SHOWN:
         shown.append(f"... and {len(problems) - PROBLEMS_SHOWN} more problem(s)")
@@ -274,9 +300,48 @@ def decision_of(manifest: Manifest, trials: Trials, rule: StatisticalRule) -> di
         },
         "problems": shown,
         "reasons": reasons,
-        "warnings": _fault_warnings(conditions),
+        "warnings": [*untested, *_fault_warnings(conditions)],
     }
     return sealed(document)
+
+
+def _untested(state: ConditionState, document: Mapping[str, Any], delta: float) -> tuple[str, bool] | None:
+    """``(why, below the declared minimum)`` when a gating condition's baseline succeeded in too few of its trials
+    for the condition to have tested anything: below its ``min_baseline_success``, or at most ``delta``."""
+    baseline = state.counts.get("baseline")
+    if not state.condition.gating or not state.looks_run or not baseline or not baseline["trials"]:
+        return None
+    successes, trials = baseline["successes"], baseline["trials"]
+    rate = successes / trials
+    minimum = getattr(state.condition, "min_baseline_success", None)
+    below = minimum is not None and rate < minimum
+    if not below and rate > delta:
+        return None
+    limit = (
+        f"below the declared min_baseline_success {minimum:g}"
+        if below
+        else f"no more than delta {delta:g}, so no drop of more than delta could be seen"
+    )
+    why = f"the baseline succeeded in {successes} of {trials} trials ({100 * rate:.1f}%), {limit}"
+    failures = _failure_text(document["failure_modes"], state.counts)
+    return (f"{why}; {failures}" if failures else why), below
+
+
+def _failure_text(modes: Mapping[str, Mapping[str, int]], counts: Mapping[str, Mapping[str, int]]) -> str:
+    """How the arms failed: ``all 240 trials of both arms failed as agent-crashed``, or each arm's commonest modes."""
+    every = [(arm, dict(modes[arm])) for arm in ARMS]
+    if all(len(arm_modes) == 1 and sum(arm_modes.values()) == counts[arm]["trials"] for arm, arm_modes in every):
+        (first,), (second,) = (tuple(arm_modes) for _arm, arm_modes in every)
+        if first == second:
+            total = sum(counts[arm]["trials"] for arm in ARMS)
+            return f"all {total} trials of both arms failed as {first}"
+    parts = []
+    for arm, arm_modes in every:
+        if arm_modes:
+            common = sorted(arm_modes.items(), key=lambda item: (-item[1], item[0]))[:3]
+            listed = ", ".join(f"{mode} {count}" for mode, count in common)
+            parts.append(f"{arm} failures ({sum(arm_modes.values())} of {counts[arm]['trials']}): {listed}")
+    return "; ".join(parts)
 
 
 def _order_key(trial_id: str) -> tuple[int, str, str]:

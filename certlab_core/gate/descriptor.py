@@ -64,6 +64,13 @@ class Condition:
         )
     )
     faults: tuple[FaultDeclaration, ...] = field(default=(), metadata=_doc("the faults injected; none for a clean run"))
+    min_baseline_success: float | None = field(
+        default=None,
+        metadata=_doc(
+            "the least share of its trials the baseline must succeed in for this condition to have tested anything; "
+            "below it the condition is ERROR (null: the descriptor's min_baseline_success)"
+        ),
+    )
 
 
 @frozen(kw_only=True)
@@ -161,6 +168,13 @@ class Descriptor:
     infra_exit_codes: tuple[int, ...] = field(
         default=DEFAULT_INFRA_EXIT_CODES, metadata=_doc("agent exit codes that mean the infrastructure failed (ERROR)")
     )
+    min_baseline_success: float | None = field(
+        default=None,
+        metadata=_doc(
+            "the least share of its trials the baseline must succeed in, in each gating condition, for the gate to "
+            "have tested anything; below it that condition is ERROR, exit 3 (null: no minimum)"
+        ),
+    )
 
     @property
     def gating_conditions(self) -> tuple[Condition, ...]:
@@ -236,6 +250,17 @@ def value_problems(descriptor: Descriptor) -> list[tuple[str, str]]:
                     out.append((f"{where}.faults[{j}].on_calls", "call numbers start at 1"))
             if ":" in fault.fault and not is_reference(fault.fault):
                 out.append((f"{where}.faults[{j}].fault", f"{fault.fault!r} is not module:function"))
+    for where, minimum in _minimums(d):
+        if not 0.0 <= minimum <= 1.0:
+            out.append((where, f"{minimum:g} is not a success rate; give a share from 0 to 1, such as 0.2"))
+    for i, condition in enumerate(d.conditions):
+        if condition.min_baseline_success is not None and condition.bucket not in GATING_BUCKETS:
+            out.append(
+                (
+                    f"conditions[{i}].min_baseline_success",
+                    "a ceiling condition is never gated, so no minimum applies to it; remove it",
+                )
+            )
     if d.conditions and not d.gating_conditions:
         out.append(("conditions", "no condition gates; give at least one the bucket 'falsify' or 'benign'"))
     rule = d.rule
@@ -275,6 +300,22 @@ def value_problems(descriptor: Descriptor) -> list[tuple[str, str]]:
         if not 1 <= code <= 255:
             out.append((f"infra_exit_codes[{i}]", f"{code} is not an exit code; use 1..255"))
     return out
+
+
+def _minimums(d: Descriptor) -> list[tuple[str, float]]:
+    found = [] if d.min_baseline_success is None else [("min_baseline_success", d.min_baseline_success)]
+    for i, condition in enumerate(d.conditions):
+        if condition.min_baseline_success is not None:
+            found.append((f"conditions[{i}].min_baseline_success", condition.min_baseline_success))
+    return found
+
+
+def baseline_minimum(descriptor: Descriptor, condition: Condition) -> float | None:
+    """The least baseline success rate a condition must see: its own, else the descriptor's; none for a ceiling."""
+    if condition.bucket not in GATING_BUCKETS:
+        return None
+    own = condition.min_baseline_success
+    return own if own is not None else descriptor.min_baseline_success
 
 
 # --------------------------------------------------------------------------- loading

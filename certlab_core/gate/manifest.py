@@ -27,6 +27,7 @@ from certlab_core.gate.descriptor import (
     Descriptor,
     FaultDeclaration,
     Rule,
+    baseline_minimum,
     is_reference,
     problem_message,
 )
@@ -81,6 +82,13 @@ class SealedCondition:
     bucket: Literal["falsify", "benign", "ceiling"]
     gating: bool
     faults: tuple[FaultDeclaration, ...] = ()
+    min_baseline_success: float | None = field(
+        default=None,
+        metadata=_doc(
+            "the least baseline success rate for the condition to have tested anything (the condition's own or the "
+            "descriptor's; none for a ceiling); below it the condition is ERROR"
+        ),
+    )
 
 
 @frozen(kw_only=True)
@@ -292,7 +300,13 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
             agent_version=_reported_version(registry, arm.adapter, tuple(arm.args), versions),
         )
     conditions = tuple(
-        SealedCondition(name=c.name, bucket=c.bucket, gating=c.bucket in GATING_BUCKETS, faults=tuple(c.faults))
+        SealedCondition(
+            name=c.name,
+            bucket=c.bucket,
+            gating=c.bucket in GATING_BUCKETS,
+            faults=tuple(c.faults),
+            min_baseline_success=baseline_minimum(descriptor, c),
+        )
         for c in descriptor.conditions
     )
     manifest = Manifest(
@@ -427,6 +441,11 @@ def manifest_from_document(document: Any, source: str) -> Manifest:
         if condition.gating != (condition.bucket in GATING_BUCKETS):
             raise InstrumentError(
                 f"{source}: condition {condition.name} has gating {condition.gating} for bucket {condition.bucket}"
+            )
+        minimum = condition.min_baseline_success
+        if minimum is not None and (not condition.gating or not 0.0 <= minimum <= 1.0):
+            raise InstrumentError(
+                f"{source}: condition {condition.name} has min_baseline_success {minimum!r}; the manifest is damaged"
             )
     return manifest
 

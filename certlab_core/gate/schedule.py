@@ -83,6 +83,15 @@ def _bound_budgets(budgets: Any) -> dict[str, Any]:
     return body
 
 
+def _bound_condition(condition: Any) -> dict[str, Any]:
+    """The condition a trial's identity binds: its minimum baseline success only when set, so a store sealed before
+    it existed keeps the identities it was run with."""
+    body: dict[str, Any] = unstructure(condition)
+    if body.get("min_baseline_success") is None:
+        body.pop("min_baseline_success", None)
+    return body
+
+
 def identity_body(manifest: Manifest, key: TrialKey) -> dict[str, Any]:
     """What a trial's identity binds."""
     return {
@@ -91,7 +100,7 @@ def identity_body(manifest: Manifest, key: TrialKey) -> dict[str, Any]:
         "oracle": manifest.oracle,
         "arm": key.arm,
         "agent": unstructure(manifest.arms[key.arm]),
-        "condition": unstructure(manifest.condition(key.condition)),
+        "condition": _bound_condition(manifest.condition(key.condition)),
         "index": key.index,
         "seed": key.seed,
         "rule": unstructure(manifest.rule),

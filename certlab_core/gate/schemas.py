@@ -184,6 +184,17 @@ class ConditionDecision:
     looks_run: int
     faults: tuple[FaultFiring, ...]
     failure_modes: dict[str, dict[str, int]]
+    untested: str | None = field(
+        default=None,
+        metadata=_doc(
+            "present when the baseline succeeded in too few trials for the condition to have tested anything "
+            "(below its min_baseline_success, or at most delta): why, with how both arms failed"
+        ),
+    )
+    rule_verdict: Literal["PASS", "BLOCK", "INCONCLUSIVE", "STOPPED"] | None = field(
+        default=None,
+        metadata=_doc("present when the condition is ERROR for its baseline's minimum: what the rule alone said"),
+    )
 
 
 @frozen(kw_only=True)

@@ -106,6 +106,11 @@ class ConditionReport:
     candidate: ArmSummary
     faults: tuple[FaultFiring, ...] = field(converter=_tuple)
     clusters: tuple[FailureCluster, ...] = field(converter=_tuple)
+    # Why nothing was tested, when the baseline succeeded in (nearly) none of this gating condition's trials (the
+    # decision's ``untested``): at most delta, or below the descriptor's min_baseline_success. Empty otherwise.
+    untested: str = ""
+    # What the rule alone said, when the condition is ERROR for its baseline's minimum (empty otherwise).
+    rule_verdict: str = ""
 
     @property
     def all_faults_fired(self) -> bool:
@@ -179,6 +184,11 @@ class Report:
     @property
     def all_faults_fired(self) -> bool:
         return all(c.all_faults_fired for c in self.conditions)
+
+    @property
+    def untested(self) -> tuple[ConditionReport, ...]:
+        """The gating conditions that tested nothing: their baseline succeeded in (nearly) none of their trials."""
+        return tuple(c for c in self.conditions if c.untested)
 
     def arm_label(self, arm: str) -> str:
         for usage in self.usage:

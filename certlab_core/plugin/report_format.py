@@ -33,6 +33,9 @@ def reason(condition: ConditionReport, delta: float) -> str:
     """Why a condition got its verdict, in words."""
     if not condition.gating:
         return f"{condition.bucket}: reported only, never gated"
+    if condition.untested:
+        said = f" (the rule alone said {condition.rule_verdict})" if condition.rule_verdict else ""
+        return f"nothing was tested: {condition.untested}{said}"
     if condition.lower is None or condition.upper is None:
         return "could not be evaluated"
     if condition.verdict == "PASS":
@@ -47,6 +50,19 @@ def reason(condition: ConditionReport, delta: float) -> str:
 
 
 REPORTED_ONLY = "reported only"
+NOTHING_TESTED = "nothing was tested"
+
+
+def untested(report: Report) -> list[str]:
+    """One line per gating condition that tested nothing, and why: ``clean: the baseline succeeded in 0 of 60 ...``."""
+    return [f"{condition.name}: {condition.untested}" for condition in report.untested]
+
+
+def headline(report: Report) -> str:
+    """The verdict as a report's title says it: ``PASS``, or ``PASS, but nothing was tested`` (``ERROR: ...``)."""
+    if not report.untested:
+        return report.verdict
+    return f"{report.verdict}{':' if report.verdict == 'ERROR' else ', but'} {NOTHING_TESTED}"
 
 
 def shown_verdict(condition: ConditionReport) -> str:

@@ -554,6 +554,8 @@ class ReportAccumulator:
                     candidate=self._arm_summary("candidate", by_arm["candidate"], alpha),
                     faults=self._fault_firings(condition, by_arm),
                     clusters=self._clusters(by_arm),
+                    untested=str(verdict_of.get("untested") or ""),
+                    rule_verdict=str(verdict_of.get("rule_verdict") or ""),
                 )
             )
         infra = [

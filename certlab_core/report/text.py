@@ -17,9 +17,10 @@ def _arm_line(arm: ArmSummary, alpha: float) -> str:
 
 def render_text(report: Report) -> str:
     lines = [
-        f"experiment {report.experiment}: {report.verdict} (exit {report.exit_code})",
+        f"experiment {report.experiment}: {fmt.headline(report)} (exit {report.exit_code})",
         f"  {fmt.design(report)}; arm intervals at {fmt.level(report.alpha)}, for reading",
     ]
+    lines.extend(f"  {fmt.NOTHING_TESTED.upper()} in {line}" for line in fmt.untested(report))
     if report.decision_file != "matches":
         lines.append(f"  note: decision.json {report.decision_file}; the verdict above is recomputed from the store")
     for condition in report.conditions:

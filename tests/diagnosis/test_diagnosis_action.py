@@ -184,8 +184,57 @@ def test_the_install_step_installs_certlab_and_the_named_plugins(tmp_path: Path,
     assert job["outputs"]["verdict"] == "PASS" and "**PASS**" in job["summary"]
 
 
+CRASHED = textwrap.dedent(
+    """\
+    schema: certlab.experiment/1
+    experiment: action-crashed
+    task:
+      world: retry-inventory
+      input: {orders: 1, existing_share: 0.0, flaky_confirm_rate: 0.0, skus: [widget]}
+    oracle: world
+    arms:
+      baseline: {agent: "crashing_client:agent", label: old}
+      candidate: {agent: "crashing_client:agent", label: new}
+    conditions:
+      - name: reserve-timeout
+        bucket: falsify
+        faults: [{fault: tool_timeout, tool: reserve, on_calls: [1], params: {}}]
+    rule: {name: clopper-pearson, alpha: 0.05, delta: 0.1, looks: 1}
+    n_per_arm: 60
+    seed: 9
+    """
+)
+CRASHING_CLIENT = 'def agent(task, tools, rng):\n    raise RuntimeError("the session was never initialised")\n'
+
+
+def test_a_pass_in_which_every_trial_crashed_says_nothing_was_tested_in_the_summary_and_warns(tmp_path: Path) -> None:
+    (tmp_path / "crashing_client.py").write_text(CRASHING_CLIENT, encoding="utf-8")
+    (tmp_path / "crashed.yaml").write_text(CRASHED, encoding="utf-8")
+    job = run_action(tmp_path, {"descriptor": "crashed.yaml", "install": "false"}, on_path())
+    assert job["code"] == 0, job["steps"]  # the rule's verdict, unchanged: PASS
+    why = (
+        "reserve-timeout: the baseline succeeded in 0 of 60 trials (0.0%), no more than delta 0.1, so no drop of more "
+        "than delta could be seen; all 120 trials of both arms failed as agent-crashed"
+    )
+    assert job["outputs"]["verdict"] == "PASS" and job["outputs"]["untested"] == why
+    assert job["summary"].startswith("## ⚠️ certlab: **PASS** on `action-crashed`, but nothing was tested\n")
+    assert "> **Nothing was tested** in `reserve-timeout`: the baseline succeeded in 0 of 60 trials" in job["summary"]
+    assert f"::warning::certlab: PASS, but nothing was tested: {why}" in job["steps"]["verdict"]["log"]
+
+
+def test_below_a_declared_min_baseline_success_the_job_fails_as_error(tmp_path: Path) -> None:
+    (tmp_path / "crashing_client.py").write_text(CRASHING_CLIENT, encoding="utf-8")
+    (tmp_path / "crashed.yaml").write_text(CRASHED + "min_baseline_success: 0.2\n", encoding="utf-8")
+    job = run_action(tmp_path, {"descriptor": "crashed.yaml", "install": "false"}, on_path())
+    assert job["code"] == 3 and job["outputs"]["verdict"] == "ERROR", job["steps"]
+    assert job["outputs"]["untested"].startswith("reserve-timeout: the baseline succeeded in 0 of 60 trials (0.0%), "
+                                                 "below the declared min_baseline_success 0.2")  # fmt: skip
+    assert job["summary"].startswith("## ⚠️ certlab: **ERROR** on `action-crashed`: nothing was tested\n")
+    assert "::error::certlab: ERROR (exit 3)" in job["steps"]["verdict"]["log"]
+
+
 @pytest.mark.parametrize("needed", ["descriptor"])
 def test_every_required_input_is_documented(needed: str) -> None:
     action = yaml.safe_load(ACTION.read_text())
     assert action["inputs"][needed]["required"] is True
-    assert set(action["outputs"]) == {"verdict", "exit-code", "run-dir", "report"}
+    assert set(action["outputs"]) == {"verdict", "exit-code", "run-dir", "report", "untested"}

@@ -246,13 +246,23 @@ def render(report: Report, rule: Any = None) -> str:
         if report.decision_file == "matches"
         else f"<p class=warn>decision.json {escape(report.decision_file)}: the verdict shown is recomputed.</p>"
     )
+    untested = ""
+    if report.untested:
+        items = "".join(
+            f"<li><code>{escape(c.name)}</code>: {escape(c.untested)}"
+            f"{escape(f' (the rule alone said {c.rule_verdict})') if c.rule_verdict else ''}</li>"
+            for c in report.untested
+        )
+        untested = f"<div id=untested class=warn><p>Nothing was tested:</p><ul>{items}</ul></div>"
+    nothing = f"{':' if report.verdict == 'ERROR' else ', but'} <span class=warn>{fmt.NOTHING_TESTED}</span>"
     return (
         "<!DOCTYPE html>\n"
         f'<html lang="en"><head><meta charset="utf-8"><title>certlab: {escape(report.verdict)} on '
         f"{escape(report.experiment)}</title><style>{STYLE}</style></head><body>"
         f"<header><h1>certlab: {_verdict_badge(report.verdict, 'verdict')} on <code>{escape(report.experiment)}</code>"
-        f"</h1><p class=meta>exit code {report.exit_code} · {escape(fmt.design(report))}"
-        f"{' · run <code>' + escape(report.run) + '</code>' if report.run else ''}</p>{decision_note}"
+        f"{nothing if report.untested else ''}</h1>"
+        f"<p class=meta>exit code {report.exit_code} · {escape(fmt.design(report))}"
+        f"{' · run <code>' + escape(report.run) + '</code>' if report.run else ''}</p>{decision_note}{untested}"
         f"<ul class=reasons>{reasons}</ul></header>{problems}"
         f"<h2>Conditions</h2><p class=meta>Each bar is the rule's interval for candidate minus baseline; the dashed "
         f"line is the margin −δ; a drop past it (the shaded side) must not PASS. Arm intervals at "

@@ -41,13 +41,17 @@ def _arm(arm: ArmSummary) -> str:
 
 def render(report: Report, rule: Any = None) -> str:
     """The whole Markdown page; ``rule`` is not needed."""
-    mark = VERDICT_MARKS.get(report.verdict, "")
+    mark = VERDICT_MARKS["ERROR"] if report.untested else VERDICT_MARKS.get(report.verdict, "")
+    nothing = f"{':' if report.verdict == 'ERROR' else ', but'} {fmt.NOTHING_TESTED}" if report.untested else ""
     out = [
-        f"## {mark} certlab: **{report.verdict}** on `{report.experiment}`",
+        f"## {mark} certlab: **{report.verdict}** on `{report.experiment}`{nothing}",
         "",
         f"Exit code {report.exit_code} · {fmt.design(report)}" + (f" · run `{report.run}`" if report.run else ""),
         "",
     ]
+    for condition in report.untested:
+        said = f" (the rule alone said {condition.rule_verdict})" if condition.rule_verdict else ""
+        out += [f"> **Nothing was tested** in `{condition.name}`: {cell(condition.untested)}{said}.", ""]
     if report.decision_file != "matches":
         out += [f"> decision.json {report.decision_file}: the verdict shown is recomputed from the store.", ""]
     baseline, candidate = report.arm_label("baseline"), report.arm_label("candidate")
