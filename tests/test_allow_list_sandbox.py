@@ -69,12 +69,17 @@ def cache_home() -> str:
 @needs_unshare
 @pytest.mark.parametrize("sandbox", ["none", "auto", "bwrap"])
 def test_home_and_tmpdir_at_tmp_delete_nothing_of_the_hosts_tmp(sandbox: str) -> None:
-    """With HOME=/tmp the old sandbox bound the host's /tmp as the agent's HOME, and the grading
-    server emptied it after every grading: other users' files went, with ``/bin/true`` as the agent."""
+    """With HOME=/tmp the old sandbox bound the host's /tmp as the agent's HOME (and the grading server
+    emptied what it took for its own HOME): a contained agent that cleans its HOME deleted other users' files.
+    Uncontained, the agent runs as the user and is not asked to clean anything (``/bin/true``)."""
+    cleaner = "/tmp/agent/cleaner.sh"
+    agent = "/bin/true" if sandbox == "none" else cleaner
     out = "/tmp/certification"
     script = f"""
         mount -t tmpfs tmpfs /tmp
         mount -t tmpfs tmpfs /dev/shm
+        mkdir /tmp/agent
+        printf '#!/bin/sh\\nrm -rf "$HOME"/* /dev/shm/* 2>/dev/null\\nexit 0\\n' > {cleaner}; chmod 755 {cleaner}
         echo canary > /tmp/canary; echo canary > /dev/shm/canary
         mkdir /tmp/other-user; echo theirs > /tmp/other-user/file
         {
@@ -85,7 +90,7 @@ def test_home_and_tmpdir_at_tmp_delete_nothing_of_the_hosts_tmp(sandbox: str) ->
             "-a",
             "command",
             "--agent-arg",
-            "/bin/true",
+            agent,
             "--no-mutants",
             "--sandbox",
             sandbox,
