@@ -92,6 +92,15 @@ def _bound_condition(condition: Any) -> dict[str, Any]:
     return body
 
 
+def _bound_arm(arm: Any) -> dict[str, Any]:
+    """The arm a trial's identity binds: the version its program reported only when one was read, so a store sealed
+    before arms carried it keeps the identities it was run with."""
+    body: dict[str, Any] = unstructure(arm)
+    if body.get("agent_version") is None:
+        body.pop("agent_version", None)
+    return body
+
+
 def identity_body(manifest: Manifest, key: TrialKey) -> dict[str, Any]:
     """What a trial's identity binds."""
     return {
@@ -99,7 +108,7 @@ def identity_body(manifest: Manifest, key: TrialKey) -> dict[str, Any]:
         "task": unstructure(manifest.task),
         "oracle": manifest.oracle,
         "arm": key.arm,
-        "agent": unstructure(manifest.arms[key.arm]),
+        "agent": _bound_arm(manifest.arms[key.arm]),
         "condition": _bound_condition(manifest.condition(key.condition)),
         "index": key.index,
         "seed": key.seed,
