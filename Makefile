@@ -9,9 +9,9 @@ PYPROJECTS := $(shell find . -name pyproject.toml -not -path './.venv/*' -not -p
 # Every package of ours that the type checker reads: the kernel and each plugin distribution's package.
 TYPED_PACKAGES := certlab_core $(shell find task_families adapters graders plugins -mindepth 2 -maxdepth 2 -type d -name 'certlab_*' -not -name '*.egg-info' 2>/dev/null | sort)
 
-.PHONY: demo test lint typecheck unit setup wheelhouse dist clean certifications chromium clis sandbox
+.PHONY: demo test lint typecheck unit setup wheelhouse dist clean certifications chromium clis sandbox strace
 
-setup: $(STAMP) chromium sandbox
+setup: $(STAMP) chromium sandbox strace
 
 $(STAMP): requirements-dev.txt $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,13 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "make: chromium is missing and apt-get could not install it; the HTML report's browser test needs it"
+
+# strace watches the real agent CLIs' connect calls in their tests (no connection but to the model boundary):
+# installed from Debian when missing and apt-get works.
+strace:
+	@command -v strace >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null; } || \
+	  echo "make: strace is missing and apt-get could not install it; the real CLIs' connection tests will skip"
 
 # The bwrap sandbox: bubblewrap from Debian when missing and apt-get works, and the agent environment (a venv with
 # pytest and nothing of certlab, in the user's cache) made once; either missing makes --sandbox auto run uncontained.
@@ -91,7 +98,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict certlab_core
 	$(BIN)/mypy $(filter-out certlab_core,$(TYPED_PACKAGES))
 
-unit: $(STAMP) $(WHEELHOUSE)/.built chromium clis sandbox
+unit: $(STAMP) $(WHEELHOUSE)/.built chromium clis sandbox strace
 	CERTLAB_WHEELHOUSE=$(CURDIR)/$(WHEELHOUSE) $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=12
 
 test: lint typecheck unit

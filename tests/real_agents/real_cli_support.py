@@ -24,6 +24,7 @@ import certlab_intervals
 import pytest
 from certlab_usage import agent_clis
 from conftest import run_certlab
+from connect_trace import connections, traced
 
 from certlab_core.plugin import AgentOutcome, AgentRequest, UsageError
 from certlab_core.plugin.forking import ChildFailure, map_in_forks
@@ -124,17 +125,23 @@ def certify(
     timeout_s: float = 90,
     options: Sequence[str] = (),
     sandbox: str = "none",
+    trace: Path | None = None,
 ) -> tuple[int, dict[str, Any], str]:
     """``certlab certify --task`` with one trial (and ``options``): exit code, bundle, stdout and stderr.
 
     Uncontained unless ``sandbox`` says otherwise: a bwrap sandbox gives the agent no network but the
     model boundary's relay, so a CLI pointed past the boundary (``--base-url``) reaches nothing there.
+    With ``trace`` the run is watched by ``strace -ff`` into that folder (``connect_trace``).
     """
     argv = ["certify", "--task", str(task), "--agent", agent, "--out", str(out), "--workers", "1", *options]
     argv += ["--agent-timeout", f"{timeout_s:g}", "--sandbox", sandbox]
     for arg in args:
         argv.append(f"--agent-arg={arg}")
-    done = run_certlab(*argv, env=env, timeout=timeout_s + 240)
+    if trace is None:
+        done = run_certlab(*argv, env=env, timeout=timeout_s + 240)
+    else:
+        command = traced([sys.executable, "-m", "certlab_core.cli", *argv], trace)
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout_s + 240, check=False)
     bundle_file = out / "bundle.json"
     assert bundle_file.exists(), done.stdout + done.stderr
     return done.returncode, json.loads(bundle_file.read_text()), done.stdout + done.stderr
@@ -193,6 +200,14 @@ def assert_version_recorded(bundle: dict[str, Any], executable: str, out: Path, 
         assert f"version `{reported}` (as the agent's program reports it)" in contract
     else:
         assert f"version `{given}` as given (the agent's program reports `{reported}`)" in contract
+
+
+def assert_no_connection_but_the_boundary(trace: Path, executable: str, upstream_port: int) -> None:
+    """The CLI's processes (its version check included) attempted no connection but to the model boundary."""
+    seen = connections(trace, executable)
+    assert seen.cli_processes, f"the trace shows no process that ran {executable}"
+    assert seen.elsewhere(upstream_port) == [], "\n".join(seen.elsewhere(upstream_port))
+    assert seen.to_boundary(upstream_port), f"the CLI never reached the model boundary: {seen.by_cli}"
 
 
 def told(outcome: AgentOutcome) -> str:

@@ -10,6 +10,7 @@ from real_cli_support import (
     FIXED_LINE,
     SEEDED_LINE,
     TEST_FILE,
+    assert_no_connection_but_the_boundary,
     assert_version_recorded,
     at_once,
     certify,
@@ -50,46 +51,61 @@ def _args(aider: str) -> list[str]:
 
 
 def _certify(
-    aider: str, server: ScriptedModelServer, tmp_path: Path, timeout_s: float = 60, sandbox: str = "none"
+    aider: str,
+    server: ScriptedModelServer,
+    tmp_path: Path,
+    timeout_s: float = 60,
+    sandbox: str = "none",
+    args: list[str] | None = None,
+    trace: Path | None = None,
 ) -> tuple[int, dict, str]:
     return certify(
         one_task(tmp_path / "task"),
         tmp_path / "out",
         "aider",
-        _args(aider),
+        _args(aider) if args is None else args,
         harness_env(OPENAI_API_KEY="scripted-key", OPENAI_API_BASE=server.openai_base_url),
         timeout_s=timeout_s,
         sandbox=sandbox,
+        trace=trace,
     )
 
 
-def test_a_scripted_search_replace_fix_certifies_as_fixed_in_bwrap_with_aiders_figures(
+def test_a_scripted_search_replace_fix_certifies_as_fixed_in_bwrap_with_no_connection_but_the_boundary(
     aider: str, tmp_path: Path
 ) -> None:
+    # No prices and no metadata file given: aider used to fetch its price table from a public host at every run,
+    # which in the sandbox failed with connection errors in its output (a DNS lookup first).
     sandbox = contained_or_skip()  # the model boundary's relay is the CLI's only way out
     script = [_block("intervals.py", f"    {SEEDED_LINE}", f"    {FIXED_LINE}")]
     with ScriptedModelServer(script, relative_turns=True) as server:
-        code, bundle, said = _certify(aider, server, tmp_path, sandbox=sandbox)
+        code, bundle, said = _certify(
+            aider, server, tmp_path, sandbox=sandbox, args=_args(aider)[:2], trace=tmp_path / "trace"
+        )
         requests = server.requests
+        port = server.port
     trial = only_trial(bundle)
     assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
     assert bundle["containment"]["sandbox"] == "bwrap"
+    assert_no_connection_but_the_boundary(tmp_path / "trace", aider, port)
+    assert "Connection" not in trial["output_tail"]["stdout"] + trial["output_tail"]["stderr"]
     assert {r.path for r in requests} == {"/v1/chat/completions"} and len(requests) == 1
     assert requests[0].headers.get("authorization") == "Bearer scripted-key"
-    usage = trial["usage"]
-    assert (usage["shape"], usage["input_tokens"], usage["output_tokens"]) == ("aider-text", 900, 85)
-    dollars = USAGE.input_tokens * PRICES[0] + USAGE.output_tokens * PRICES[1]
-    assert usage["cost_usd"] == pytest.approx(dollars, abs=5e-5)  # aider prints two significant digits here
-    assert usage["cost_source"] == "client-estimate"
 
 
-def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(aider: str, tmp_path: Path) -> None:
+def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy_with_no_connection_but_the_boundary(
+    aider: str, tmp_path: Path
+) -> None:
+    # No prices and no metadata file given, uncontained: aider used to fetch its price table from a public host
+    # (a DNS lookup at every run), a connection around the model boundary.
     script = [_block(TEST_FILE, "import pytest", "import pytest  # edited")]
     with ScriptedModelServer(script, relative_turns=True) as server:
-        code, bundle, said = _certify(aider, server, tmp_path)
+        code, bundle, said = _certify(aider, server, tmp_path, args=_args(aider)[:2], trace=tmp_path / "trace")
+        port = server.port
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"]) == ("not-fixed", "policy-tests-modified"), said
     assert code == 0
+    assert_no_connection_but_the_boundary(tmp_path / "trace", aider, port)
 
 
 def test_a_first_call_429_is_retried_and_the_fix_certified_with_the_recovered_error_recorded(
@@ -105,6 +121,12 @@ def test_a_first_call_429_is_retried_and_the_fix_certified_with_the_recovered_er
     assert trial["model"]["call_statuses"] == ["upstream-429", "ok"]
     assert trial["agent_detail"] == "recovered from 1 upstream error (HTTP 429); applied edits to intervals.py"
     assert_version_recorded(bundle, aider, tmp_path / "out")  # it was "unknown" without --agent-version
+    # aider's figures for the answer it used, its dollars from the prices given in the model metadata file.
+    usage = trial["usage"]
+    assert (usage["shape"], usage["input_tokens"], usage["output_tokens"]) == ("aider-text", 900, 85)
+    dollars = USAGE.input_tokens * PRICES[0] + USAGE.output_tokens * PRICES[1]
+    assert usage["cost_usd"] == pytest.approx(dollars, abs=5e-5)  # aider prints two significant digits here
+    assert usage["cost_source"] == "client-estimate"
 
 
 def test_every_outage_is_agent_unavailable_in_aiders_own_words_although_it_exits_0(aider: str, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from real_cli_support import (
     FIXED_LINE,
     SEEDED_LINE,
     TEST_FILE,
+    assert_no_connection_but_the_boundary,
     assert_version_recorded,
     certify,
     closed_port,
@@ -74,11 +75,14 @@ def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_in
             _args(claude),
             _env(server),
             sandbox=sandbox,
+            trace=tmp_path / "trace",
         )
         requests = server.requests
+        port = server.port
     trial = only_trial(bundle)
     assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
     assert bundle["containment"]["sandbox"] == "bwrap"
+    assert_no_connection_but_the_boundary(tmp_path / "trace", claude, port)
     # Every request was a model call on loopback, each with the key the harness holds.
     assert {r.path for r in requests if r.method == "POST"} == {"/v1/messages"}
     assert all(r.status != 404 for r in requests)
@@ -104,7 +108,9 @@ def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_in
     assert re.search(line + re.escape(" (the client's own estimate, 1 trials)"), said), said
 
 
-def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(claude: str, tmp_path: Path) -> None:
+def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy_with_no_connection_but_the_boundary(
+    claude: str, tmp_path: Path
+) -> None:
     with ScriptedModelServer(_edit_script(TEST_FILE, "import pytest", "import pytest  # edited")) as server:
         code, bundle, said = certify(
             one_task(tmp_path / "task"),
@@ -112,10 +118,13 @@ def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(claude: str, tmp_
             "claude-code",
             _args(claude),
             _env(server),
+            trace=tmp_path / "trace",
         )
+        port = server.port
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"]) == ("not-fixed", "policy-tests-modified"), said
     assert code == 0
+    assert_no_connection_but_the_boundary(tmp_path / "trace", claude, port)  # uncontained, too
 
 
 def test_a_first_call_429_the_cli_retries_by_itself_is_fixed_with_the_recovered_error_recorded(

@@ -14,6 +14,7 @@ from real_cli_support import (
     SEEDED_LINE,
     TASK_NAME,
     TEST_FILE,
+    assert_no_connection_but_the_boundary,
     assert_version_recorded,
     at_once,
     certify,
@@ -53,6 +54,7 @@ def _certify(
     options: Sequence[str] = (),
     sandbox: str = "none",
     args: Sequence[str] = (),
+    trace: Path | None = None,
 ) -> tuple[int, dict[str, Any], str]:
     return certify(
         one_task(tmp_path / "task"),
@@ -63,17 +65,20 @@ def _certify(
         timeout_s=60,
         options=options,
         sandbox=sandbox,
+        trace=trace,
     )
 
 
 def test_a_scripted_apply_patch_fix_certifies_as_fixed_in_bwrap_with_codexs_tokens(codex: str, tmp_path: Path) -> None:
     sandbox = contained_or_skip()  # the model boundary's relay is the CLI's only way out
     with ScriptedModelServer(_patch("intervals.py", f"    {SEEDED_LINE}", f"    {FIXED_LINE}")) as server:
-        code, bundle, said = _certify(codex, server, tmp_path, sandbox=sandbox)
+        code, bundle, said = _certify(codex, server, tmp_path, sandbox=sandbox, trace=tmp_path / "trace")
         requests = server.requests
+        port = server.port
     trial = only_trial(bundle)
     assert (code, trial["verdict"], trial["agent_status"]) == (0, "fixed", "completed"), said
     assert bundle["containment"]["sandbox"] == "bwrap"
+    assert_no_connection_but_the_boundary(tmp_path / "trace", codex, port)
     assert {r.path for r in requests} == {"/v1/responses"}
     assert {r.headers.get("authorization") for r in requests} == {"Bearer scripted-key"}
     usage = trial["usage"]
@@ -89,9 +94,15 @@ def test_a_scripted_apply_patch_fix_certifies_as_fixed_in_bwrap_with_codexs_toke
     assert "no dollar figure (this client reports none)" in contract
 
 
-def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy(codex: str, tmp_path: Path) -> None:
+def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy_with_no_connection_but_the_boundary(
+    codex: str, tmp_path: Path
+) -> None:
     with ScriptedModelServer(_patch(TEST_FILE, "import pytest", "import pytest  # edited")) as server:
-        code, bundle, said = _certify(codex, server, tmp_path, ["--agent-version", "0.1.0-mine"])
+        code, bundle, said = _certify(
+            codex, server, tmp_path, ["--agent-version", "0.1.0-mine"], trace=tmp_path / "trace"
+        )
+        port = server.port
+    assert_no_connection_but_the_boundary(tmp_path / "trace", codex, port)  # uncontained, too
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"]) == ("not-fixed", "policy-tests-modified"), said
     assert code == 0

@@ -3,8 +3,12 @@
 aider gets the task's prompt, the files it may change named explicitly (the ``--file``
 options, else the literal paths of the task's edit policy that exist in the work copy), no
 git, no repository map, no linting or testing of its own, and its history files (and the
-model metadata file, when prices are given) in a fresh ``HOME`` outside the work copy;
-``LITELLM_LOCAL_MODEL_COST_MAP`` makes litellm read its own price map, not the network's.
+model metadata file, when prices are given) in a fresh ``HOME`` outside the work copy.
+It makes no connection but to its model API: ``LITELLM_LOCAL_MODEL_COST_MAP`` makes litellm read
+the price map it ships, update checks and analytics are off, and the fresh ``HOME`` is given
+the price table aider would otherwise fetch from a public host on every run
+(``~/.aider/caches/model_prices_and_context_window.json``, :data:`OFFLINE_PRICE_TABLE`): an
+entry for no model, so aider takes what it knows of a model from litellm's shipped map.
 
 Its exit code is not trusted: aider exits 0 even when the model API is down. An API error
 it printed and never got past (no model reply after it) is ``unavailable``, an
@@ -68,6 +72,13 @@ API_FAILURE = re.compile(
     r"timed out)|The API provider's servers are down or overloaded|Retrying in \d+(?:\.\d+)? seconds"
 )
 MODEL_REPLY = re.compile(r"^Tokens: ", re.MULTILINE)
+# aider's price table cache, relative to HOME: while it holds an entry no younger than a day, aider fetches
+# nothing (an empty one is fetched again). Ours names no model: what aider knows of a model comes from the
+# price map litellm ships (LITELLM_LOCAL_MODEL_COST_MAP), or from the run's model metadata file.
+PRICE_TABLE_CACHE = (".aider", "caches", "model_prices_and_context_window.json")
+OFFLINE_PRICE_TABLE = {
+    "certlab-offline": {"note": "written by certlab's aider adapter so that aider fetches no price table"}
+}
 
 
 def _spec() -> clis.OptionSpec:
@@ -160,6 +171,9 @@ def command_line(
     executable: str, prompt: str, files: Sequence[str], home: Path, options: Mapping[str, Sequence[str]]
 ) -> list[str]:
     """The ``aider --message`` argument vector for one headless run; its files all live in ``home``."""
+    cache = home.joinpath(*PRICE_TABLE_CACHE)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(OFFLINE_PRICE_TABLE), encoding="utf-8")
     model = clis.one(options, "model") or DEFAULT_MODEL
     metadata_file = clis.one(options, "model-metadata-file")
     entry = metadata(options, model)

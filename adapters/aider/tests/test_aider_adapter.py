@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,13 @@ def test_history_and_metadata_stay_out_of_the_work_copy(tmp_path: Path) -> None:
     for flag in ("--model-metadata-file", "--input-history-file", "--chat-history-file"):
         assert Path(argv[argv.index(flag) + 1]).parent == tmp_path
     assert "--model-metadata-file" not in command_line("aider", "Fix.", [], tmp_path, {})
+
+
+def test_the_run_has_aiders_price_table_so_aider_fetches_none(tmp_path: Path) -> None:
+    # aider fetches model_prices_and_context_window.json from a public host when its cache holds no entry.
+    command_line("aider", "Fix.", ["intervals.py"], tmp_path, {})
+    cached = json.loads((tmp_path / ".aider" / "caches" / "model_prices_and_context_window.json").read_text())
+    assert cached and not any("/" in name or name.startswith("gpt") for name in cached)  # an entry for no model
 
 
 def test_bad_options_are_refused_before_anything_runs() -> None:
