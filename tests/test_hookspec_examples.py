@@ -1,16 +1,24 @@
-"""Every hook spec documents a complete example plugin; each example is run and must yield its records."""
+"""Every hook spec documents a complete example plugin; each example is run and must yield its records, and
+passes mypy --strict against the contract with the example distributions docs/plugins.md points to."""
 
 from __future__ import annotations
 
 import inspect
+import re
+import subprocess
+import sys
 import textwrap
 import types
 import typing
+from pathlib import Path
 
 import pytest
 
 from certlab_core.plugin import hookspecs, records
 from certlab_core.plugin.registry import HOOK_PREFIX, KINDS, discover
+from certlab_core.testing import adapter_checks
+
+ROOT = Path(__file__).resolve().parent.parent
 
 MARKER = "Example plugin::"
 
@@ -62,3 +70,87 @@ def test_example_plugin_yields_its_records(name: str, spec: types.FunctionType) 
     if kind in KINDS:
         for record in flat:
             assert registry.get(kind, record.name) == record
+
+
+# --------------------------------------------------------------------------- the docs' examples under mypy --strict
+
+#: The example distributions docs/plugins.md sends authors to, and a file each of their modules can stand as.
+EXAMPLE_FILES = {
+    "fixbot_plugin.py": "examples/custom_adapter/certlab_fixbot/plugin.py",
+    "fixbot_conformance.py": "examples/custom_adapter/tests/test_fixbot_conformance.py",
+    "roman_plugin.py": "examples/thirdparty_family/certlab_roman/plugin.py",
+}
+
+#: What the contract's types must refuse: each line names the error codes mypy --strict gives it.
+MISUSE = """\
+from certlab_core.plugin import AgentOutcome, Bounds, TaskFamily
+
+TaskFamily.in_folder("family", name="n", version="1", descripton="d", allowed_paths=[],  # expect: call-arg
+                     test_paths=[], module_names=[], defects=[])
+Bounds(lower=0.0, upper=0.0, verdict="pass")  # expect: arg-type
+AgentOutcome(status="done")  # expect: arg-type
+"""
+
+
+def test_the_docs_examples_pass_mypy_strict_against_the_contract(tmp_path: Path) -> None:
+    """One mypy --strict run over every hook spec's example, the example distributions' modules and the
+    docstring example of AdapterConformance; a file of misuses checks that the contract's types refuse them."""
+    pytest.importorskip("mypy")
+    folder = tmp_path / "examples"
+    folder.mkdir()
+    for name, spec in specs():
+        (folder / f"example_{name}.py").write_text(example_of(spec))
+    for target, source in EXAMPLE_FILES.items():
+        (folder / target).write_text((ROOT / source).read_text(encoding="utf-8"))
+    (folder / "scenario_example.py").write_text(docstring_example(adapter_checks))
+    (folder / "misuse.py").write_text(MISUSE)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--show-error-codes",
+            "--no-error-summary",
+            "--hide-error-context",
+            "--cache-dir",
+            str(tmp_path / "mypy-cache"),
+            str(folder),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    expected = {
+        (line_number, code.strip())
+        for line_number, line in enumerate(MISUSE.splitlines(), 1)
+        if "# expect:" in line
+        for code in line.split("# expect:", 1)[1].split(",")
+    }
+    found, unexpected = set(), []
+    for line in result.stdout.splitlines():
+        match = re.match(r"(?P<path>[^:]+):(?P<line>\d+): error: .*\[(?P<code>[a-z-]+)\]$", line)
+        if match is None:
+            if ": error:" in line:
+                unexpected.append(line)
+            continue
+        where = (int(match["line"]), match["code"])
+        if Path(match["path"]).name == "misuse.py" and where in expected:
+            found.add(where)
+        else:
+            unexpected.append(line)
+    assert not unexpected, "mypy --strict refuses the docs' examples:\n" + "\n".join(unexpected) + result.stderr
+    assert found == expected, f"the contract's types let misuses through: {sorted(expected - found)}"
+
+
+def docstring_example(module: types.ModuleType) -> str:
+    """The ``::`` block of a module's docstring, dedented."""
+    block = (module.__doc__ or "").split("::\n", 1)[1]
+    lines = []
+    for line in block.splitlines()[1:]:
+        if line.strip() and not line.startswith("    "):
+            break
+        lines.append(line)
+    return textwrap.dedent("\n".join(lines))

@@ -138,7 +138,12 @@ def load_rule(name: str) -> StatisticalRule:
 
 def planner(rule: StatisticalRule) -> Callable[..., dict[str, float]]:
     if rule.plan is None:
-        raise UsageError(f"the statistical rule {rule.name!r} cannot plan; choose another with --rule")
+        raise UsageError(
+            f"the statistical rule {rule.name!r} cannot plan: plan and selfcheck need the rule's "
+            "StatisticalRule.plan(p_baseline, p_candidate, n, alpha, delta, conditions, looks) -> the exact "
+            "P(PASS), P(BLOCK), P(INCONCLUSIVE), which it does not give (see docs/statistics.md, The rule record); "
+            "choose another with --rule"
+        )
     return rule.plan
 
 
@@ -146,8 +151,9 @@ def planner(rule: StatisticalRule) -> Callable[..., dict[str, float]]:
 
 
 def per_arm_alpha(rule: StatisticalRule, alpha: float, conditions: int, looks: int) -> float | None:
-    """The level of the per-arm intervals a rule combines, when its ``decide`` says (``decide.arm_alpha``)."""
-    arm_alpha = getattr(rule.decide, "arm_alpha", None)
+    """The level of the per-arm intervals a rule combines, when it says (``StatisticalRule.arm_alpha``; a rule
+    made before that field was declared may carry it as ``decide.arm_alpha``)."""
+    arm_alpha = rule.arm_alpha if rule.arm_alpha is not None else getattr(rule.decide, "arm_alpha", None)
     return float(arm_alpha(alpha, conditions, looks)) if callable(arm_alpha) else None
 
 

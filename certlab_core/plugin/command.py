@@ -34,10 +34,11 @@ import time
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, get_args
 
-from attrs import frozen
+from attrs import field, frozen
 
+from certlab_core.plugin.converters import one_of
 from certlab_core.plugin.records import AgentOutcome, AgentRequest
 from certlab_core.plugin.sandbox import (
     Containment,
@@ -250,7 +251,7 @@ RunStatus = Literal["completed", "timeout", "resource-limit", "unstartable"]
 class ContainedRun:
     """What one contained program did: how it ended, its exit code, the limits it hit, what it left behind."""
 
-    status: RunStatus
+    status: RunStatus = field(validator=one_of(get_args(RunStatus)))
     exit_code: int | None
     wall_s: float
     leftovers: tuple[str, ...] = ()

@@ -1,7 +1,9 @@
-"""Typed converters for record fields: each takes any mapping and keeps a plain ``dict`` of the same types.
+"""Typed converters for record fields, and the check of a ``Literal`` field's word.
 
-attrs calls a field's converter with whatever the caller passed; a typed function (not a
-lambda) lets the type checker see the types the record's ``__init__`` accepts.
+Each converter takes any mapping and keeps a plain ``dict`` of the same types. attrs calls a
+field's converter with whatever the caller passed; a typed function (not a lambda) lets the
+type checker see the types the record's ``__init__`` accepts. ``one_of`` checks a ``Literal``
+field when a record is made, as the type checker cannot for code that is not type-checked.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import attrs
+
     from certlab_core.plugin.records import JsonValue, Tool
 
 
@@ -40,3 +44,16 @@ def callable_map(value: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[
 def loose_map(value: Mapping[str, Any]) -> dict[str, Any]:
     """For the kernel's own records whose values are checked where they are read (never a plugin's record)."""
     return dict(value)
+
+
+def one_of(words: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    """An attrs validator for a ``Literal`` field: a word outside ``words`` is one ValueError naming the field
+    and the valid words (``AgentOutcome.status must be one of completed, timeout, ...; got 'done'``)."""
+
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, str) or value not in words:
+            raise ValueError(
+                f"{type(instance).__name__}.{attribute.name} must be one of {', '.join(words)}; got {value!r}"
+            )
+
+    return check

@@ -16,11 +16,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from attrs import field, frozen
 
-from certlab_core.plugin.converters import text_map
+from certlab_core.plugin.converters import one_of, text_map
 from certlab_core.plugin.forking import ChildFailure, ForkPool, Zygote, ZygoteHost
 
 FailureKind = Literal["exception", "died", "timeout", "worker-lost"]
@@ -87,7 +87,7 @@ class Work:
 class WorkFailure:
     """Why a unit of work gave no result."""
 
-    kind: FailureKind
+    kind: FailureKind = field(validator=one_of(get_args(FailureKind)))
     summary: str
     exit_code: int | None = None  # how a process that "died" exited (None when killed by a signal)
     traceback: str = ""

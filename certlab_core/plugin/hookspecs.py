@@ -46,7 +46,7 @@ def certlab_task_families() -> list[TaskFamily]:
         (ROOT / "acceptance.jsonl").write_text('{"id": "neg", "call": "sign:sign", "args": [-2], "expect": -1}\\n')
 
         @hookimpl
-        def certlab_task_families():
+        def certlab_task_families() -> list[TaskFamily]:
             return [TaskFamily(
                 name="sign", version="1.0", description="one-function example",
                 tree_dir=str(ROOT / "tree"), prompt_file=str(ROOT / "TASK.md"),
@@ -87,16 +87,16 @@ def certlab_agents() -> list[AgentAdapter]:
     Example plugin::
 
         import shutil
-        from certlab_core.plugin import AgentAdapter, AgentOutcome, hookimpl, run_command
+        from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, hookimpl, run_command
 
-        def run(request):
+        def run(request: AgentRequest) -> AgentOutcome:
             if shutil.which("sed", path=request.env.get("PATH")) is None:
                 return AgentOutcome(status="unavailable", detail="sed is not on PATH")
             # a one-line "agent": flips the first strict comparison it finds in every Python file
             return run_command(request, ["/bin/sh", "-c", "sed -i '0,/ < /s// <= /' *.py"])
 
         @hookimpl
-        def certlab_agents():
+        def certlab_agents() -> list[AgentAdapter]:
             return [AgentAdapter(name="flipper", description="a sed one-liner as an agent", run=run,
                                  programs=lambda args: ["sed"])]
     """
@@ -110,9 +110,9 @@ def certlab_graders() -> list[Grader]:
     Example plugin::
 
         import pathlib
-        from certlab_core.plugin import GradeResult, Grader, hookimpl
+        from certlab_core.plugin import GradeRequest, GradeResult, Grader, hookimpl
 
-        def grade(request):
+        def grade(request: GradeRequest) -> GradeResult:
             notes = pathlib.Path(request.workdir) / "NOTES.txt"
             if notes.exists():
                 return GradeResult(grader="no-notes", passed=False,
@@ -120,7 +120,7 @@ def certlab_graders() -> list[Grader]:
             return GradeResult(grader="no-notes", passed=True)
 
         @hookimpl
-        def certlab_graders():
+        def certlab_graders() -> list[Grader]:
             return [Grader(name="no-notes", order=5, description="refuses NOTES.txt", grade=grade)]
     """
     raise NotImplementedError
@@ -132,20 +132,20 @@ def certlab_statistical_rules() -> list[StatisticalRule]:
 
     Example plugin::
 
-        from certlab_core.plugin import Bounds, StatisticalRule, hookimpl
+        from certlab_core.plugin import Bounds, GateVerdict, StatisticalRule, hookimpl
 
-        def interval(successes, n, alpha):
+        def interval(successes: int, n: int, alpha: float) -> tuple[float, float]:
             p = successes / n if n else 0.0
             return (p, p)
 
-        def decide(baseline_successes, baseline_n, candidate_successes, candidate_n,
-                   alpha=0.05, delta=0.10, conditions=1, looks=1):
+        def decide(baseline_successes: int, baseline_n: int, candidate_successes: int, candidate_n: int,
+                   alpha: float = 0.05, delta: float = 0.10, conditions: int = 1, looks: int = 1) -> Bounds:
             diff = candidate_successes / candidate_n - baseline_successes / baseline_n
-            verdict = "PASS" if diff > -delta else "BLOCK"
+            verdict: GateVerdict = "PASS" if diff > -delta else "BLOCK"
             return Bounds(lower=diff, upper=diff, verdict=verdict)
 
         @hookimpl
-        def certlab_statistical_rules():
+        def certlab_statistical_rules() -> list[StatisticalRule]:
             return [StatisticalRule(name="point-estimate", description="no uncertainty at all",
                                     decide=decide, interval=interval)]
     """
@@ -156,15 +156,17 @@ def certlab_statistical_rules() -> list[StatisticalRule]:
 def certlab_reporters() -> list[Reporter]:
     """Return the report formats this plugin provides (``certlab report RUNDIR --format NAME``).
 
-    ``render(report, rule)`` returns the whole file as text from the report model (see
-    ``certlab_core.report.model.Report``); ``rule`` is the experiment's statistical rule
-    when installed, else None. A reporter reads; it never re-runs or re-decides anything.
+    ``render(report, rule)`` returns the whole file as text from the report model, a
+    ``certlab_core.plugin.Report`` (its parts, ``ConditionReport``, ``ArmSummary``, ``PassK``,
+    ``FaultFiring``, ``FailureCluster``, ``ArmUsage``, ``InfraError`` and ``EarlierRun``, are
+    exported there too); ``rule`` is the experiment's statistical rule when installed, else
+    None. A reporter reads; it never re-runs or re-decides anything.
 
     Example plugin::
 
-        from certlab_core.plugin import Reporter, hookimpl
+        from certlab_core.plugin import Report, Reporter, StatisticalRule, hookimpl
 
-        def render(report, rule):
+        def render(report: Report, rule: StatisticalRule | None) -> str:
             lines = ["condition,verdict,lower,upper"]
             for condition in report.conditions:
                 lines.append(f"{condition.name},{condition.verdict},{condition.lower},{condition.upper}")
@@ -172,7 +174,7 @@ def certlab_reporters() -> list[Reporter]:
             return "\\n".join(lines) + "\\n"
 
         @hookimpl
-        def certlab_reporters():
+        def certlab_reporters() -> list[Reporter]:
             return [Reporter(name="csv", description="one line per condition", suffix=".csv", render=render)]
     """
     raise NotImplementedError
@@ -188,26 +190,28 @@ def certlab_tool_worlds() -> list[ToolWorld]:
 
     Example plugin::
 
-        from certlab_core.plugin import OracleVerdict, ToolRejected, ToolWorld, WorldInstance, hookimpl
+        from certlab_core.plugin import (
+            JsonObject, JsonValue, OracleVerdict, ToolRejected, ToolWorld, WorldInstance, hookimpl)
 
-        def build(task_input, seed):
-            state = {"lights": {"hall": False}}
+        def build(task_input: JsonObject, seed: int) -> WorldInstance:
+            lights = {"hall": False}
 
-            def switch(room, on):
-                if room not in state["lights"]:
+            def switch(room: str, on: bool) -> JsonValue:
+                if room not in lights:
                     raise ToolRejected(f"no room {room!r}")
-                state["lights"][room] = bool(on)
-                return {"room": room, "on": state["lights"][room]}
+                lights[room] = bool(on)
+                return {"room": room, "on": lights[room]}
 
             return WorldInstance(task={"turn_on": "hall"}, tools={"switch": switch},
-                                 snapshot=lambda: {"lights": dict(state["lights"])})
+                                 snapshot=lambda: {"lights": dict(lights)})
 
-        def oracle(task, snapshot):
-            on = snapshot["lights"].get(task["turn_on"], False)
+        def oracle(task: JsonObject, snapshot: JsonValue) -> OracleVerdict:
+            lights = snapshot.get("lights") if isinstance(snapshot, dict) else None
+            on = isinstance(lights, dict) and lights.get(str(task["turn_on"])) is True
             return OracleVerdict(passed=on, detail="" if on else "the light is still off")
 
         @hookimpl
-        def certlab_tool_worlds():
+        def certlab_tool_worlds() -> list[ToolWorld]:
             return [ToolWorld(name="lights", description="one switch", tools=["switch"],
                               build=build, oracle=oracle)]
     """
@@ -224,15 +228,16 @@ def certlab_faults() -> list[Fault]:
 
     Example plugin::
 
-        from certlab_core.plugin import Fault, FaultEffect, hookimpl
+        from certlab_core.plugin import Fault, FaultContext, FaultEffect, hookimpl
 
-        def inject(context):
-            if context.rng.random() < context.params.get("probability", 0.5):
+        def inject(context: FaultContext) -> FaultEffect | None:
+            probability = context.params.get("probability", 0.5)
+            if isinstance(probability, int | float) and context.rng.random() < probability:
                 return FaultEffect(error="ToolUnavailable", message=f"{context.name} is down")
             return None
 
         @hookimpl
-        def certlab_faults():
+        def certlab_faults() -> list[Fault]:
             return [Fault(name="coin_flip_outage", description="a tool is down, at random",
                           inject=inject, target="tool")]
     """
@@ -254,36 +259,37 @@ def certlab_executors() -> list[Executor]:
 
     Example plugin::
 
-        from certlab_core.plugin import Executor, WorkDone, hookimpl, run_isolated
+        from collections.abc import Sequence
+        from certlab_core.plugin import Executor, ExecutorOptions, Stage, Work, WorkDone, hookimpl, run_isolated
 
         class OneAtATime:
             slots = 1
 
-            def __init__(self):
-                self.queue = []
+            def __init__(self) -> None:
+                self.queue: list[Work] = []
 
-            def busy(self):
+            def busy(self) -> int:
                 return len(self.queue)
 
-            def prepare(self, stages):
+            def prepare(self, stages: Sequence[Stage]) -> None:
                 pass  # nothing to start ahead: run_isolated starts a zygote on first use
 
-            def submit(self, work):
+            def submit(self, work: Work) -> None:
                 self.queue.append(work)
 
-            def wait(self):
+            def wait(self) -> list[WorkDone]:
                 work = self.queue.pop(0)
                 done = run_isolated(work.stage, work.arg, work.timeout_s)
                 return [WorkDone(tag=work.tag, value=done.value, failure=done.failure)]
 
-            def close(self):
+            def close(self) -> None:
                 self.queue.clear()
 
-        def start(options):
+        def start(options: ExecutorOptions) -> OneAtATime:
             return OneAtATime()
 
         @hookimpl
-        def certlab_executors():
+        def certlab_executors() -> list[Executor]:
             return [Executor(name="one-at-a-time", description="each unit in turn, in a fresh process", start=start)]
     """
     raise NotImplementedError
@@ -309,22 +315,22 @@ def certlab_sandboxes() -> list[Sandbox]:
     Example plugin::
 
         import resource, signal, sys
-        from certlab_core.plugin import Sandbox, SandboxLaunch, hookimpl
+        from certlab_core.plugin import ResourceLimit, Sandbox, SandboxLaunch, SandboxRequest, hookimpl
 
-        def probe():
+        def probe() -> str | None:
             return None  # rlimits work everywhere; this example hides nothing
 
-        def launch(request):
-            def before_exec():
+        def launch(request: SandboxRequest) -> SandboxLaunch:
+            def before_exec() -> None:
                 resource.setrlimit(resource.RLIMIT_CPU, (request.limits.cpu_s, request.limits.cpu_s))
 
-            def limits_hit(exit_code):
+            def limits_hit(exit_code: int | None) -> tuple[ResourceLimit, ...]:
                 return ("cpu",) if exit_code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) else ()
 
             return SandboxLaunch(argv=request.argv, env=request.env, before_exec=before_exec, limits_hit=limits_hit)
 
         @hookimpl
-        def certlab_sandboxes():
+        def certlab_sandboxes() -> list[Sandbox]:
             return [Sandbox(name="cpu-only", description="a CPU limit alone (an example: it contains nothing)",
                             probe=probe, launch=launch, python=lambda: sys.executable)]
     """
@@ -344,22 +350,27 @@ def certlab_model_boundaries() -> list[ModelBoundary]:
 
     Example plugin::
 
-        from certlab_core.plugin import ModelBoundary, hookimpl
+        from collections.abc import Mapping
+        from typing import Any
+        from certlab_core.plugin import ModelBoundary, ModelRun, hookimpl
 
         class Passthrough:
-            def agent_env(self, env):
+            def agent_env(self, env: Mapping[str, str]) -> dict[str, str]:
                 return dict(env)  # the agent talks to its upstream directly: nothing recorded
 
-            def recording(self):
+            def recording(self) -> dict[str, Any]:
                 return {"events": [], "faults": [], "counts": {"model_calls": 0}, "infra_error": None}
 
-            def close(self):
+            def close(self) -> None:
                 pass
 
+        def open_session(run: ModelRun) -> Passthrough:
+            return Passthrough()
+
         @hookimpl
-        def certlab_model_boundaries():
+        def certlab_model_boundaries() -> list[ModelBoundary]:
             return [ModelBoundary(name="passthrough", description="no boundary at all (an example)",
-                                  open=lambda run: Passthrough())]
+                                  open=open_session)]
     """
     raise NotImplementedError
 
@@ -374,15 +385,16 @@ def certlab_commands() -> list[Command]:
 
     Example plugin::
 
+        import typer
         from certlab_core.plugin import Command, hookimpl
 
-        def register(app):
+        def register(app: typer.Typer) -> None:
             @app.command("hello", help="Say hello (an example command).")
             def hello(name: str = "world") -> None:
                 print(f"hello, {name}")
 
         @hookimpl
-        def certlab_commands():
+        def certlab_commands() -> list[Command]:
             return [Command(name="hello", description="say hello", register=register)]
     """
     raise NotImplementedError
@@ -402,26 +414,29 @@ def certlab_held_out() -> list[HeldOutAcceptance]:
     Example plugin::
 
         import shutil, tempfile
+        from collections.abc import Sequence
         from pathlib import Path
-        from certlab_core.plugin import HeldOutAcceptance, UsageError, hookimpl
+        from certlab_core.plugin import (
+            AcceptanceLock, HeldOutAcceptance, JsonValue, Registry, TaskFamily, UsageError, hookimpl)
 
         class NoLocks:  # every family scored as it is, unlocked (an example, not a safe one)
-            def __init__(self, families):
-                self.families, self.scratch, self.locks = list(families), Path(tempfile.mkdtemp()), {}
-            def lock_for(self, name): return None
-            def check(self, moment): pass
-            def family_facts(self, family): return None
-            def document(self): return {"locks": []}
-            def recorded_predictions(self): return []
-            def close(self): shutil.rmtree(self.scratch, ignore_errors=True)
+            def __init__(self, families: Sequence[TaskFamily]) -> None:
+                self.families, self.scratch = list(families), Path(tempfile.mkdtemp())
+                self.locks: dict[str, AcceptanceLock] = {}
+            def lock_for(self, name: str) -> AcceptanceLock | None: return None
+            def check(self, moment: str) -> None: pass
+            def family_facts(self, family: TaskFamily) -> dict[str, JsonValue] | None: return None
+            def document(self) -> dict[str, JsonValue]: return {"locks": []}
+            def recorded_predictions(self) -> list[dict[str, JsonValue]]: return []
+            def close(self) -> None: shutil.rmtree(self.scratch, ignore_errors=True)
 
-        def open_run(registry, families, task_dirs):
+        def open_run(registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str]) -> NoLocks:
             if task_dirs:
                 raise UsageError("this example scores no task of your own")
             return NoLocks(families)
 
         @hookimpl
-        def certlab_held_out():
+        def certlab_held_out() -> list[HeldOutAcceptance]:
             return [HeldOutAcceptance(name="unlocked", description="held-out cases scored without a lock",
                                       open=open_run, register_experiment_task=lambda registry, directory: None,
                                       experiment_lock=lambda name: None)]

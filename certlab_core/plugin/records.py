@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, get_args
 import attrs
 from attrs import field, frozen
 
-from certlab_core.plugin.converters import json_map, names_map, text_map, tool_map
+from certlab_core.plugin.converters import json_map, names_map, one_of, text_map, tool_map
 
 if TYPE_CHECKING:
     from certlab_core.plugin.report import Report
@@ -102,15 +102,40 @@ class TaskFamily:
     TREE, PROMPT, CASES = "tree", "TASK.md", "acceptance.jsonl"
 
     @classmethod
-    def in_folder(cls, folder: str | os.PathLike[str], **fields: Any) -> TaskFamily:
+    def in_folder(
+        cls,
+        folder: str | os.PathLike[str],
+        *,
+        name: str,
+        version: str,
+        description: str,
+        allowed_paths: Sequence[str],
+        test_paths: Sequence[str],
+        module_names: Sequence[str],
+        defects: Sequence[Defect],
+        clean_tree: bool = True,
+        mutation_threshold: float = 0.9,
+        visible_mutation_threshold: float = 0.8,
+    ) -> TaskFamily:
         """A family laid out the standard way: ``folder/tree`` (the clean tree with its visible
-        tests), ``folder/TASK.md`` (the prompt) and ``folder/acceptance.jsonl`` (held-out cases)."""
+        tests), ``folder/TASK.md`` (the prompt) and ``folder/acceptance.jsonl`` (held-out cases).
+
+        The other fields are the record's own, by keyword (a misspelt one is a type error)."""
         root = os.fspath(folder)
         return cls(
+            name=name,
+            version=version,
+            description=description,
             tree_dir=os.path.join(root, cls.TREE),
             prompt_file=os.path.join(root, cls.PROMPT),
             cases_file=os.path.join(root, cls.CASES),
-            **fields,
+            allowed_paths=allowed_paths,
+            test_paths=test_paths,
+            module_names=module_names,
+            defects=defects,
+            clean_tree=clean_tree,
+            mutation_threshold=mutation_threshold,
+            visible_mutation_threshold=visible_mutation_threshold,
         )
 
 
@@ -138,8 +163,10 @@ AgentStatus = Literal["completed", "timeout", "unavailable", "crashed"]
 AGENT_STATUSES: tuple[AgentStatus, ...] = get_args(AgentStatus)
 #: A certification trial's verdict.
 TrialVerdict = Literal["fixed", "not-fixed", "unavailable"]
+TRIAL_VERDICTS: tuple[TrialVerdict, ...] = get_args(TrialVerdict)
 #: A gate's verdict at one look, and a statistical rule's.
 GateVerdict = Literal["PASS", "BLOCK", "INCONCLUSIVE"]
+GATE_VERDICTS: tuple[GateVerdict, ...] = get_args(GateVerdict)
 
 
 class TaskHandle(Protocol):
@@ -181,7 +208,7 @@ class AgentOutcome:
     the contract. ``wall_s`` is the agent's own wall time, for the record.
     """
 
-    status: AgentStatus = field(validator=attrs.validators.in_(AGENT_STATUSES))
+    status: AgentStatus = field(validator=one_of(AGENT_STATUSES))
     exit_code: int | None = None
     stdout_tail: str = ""
     stderr_tail: str = ""
@@ -207,7 +234,7 @@ class CheckArgs(Protocol):
 class CalibrationExpectation:
     """What a constructed agent must score on every task: its verdict and failure mode."""
 
-    verdict: TrialVerdict
+    verdict: TrialVerdict = field(validator=one_of(TRIAL_VERDICTS))
     failure_mode: str | None = None  # None: any failure mode (or none, when fixed)
 
 
@@ -375,7 +402,7 @@ class Bounds:
 
     lower: float
     upper: float
-    verdict: GateVerdict
+    verdict: GateVerdict = field(validator=one_of(GATE_VERDICTS))
 
 
 class Decide(Protocol):
@@ -415,6 +442,12 @@ class Plan(Protocol):
     ) -> dict[str, float]: ...
 
 
+class ArmAlpha(Protocol):
+    """A rule's ``arm_alpha``: the two-sided level of each per-arm interval ``decide`` combines at one look."""
+
+    def __call__(self, alpha: float, conditions: int, looks: int, /) -> float: ...
+
+
 @frozen
 class StatisticalRule:
     """A decision rule, pure functions of counts and the sealed parameters.
@@ -422,12 +455,19 @@ class StatisticalRule:
     - ``decide(baseline_successes, baseline_n, candidate_successes, candidate_n, alpha,
       delta, conditions, looks) -> Bounds``: the bounds on candidate minus baseline and
       the verdict at one look (``alpha`` is the experiment's; the rule splits it over
-      ``conditions`` and ``looks`` itself);
+      ``conditions`` and ``looks`` itself); the gate, ``certlab stats bounds`` and replay use it;
     - ``interval(successes, n, alpha) -> (low, high)``: the per-arm interval the rule
       uses, at two-sided level ``alpha``;
     - ``plan(p_baseline, p_candidate, n, alpha, delta, conditions, looks) -> dict`` with
-      the exact probabilities of ``PASS``, ``BLOCK`` and ``INCONCLUSIVE`` (None when the
-      rule cannot plan).
+      the exact probabilities of ``PASS``, ``BLOCK`` and ``INCONCLUSIVE`` for ``n`` trials
+      per arm, stopping at the first decisive look. ``certlab plan`` and ``certlab selfcheck``
+      need it, and so does the HTML report's operating characteristic; without it (None)
+      they refuse, saying so. A two-arm interval rule gets one from certlab-rule-support
+      (``certlab_rule_support.two_arm_rule.Plan``);
+    - ``arm_alpha(alpha, conditions, looks) -> float``, optional: the two-sided level of each
+      per-arm interval ``decide`` combines at one look (clopper-pearson: alpha/(2KL)).
+      ``certlab stats bounds`` shows the per-arm intervals at that level; without it, at
+      ``alpha``, and says they are not the rule's own.
     """
 
     name: str
@@ -435,6 +475,7 @@ class StatisticalRule:
     decide: Decide = field(eq=False, repr=False)
     interval: Interval = field(eq=False, repr=False)
     plan: Plan | None = field(default=None, eq=False, repr=False)
+    arm_alpha: ArmAlpha | None = field(default=None, eq=False, repr=False)
 
 
 # --------------------------------------------------------------------------- registry
@@ -491,7 +532,7 @@ class Render(Protocol):
 class Reporter:
     """A report format: ``render(report, rule) -> str``, the whole file's text.
 
-    ``report`` is a ``certlab_core.report.model.Report`` (the verdict, and per condition
+    ``report`` is a ``certlab_core.plugin.Report`` (the verdict, and per condition
     its bounds, arms, fault firings and failure clusters); ``rule`` is the experiment's
     ``StatisticalRule`` when it is installed, else None (a reporter that plots the rule's
     operating characteristic calls ``rule.plan``). ``suffix`` is the usual file ending
@@ -591,6 +632,7 @@ FaultTarget = Literal["tool", "decision", "model", "any"]
 #: What a call crossing a boundary is: a world's tool, the decision channel, or a model API call.
 CallKind = Literal["tool", "decision", "model"]
 FAULT_TARGETS: tuple[FaultTarget, ...] = get_args(FaultTarget)
+CALL_KINDS: tuple[CallKind, ...] = get_args(CallKind)
 
 
 @frozen
@@ -604,7 +646,7 @@ class FaultContext:
     the trial's seed and the fault's position, so a fault that draws is reproducible.
     """
 
-    kind: CallKind
+    kind: CallKind = field(validator=one_of(CALL_KINDS))
     name: str
     args: JsonObject = field(converter=json_map)
     seq: int
@@ -665,5 +707,5 @@ class Fault:
     name: str
     description: str
     inject: Inject = field(eq=False, repr=False)
-    target: FaultTarget = field(default="tool", validator=attrs.validators.in_(FAULT_TARGETS))
+    target: FaultTarget = field(default="tool", validator=one_of(FAULT_TARGETS))
     check_params: CheckParams | None = field(default=None, eq=False, repr=False)

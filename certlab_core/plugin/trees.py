@@ -31,9 +31,11 @@ import stat
 import tempfile
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from attrs import field, frozen
+
+from certlab_core.plugin.converters import one_of
 
 EntryKind = Literal["file", "folder", "symlink", "special"]
 
@@ -87,7 +89,7 @@ class Entry:
     """One entry below a walked root: its posix path relative to the root, its kind, and its ``lstat``."""
 
     relpath: str
-    kind: EntryKind
+    kind: EntryKind = field(validator=one_of(get_args(EntryKind)))
     stat: os.stat_result = field(eq=False, repr=False)
     path: Path = field(eq=False, repr=False)
 

@@ -33,7 +33,7 @@ import ctypes
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +47,20 @@ TIMEOUT_S = 2.0
 TIMEOUT_SLACK_S = 8.0
 
 
+def _texts(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
+def _text_map(values: Mapping[str, str]) -> dict[str, str]:
+    return dict(values)
+
+
 @frozen
 class Scenario:
     """How to make the agent behave one way: extra ``--agent-arg`` values and environment variables."""
 
-    args: tuple[str, ...] = field(default=(), converter=tuple)
-    env: Mapping[str, str] = field(factory=dict, converter=dict)
+    args: tuple[str, ...] = field(default=(), converter=_texts)
+    env: Mapping[str, str] = field(factory=dict, converter=_text_map)
 
 
 @frozen

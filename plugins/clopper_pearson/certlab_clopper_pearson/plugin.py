@@ -18,5 +18,6 @@ def certlab_statistical_rules() -> list[StatisticalRule]:
             decide=rule.decide,
             interval=rule.interval,
             plan=rule.plan,
+            arm_alpha=rule.arm_alpha,
         )
     ]
