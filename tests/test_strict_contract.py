@@ -20,7 +20,7 @@ import pytest
 
 import certlab_core.plugin as api
 from certlab_core.cli import main, stats_cmd
-from certlab_core.plugin import Bounds, StatisticalRule, TaskFamily, UsageError, records
+from certlab_core.plugin import ArmAlpha, Bounds, StatisticalRule, TaskFamily, UsageError, records
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,7 +103,7 @@ def test_in_folder_takes_the_records_own_fields_by_name(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- a third party's rule
 
 
-def _counts_rule(**declared: object) -> StatisticalRule:
+def _counts_rule(arm_alpha: ArmAlpha | None = None) -> StatisticalRule:
     """A rule of plain functions (as a third party writes one) that decides as clopper-pearson does."""
     from certlab_clopper_pearson import rule as exact
 
@@ -117,11 +117,12 @@ def _counts_rule(**declared: object) -> StatisticalRule:
         conditions: int = 1,
         looks: int = 1,
     ) -> Bounds:
-        return exact.decide(baseline_successes, baseline_n, candidate_successes, candidate_n, alpha, delta)
+        bounds: Bounds = exact.decide(baseline_successes, baseline_n, candidate_successes, candidate_n, alpha, delta)
+        return bounds
 
     return StatisticalRule(
-        name="mine", description="a third party's", decide=decide, interval=exact.interval, **declared
-    )  # type: ignore[arg-type]
+        name="mine", description="a third party's", decide=decide, interval=exact.interval, arm_alpha=arm_alpha
+    )
 
 
 def test_stats_bounds_shows_a_third_party_rules_arm_level(
@@ -169,7 +170,7 @@ def _record_types_reachable_from(cls: type, seen: set[type]) -> set[type]:
     seen.add(cls)
     module = importlib.import_module(cls.__module__)
     hints = typing.get_type_hints(cls, vars(module))
-    for field in attrs.fields(cls):  # type: ignore[arg-type]
+    for field in attrs.fields(cls):
         stack = [hints[field.name]]
         while stack:
             hint = stack.pop()
