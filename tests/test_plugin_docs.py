@@ -1,9 +1,15 @@
-"""docs/plugins.md is what tools/plugin_docs.py makes of the hook specs: one section per hook, its example included."""
+"""docs/plugins.md is what tools/plugin_docs.py makes of the code: one section per hook, its example included, then a
+reference of every record's fields, every protocol's signature and every SDK function's parameters."""
 
 from __future__ import annotations
 
+import inspect
 import runpy
 from pathlib import Path
+
+import attrs
+
+import certlab_core.plugin as api
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -13,6 +19,32 @@ def test_docs_plugins_md_is_generated_from_the_hook_specs() -> None:
     expected = tool["render"]()
     written = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
     assert written == expected, "docs/plugins.md is stale: run .venv/bin/python tools/plugin_docs.py"
+    hooks, _, _reference = written.partition(tool["REFERENCE"] + "\n")
     for name, _fn in tool["specs"]():
-        assert f"`{name}`" in written
-    assert written.count("```python") == len(tool["specs"]())
+        assert f"`{name}`" in hooks
+    assert hooks.count("```python") == len(tool["specs"]())
+
+
+def test_the_reference_lists_every_records_fields_and_every_sdk_functions_parameters() -> None:
+    tool = runpy.run_path(str(ROOT / "tools" / "plugin_docs.py"))
+    _hooks, _, reference = tool["render"]().partition(tool["REFERENCE"] + "\n")
+    # each record's or protocol's section, by name
+    sections = {block.split("`", 1)[0]: block for block in reference.split("\n#### `")[1:]}
+    for name in api.__all__:
+        value = getattr(api, name)
+        if isinstance(value, type) and attrs.has(value):
+            assert name in sections, f"the reference has no section for the record {name}"
+            for field in attrs.fields(value):
+                assert f"| `{field.name}` | `" in sections[name], f"{name}.{field.name} is missing"
+        elif isinstance(value, type) and getattr(value, "_is_protocol", False):
+            assert name in sections, f"the reference has no section for the protocol {name}"
+    assert "| `arm_alpha` | `ArmAlpha \\| None` | `None` |" in sections["StatisticalRule"]
+    assert "`AgentStatus` is one of `completed`, `timeout`, `unavailable`, `crashed`." in sections["AgentOutcome"]
+    for _title, functions in tool["sdk_functions"]():
+        for name, function in functions:
+            parameters = inspect.signature(function).parameters
+            assert f"{name}(" in reference and all(f"{p}" in reference for p in parameters), name
+    run_command = reference.split("\nrun_command(", 1)[1].split("\n)", 1)[0]
+    assert "readable: Iterable[str] = ()" in run_command and "writable: Iterable[str] = ()" in run_command
+    for module in ("safe_io", "trees", "canonical"):
+        assert f"### SDK functions: `certlab_core.plugin.{module}`" in reference
