@@ -248,3 +248,24 @@ def test_the_contract_names_the_version_the_agents_program_reports() -> None:
     assert version_text({"version": "1.0", "reported_version": "2.1.197"}) == (
         "version `1.0` as given (the agent's program reports `2.1.197`)"
     )
+
+
+def test_the_contract_lists_each_trial_that_recovered_from_upstream_errors() -> None:
+    from certlab_core.certify.contract import recovered_lines
+
+    trials = [
+        {"id": "intervals/a/1", "verdict": "fixed", "failure_mode": None,
+         "model": {"call_statuses": ["upstream-429", "ok"]}},
+        {"id": "intervals/b/1", "verdict": "not-fixed", "failure_mode": "suite-failed",
+         "model": {"call_statuses": ["ok", "upstream-500", "upstream-500", "ok"]}},
+        {"id": "intervals/c/1", "verdict": "unavailable", "failure_mode": "agent-unavailable",
+         "model": {"call_statuses": ["upstream-429"]}},  # it ended on the outage: not recovered
+        {"id": "intervals/d/1", "verdict": "fixed", "failure_mode": None, "model": None},
+    ]  # fmt: skip
+    lines = recovered_lines(trials)
+    assert "Errors of the model API the agent recovered from: 3 in 2 trial(s)" in lines[1]
+    assert lines[3:] == [
+        "- `intervals/a/1`: fixed, after 1 upstream error (HTTP 429)",
+        "- `intervals/b/1`: not-fixed (suite-failed), after 2 upstream errors (HTTP 500 ×2)",
+    ]
+    assert recovered_lines(trials[2:]) == []

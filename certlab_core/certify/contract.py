@@ -8,6 +8,7 @@ from typing import Any
 
 from certlab_core.plugin.errors import CertlabError
 from certlab_core.plugin.known import DEFAULT_RULE
+from certlab_core.plugin.model_boundary import describe_upstream_errors, upstream_errors
 from certlab_core.plugin.registry import Registry
 
 CONTRACT_ALPHA = 0.05
@@ -147,6 +148,25 @@ def budget_lines(settings: dict[str, Any]) -> list[str]:
     ]
 
 
+def recovered_lines(trials: list[dict[str, Any]]) -> list[str]:
+    """Each trial that met errors of the real model upstream and went on: graded as usual, and how many it met."""
+    met = [(t, upstream_errors(t.get("model"))) for t in trials if t.get("verdict") != "unavailable"]
+    met = [(t, errors) for t, errors in met if errors]
+    if not met:
+        return []
+    total = sum(len(errors) for _t, errors in met)
+    lines = [
+        "",
+        f"Errors of the model API the agent recovered from: {total} in {len(met)} trial(s); the run went on "
+        "(its CLI retried), so each was graded as usual, not counted as unavailable:",
+        "",
+    ]
+    for trial, errors in met:
+        mode = f" ({trial['failure_mode']})" if trial.get("failure_mode") else ""
+        lines.append(f"- `{trial['id']}`: {trial['verdict']}{mode}, after {describe_upstream_errors(errors)}")
+    return lines
+
+
 def version_text(agent: dict[str, Any]) -> str:
     """The agent's version, and what its own program reported when that was read (and differs)."""
     version, reported = agent["version"], agent.get("reported_version")
@@ -254,6 +274,7 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
         modes = Counter(t["failure_mode"] for t in trials if t["failure_mode"])
         if modes:
             lines += ["", "Failure modes: " + ", ".join(f"`{m}` ×{c}" for m, c in sorted(modes.items())) + "."]
+        lines += recovered_lines(trials)
     details = bundle.get("agent_details") or []
     if details:
         lines += ["", "## What the adapter reported", ""]

@@ -42,6 +42,7 @@ from certlab_core.plugin.model_boundary import (
     ModelBoundaryPlan,
     ModelFaultPlan,
     default_model_plan,
+    upstream_errors,
 )
 from certlab_core.plugin.records import AcceptanceLock, AgentAdapter, Defect, Grader, TaskFamily
 from certlab_core.plugin.sandbox import Containment, choose_containment
@@ -175,6 +176,7 @@ def outcome_of(record: Any, infra_exit_codes: Sequence[int]) -> dict[str, Any]:
     calls = int((model.get("counts") or {}).get("model_calls") or 0)
     budget_exceeded = GATE_BUDGETS.get(str(model.get("budget_exceeded")))
     failure_mode = None if passed else (record.failure_mode or fm.SUITE_FAILED)
+    upstream = upstream_errors(model)  # each error of the real upstream the run met (it recovered unless unavailable)
     return {
         "agent": {
             "status": status,
@@ -198,4 +200,5 @@ def outcome_of(record: Any, infra_exit_codes: Sequence[int]) -> dict[str, Any]:
         "changes": [unstructure(c) for c in record.changes],
         "usage": unstructure(record.usage) if record.usage is not None else None,
         "agent_s": float(record.timings.get("total_s", 0.0)),
+        **({"upstream_errors": upstream} if upstream else {}),
     }

@@ -299,7 +299,7 @@ def trial_line(
         "usage": outcome.get("usage"),
         "timings": {name: round(value, 6) for name, value in timings.items()},
     }
-    for extra in ("grades", "changes"):
+    for extra in ("grades", "changes", "upstream_errors"):
         if extra in outcome:
             line[extra] = outcome[extra]
     return line

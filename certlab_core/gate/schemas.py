@@ -107,6 +107,9 @@ class GateSummary:
     outcome: Literal["success", "failure", "error"]
     seed: int
     violations: int = field(metadata=_doc("how many contract violations the line records"))
+    upstream_errors: int = field(
+        default=0, metadata=_doc("present when the run met errors of the real model upstream: how many")
+    )
 
 
 @frozen(kw_only=True)
@@ -144,6 +147,13 @@ class TrialLine:
     timings: dict[str, float]
     grades: tuple[dict[str, Any], ...] = field(default=(), metadata=_doc("a coding arm's grader results"))
     changes: tuple[dict[str, Any], ...] = field(default=(), metadata=_doc("a coding arm's changed files"))
+    upstream_errors: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "a coding arm's model calls the real upstream failed, in order (upstream-429, upstream-unreachable): "
+            "present when there were any; recovered from unless the trial is an agent-unavailable ERROR"
+        ),
+    )
     seal: str
 
 

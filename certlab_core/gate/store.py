@@ -55,6 +55,7 @@ def gate_summary(line: Mapping[str, Any]) -> dict[str, Any]:
     """What the gate reads of a trial line, derived from the line itself (see docs/run-store.md, ``_gate``)."""
     faults = line.get("faults")
     violations = line.get("contract_violations")
+    upstream = line.get("upstream_errors")
     return {
         "attempt": line.get("attempt"),
         "error": line.get("error"),
@@ -68,6 +69,7 @@ def gate_summary(line: Mapping[str, Any]) -> dict[str, Any]:
         "outcome": line.get("outcome"),
         "seed": line.get("seed"),
         "violations": len(violations) if isinstance(violations, list) else 0,
+        **({"upstream_errors": len(upstream)} if isinstance(upstream, list) and upstream else {}),
     }
 
 

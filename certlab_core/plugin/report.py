@@ -56,6 +56,9 @@ class ArmSummary:
     wilson: tuple[float, float]
     pass_k: tuple[PassK, ...] = field(converter=_tuple)
     contract_violations: int = 0
+    # The upstream errors of the model API its trials met and recovered from (trials that were not ERROR).
+    recovered_trials: int = 0
+    recovered_errors: int = 0
 
 
 @frozen

@@ -104,6 +104,15 @@ def pass_k(arm: ArmSummary) -> str:
     return ", ".join(f"pass^{p.k} " + ("n/a" if p.value is None else f"{p.value:.3f}") for p in arm.pass_k)
 
 
+def recovered(arm: ArmSummary) -> str:
+    """``recovered from 3 upstream errors in 2 trials``: errors of the model API its trials met and went past."""
+    errors, trials = arm.recovered_errors, arm.recovered_trials
+    return (
+        f"recovered from {errors} upstream error{'s' if errors != 1 else ''} "
+        f"in {trials} trial{'s' if trials != 1 else ''}"
+    )
+
+
 def design(report: Report) -> str:
     conditions = (
         "1 gating condition" if report.gating_conditions == 1 else f"{report.gating_conditions} gating conditions"

@@ -64,6 +64,7 @@ class TrialSummary:
     violated: bool
     usage: Usage | None
     fingerprint: tuple[str, str] | None = None
+    upstream_errors: int = 0  # errors of the real model upstream the run met
 
 
 def _count(value: Any) -> int | None:
@@ -286,6 +287,7 @@ class ReportAccumulator:
             ),
             violated=bool(line.get("contract_violations")),
             usage=_usage_of(line),
+            upstream_errors=_upstream_count(line.get("upstream_errors")),
         )
         if outcome == "error":
             self.errors.append((trial_id, attempt, str(line.get("error") or "")))
@@ -356,7 +358,8 @@ class ReportAccumulator:
         # Sent back from a forked worker: each kept trial as a plain tuple, which pickles far faster than a record.
         rows = [
             (t.id, t.arm, t.condition, t.index, t.attempt, t.outcome, t.failure_mode, t.fired, t.violated,
-             None if t.usage is None else tuple(getattr(t.usage, name) for name in _USAGE_FIELDS), t.fingerprint)
+             None if t.usage is None else tuple(getattr(t.usage, name) for name in _USAGE_FIELDS), t.fingerprint,
+             t.upstream_errors)
             for t in self.latest.values()
         ]  # fmt: skip
         return _restored, (self.manifest, self.pass_k, rows, self.errors, self._pending, self.skipped)
@@ -413,6 +416,7 @@ class ReportAccumulator:
             self._fired(summary.get("fired")),
             bool(summary.get("violations")),
             usage,
+            upstream_errors=_upstream_count(summary.get("upstream_errors")),
         )
 
     def _fingerprint_pair(self, pair: Mapping[str, _Pending]) -> None:
@@ -453,6 +457,8 @@ class ReportAccumulator:
             wilson=wilson(successes, decided, alpha),
             pass_k=[PassK(k, pass_hat_k(successes, decided, k)) for k in self.pass_k],
             contract_violations=sum(1 for t in trials if t.violated),
+            recovered_trials=sum(1 for t in trials if t.upstream_errors and t.outcome != "error"),
+            recovered_errors=sum(t.upstream_errors for t in trials if t.outcome != "error"),
         )
 
     def _fault_firings(
@@ -607,6 +613,13 @@ def _restored(
             trial.usage = Usage(*row[9])
     accumulator.errors, accumulator._pending, accumulator.skipped = errors, pending, skipped
     return accumulator
+
+
+def _upstream_count(value: Any) -> int:
+    """How many upstream errors a line's ``upstream_errors`` (a list) or its summary's (a count) says; 0 otherwise."""
+    if isinstance(value, list):
+        return len(value)
+    return value if type(value) is int and value > 0 else 0
 
 
 def _agent_reference(arm_entry: Mapping[str, Any]) -> str:

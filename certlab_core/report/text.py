@@ -12,6 +12,7 @@ def _arm_line(arm: ArmSummary, alpha: float) -> str:
         f"exact {fmt.interval(arm.exact)}  wilson {fmt.interval(arm.wilson)}  {fmt.pass_k(arm)}"
         + (f"  infra errors {arm.errors}" if arm.errors else "")
         + (f"  contract violations {arm.contract_violations}" if arm.contract_violations else "")
+        + (f"  {fmt.recovered(arm)}" if arm.recovered_errors else "")
     )
 
 

@@ -105,3 +105,42 @@ def test_split_read_equals_one_pass_when_every_line_reports_usage(tmp_path: Path
     assert split == one
     usage = {arm["arm"]: arm for arm in one[5]["usage"]}
     assert usage["baseline"]["trials_reporting"] == usage["candidate"]["trials_reporting"] == 20
+
+
+def test_the_report_counts_the_upstream_errors_each_arm_recovered_from(tmp_path: Path) -> None:
+    # A coding arm's line names the model calls the real upstream failed (upstream_errors), its _gate summary how
+    # many: the report counts them per arm for trials that were not ERROR, read whole, from the summary, or split.
+    import json
+
+    from certlab_core.gate.store import seal_line
+    from certlab_core.report.text import render_text
+
+    folder = _store(tmp_path, "block")
+    lines = [json.loads(raw) for raw in (folder / TRIALS).read_bytes().split(b"\n") if raw]
+    resealed, expected = [], {"baseline": [0, 0], "candidate": [0, 0]}
+    for number, line in enumerate(lines):
+        if number % 3 == 0:
+            line["upstream_errors"] = ["upstream-429"] * (1 + number % 2)
+            if line["outcome"] != "error":
+                expected[line["arm"]][0] += 1
+                expected[line["arm"]][1] += len(line["upstream_errors"])
+        resealed.append(seal_line(line))
+    assert '"upstream_errors":' in resealed[0].split('"_marks"')[0]  # in the summary the gate decodes
+    (folder / TRIALS).write_text("".join(resealed), encoding="utf-8")
+    one, split = _both(folder, 3)
+    assert split == one
+    seen = {"baseline": [0, 0], "candidate": [0, 0]}
+    for condition in one[5]["conditions"]:
+        for side in ("baseline", "candidate"):
+            seen[side][0] += condition[side]["recovered_trials"]
+            seen[side][1] += condition[side]["recovered_errors"]
+    assert seen == expected and expected["baseline"][1] > 0
+    manifest = open_manifest(folder)
+    accumulator = ReportAccumulator(manifest_document(manifest))
+    for line in lines:  # read whole, as a line written before lines led with their summary
+        accumulator.add(line)
+    rule = discover().get("statistical_rules", manifest.rule.name)
+    trials = verify_lines(manifest, iter_raw_line_bytes(folder / TRIALS), lambda *_: None)
+    report = accumulator.report(decision_of(manifest, trials, rule))
+    assert unstructure(report)["conditions"] == one[5]["conditions"]
+    assert "upstream error" in render_text(report) and "recovered from" in render_text(report)

@@ -121,6 +121,8 @@ def test_a_first_call_429_is_retried_and_the_fix_certified_with_the_recovered_er
     assert trial["model"]["call_statuses"] == ["upstream-429", "ok"]
     assert trial["agent_detail"] == "recovered from 1 upstream error (HTTP 429); applied edits to intervals.py"
     assert_version_recorded(bundle, aider, tmp_path / "out")  # it was "unknown" without --agent-version
+    contract = (tmp_path / "out" / "CONTRACT.md").read_text()
+    assert "- `intervals-length/fixture/1`: fixed, after 1 upstream error (HTTP 429)" in contract
     # aider's figures for the answer it used, its dollars from the prices given in the model metadata file.
     usage = trial["usage"]
     assert (usage["shape"], usage["input_tokens"], usage["output_tokens"]) == ("aider-text", 900, 85)

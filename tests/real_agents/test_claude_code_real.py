@@ -143,6 +143,8 @@ def test_a_first_call_429_the_cli_retries_by_itself_is_fixed_with_the_recovered_
     ]
     assert {"policy", "suite"} <= {g["grader"] for g in trial["grades"]}  # graded, not set aside
     assert_version_recorded(bundle, claude, tmp_path / "out")
+    contract = (tmp_path / "out" / "CONTRACT.md").read_text()
+    assert "- `intervals-length/fixture/1`: fixed, after 1 upstream error (HTTP 429)" in contract
 
 
 @pytest.mark.parametrize("status", [500, 429])

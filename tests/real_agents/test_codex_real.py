@@ -124,6 +124,8 @@ def test_a_first_call_429_codex_retries_by_itself_is_fixed_with_the_recovered_er
     assert trial["model"]["call_statuses"] == ["upstream-429", "ok", "ok"]
     assert trial["agent_detail"] == "recovered from 1 upstream error (HTTP 429); 1 turn(s) completed, 1 file change(s)"
     assert_version_recorded(bundle, codex, tmp_path / "out")  # it was "unknown", although preflight reads it
+    contract = (tmp_path / "out" / "CONTRACT.md").read_text()
+    assert "- `intervals-length/fixture/1`: fixed, after 1 upstream error (HTTP 429)" in contract
 
 
 @pytest.mark.parametrize(

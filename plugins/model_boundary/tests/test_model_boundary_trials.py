@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,14 +31,15 @@ from certlab_core.plugin.model_boundary import (
 from certlab_core.plugin.registry import Registry, discover
 
 REAL_KEY = "sk-harness-key-0123456789"
-seen: dict[str, Any] = {}
+SEEN_ENV = "CERTLAB_TEST_SEEN_ENV"  # where the adapter writes the environment it got: its run is a forked child's
 
 
 def model_calls(request: AgentRequest, calls: int, retries: int = 0, says_done: bool = False) -> AgentOutcome:
     """Call the model ``calls`` times, like a CLI: a failed call is tried again up to ``retries`` times, then the
     run gives up, unavailable (or, ``says_done``, completed: a CLI that does not say it gave up)."""
     started = time.monotonic()
-    seen["env"] = dict(request.env)
+    if os.environ.get(SEEN_ENV):
+        Path(os.environ[SEEN_ENV]).write_text(json.dumps(dict(request.env)))
     base = urlsplit(request.env["ANTHROPIC_BASE_URL"])
     status, made, left = 200, 0, retries
     while made < calls:
@@ -87,12 +90,13 @@ def trial(
     return run_trial(spec, grader_chain(registry))
 
 
-def test_the_agent_reaches_the_upstream_through_the_boundary_with_a_token(registry: Registry) -> None:
+def test_the_agent_reaches_the_upstream_through_the_boundary_with_a_token(registry: Registry, tmp_path: Path) -> None:
     with scripted_process([{"text": "nothing to do"}]) as server, pytest.MonkeyPatch.context() as patch:
         patch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         patch.setenv("ANTHROPIC_API_KEY", REAL_KEY)
+        patch.setenv(SEEN_ENV, str(tmp_path / "env.json"))
         record = trial(registry)
-    env = seen["env"]
+    env = json.loads((tmp_path / "env.json").read_text())
     assert env["ANTHROPIC_BASE_URL"] != server.base_url and REAL_KEY not in json.dumps(env)
     (request,) = [r for r in server.requests if r["protocol"] == "anthropic-messages"]
     assert request["headers"]["x-api-key"] == REAL_KEY
@@ -196,6 +200,9 @@ def test_a_trial_that_recovers_from_an_upstream_429_is_graded_and_says_so(regist
     assert record.agent_detail == "recovered from 1 upstream error (HTTP 429)"
     assert [g.grader for g in record.grades] == ["policy", "suite"]
     assert recovered_upstream_errors(record.model, record.verdict) == 1
+    # In a gate the line names them, and is a failure of the agent's own (suite-failed), not an ERROR.
+    outcome = outcome_of(record, infra_exit_codes=())
+    assert (outcome["upstream_errors"], outcome["error"]) == (["upstream-429"], None)
 
 
 def test_a_trial_whose_last_model_call_failed_upstream_is_agent_unavailable(registry: Registry) -> None:

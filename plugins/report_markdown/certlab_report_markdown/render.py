@@ -170,6 +170,15 @@ def render(report: Report, rule: Any = None) -> str:
             out.append(f"- `{error.id}` attempt {error.attempt}: {cell(error.error)}{retried}")
         if len(report.infra_errors) > 20:
             out.append(f"- … and {len(report.infra_errors) - 20} more")
+    recovered = [
+        f"- {condition.name}, {arm.arm}: {fmt.recovered(arm)}"
+        for condition in report.conditions
+        for arm in (condition.baseline, condition.candidate)
+        if arm.recovered_errors
+    ]
+    if recovered:
+        out += ["", "### Errors of the model API the agents recovered from (their trials graded as usual)", ""]
+        out += recovered
 
     out += [
         "",
