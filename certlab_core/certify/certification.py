@@ -362,6 +362,7 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
                 acceptance_lock=held_out.lock_for(family.name),
                 containment=containment,
                 model_boundary=model_boundary,
+                agent_source=registry.installed_source(registry.plugin_name_of("agents", options.agent)),
             )
             for repeat in range(1, options.trials + 1)
             for family in families

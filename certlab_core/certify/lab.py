@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import gc
 import os
 import sys
@@ -17,10 +18,16 @@ from attrs import field, frozen
 
 from certlab_core.certify.heartbeat import InFlight, beating, clock, heartbeat_interval
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.command import become_subreaper, has_children, live_descendants, sweep_descendants
+from certlab_core.plugin.command import (
+    KILL_GRACE_S,
+    become_subreaper,
+    has_children,
+    live_descendants,
+    sweep_descendants,
+)
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.executor import ExecutorSession, Stage, Work
-from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
+from certlab_core.plugin.forking import ChildFailure, ForkedCallError, PendingCall, call_in_fork, map_in_forks
 from certlab_core.plugin.model_boundary import ModelBoundaryPlan, judged_outcome, spent_budget
 from certlab_core.plugin.records import (
     AcceptanceLock,
@@ -41,6 +48,7 @@ from certlab_core.plugin.sandbox import (
     limits_hit_count,
     limits_hit_since,
     loopback_ports,
+    record_limits_hit,
     use_containment,
 )
 from certlab_core.plugin.trees import (
@@ -95,6 +103,8 @@ class TrialSpec:
     # The totals the work copy may reach when the agent is done (bytes, files, depth): past one, agent-resource-limit.
     # Regrade checks recorded changes against the defaults, so only smaller caps keep a bundle regradable.
     work_caps: TreeCaps = WORK_COPY_CAPS
+    # Where the adapter comes from, as the registry names it ("certlab-fixbot 0.1.0 (plugin fixbot)"), for its failures.
+    agent_source: str = ""
 
     @property
     def id(self) -> str:
@@ -302,22 +312,17 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
             agent_args=spec.agent_args,
             task=spec.task,
         )
+        # The adapter's run, forked now (the boundary's threads start below), in a process group of its own.
+        adapter = PendingCall(functools.partial(_adapter_run, spec.agent, request, limits_mark))
+        scope.callback(adapter.cancel)
         session = spec.model_boundary.open(request) if spec.model_boundary is not None else None
+        ports: tuple[int, ...] = ()
         if session is not None:
             scope.callback(session.close)
             request = attrs.evolve(request, env=session.agent_env(request.env))
             ports = loopback_ports(request.env)  # the boundary on the host's loopback: relayed into a sandbox
-            if ports and active_containment().contained:
-                relayed = attrs.evolve(active_containment(), relay_host_ports=ports)
-                agent_scope.enter_context(use_containment(relayed))
-        try:
-            outcome = spec.agent.run(request)
-        except Exception as error:  # an adapter that raised could not run the agent: infrastructure, not capability
-            outcome = AgentOutcome(
-                status="unavailable",
-                wall_s=time.monotonic() - started,
-                detail=f"the adapter {spec.agent.name} raised {type(error).__name__}: {error}",
-            )
+        adapter.start((request.env, ports))
+        outcome = supervised_outcome(spec, adapter, started)
         agent_scope.close()  # the boundary's relay was the agent's: the graders get the trial's containment
         model = session.recording() if session is not None else None
         if session is not None:
@@ -398,6 +403,49 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
     finally:
         scope.close()
         remove_made(made)  # iteratively, whatever the agent left; only the folder made above, checked by its inode
+
+
+#: Seconds an adapter's ``run`` may take past the agent timeout (``run_command`` stops a program at it, then
+#: kills its group ``KILL_GRACE_S`` later) before its process group is killed and the trial is agent-timeout.
+AGENT_GRACE_S = KILL_GRACE_S + 1.0
+
+
+def _adapter_run(
+    agent: AgentAdapter, request: AgentRequest, limits_mark: int, started: tuple[dict[str, str], tuple[int, ...]]
+) -> tuple[object, tuple[str, ...]]:
+    """In the adapter's forked child: run it on ``request`` with the environment the boundary made; what it returned."""
+    env, ports = started
+    with contextlib.ExitStack() as scope:
+        if ports and active_containment().contained:  # the boundary on the host's loopback, relayed into the sandbox
+            scope.enter_context(use_containment(attrs.evolve(active_containment(), relay_host_ports=ports)))
+        returned = agent.run(attrs.evolve(request, env=env))
+    return returned, limits_hit_since(limits_mark)
+
+
+def supervised_outcome(spec: TrialSpec, adapter: PendingCall, started: float) -> AgentOutcome:
+    """The adapter's outcome, or the trial's infrastructure failure naming the adapter and its plugin.
+
+    Its ``run`` is held to the agent timeout (plus ``AGENT_GRACE_S``): past it, its process group
+    is killed (the trial sweeps whatever left the group) and the trial is agent-timeout. One that
+    raised, died or returned anything but an AgentOutcome could not run the agent: agent-unavailable.
+    """
+    who = f"the adapter {spec.agent.name}" + (f" of {spec.agent_source}" if spec.agent_source else "")
+    limit = spec.agent_timeout_s + AGENT_GRACE_S
+    try:
+        returned, limits = adapter.result(timeout=limit)
+    except ForkedCallError as error:
+        wall = round(time.monotonic() - started, 4)
+        if error.failure.kind == "timeout":
+            detail = f"{who}: its run did not return within {limit:g} s (the agent timeout plus {AGENT_GRACE_S:g} s)"
+            return AgentOutcome(status="timeout", wall_s=wall, detail=detail + "; it was killed with its processes")
+        what = error.failure.summary if error.failure.kind == "exception" else f"ended: {error.failure.summary}"
+        verb = "raised " if error.failure.kind == "exception" else ""
+        return AgentOutcome(status="unavailable", wall_s=wall, detail=f"{who} {verb}{what}")
+    record_limits_hit(limits)
+    if not isinstance(returned, AgentOutcome):
+        detail = f"{who} returned {type(returned).__name__}, not an AgentOutcome"
+        return AgentOutcome(status="unavailable", wall_s=round(time.monotonic() - started, 4), detail=detail)
+    return returned
 
 
 _preloaded: list[str] = []

@@ -91,6 +91,11 @@ def _decode(pid: int, data: bytes, timed_out: bool) -> tuple[str, Any]:
     if timed_out:
         return "err", ChildFailure("timeout", "the forked process ran past its time limit and was killed")
     _, status = os.waitpid(pid, 0)
+    return _decoded(status, data)
+
+
+def _decoded(status: int, data: bytes) -> tuple[str, Any]:
+    """What a reaped child sent (``data``), or how it died when it sent nothing (its wait ``status``)."""
     if not data:
         exit_code: int | None = None
         if os.WIFSIGNALED(status):
@@ -137,6 +142,126 @@ def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None)
         returned: R = value
         return returned
     raise ForkedCallError(value)
+
+
+class PendingCall:
+    """A forked child that waits for its argument, then runs ``fn(arg)`` in a process group of its own.
+
+    It is forked at once, while the caller is still single-threaded, and started later with
+    ``start(arg)`` (an argument the caller may have made after starting a thread, such as
+    the environment of a boundary it serves). ``result(timeout)`` waits at most ``timeout``
+    seconds from ``start``; past them, the child's whole process group is killed and a
+    ``ForkedCallError`` of kind ``timeout`` is raised, as for a child that raised or died.
+    The group is killed once the result is in too, so nothing the call left in it outlives
+    it. ``cancel()`` kills it at any time (never started, or abandoned).
+    """
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        _assert_single_threaded()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        arg_read, arg_write = os.pipe()
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            try:
+                os.setpgid(0, 0)
+                os.close(arg_write)
+                os.close(read_fd)
+                (size,) = _FRAME.unpack(_read_exactly(arg_read, _FRAME.size))
+                arg = pickle.loads(_read_exactly(arg_read, size))
+                os.close(arg_read)
+            except BaseException:  # never started: the parent gave up on it
+                os._exit(70)
+            _child_main(write_fd, fn, (arg,))
+        with contextlib.suppress(OSError):  # set on both sides, so the group exists whichever runs first
+            os.setpgid(pid, pid)
+        os.close(arg_read)
+        os.close(write_fd)
+        self.pid = pid
+        self._arg_fd: int | None = arg_write
+        self._read_fd: int | None = read_fd
+        self._started_at: float | None = None
+
+    def start(self, arg: Any) -> None:
+        """Hand the child its argument: ``fn(arg)`` begins now."""
+        assert self._arg_fd is not None, "a PendingCall starts once"
+        self._started_at = time.monotonic()
+        try:
+            _send_frame(self._arg_fd, arg)
+        finally:
+            os.close(self._arg_fd)
+            self._arg_fd = None
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The call's return value, waiting at most ``timeout`` seconds from ``start``; ForkedCallError on failure."""
+        assert self._read_fd is not None and self._started_at is not None, "start the call first"
+        read_fd = self._read_fd
+        deadline = None if timeout is None else self._started_at + timeout
+        try:
+            pidfd: int | None = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # before Linux 5.3: the end of its pipe alone says it is done
+            pidfd = None
+        chunks: list[bytes] = []
+        timed_out = False
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(read_fd, selectors.EVENT_READ)
+                if pidfd is not None:
+                    sel.register(pidfd, selectors.EVENT_READ)
+                done = False
+                while not done:
+                    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    events = sel.select(wait)
+                    if not events and deadline is not None and time.monotonic() >= deadline:
+                        timed_out = True
+                        break
+                    for key, _mask in events:
+                        if key.fd == read_fd:
+                            chunk = os.read(read_fd, 1 << 16)
+                            chunks.append(chunk)
+                            done = done or not chunk
+                        else:  # the child has exited: what it wrote is all in the pipe (a process it
+                            os.set_blocking(read_fd, False)  # started may hold the pipe open for ever)
+                            with contextlib.suppress(BlockingIOError):
+                                while chunk := os.read(read_fd, 1 << 16):
+                                    chunks.append(chunk)
+                            done = True
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+            os.close(read_fd)
+            self._read_fd = None
+            if timed_out or sys.exc_info()[0] is not None:
+                self._kill_group()
+        if timed_out:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            raise ForkedCallError(ChildFailure("timeout", "the forked process ran past its time limit and was killed"))
+        _, status = os.waitpid(self.pid, 0)
+        self._kill_group()  # reaped, its group lives on while any member does: none of them outlives the call
+        kind, value = _decoded(status, b"".join(chunks))
+        if kind == "ok":
+            return value
+        raise ForkedCallError(value)
+
+    def _kill_group(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+    def cancel(self) -> None:
+        """Kill the child and its process group, if it still runs, and reap it (a no-op once its result is read)."""
+        if self._arg_fd is not None:
+            os.close(self._arg_fd)
+            self._arg_fd = None
+        if self._read_fd is None and self._started_at is not None:
+            return  # its result was read: already reaped
+        self._kill_group()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        if self._read_fd is not None:
+            os.close(self._read_fd)
+            self._read_fd = None
 
 
 def map_in_forks(

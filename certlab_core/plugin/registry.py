@@ -171,6 +171,14 @@ class Registry:
         dist, version = self._sources.get(plugin_name, (IN_PROCESS, ""))
         return f"{dist} {version}".strip() + f" (plugin {plugin_name})"
 
+    def installed_source(self, plugin_name: str) -> str:
+        """``describe_source`` of an installed plugin; empty for one registered in process (it has no distribution)."""
+        return (
+            ""
+            if self._sources.get(plugin_name, (IN_PROCESS, ""))[0] == IN_PROCESS
+            else self.describe_source(plugin_name)
+        )
+
     @staticmethod
     def _kind(kind: str | type) -> str:
         return kind if isinstance(kind, str) else kind_of(kind)

@@ -1,0 +1,130 @@
+"""Every plugin failure is named, and none silently changes a verdict: real plugins, real ``certlab`` commands.
+
+Each plugin below is installed as a third party's is found: a module and its dist-info (with
+a ``certlab.plugins`` entry point) in a folder of its own, put on PYTHONPATH for that
+scenario's commands only. An adapter whose ``run`` hangs is held to ``--agent-timeout``
+(agent-timeout, and nothing it started survives); one that returns the wrong type is
+agent-unavailable naming its plugin and distribution, with the bundle written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+from conftest import run_certlab
+
+from certlab_core.certify.lab import AGENT_GRACE_S
+
+# The built-in plugins a certification of intervals needs, by entry point name.
+BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance")
+
+HANGING_ADAPTER = """
+import os, subprocess, time
+from pathlib import Path
+from certlab_core.plugin import AgentAdapter, hookimpl
+
+def run(request):
+    # A helper of its own that would outlive it, then a Python loop that never returns.
+    helper = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    (Path(os.environ["HANG_PIDS"]) / str(os.getpid())).write_text(str(helper.pid))
+    while True:
+        time.sleep(0.05)
+
+@hookimpl
+def certlab_agents():
+    return [AgentAdapter(name="hanger", description="its run never returns", run=run)]
+"""
+
+WRONG_TYPE_ADAPTER = """
+from certlab_core.plugin import AgentAdapter, hookimpl
+
+def run(request):
+    return {"status": "completed"}
+
+@hookimpl
+def certlab_agents():
+    return [AgentAdapter(name="dictator", description="returns a dict", run=run)]
+"""
+
+
+def site_with(root: Path, distribution: str, entry_point: str, source: str) -> Path:
+    """A folder holding one installed plugin distribution: its module and its dist-info with the entry point."""
+    site = root / distribution
+    module = distribution.replace("-", "_")
+    site.mkdir(parents=True)
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+    info = site / f"{module}-1.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 1.1\n")
+    (info / "entry_points.txt").write_text(f"[certlab.plugins]\n{entry_point} = {module}\n")
+    return site
+
+
+def env_with(*sites: Path, only: tuple[str, ...] | None = None, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*(str(s) for s in sites), *filter(None, [env.get("PYTHONPATH", "")])])
+    env.pop("CERTLAB_PLUGINS", None)
+    if only is not None:
+        env["CERTLAB_PLUGINS"] = ",".join(only)
+    env.update(extra)
+    return env
+
+
+def certify(out: Path, agent: str, env: dict[str, str], *more: str) -> subprocess.CompletedProcess[str]:
+    args = ("certify", "-f", "intervals", "-a", agent, "--no-mutants", "--sandbox", "none", "-q", "-o", str(out))
+    return run_certlab(*args, *more, env=env, timeout=300)
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_an_adapter_whose_run_never_returns_is_agent_timeout_and_nothing_it_started_survives(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    site = site_with(tmp_path, "certlab-hanger", "hanger", HANGING_ADAPTER)
+    env = env_with(site, only=(*BUILT_IN, "hanger"), HANG_PIDS=str(pids))
+    started = time.monotonic()
+    done = certify(tmp_path / "out", "hanger", env, "--agent-timeout", "0.5")
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr  # a contract that says it fixed nothing
+    assert "hanger fixed 0/6 (0 unavailable)" in done.stdout
+    bundle = json.loads((tmp_path / "out" / "bundle.json").read_text())
+    assert {(t["verdict"], t["failure_mode"]) for t in bundle["trials"]} == {("not-fixed", "agent-timeout")}
+    detail = {t["agent_detail"] for t in bundle["trials"]}
+    assert detail == {
+        f"the adapter hanger of certlab-hanger 1.1 (plugin hanger): its run did not return within "
+        f"{0.5 + AGENT_GRACE_S:g} s (the agent timeout plus {AGENT_GRACE_S:g} s); it was killed with its processes"
+    }
+    # Two workers, six trials: three rounds of the timeout and its grace, and no more.
+    assert took < 3 * (0.5 + AGENT_GRACE_S) + 60
+    adapters = sorted(pids.iterdir())
+    assert len(adapters) == 6
+    for written in adapters:
+        assert not alive(int(written.name)), "the adapter's process outlived its trial"
+        assert not alive(int(written.read_text())), "a process the adapter started outlived its trial"
+    assert all(any("sleep 1000" in line for line in t["leftover_processes"]) for t in bundle["trials"])
+
+
+def test_an_adapter_that_returns_the_wrong_type_is_agent_unavailable_naming_it_and_the_bundle_is_written(
+    tmp_path: Path,
+) -> None:
+    site = site_with(tmp_path, "certlab-dictator", "dictator", WRONG_TYPE_ADAPTER)
+    out = tmp_path / "out"
+    done = certify(out, "dictator", env_with(site, only=(*BUILT_IN, "dictator")))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "could not be run" not in done.stderr
+    bundle = json.loads((out / "bundle.json").read_text())
+    assert (out / "CONTRACT.md").exists()
+    assert {(t["verdict"], t["failure_mode"]) for t in bundle["trials"]} == {("unavailable", "agent-unavailable")}
+    said = "the adapter dictator of certlab-dictator 1.1 (plugin dictator) returned dict, not an AgentOutcome"
+    assert {t["agent_detail"] for t in bundle["trials"]} == {said}
