@@ -4,7 +4,9 @@ Each plugin below is installed as a third party's is found: a module and its dis
 a ``certlab.plugins`` entry point) in a folder of its own, put on PYTHONPATH for that
 scenario's commands only. An adapter whose ``run`` hangs is held to ``--agent-timeout``
 (agent-timeout, and nothing it started survives); one that returns the wrong type is
-agent-unavailable naming its plugin and distribution, with the bundle written.
+agent-unavailable naming its plugin and distribution, with the bundle written; a plugin that
+fails to load is one warning line on every command, and certify and run refuse while one is
+installed; a hook no spec defines marks its plugin broken.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from conftest import run_certlab
 
 from certlab_core.certify.lab import AGENT_GRACE_S
@@ -49,6 +52,21 @@ def run(request):
 @hookimpl
 def certlab_agents():
     return [AgentAdapter(name="dictator", description="returns a dict", run=run)]
+"""
+
+# A grader plugin that stops importing (it was fine at 1.0; 1.1 imports a module that is not there).
+UNIMPORTABLE_GRADER = "import certlab_no_such_module  # noqa\n"
+
+# A plugin whose hook name no spec defines: a misspelling of certlab_graders.
+MISSPELT_HOOK = """
+from certlab_core.plugin import GradeResult, Grader, hookimpl
+
+def grade(request):
+    return GradeResult(grader="misspelt", passed=True)
+
+@hookimpl
+def certlab_grader():
+    return [Grader(name="misspelt", order=5, description="never called", grade=grade)]
 """
 
 
@@ -128,3 +146,81 @@ def test_an_adapter_that_returns_the_wrong_type_is_agent_unavailable_naming_it_a
     assert {(t["verdict"], t["failure_mode"]) for t in bundle["trials"]} == {("unavailable", "agent-unavailable")}
     said = "the adapter dictator of certlab-dictator 1.1 (plugin dictator) returned dict, not an AgentOutcome"
     assert {t["agent_detail"] for t in bundle["trials"]} == {said}
+
+
+@pytest.fixture(scope="module")
+def broken_grader(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return site_with(tmp_path_factory.mktemp("broken"), "certlab-no-notes", "no-notes", UNIMPORTABLE_GRADER)
+
+
+def broken_line(stderr: str) -> str:
+    (line,) = [line for line in stderr.splitlines() if "no-notes" in line and line.startswith("certlab: warning:")]
+    return line
+
+
+WARNING = (
+    "certlab: warning: broken plugin no-notes (certlab-no-notes): "
+    "ModuleNotFoundError: No module named 'certlab_no_such_module'"
+)
+
+
+@pytest.mark.parametrize("args", [("--help",), ("stats", "bounds", "--baseline", "9/10", "--candidate", "9/10")])
+def test_a_plugin_that_fails_to_load_is_one_warning_line_on_every_command(broken_grader: Path, args: tuple) -> None:
+    done = run_certlab(*args, env=env_with(broken_grader))
+    assert done.returncode == 0, done.stderr
+    assert broken_line(done.stderr) == WARNING
+
+
+def test_certify_refuses_before_any_trial_while_a_plugin_that_cannot_import_is_installed(
+    broken_grader: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    done = certify(out, "oracle", env_with(broken_grader))
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert broken_line(done.stderr) == WARNING
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("certlab: error: certify refuses: the plugin no-notes (certlab-no-notes) is broken")
+    assert "pip uninstall certlab-no-notes" in error and "CERTLAB_PLUGINS" in error
+    assert not (out / "trials.journal.jsonl").exists() and not (out / "bundle.json").exists()
+
+
+def test_run_refuses_while_a_plugin_that_cannot_import_is_installed(broken_grader: Path, tmp_path: Path) -> None:
+    descriptor = Path(__file__).resolve().parent.parent / "examples" / "retry" / "a_vs_b.yaml"
+    done = run_certlab("run", str(descriptor), "--out", str(tmp_path / "run"), env=env_with(broken_grader))
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("certlab: error: run refuses: the plugin no-notes (certlab-no-notes) is broken")
+    )
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+def test_a_broken_plugin_that_certlab_plugins_leaves_out_is_not_loaded_and_not_warned_about(
+    broken_grader: Path,
+) -> None:
+    done = run_certlab("--help", env=env_with(broken_grader, only=BUILT_IN))
+    assert done.returncode == 0 and "no-notes" not in done.stderr, done.stderr
+
+
+def test_an_unknown_agent_names_the_broken_plugins_distribution_and_error(broken_grader: Path, tmp_path: Path) -> None:
+    env = env_with(broken_grader, only=(*BUILT_IN, "no-notes"))
+    done = run_certlab("preflight", "--agent", "semfix", env=env)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert (
+        "plugins that failed to load: no-notes (certlab-no-notes): "
+        "ModuleNotFoundError: No module named 'certlab_no_such_module'" in done.stderr.strip().splitlines()[-1]
+    )
+
+
+def test_a_hook_no_spec_defines_marks_its_plugin_broken(tmp_path: Path) -> None:
+    site = site_with(tmp_path, "certlab-misspelt", "misspelt", MISSPELT_HOOK)
+    env = env_with(site)
+    listed = run_certlab("plugins", "--json", env=env)
+    failures = json.loads(listed.stdout)["failures"]
+    assert [(f["entry_point"], f["distribution"]) for f in failures] == [("misspelt", "certlab-misspelt")]
+    assert "certlab_grader, which no certlab hook spec defines (did you mean certlab_graders?)" in failures[0]["error"]
+    out = tmp_path / "out"
+    done = certify(out, "oracle", env)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "certify refuses: the plugin misspelt (certlab-misspelt, hook certlab_grader) is broken" in done.stderr

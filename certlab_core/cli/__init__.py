@@ -50,6 +50,12 @@ def _click_exceptions() -> Any:
     return exceptions
 
 
+def warn_broken(registry: Any) -> None:
+    """A warning line on stderr per plugin that failed to load: the plugin, its distribution and its error."""
+    for failure in registry.failures:
+        print(f"certlab: warning: {failure.line()}", file=sys.stderr)
+
+
 def _register_all(wanted: str | None = None) -> None:
     """Register the installed plugins' commands (``certlab_commands``) and the kernel's; one line per refusal.
 
@@ -61,6 +67,8 @@ def _register_all(wanted: str | None = None) -> None:
     from certlab_core.plugin.registry import discover
 
     registry = discover(extra=[(KERNEL_PLUGIN, builtin)])
+    if wanted != "plugins":  # which lists them itself
+        warn_broken(registry)
     provided = registry.names(Command)
     # A plugin's command line registers that one command; help, or a name nothing provides, registers them all.
     alone = [wanted] if wanted is not None and wanted in provided and wanted not in KERNEL_COMMANDS else []
@@ -102,9 +110,22 @@ def _register_for(args: list[str]) -> None:
 
     name = next((arg for arg in args if not arg.startswith("-")), None)
     if name in KERNEL_COMMANDS:
+        if name != "plugins":  # which lists them itself
+            _warn_load_failures()
         next(c for c in builtin.certlab_commands() if c.name == name).register(app)
         return
     _register_all(name)
+
+
+def _warn_load_failures() -> None:
+    """A kernel command's warning lines for the plugins that failed to load (the command itself reports the rest)."""
+    from certlab_core.plugin.registry import discover
+
+    try:
+        registry = discover()
+    except CertlabError:  # CERTLAB_PLUGINS names one that is not installed: the command says so, if it looks
+        return
+    warn_broken(registry)
 
 
 def main(argv: list[str] | None = None) -> int:

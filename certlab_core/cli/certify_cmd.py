@@ -19,7 +19,7 @@ from certlab_core.certify.certification import (
 from certlab_core.certify.heartbeat import heartbeat_interval
 from certlab_core.certify.lab import log_to_stderr
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
-from certlab_core.plugin.registry import Registry, discover
+from certlab_core.plugin.registry import Registry, discover, refuse_broken
 
 
 def certify_command(
@@ -100,6 +100,7 @@ def certify_command(
     check_output_dir(out)
     notice_interrupt(out)
     registry = discover()
+    refuse_broken(registry, "certify")  # before any trial: never a verdict from less than is installed
     progress = (lambda _m: None) if quiet else log_to_stderr
     with output_lock(out), certify_executor(registry, executor, workers or cpu_workers(), scheduler):
         if key is not None:  # refused before the first trial when a trial could read it

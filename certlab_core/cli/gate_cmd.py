@@ -119,7 +119,7 @@ def run_command(
         workers_default,
     )
     from certlab_core.gate.store import create_run, earlier_lines
-    from certlab_core.plugin.registry import discover
+    from certlab_core.plugin.registry import discover, refuse_broken
 
     if workers < 0:
         raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
@@ -128,6 +128,7 @@ def run_command(
 
     heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
     registry = discover()
+    refuse_broken(registry, "run")  # before any trial: never a verdict from less than is installed
     _check_reporters(registry, junit, markdown)
     from certlab_core.certify.acceptance import register_experiment_task  # a task of the user's own, in this folder
     from certlab_core.evidence.record_file import raise_if_interrupted

@@ -1,10 +1,11 @@
 """Plugin discovery (stevedore over ``certlab.plugins``) and the per-kind index of the records plugins provide.
 
-Discovery survives bad plugins: a plugin that fails to import, whose hook raises, or whose
-hook returns anything but the spec's records is named in one line (``PluginFailure``) and
-left out, and the others keep working. A hook no spec defines, a hook function without
-``@hookimpl`` and a name two plugins provide are warnings (``PluginWarning``); a duplicate
-name is refused only when something asks for it.
+Discovery survives bad plugins: a plugin that fails to import, that implements a hook no spec
+defines (as tox's ``check_pending``), whose hook raises, or whose hook returns anything but
+the spec's records is named in one line (``PluginFailure``) and left out, and the others keep
+working; ``refuse_broken`` makes certify and run refuse while one that a run could use is.
+A hook function without ``@hookimpl`` and a name two plugins provide are warnings
+(``PluginWarning``); a duplicate name is refused only when something asks for it.
 """
 
 from __future__ import annotations
@@ -120,6 +121,29 @@ class Registry:
         self._modules[name] = module
         self._index = None
 
+    def check_pending(self, plugin_name: str) -> bool:
+        """Leave out ``plugin_name`` when it implements a hook no spec defines, as a failure; True when it stays.
+
+        As tox's ``check_pending``: a misspelt hook would never be called, so what the plugin
+        meant to provide would be missing without a word. A hook marked ``optionalhook`` may
+        have no spec.
+        """
+        plugin = self.pm.get_plugin(plugin_name)
+        unknown = [
+            caller_name
+            for caller_name in sorted(dir(self.pm.hook))
+            if isinstance(caller := getattr(self.pm.hook, caller_name), pluggy.HookCaller)
+            and not caller.has_spec()
+            and any(impl.plugin is plugin and not impl.optionalhook for impl in caller.get_hookimpls())
+        ]
+        if not unknown:
+            return True
+        self.pm.unregister(name=plugin_name)
+        self._index = None
+        for hook in unknown:
+            self._fail(plugin_name, hook, f"implements {hook}, which no certlab hook spec defines{_close_spec(hook)}")
+        return False
+
     def _fail(self, plugin_name: str, hook: str, error: str) -> None:
         dist = self._sources.get(plugin_name, (IN_PROCESS, ""))[0]
         self.failures.append(PluginFailure(entry_point=plugin_name, distribution=dist, error=error, hook=hook))
@@ -226,9 +250,9 @@ class Registry:
             )
         elif dist:
             hint = f"; it is provided by the distribution {dist}: pip install {dist}"
-        broken = sorted({f.entry_point for f in self.failures})
+        broken = {f"{f.entry_point} ({f.distribution}): {f.error}": None for f in self.failures}
         if broken:
-            hint += f"; plugins that failed to load: {', '.join(broken)}"
+            hint += f"; plugins that failed to load: {'; '.join(broken)}"
         raise UsageError(f"unknown {label} {name!r} (valid: {valid}){hint}")
 
     def plugin_of(self, kind: str | type, name: str) -> PluginInfo:
@@ -311,8 +335,8 @@ def _hook_mistakes(pm: pluggy.PluginManager, plugin_name: str, module: object) -
     for attr, value in sorted(vars(module).items()) if isinstance(module, types.ModuleType) else ():
         if not attr.startswith(HOOK_PREFIX) or attr in marked or not inspect.isfunction(value):
             continue
-        if value.__module__ != module_name:
-            continue
+        if value.__module__ != module_name or hasattr(value, f"{hookspecs.PROJECT}_impl"):
+            continue  # another module's, or a hook implementation (a spec-less one makes its plugin broken)
         if attr in SPEC_NAMES:
             mistakes.append(f"defines {attr} without @hookimpl, so certlab never calls it")
         elif _close_spec(attr):
@@ -392,8 +416,11 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
             registry.failures.append(
                 PluginFailure(entry_point=ext.name, distribution=dist, error=f"{type(error).__name__}: {error}")
             )
+            continue
+        registry.check_pending(ext.name)
     for name, module in extra:
         registry.add_plugin(module, name, IN_PROCESS, "0")
+        registry.check_pending(name)
     if wanted is not None:
         missing = sorted(
             wanted - seen - ambiguous - {name for name, _m in extra} - {f.entry_point for f in registry.failures}
@@ -404,3 +431,37 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
                 "run 'certlab plugins' to see the installed ones"
             )
     return registry
+
+
+#: The kinds a run uses all of, or one of by name, so that one left out would change its verdict without a word.
+VERDICT_KINDS: tuple[str, ...] = ("graders", "statistical_rules", "sandboxes", "executors", "reporters")
+
+
+def refuse_broken(registry: Registry, command: str) -> None:
+    """Refuse ``command`` (certify, run) before anything runs while a plugin it could use is broken.
+
+    A plugin whose graders, rules, sandboxes, executors or reporters hook misbehaved would make
+    the run use less than is installed; one that failed to import, or to register, could be
+    any of these. Either is named with its distribution and error, and how to leave it out.
+    """
+    registry.index  # noqa: B018  (building it calls every hook: a hook that raises is a failure then)
+    verdict_hooks = {HOOK_PREFIX + kind for kind in VERDICT_KINDS}
+    broken = [f for f in registry.failures if not f.hook or f.hook in verdict_hooks or f.hook not in SPEC_NAMES]
+    if not broken:
+        return
+    named = "; ".join(
+        f"the plugin {f.entry_point} ({f.distribution}{', hook ' + f.hook if f.hook else ''}) is broken: {f.error}"
+        for f in broken
+    )
+    distributions = sorted(
+        {d.split(" ")[0] for f in broken for d in f.distribution.split(" and ") if not d.startswith(("(", "unknown "))}
+    )
+    uninstall = f" (pip uninstall {' '.join(distributions)})" if distributions else ""
+    entry_points = ", ".join(sorted({f.entry_point for f in broken}))
+    *labels, last = (KIND_LABELS[k] for k in VERDICT_KINDS)
+    kinds = f"{', '.join(labels)} or {last}"
+    raise UsageError(
+        f"{command} refuses: {named}; any {kinds} it provides would be left out, and the run would use less than is "
+        f"installed. Uninstall it{uninstall}, or leave it out: set {ONLY_ENV} to the plugins to load, without "
+        f"{entry_points} (see 'certlab plugins')"
+    )
