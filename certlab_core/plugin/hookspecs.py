@@ -70,6 +70,11 @@ def certlab_agents() -> list[AgentAdapter]:
     ``run_command``, which keeps the timeout, the process session, the leftover processes
     and the output tails. An adapter that raises, or returns ``unavailable``, is an
     infrastructure error, never a failed fix; its ``detail`` reaches the evidence.
+    ``run`` executes in a forked child of the trial, in a process group of its own, held
+    to the agent timeout plus a few seconds' grace: past them the group is killed, the
+    trial is ``agent-timeout``, and every process it started is gone. A ``run`` that raises,
+    dies, or returns anything but an ``AgentOutcome`` makes the trial ``agent-unavailable``,
+    naming the adapter, its plugin and its distribution; the bundle is still written.
 
     Under the default sandbox the program sees an allow-list (docs/trust-model.md): the
     system, its own runtime (the sandbox resolves the program's interpreter, venv,
