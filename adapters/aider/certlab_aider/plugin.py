@@ -25,6 +25,7 @@ run: an entry replaces all aider knows of the model), or ``--model-metadata-file
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -253,6 +254,7 @@ def run(request: AgentRequest) -> AgentOutcome:
         lambda executable, home: command_line(executable, request.prompt, files, home, options),
         lambda home: environment(request.env, home, options),
         judge,
+        readable=list(options.get("model-metadata-file", [])),  # the user's own file, shown in a sandbox
     )
 
 
@@ -286,5 +288,6 @@ def certlab_agents() -> list[AgentAdapter]:
             check_args=check_args,
             preflight=preflight,
             version=lambda args, harness: CLI.reported_version(clis.parse_options(_spec(), args), harness),
+            programs=lambda args: CLI.programs(clis.parse_options(_spec(), args), os.environ),
         )
     ]

@@ -18,6 +18,7 @@ from the harness; the model boundary puts its proxy here), ``--max-turns`` (30),
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -190,5 +191,6 @@ def certlab_agents() -> list[AgentAdapter]:
             check_args=check_args,
             preflight=preflight,
             version=lambda args, harness: CLI.reported_version(clis.parse_options(_spec(), args), harness),
+            programs=lambda args: CLI.programs(clis.parse_options(_spec(), args), os.environ),
         )
     ]

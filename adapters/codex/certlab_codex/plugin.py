@@ -20,6 +20,7 @@ Codex's ``workspace-write`` needs a helper binary that is not always installed),
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -208,5 +209,6 @@ def certlab_agents() -> list[AgentAdapter]:
             check_args=check_args,
             preflight=preflight,
             version=lambda args, harness: CLI.reported_version(clis.parse_options(_spec(), args), harness),
+            programs=lambda args: CLI.programs(clis.parse_options(_spec(), args), os.environ),
         )
     ]

@@ -224,10 +224,13 @@ class Cli:
         argv: Callable[[str, Path], list[str]],
         environment: Callable[[Path], dict[str, str]],
         judge: Callable[[AgentOutcome], AgentOutcome],
+        readable: Sequence[str] = (),
     ) -> AgentOutcome:
         """Run the CLI once: ``argv(executable, home)`` with ``environment(home)``, exit codes decide nothing.
 
         A CLI that cannot be found is ``unavailable`` (the agent's own infrastructure is missing).
+        ``readable`` are files of the user's the CLI reads (a model metadata file), shown to it in a
+        sandbox; the CLI's own installation is shown as the program's runtime.
         """
         from certlab_core.plugin import run_command  # the process machinery, imported by a run, not by discovery
 
@@ -242,8 +245,17 @@ class Cli:
                 env=environment(home),
                 unavailable_exit_codes=(),
                 writable=(str(home),),  # the run's own HOME, made here: the sandbox binds it as the agent's HOME
+                readable=tuple(readable),
             )
         return judge(outcome)
+
+    def programs(self, options: Mapping[str, Sequence[str]], harness: Mapping[str, str]) -> list[str]:
+        """The program a run starts, for the check inside the containment before the first trial ([]: not found,
+        which the run reports as unavailable itself)."""
+        try:
+            return [self.find(options, harness)]
+        except UsageError:
+            return []
 
     def reported_version(self, options: Mapping[str, Sequence[str]], harness: Mapping[str, str]) -> str | None:
         """The version the CLI reports of itself (``--version``, as preflight reads it); None when it cannot tell."""

@@ -32,3 +32,12 @@ def test_each_real_adapter_reads_its_clis_version(tmp_path: Path, adapter: str, 
     # No version number printed, or no CLI at all: the adapter cannot tell, and says nothing.
     assert record.version((f"--bin={_program(tmp_path, 'usage: cli [options]')}",), os.environ) is None
     assert record.version(("--bin=/nonexistent/cli",), os.environ) is None
+
+
+@pytest.mark.parametrize("adapter", ["claude-code", "codex", "aider"])
+def test_each_real_adapter_names_its_program_for_the_check_inside_the_sandbox(tmp_path: Path, adapter: str) -> None:
+    record = discover(only=[adapter]).get("agents", adapter)
+    assert record.programs is not None
+    program = _program(tmp_path, "1.0.0")
+    assert list(record.programs((f"--bin={program}",))) == [program]
+    assert list(record.programs(("--bin=/nonexistent/cli",))) == []  # the run itself says it is unavailable
