@@ -191,9 +191,9 @@ def resolve(
     shown: list[str] = []
     covered: list[str] = []
     venv = _venv_root(real)
-    own_file = os.path.abspath(found) == str(real) and not (venv is not None and _inside(str(venv), hidden))
+    own_file = os.path.abspath(found) == str(real)  # called by its own path, not through a link
     if _inside(str(real), hidden) and own_file:
-        shown.append(str(real))  # a script of the agent's own in a hidden folder (a checkout): the file alone
+        shown.append(str(real))  # a file of its own in a hidden folder (a checkout): shown alone; its #! decides
     elif not is_system(str(real)):
         modules = _node_modules_root(real)
         if venv is not None and _may_show(venv, inherited):
