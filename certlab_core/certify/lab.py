@@ -45,6 +45,7 @@ from certlab_core.plugin.registry import Registry
 from certlab_core.plugin.sandbox import (
     Containment,
     active_containment,
+    contained_environment,
     limits_hit_count,
     limits_hit_since,
     loopback_ports,
@@ -275,8 +276,13 @@ def answer_key_paths(families: Iterable[TaskFamily]) -> list[str]:
     return sorted(folders | {f.tree_dir for f in families})
 
 
-def agent_environment(task: Task, prompt: str, prompt_file: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def agent_environment(task: Task, prompt: str, prompt_file: Path, declared: Sequence[str] = ()) -> dict[str, str]:
+    """The agent's environment: the kernel's allow-list, what its adapter declares, and the prompt.
+
+    Nothing else of the harness passes: no key or token (the model boundary gives its own
+    per-trial token), no HOME, TMPDIR or XDG folder (the sandbox gives its own).
+    """
+    env = contained_environment(os.environ, declared)
     # An agent that runs the tests must not plant bytecode or a pytest cache by accident.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["CERTLAB_PROMPT"] = prompt
@@ -308,7 +314,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
             prompt_file=str(prompt_file),
             task_id=spec.task.id,
             timeout_s=spec.agent_timeout_s,
-            env=agent_environment(spec.task, prompt, prompt_file),
+            env=agent_environment(spec.task, prompt, prompt_file, spec.agent.environment),
             agent_args=spec.agent_args,
             task=spec.task,
         )

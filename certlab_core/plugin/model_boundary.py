@@ -28,6 +28,7 @@ boundary refused because a budget was spent (``budget_exceeded``: :data:`CALLS_B
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, cast
 
@@ -126,7 +127,7 @@ class ModelBoundaryPlan:
     def open(self, request: AgentRequest) -> ModelSession:
         """Open the boundary for the agent run ``request`` describes."""
         run = ModelRun(
-            env=request.env,
+            env={**os.environ, **request.env},  # the upstream and its key are the harness's, never the agent's
             workdir=request.workdir,
             seed=self.seed,
             faults=self.faults,
