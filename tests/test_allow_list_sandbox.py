@@ -48,6 +48,11 @@ def certlab_argv(*args: str) -> str:
     return shlex.join([sys.executable, "-m", "certlab_core.cli", *args])
 
 
+def certify_command(agent: str, *options: str) -> str:
+    """``certlab certify`` of the command agent ``agent`` on intervals, without the mutation proof."""
+    return certlab_argv("certify", "-f", "intervals", "-a", "command", "--agent-arg", agent, "--no-mutants", *options)
+
+
 def in_private_mounts(script: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """``script`` (sh) in a private mount namespace whose mounts never reach the host's."""
     return subprocess.run(
@@ -82,23 +87,7 @@ def test_home_and_tmpdir_at_tmp_delete_nothing_of_the_hosts_tmp(sandbox: str) ->
         printf '#!/bin/sh\\nrm -rf "$HOME"/* /dev/shm/* 2>/dev/null\\nexit 0\\n' > {cleaner}; chmod 755 {cleaner}
         echo canary > /tmp/canary; echo canary > /dev/shm/canary
         mkdir /tmp/other-user; echo theirs > /tmp/other-user/file
-        {
-        certlab_argv(
-            "certify",
-            "-f",
-            "intervals",
-            "-a",
-            "command",
-            "--agent-arg",
-            agent,
-            "--no-mutants",
-            "--sandbox",
-            sandbox,
-            "-o",
-            out,
-            "-q",
-        )
-    } >/dev/null || echo "certify exit $?"
+        {certify_command(agent, "--sandbox", sandbox, "-o", out, "-q")} >/dev/null || echo "certify exit $?"
         {certlab_argv("regrade", out, "--sandbox", sandbox)} >/dev/null || echo "regrade exit $?"
         for f in /tmp/canary /dev/shm/canary /tmp/other-user/file; do test -f $f || echo "GONE $f"; done
     """
@@ -132,23 +121,7 @@ def test_no_other_copy_of_the_key_no_harness_socket_home_or_secret_is_in_reach(t
         mkdir -p /mnt/other-checkout/certlab_intervals/family /mnt/tmpdir /mnt/harness-home
         cp -r {shlex.quote(str(installed_tree()))} /mnt/other-checkout/certlab_intervals/family/tree
         echo "//registry/:_authToken={CREDENTIAL}" > /mnt/harness-home/.npmrc; chmod 600 /mnt/harness-home/.npmrc
-        {
-        certlab_argv(
-            "certify",
-            "-f",
-            "intervals",
-            "-a",
-            "command",
-            "--agent-arg",
-            str(agent),
-            "--no-mutants",
-            "-w",
-            "2",
-            "-o",
-            str(out),
-            "-q",
-        )
-    } || echo "certify exit $?"
+        {certify_command(str(agent), "-w", "2", "-o", str(out), "-q")} || echo "certify exit $?"
     """
     env = {
         **os.environ,
