@@ -36,6 +36,7 @@ SECRETS = {
     "CERTLAB_SIGNING_KEY": "signing-canary-0004",
 }
 CREDENTIAL = "npm-credential-canary-0005"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def installed_tree() -> Path:
@@ -51,6 +52,22 @@ def certlab_argv(*args: str) -> str:
 def certify_command(agent: str, *options: str) -> str:
     """``certlab certify`` of the command agent ``agent`` on intervals, without the mutation proof."""
     return certlab_argv("certify", "-f", "intervals", "-a", "command", "--agent-arg", agent, "--no-mutants", *options)
+
+
+def fresh_tmp() -> str:
+    """sh lines that put a fresh tmpfs on /tmp, keeping certlab's own folders where they lie inside it.
+
+    A clone in the temp folder (CI's may be) would vanish under the tmpfs: the host's /tmp is
+    bound at /srv first (an empty folder here, in this namespace alone) and each kept folder is
+    bound back at its path.
+    """
+    kept = sorted({str(Path(p).resolve()) for p in (sys.prefix, REPO)} | {os.path.realpath(sys.base_prefix)})
+    lines = ["mount --bind /tmp /srv", "mount -t tmpfs tmpfs /tmp"]
+    for folder in kept:
+        if folder.startswith("/tmp/"):
+            inner = shlex.quote(folder)
+            lines.append(f"mkdir -p {inner} && mount --bind /srv/{shlex.quote(folder[len('/tmp/') :])} {inner}")
+    return "\n        ".join(lines)
 
 
 def in_private_mounts(script: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -81,7 +98,7 @@ def test_home_and_tmpdir_at_tmp_delete_nothing_of_the_hosts_tmp(sandbox: str) ->
     agent = "/bin/true" if sandbox == "none" else cleaner
     out = "/tmp/certification"
     script = f"""
-        mount -t tmpfs tmpfs /tmp
+        {fresh_tmp()}
         mount -t tmpfs tmpfs /dev/shm
         mkdir /tmp/agent
         printf '#!/bin/sh\\nrm -rf "$HOME"/* /dev/shm/* 2>/dev/null\\nexit 0\\n' > {cleaner}; chmod 755 {cleaner}
