@@ -160,7 +160,10 @@ def members(protocol: type) -> list[tuple[str, object]]:
 def mentioned(value: object) -> list[str]:
     """The exported records and protocols a record's fields, or a protocol's signatures, mention."""
     if is_record(value):
-        annotations = [field.type for field in attrs.fields(value)]  # type: ignore[arg-type]
+        annotations = [
+            field_annotation(value, field.name, field.type)  # type: ignore[arg-type]
+            for field in attrs.fields(value)  # type: ignore[arg-type]
+        ]
     elif is_protocol(value):
         annotations = []
         for _name, member in members(value):  # type: ignore[arg-type]
@@ -215,6 +218,16 @@ def literal_words(record: type, annotation: object) -> list[tuple[str, tuple[str
     return found
 
 
+def field_annotation(record: type, name: str, resolved: object) -> object:
+    """A field's annotation as the code writes it: attrs' ``field.type`` is the resolved object once any code
+    called ``attrs.resolve_types`` (cattrs does), and ``Literal[...]`` would show where ``TrialVerdict`` is written."""
+    for klass in record.__mro__:
+        written = vars(klass).get("__annotations__", {}).get(name)
+        if written is not None:
+            return written
+    return resolved
+
+
 def record_reference(name: str, record: type) -> str:
     lines = [f"#### `{name}`", "", summary(record), "", "| field | type | default |", "|---|---|---|"]
     words: dict[str, tuple[str, ...]] = {}
@@ -222,9 +235,10 @@ def record_reference(name: str, record: type) -> str:
         if field.name.startswith("_"):
             continue
         default = default_text(field.default)
-        kind = annotation_text(field.type).replace("|", "\\|")
+        written = field_annotation(record, field.name, field.type)
+        kind = annotation_text(written).replace("|", "\\|")
         lines.append(f"| `{field.name}` | `{kind}` | {default} |")
-        words.update(literal_words(record, field.type))
+        words.update(literal_words(record, written))
     for alias, values in words.items():
         lines += ["", f"`{alias}` is one of " + ", ".join(f"`{value}`" for value in values) + "."]
     return "\n".join(lines) + "\n"
