@@ -139,6 +139,8 @@ def test_no_other_copy_of_the_key_no_harness_socket_home_or_secret_is_in_reach(t
         cp -r {shlex.quote(str(installed_tree()))} /mnt/other-checkout/certlab_intervals/family/tree
         echo "//registry/:_authToken={CREDENTIAL}" > /mnt/harness-home/.npmrc; chmod 600 /mnt/harness-home/.npmrc
         {certify_command(str(agent), "-w", "2", "-o", str(out), "-q")} || echo "certify exit $?"
+        {certlab_argv("regrade", str(out))} >/dev/null || echo "regrade exit $?"
+        ls -d /mnt/tmpdir/certlab-* 2>/dev/null | sed 's/^/LEFT /' || true
     """
     env = {
         **os.environ,
@@ -149,6 +151,8 @@ def test_no_other_copy_of_the_key_no_harness_socket_home_or_secret_is_in_reach(t
     }
     done = in_private_mounts(script, env)
     assert done.returncode == 0, done.stderr
+    assert "LEFT" not in done.stdout, f"certlab left folders in TMPDIR: {done.stdout}"
+    assert "regrade exit" not in done.stdout, done.stdout
     bundle_text = (out / "bundle.json").read_text()
     bundle = json.loads(bundle_text)
     assert [t["verdict"] for t in bundle["trials"]] == ["not-fixed"] * 6, done.stdout

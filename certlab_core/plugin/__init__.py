@@ -173,6 +173,7 @@ if TYPE_CHECKING:
         agent_environment_dir,
         contained_environment,
         inherited_folders,
+        made_runtime_folder,
         runtime_folder,
     )
     from certlab_core.plugin.user_task import UserTask, holds_user_task, load_user_task, stage_family
@@ -329,6 +330,7 @@ _HOME: dict[str, str] = {
     "agent_environment_dir": "certlab_core.plugin.sandbox",
     "contained_environment": "certlab_core.plugin.sandbox",
     "inherited_folders": "certlab_core.plugin.sandbox",
+    "made_runtime_folder": "certlab_core.plugin.sandbox",
     "runtime_folder": "certlab_core.plugin.sandbox",
     "safe_io": "certlab_core.plugin.safe_io",
     "UserTask": "certlab_core.plugin.user_task",
@@ -499,6 +501,7 @@ __all__ = [
     "load_user_task",
     "look_alpha",
     "look_sizes",
+    "made_runtime_folder",
     "materialise",
     "read_cases",
     "read_cases_bytes",

@@ -25,6 +25,7 @@ from typing import IO, Literal, Protocol
 from attrs import field, frozen
 
 from certlab_core.plugin.converters import text_map
+from certlab_core.plugin.trees import MadeFolder, make_temp_folder, remove_made
 
 #: What ``--sandbox`` accepts: bwrap where it works else uncontained (auto), bwrap or refuse, never contained.
 SandboxChoice = Literal["auto", "bwrap", "none"]
@@ -378,7 +379,7 @@ def inherited_folders(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     return tuple(sorted(os.path.realpath(f) for f in found if f))
 
 
-_runtime: list[tuple[int, str]] = []
+_runtime: list[MadeFolder] = []  # forked processes inherit the maker's; only the maker removes it
 
 
 def runtime_folder() -> Path:
@@ -386,43 +387,25 @@ def runtime_folder() -> Path:
 
     It is made (mode 0700) under ``XDG_RUNTIME_DIR`` or the temp folder; whatever ``TMPDIR``
     points at, no sandbox shows it, because a sandbox binds only the folders a request names,
-    and refuses one that holds this folder. Its maker removes it at exit, by the handle it made.
+    and refuses one that holds this folder. ``choose_containment`` makes it in the process that
+    forks the trials, so that they share it; its maker removes it at exit, by the handle it made.
     """
-    if _runtime and os.path.isdir(_runtime[0][1]):
-        return Path(_runtime[0][1])
-    _runtime.clear()
+    made = made_runtime_folder()
+    if made is not None:
+        return made
     base = os.environ.get("XDG_RUNTIME_DIR") or None
-    if base is not None and not os.path.isdir(base):
-        base = None
-    folder = tempfile.mkdtemp(prefix="certlab-runtime-", dir=base)
-    _runtime.append((os.getpid(), folder))
-    info = os.lstat(folder)
-    atexit.register(_remove_runtime_folder, os.getpid(), folder, info.st_dev, info.st_ino)
-    return Path(folder)
+    handle = make_temp_folder("certlab-runtime-", base if base is not None and os.path.isdir(base) else None)
+    _runtime[:] = [handle]
+    owner = os.getpid()
+    atexit.register(lambda: os.getpid() == owner and remove_made(handle))
+    return handle.as_path
 
 
-def _remove_runtime_folder(owner: int, folder: str, device: int, inode: int) -> None:
-    """Remove the runtime folder at its maker's exit: only that process, only the folder it made (device, inode)."""
-    if os.getpid() != owner:
-        return
-    try:
-        info = os.lstat(folder)
-    except OSError:
-        return
-    if (info.st_dev, info.st_ino) != (device, inode):
-        return
-    for entry in os.listdir(folder):  # sockets and locks, one level: the keepers' folders are removed by their maker
-        path = os.path.join(folder, entry)
-        with contextlib.suppress(OSError):
-            if os.path.isdir(path) and not os.path.islink(path):
-                for inner in os.listdir(path):
-                    with contextlib.suppress(OSError):
-                        os.unlink(os.path.join(path, inner))
-                os.rmdir(path)
-            else:
-                os.unlink(path)
-    with contextlib.suppress(OSError):
-        os.rmdir(folder)
+def made_runtime_folder() -> Path | None:
+    """The runtime folder this process or its maker made, if any (a check against it makes none)."""
+    if _runtime and os.path.isdir(_runtime[0].path):
+        return _runtime[0].as_path
+    return None
 
 
 _active: list[Containment] = []
@@ -559,6 +542,7 @@ def choose_containment(
         p for p in wanted_hidden if not any(p.startswith(q.rstrip("/") + "/") for q in wanted_hidden)
     )
     if isinstance(sandbox, Sandbox) and not reason:
+        runtime_folder()  # here, before any trial is forked: every trial shares it, and its maker removes it
         return Containment(sandbox=sandbox, hidden=everything_hidden, limits=limits or ResourceLimits())
     if choice == "bwrap":
         raise UsageError(

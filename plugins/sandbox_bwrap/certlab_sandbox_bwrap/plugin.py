@@ -45,6 +45,7 @@ from certlab_core.plugin import (
     agent_environment_dir,
     hookimpl,
     inherited_folders,
+    made_runtime_folder,
     runtime_folder,
 )
 from certlab_sandbox_bwrap import runtime
@@ -295,7 +296,7 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
     inherited = inherited_folders()
     hidden = [p for p in request.hidden if p not in ("/",)]
     # The harness's folders and certlab's own runtime folder are never bound, nor a folder holding one.
-    never_bound = [*inherited, str(runtime_folder())]
+    never_bound = [*inherited, *(str(f) for f in (made_runtime_folder(),) if f is not None)]
     for path in (request.workdir, *request.writable):
         real = os.path.realpath(path)
         if any(_inside(folder, [real]) for folder in never_bound) or _inside(real, hidden):
