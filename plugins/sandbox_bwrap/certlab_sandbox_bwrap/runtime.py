@@ -75,9 +75,14 @@ def _inside(path: str, folders: Iterable[str]) -> bool:
     return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
 
+@lru_cache(maxsize=1)
+def _system_folders() -> tuple[str, ...]:
+    return tuple(os.path.realpath(f) for f in SYSTEM_FOLDERS if os.path.exists(f))
+
+
 def is_system(path: str) -> bool:
     """Whether ``path`` (resolved) is in the system's read-only folders, which every sandbox holds."""
-    return _inside(os.path.realpath(path), [os.path.realpath(f) for f in SYSTEM_FOLDERS if os.path.exists(f)])
+    return _inside(os.path.realpath(path), _system_folders())
 
 
 @lru_cache(maxsize=1)
