@@ -235,3 +235,24 @@ def test_an_agent_whose_interpreter_the_sandbox_hides_is_unavailable_not_a_faile
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: command:")]
     assert len(warnings) == 1 and "hidden from the agent" in warnings[0] and "install it elsewhere" in warnings[0]
     assert done.returncode != 0
+
+
+@needs_bwrap
+def test_a_fifo_named_as_the_program_does_not_hang_its_resolution(tmp_path: Path) -> None:
+    """Resolving a program reads its ``#!`` line: a FIFO named as the program blocked open() for ever."""
+    program = tmp_path / "bin" / "tool"
+    program.parent.mkdir()
+    os.mkfifo(program)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from certlab_sandbox_bwrap import runtime; print(runtime.resolve(sys.argv[1], {}).shown)",
+            str(program),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0 and str(tmp_path) in done.stdout, done.stderr  # its bin/ prefix, resolved

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -56,6 +57,7 @@ ETC_ENTRIES = (
     "python3.13",
 )
 SHEBANG_BYTES = 256
+CONFIG_BYTES = 64 << 10
 INTERPRETER_DEPTH = 4
 
 
@@ -109,6 +111,20 @@ def system_paths() -> tuple[str, ...]:
     return tuple(shown)
 
 
+def _head(path: Path, limit: int) -> bytes:
+    """The first ``limit`` bytes of a regular file; nothing for a FIFO, a device or what cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
 def _venv_root(path: Path) -> Path | None:
     for parent in path.parents:
         if (parent / "pyvenv.cfg").is_file():
@@ -120,10 +136,7 @@ def _venv_base(venv: Path) -> tuple[Path | None, bool]:
     """The base interpreter's prefix a venv names (``home`` in ``pyvenv.cfg``), and whether it sees its packages."""
     home: Path | None = None
     system_site = False
-    try:
-        lines = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None, False
+    lines = _head(venv / "pyvenv.cfg", CONFIG_BYTES).decode("utf-8", "replace").splitlines()
     for line in lines:
         key, _, value = line.partition("=")
         key, value = key.strip().lower(), value.strip()
@@ -160,11 +173,7 @@ def _node_modules_root(path: Path) -> Path | None:
 
 
 def _shebang(path: Path) -> list[str]:
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(SHEBANG_BYTES)
-    except OSError:
-        return []
+    head = _head(path, SHEBANG_BYTES)
     if not head.startswith(b"#!"):
         return []
     return head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
