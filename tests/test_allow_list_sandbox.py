@@ -256,3 +256,18 @@ def test_a_fifo_named_as_the_program_does_not_hang_its_resolution(tmp_path: Path
         check=False,
     )
     assert done.returncode == 0 and str(tmp_path) in done.stdout, done.stderr  # its bin/ prefix, resolved
+
+
+@pytest.mark.parametrize(
+    ("programs", "said"),
+    [(lambda args: 1 / 0, "raised ZeroDivisionError"), (lambda args: "/bin/sh", "returned str, not a list of paths")],
+)
+def test_an_adapters_programs_that_raise_or_name_no_list_are_one_line(programs: object, said: str) -> None:
+    from certlab_core.certify.program_check import declared_programs
+    from certlab_core.plugin import AgentAdapter, AgentOutcome, UsageError
+
+    adapter = AgentAdapter(
+        name="odd", description="", run=lambda r: AgentOutcome(status="completed"), programs=programs
+    )
+    with pytest.raises(UsageError, match=said):
+        declared_programs(adapter, ())

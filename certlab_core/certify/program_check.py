@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from certlab_core.plugin.command import run_contained
+from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.records import AgentAdapter, AgentOutcome, AgentRequest
 from certlab_core.plugin.sandbox import Containment, contained_environment
 
@@ -72,13 +73,25 @@ def _found(program: str, env: dict[str, str]) -> str | None:
     return shutil.which(program, path=env.get("PATH", os.defpath))
 
 
+def declared_programs(agent: AgentAdapter, agent_args: Sequence[str]) -> tuple[str, ...]:
+    """What the adapter's ``programs`` names; UsageError in one line when it raises or names no list of paths."""
+    assert agent.programs is not None
+    try:
+        named = agent.programs(tuple(agent_args))
+    except Exception as error:  # a plugin's hook: its failure is named, never a traceback
+        raise UsageError(f"the adapter {agent.name}'s programs() raised {type(error).__name__}: {error}") from None
+    if isinstance(named, str) or not isinstance(named, Sequence) or not all(isinstance(p, str) for p in named):
+        raise UsageError(f"the adapter {agent.name}'s programs() returned {type(named).__name__}, not a list of paths")
+    return tuple(named)
+
+
 def checked_agent(
     agent: AgentAdapter, agent_args: Sequence[str], containment: Containment, say: Callable[[str], None]
 ) -> AgentAdapter:
     """``agent`` as it is when its programs start inside the containment, else one whose trials are unavailable."""
     if agent.programs is None:
         return agent
-    problem = program_problem(tuple(agent.programs(tuple(agent_args))), containment)
+    problem = program_problem(declared_programs(agent, agent_args), containment)
     if problem is None:
         return agent
     say(f"warning: {agent.name}: {problem}; its trials are agent-unavailable, not graded")
