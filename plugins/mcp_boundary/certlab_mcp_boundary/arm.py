@@ -50,6 +50,7 @@ ALLOWED_REQUESTS = frozenset({"initialize", "tools/list", "tools/call"})
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
 POLL_S = 0.02
+SETTLE_S = 30.0  # how long stop() waits for tool calls already accepted to return from the world
 
 
 class McpBoundary:
@@ -71,7 +72,10 @@ class McpBoundary:
         self.fatal: BaseException | None = None
         self.calls = 0
         self.ended = threading.Event()  # set when the trial must end now (a refusal, a fatal error)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one tool call at a time reaches the world
+        self._accepted = 0  # tool calls accepted and not yet returned from the world
+        self._closed = False  # stop() has begun: no new tool call is accepted
+        self._settled = threading.Condition()
         self._listener: socket.socket | None = None
         self._connections: list[socket.socket] = []
 
@@ -84,6 +88,14 @@ class McpBoundary:
         return self
 
     def stop(self) -> None:
+        """Close the socket and its sessions, then wait for the tool calls already accepted.
+
+        A call accepted before the trial ended (say, the one in flight when a concurrent call was
+        refused) still reaches the world; waiting for it keeps the trial's record whole and
+        ensures nothing reaches the world after the trial has ended.
+        """
+        with self._settled:
+            self._closed = True
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.shutdown(socket.SHUT_RDWR)
@@ -93,6 +105,22 @@ class McpBoundary:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
             connection.close()
+        with self._settled:
+            self._settled.wait_for(lambda: self._accepted == 0, timeout=SETTLE_S)
+
+    def accept_call(self) -> bool:
+        """Count one tool call as accepted; False once the boundary is stopping."""
+        with self._settled:
+            if self._closed:
+                return False
+            self._accepted += 1
+            return True
+
+    def call_returned(self) -> None:
+        """One accepted tool call has been answered (or its session has gone)."""
+        with self._settled:
+            self._accepted -= 1
+            self._settled.notify_all()
 
     def _accept(self) -> None:
         listener = self._listener
@@ -196,11 +224,14 @@ class McpBoundary:
                 raise MCPError(METHOD_NOT_FOUND, f"mcp-unsupported: {what}")
             if method != "tools/call":
                 return await call_next(ctx)
+            if not self.accept_call():
+                raise MCPError(INTERNAL_ERROR, "the trial has ended")
             in_flight[0] += 1
             try:
-                return await call_next(ctx)
+                return await call_next(ctx)  # the world's call runs in a thread that a cancel waits for
             finally:
                 in_flight[0] -= 1
+                self.call_returned()
 
         server = Server("certlab-mcp-boundary", on_list_tools=list_tools, on_call_tool=call_tool)
         server.middleware.insert(0, refuse_the_unsupported)
