@@ -144,3 +144,16 @@ def test_the_report_counts_the_upstream_errors_each_arm_recovered_from(tmp_path:
     report = accumulator.report(decision_of(manifest, trials, rule))
     assert unstructure(report)["conditions"] == one[5]["conditions"]
     assert "upstream error" in render_text(report) and "recovered from" in render_text(report)
+    from certlab_report_html.render import render as render_html
+    from certlab_report_markdown.render import render as render_markdown
+
+    for page in (render_html(report, rule), render_markdown(report)):
+        assert "the agents recovered from" in page and fmt_recovered(report) in page
+
+
+def fmt_recovered(report: object) -> str:
+    """The first arm's recovered-errors phrase, as every format writes it."""
+    from certlab_core.plugin import report_format
+
+    arm = next(a for c in report.conditions for a in (c.baseline, c.candidate) if a.recovered_errors)  # type: ignore[attr-defined]
+    return report_format.recovered(arm)

@@ -220,6 +220,18 @@ def render(report: Report, rule: Any = None) -> str:
         + (f"<li>… and {len(report.infra_errors) - 50} more</li>" if len(report.infra_errors) > 50 else "")
         + "</ul>"
     )
+    recovered_items = "".join(
+        f"<li>{escape(condition.name)}, {escape(arm.arm)}: {escape(fmt.recovered(arm))}</li>"
+        for condition in report.conditions
+        for arm in (condition.baseline, condition.candidate)
+        if arm.recovered_errors
+    )
+    recovered = (
+        f"<h3>Errors of the model API the agents recovered from (their trials graded as usual)</h3>"
+        f"<ul id=recovered>{recovered_items}</ul>"
+        if recovered_items
+        else ""
+    )
     usage_rows = "".join(
         f"<tr><td>{escape(u.arm)} ({escape(u.label)})</td><td class=num>{u.trials_reporting}/{u.trials}</td>"
         f"<td class=num>{fmt.tokens(u.input_tokens)}</td><td class=num>{fmt.tokens(u.output_tokens)}</td>"
@@ -270,7 +282,7 @@ def render(report: Report, rule: Any = None) -> str:
         f"<section id=conditions>{''.join(sections)}</section>"
         f"<h2>Faults</h2><p>{faults_line}</p>"
         f"<h2>Plan</h2><section id=plan>{oc_html}</section>"
-        f"<h2>Infrastructure errors (kept apart from agent failures)</h2>{infra}"
+        f"<h2>Infrastructure errors (kept apart from agent failures)</h2>{infra}{recovered}"
         f"<h2>Tokens and estimated cost</h2><table><tr><th>arm</th><th>trials reporting</th><th>input tokens</th>"
         f"<th>output tokens</th><th>estimated cost</th></tr>{usage_rows}</table>"
         f"<ul class=cost>{''.join(f'<li>{escape(line)}</li>' for line in report.cost)}</ul>"
