@@ -382,3 +382,21 @@ def test_a_plugin_adds_a_command_and_cannot_take_a_kernel_command(fresh: FreshEn
     shown = fresh.certlab("plugins", layers=[layers["command"]])
     (row,) = [r for r in shown.stdout.splitlines() if r.startswith("hello ")]
     assert "command: hello, run" in row
+
+
+def test_discovery_scans_the_entry_points_once_and_writes_nothing_in_the_users_home(tmp_path: Path) -> None:
+    # stevedore, which discovery used, kept a cache of every entry point it had scanned in the user's
+    # ~/.cache/python-entrypoints: a write outside certlab's own folders on every command.
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "CERTLAB_PLUGINS")}
+    env["HOME"] = str(home)
+    code = "from certlab_core.plugin.registry import discover; r = discover(); print(len(r.plugins()), len(r.failures))"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    plugins, failures = map(int, result.stdout.split())
+    assert plugins > 10 and failures == 0, result.stdout
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []
+    import certlab_core.plugin.registry as registry
+
+    assert "stevedore" not in Path(registry.__file__).read_text(encoding="utf-8")

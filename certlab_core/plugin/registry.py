@@ -1,4 +1,4 @@
-"""Plugin discovery (stevedore over ``certlab.plugins``) and the per-kind index of the records plugins provide.
+"""Plugin discovery (one scan of the `certlab.plugins` entry points) and the per-kind index of records.
 
 Discovery survives bad plugins: a plugin that fails to import, that implements a hook no spec
 defines (as tox's ``check_pending``), whose hook raises, or whose hook returns anything but
@@ -82,18 +82,18 @@ def new_plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
-def _declared_plugins() -> list[tuple[str, str, str, str]]:
-    """Every entry point of the group, as (name, value, distribution, version), from installed metadata.
+def _declared_plugins() -> list[tuple[str, str, str, str, importlib.metadata.EntryPoint]]:
+    """Every entry point of the group, as (name, value, distribution, version, entry point), in one scan.
 
     One distribution seen twice (its source folder on ``sys.path`` beside its installed
     metadata, as when a tool runs from inside that folder) declares its entry points once.
     """
-    found: dict[tuple[str, str, str, str], None] = {}
+    found: dict[tuple[str, str, str, str], importlib.metadata.EntryPoint] = {}
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
             if ep.group == ENTRY_POINT_GROUP:
-                found[(ep.name, ep.value, dist.metadata["Name"] or "?", dist.version or "?")] = None
-    return list(found)
+                found.setdefault((ep.name, ep.value, dist.metadata["Name"] or "?", dist.version or "?"), ep)
+    return [(*key, ep) for key, ep in found.items()]
 
 
 Provider = tuple[object, str]  # (record, plugin name)
@@ -362,17 +362,14 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
     A plugin that fails to import, or whose entry point name another distribution also
     declares, is recorded in ``registry.failures`` and the others still load.
     """
-    from stevedore import ExtensionManager, NamedExtensionManager
-
     asked = set(only) if only is not None else _only_from_env()
     registry = Registry(new_plugin_manager())
-    declared = _declared_plugins()
+    declared = _declared_plugins()  # the one scan of the installed metadata; only wanted entry points are imported
     # A name asked for matches the entry point it spells however its separators and case are written.
-    spelt = {normal_plugin_name(name): name for name, _value, _dist, _version in declared}
+    spelt = {normal_plugin_name(name): name for name, *_rest in declared}
     wanted = None if asked is None else {spelt.get(normal_plugin_name(name), name) for name in asked}
-    sources = {(name, value): (dist, version) for name, value, dist, version in declared}
     declaring: dict[str, list[str]] = {}
-    for name, _value, dist, version in declared:
+    for name, _value, dist, version, _ep in declared:
         declaring.setdefault(name, []).append(f"{dist} {version}")
         if wanted is not None and name not in wanted:
             registry.excluded[name] = dist
@@ -385,39 +382,26 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
                 error=f"two distributions declare the certlab plugin {name!r}; uninstall one of them",
             )
         )
-
-    def on_failure(_manager: Any, entry_point: Any, error: BaseException) -> None:
-        if entry_point.name in ambiguous:
-            return
-        dist = sources.get((entry_point.name, entry_point.value), ("unknown distribution", ""))[0]
-        registry.failures.append(
-            PluginFailure(entry_point=entry_point.name, distribution=dist, error=f"{type(error).__name__}: {error}")
-        )
-
-    manager: ExtensionManager[Any]
-    if wanted is None:
-        manager = ExtensionManager(namespace=ENTRY_POINT_GROUP, on_load_failure_callback=on_failure)
-    else:  # only the named entry points are imported at all
-        manager = NamedExtensionManager(
-            namespace=ENTRY_POINT_GROUP,
-            names=sorted(wanted),
-            on_load_failure_callback=on_failure,
-            on_missing_entrypoints_callback=lambda _missing: None,  # reported below, in one line
-        )
     seen: set[str] = set()
-    for ext in sorted(manager.extensions, key=lambda e: e.name):
-        seen.add(ext.name)
-        if ext.name in ambiguous:
+    for name, _value, dist, version, entry_point in sorted(declared, key=lambda d: d[0]):
+        seen.add(name)
+        if (wanted is not None and name not in wanted) or name in ambiguous:
             continue
-        dist, version = sources.get((ext.name, ext.entry_point.value), ("unknown distribution", "0"))
         try:
-            registry.add_plugin(ext.plugin, ext.name, dist, version)
-        except Exception as error:  # a module with malformed hooks (a hook whose arguments the spec does not have)
+            module = entry_point.load()
+        except (Exception, SystemExit) as error:  # a plugin that cannot be imported; the others still load
             registry.failures.append(
-                PluginFailure(entry_point=ext.name, distribution=dist, error=f"{type(error).__name__}: {error}")
+                PluginFailure(entry_point=name, distribution=dist, error=f"{type(error).__name__}: {error}")
             )
             continue
-        registry.check_pending(ext.name)
+        try:
+            registry.add_plugin(module, name, dist, version)
+        except Exception as error:  # a module with malformed hooks (a hook whose arguments the spec does not have)
+            registry.failures.append(
+                PluginFailure(entry_point=name, distribution=dist, error=f"{type(error).__name__}: {error}")
+            )
+            continue
+        registry.check_pending(name)
     for name, module in extra:
         registry.add_plugin(module, name, IN_PROCESS, "0")
         registry.check_pending(name)
