@@ -37,8 +37,14 @@ from typing import Any
 import pytest
 
 from certlab_core.testing.adapter_checks import AdapterConformance, Scenario
+from certlab_core.testing.executor_checks import ExecutorConformance
 
-__all__ = ["AdapterConformance", "FamilyConformance", "Scenario"]
+__all__ = [
+    "AdapterConformance",
+    "ExecutorConformance",
+    "FamilyConformance",
+    "Scenario",
+]
 
 _counter = itertools.count()
 
