@@ -38,11 +38,13 @@ import pytest
 
 from certlab_core.testing.adapter_checks import AdapterConformance, Scenario
 from certlab_core.testing.executor_checks import ExecutorConformance
+from certlab_core.testing.sandbox_checks import SandboxConformance
 
 __all__ = [
     "AdapterConformance",
     "ExecutorConformance",
     "FamilyConformance",
+    "SandboxConformance",
     "Scenario",
 ]
 
