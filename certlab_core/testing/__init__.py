@@ -38,12 +38,14 @@ import pytest
 
 from certlab_core.testing.adapter_checks import AdapterConformance, Scenario
 from certlab_core.testing.executor_checks import ExecutorConformance
+from certlab_core.testing.grader_checks import GraderConformance
 from certlab_core.testing.sandbox_checks import SandboxConformance
 
 __all__ = [
     "AdapterConformance",
     "ExecutorConformance",
     "FamilyConformance",
+    "GraderConformance",
     "SandboxConformance",
     "Scenario",
 ]
