@@ -39,6 +39,7 @@ import pytest
 from certlab_core.testing.adapter_checks import AdapterConformance, Scenario
 from certlab_core.testing.executor_checks import ExecutorConformance
 from certlab_core.testing.grader_checks import GraderConformance
+from certlab_core.testing.reporter_checks import ReporterConformance
 from certlab_core.testing.sandbox_checks import SandboxConformance
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "ExecutorConformance",
     "FamilyConformance",
     "GraderConformance",
+    "ReporterConformance",
     "SandboxConformance",
     "Scenario",
 ]
