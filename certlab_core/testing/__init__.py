@@ -40,6 +40,7 @@ from certlab_core.testing.adapter_checks import AdapterConformance, Scenario
 from certlab_core.testing.executor_checks import ExecutorConformance
 from certlab_core.testing.grader_checks import GraderConformance
 from certlab_core.testing.reporter_checks import ReporterConformance
+from certlab_core.testing.rule_checks import RuleConformance
 from certlab_core.testing.sandbox_checks import SandboxConformance
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "FamilyConformance",
     "GraderConformance",
     "ReporterConformance",
+    "RuleConformance",
     "SandboxConformance",
     "Scenario",
 ]
