@@ -189,16 +189,6 @@ def example_record(hook: str) -> typing.Any:
     return record
 
 
-def test_the_executor_example_passes_executor_conformance() -> None:
-    from certlab_core.plugin.executor import ExecutorOptions
-    from certlab_core.testing.executor_checks import _in_fork
-
-    record = example_record("certlab_executors")
-    checks = KITS["certlab_executors"]()
-    options = ExecutorOptions(workers=1)
-    run_kit(checks, ordinary=_in_fork(record, options, "ordinary"), hazards=_in_fork(record, options, "hazards"))
-
-
 def test_the_grader_example_passes_grader_conformance(tmp_path: Path) -> None:
     from certlab_core.testing.grader_checks import grade_scenarios
 

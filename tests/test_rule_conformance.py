@@ -64,13 +64,13 @@ def off_target(*args: Any, **kwargs: Any) -> Bounds:
 
 
 POINT = StatisticalRule(name="point-estimate", description="no uncertainty at all", decide=decide, interval=interval)
-SMALL = ((0.9, 20, 0.05, 0.1, 1, 1),)  # a design the reference enumerates quickly
+SMALL = ((0.9, 12, 0.05, 0.1, 1, 1),)  # a design the reference enumerates quickly
 
 
 class Checks(RuleConformance):
     rule_name = "point-estimate"
     error_rate_designs = SMALL
-    sum_designs = ((0.8, 0.8, 20, 1), (1.0, 0.0, 10, 2))
+    sum_designs = ((0.8, 0.8, 12, 1), (1.0, 0.0, 8, 2))
     stepwise_designs = ((0.9, 0.8, 12, 0.05, 0.2, 1),)
 
     def __init__(self, rule: StatisticalRule) -> None:
