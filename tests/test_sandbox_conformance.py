@@ -1,9 +1,9 @@
 """SandboxConformance rejects sandboxes that contain less than they promise.
 
 The broken ones: the hook spec's own example (a CPU limit and nothing else: it hides no file,
-stops no write, leaves a daemon running and offers the harness's interpreter), and bwrap with
-the harness's whole environment handed in instead of the request's. bwrap itself passes in
-certlab-sandbox-bwrap's tests.
+stops no write, leaves a daemon running and offers the harness's interpreter), bwrap with the
+harness's whole environment handed in instead of the request's, and bwrap showing the host's
+temp folder. bwrap itself passes in certlab-sandbox-bwrap's tests.
 """
 
 from __future__ import annotations
@@ -106,3 +106,35 @@ def test_bwrap_handing_in_the_harness_environment_fails_the_environment_check(tm
 
     with pytest.raises(REJECTED, match="the harness's own variable reached the program"):
         Leaky().test_the_environment_is_the_requests_and_nothing_of_the_harness(run_probe(leaky, tmp_path))
+
+
+def test_bwrap_showing_the_host_temp_folder_fails_the_unshown_file_check(tmp_path: Path) -> None:
+    bwrap = pytest.importorskip("certlab_sandbox_bwrap.plugin")
+    reason = bwrap.probe()
+    if reason is not None:
+        pytest.skip(f"no bwrap sandbox here: {reason}")
+    shown = str(tmp_path)
+
+    def showing_launch(request: SandboxRequest) -> SandboxLaunch:
+        launch = bwrap.launch(request)
+        at = launch.argv.index("--bind")  # after its private /tmp, before the work copy's own bind
+        argv = [*launch.argv[:at], "--ro-bind", shown, shown, *launch.argv[at:]]
+        return attrs.evolve(launch, argv=argv, handoff=None)
+
+    showing = Sandbox(
+        name="showing",
+        description="bwrap, and the temp folder",
+        probe=bwrap.probe,
+        launch=showing_launch,
+        python=bwrap.agent_python,
+        visible=bwrap.visible,
+    )
+
+    class Showing(SandboxConformance):
+        def sandbox(self) -> Sandbox:
+            return showing
+
+    probed = run_probe(showing, tmp_path / "probe")
+    Showing().test_the_work_copy_and_the_writable_folders_can_be_written(probed)  # it still runs the probe
+    with pytest.raises(REJECTED, match="a host file the request does not show was read"):
+        Showing().test_a_host_file_the_request_does_not_show_is_unreadable(probed)
