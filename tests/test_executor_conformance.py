@@ -21,7 +21,7 @@ from certlab_core.plugin.executor import (
     WorkFailure,
 )
 from certlab_core.testing import ExecutorConformance
-from certlab_core.testing.executor_checks import SessionRun, _in_fork
+from certlab_core.testing.executor_checks import SessionRun, session_in_fork
 
 REJECTED = (AssertionError, pytest.fail.Exception)
 
@@ -83,7 +83,7 @@ OPTIONS = ExecutorOptions(workers=2)
 @pytest.fixture(scope="module")
 def in_process() -> tuple[SessionRun | str, SessionRun | str]:
     broken = executor(InProcess)
-    return _in_fork(broken, OPTIONS, "ordinary"), _in_fork(broken, OPTIONS, "hazards")
+    return session_in_fork(broken, OPTIONS, "ordinary"), session_in_fork(broken, OPTIONS, "hazards")
 
 
 def test_units_run_in_the_sessions_own_process_fail_the_fresh_process_check(
@@ -107,13 +107,13 @@ def test_a_crashing_unit_that_takes_the_session_down_fails_the_died_check(
 
 def test_an_executor_that_drops_failed_units_fails_the_every_unit_check() -> None:
     broken = Executor(name="broken", description="drops failures", start=lambda options: Forgetful(2))
-    ordinary = _in_fork(broken, OPTIONS, "ordinary")
+    ordinary = session_in_fork(broken, OPTIONS, "ordinary")
     with pytest.raises(REJECTED, match=r"never came back"):
         ExecutorConformance().test_every_unit_comes_back_once_under_its_own_tag_with_its_value(ordinary)
 
 
 def test_an_executor_whose_busy_counts_nothing_fails_the_slots_check() -> None:
     broken = Executor(name="broken", description="never busy", start=lambda options: NeverBusy(2))
-    ordinary = _in_fork(broken, OPTIONS, "ordinary")
+    ordinary = session_in_fork(broken, OPTIONS, "ordinary")
     with pytest.raises(REJECTED, match=r"busy\(\) said 0"):
         ExecutorConformance().test_no_more_than_slots_units_are_out_at_once_and_busy_counts_them(ordinary)

@@ -212,7 +212,8 @@ def run_session(executor: Executor, options: ExecutorOptions, plan: str) -> Sess
     )
 
 
-def _in_fork(executor: Executor, options: ExecutorOptions, plan: str) -> SessionRun | str:
+def session_in_fork(executor: Executor, options: ExecutorOptions, plan: str) -> SessionRun | str:
+    """``run_session`` in a forked child: what it ran, or one line saying how the child failed."""
     from certlab_core.plugin.forking import ForkedCallError, call_in_fork
 
     try:
@@ -270,12 +271,12 @@ class ExecutorConformance:
     @pytest.fixture(scope="class")
     @classmethod
     def ordinary(cls, executor_options: ExecutorOptions) -> SessionRun | str:
-        return _in_fork(cls().executor(), executor_options, "ordinary")
+        return session_in_fork(cls().executor(), executor_options, "ordinary")
 
     @pytest.fixture(scope="class")
     @classmethod
     def hazards(cls, executor_options: ExecutorOptions) -> SessionRun | str:
-        return _in_fork(cls().executor(), executor_options, "hazards")
+        return session_in_fork(cls().executor(), executor_options, "hazards")
 
     def test_every_unit_comes_back_once_under_its_own_tag_with_its_value(self, ordinary: SessionRun | str) -> None:
         run = _ok(ordinary)
