@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import runpy
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ import pytest
 
 from certlab_core.plugin import hookspecs, records
 from certlab_core.plugin.registry import HOOK_PREFIX, KINDS, discover
-from certlab_core.testing import adapter_checks
+from certlab_core.testing import KITS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,8 +94,8 @@ AgentOutcome(status="done")  # expect: arg-type
 
 
 def test_the_docs_examples_pass_mypy_strict_against_the_contract(tmp_path: Path) -> None:
-    """One mypy --strict run over every hook spec's example, the example distributions' modules and the
-    docstring example of AdapterConformance; a file of misuses checks that the contract's types refuse them."""
+    """One mypy --strict run over every hook spec's example, the example distributions' modules and every
+    conformance kit's example; a file of misuses checks that the contract's types refuse them."""
     pytest.importorskip("mypy")
     folder = tmp_path / "examples"
     folder.mkdir()
@@ -102,7 +103,8 @@ def test_the_docs_examples_pass_mypy_strict_against_the_contract(tmp_path: Path)
         (folder / f"example_{name}.py").write_text(example_of(spec))
     for target, source in EXAMPLE_FILES.items():
         (folder / target).write_text((ROOT / source).read_text(encoding="utf-8"))
-    (folder / "scenario_example.py").write_text(docstring_example(adapter_checks))
+    for hook, kit in KITS.items():
+        (folder / f"kit_example_{hook}.py").write_text(kit_example(kit))
     (folder / "misuse.py").write_text(MISUSE)
     result = subprocess.run(
         [
@@ -145,12 +147,66 @@ def test_the_docs_examples_pass_mypy_strict_against_the_contract(tmp_path: Path)
     assert found == expected, f"the contract's types let misuses through: {sorted(expected - found)}"
 
 
-def docstring_example(module: types.ModuleType) -> str:
-    """The ``::`` block of a module's docstring, dedented."""
-    block = (module.__doc__ or "").split("::\n", 1)[1]
-    lines = []
-    for line in block.splitlines()[1:]:
-        if line.strip() and not line.startswith("    "):
-            break
-        lines.append(line)
-    return textwrap.dedent("\n".join(lines))
+def kit_example(kit: type) -> str:
+    """A conformance kit's example subclass, as docs/plugins.md shows it (tools/plugin_docs.py finds it)."""
+    tool = runpy.run_path(str(ROOT / "tools" / "plugin_docs.py"))
+    example, _where = tool["kit_example"](kit)
+    return str(example)
+
+
+@pytest.mark.parametrize("hook", sorted(KITS))
+def test_each_kits_example_subclasses_its_kit_naming_a_plugin(hook: str) -> None:
+    kit = KITS[hook]
+    namespace: dict[str, object] = {}
+    exec(compile(kit_example(kit), f"kit_example_{hook}", "exec"), namespace)
+    subclasses = [v for v in namespace.values() if isinstance(v, type) and issubclass(v, kit) and v is not kit]
+    assert subclasses, f"the example of {kit.__name__} defines no subclass of it"
+    named = [attribute for attribute in vars(kit) if attribute.endswith("_name") and vars(kit)[attribute] == ""]
+    assert named, f"{kit.__name__} has no *_name attribute to set"
+    for subclass in subclasses:
+        assert getattr(subclass, named[0]), f"{subclass.__name__} leaves {named[0]} empty"
+
+
+def run_kit(checks: object, **fixtures: object) -> list[str]:
+    """Every check of a kit on what its fixtures found; the names of those that skipped (a failure raises)."""
+    skipped = []
+    for name in sorted(n for n in dir(checks) if n.startswith("test_")):
+        method = getattr(checks, name)
+        wanted = list(inspect.signature(method).parameters)
+        if any(p not in fixtures for p in wanted):
+            continue
+        try:
+            method(*(fixtures[p] for p in wanted))
+        except pytest.skip.Exception:
+            skipped.append(name)
+    return skipped
+
+
+def example_record(hook: str) -> typing.Any:
+    module = types.ModuleType(f"kit_run_{hook}")
+    exec(compile(example_of(dict(specs())[hook]), module.__name__, "exec"), module.__dict__)
+    (record,) = getattr(module, hook)()
+    return record
+
+
+def test_the_grader_example_passes_grader_conformance(tmp_path: Path) -> None:
+    from certlab_core.testing.grader_checks import grade_scenarios
+
+    record = example_record("certlab_graders")
+    checks = KITS["certlab_graders"]()
+    checks.grader = lambda: record  # type: ignore[attr-defined]
+    checks.grader_name = record.name  # type: ignore[attr-defined]
+    gradings = grade_scenarios(record, checks.family(), tmp_path, "none", workers=2)  # type: ignore[attr-defined]
+    assert run_kit(checks, gradings=gradings) == ["test_it_gives_the_failure_modes_it_catches"]
+
+
+def test_the_reporter_example_passes_reporter_conformance(tmp_path: Path) -> None:
+    from certlab_core.plugin.forking import call_in_fork
+    from certlab_core.testing.reporter_checks import render_watched
+
+    record = example_record("certlab_reporters")
+    checks = KITS["certlab_reporters"]()
+    checks.reporter = lambda: record  # type: ignore[attr-defined]
+    checks.reporter_name = record.name  # type: ignore[attr-defined]
+    renderings = call_in_fork(render_watched, record, None, str(tmp_path / "watched"), timeout=60)
+    run_kit(checks, renderings=renderings)

@@ -1,5 +1,6 @@
-"""docs/plugins.md is what tools/plugin_docs.py makes of the code: one section per hook, its example included, then a
-reference of every record's fields, every protocol's signature and every SDK function's parameters."""
+"""docs/plugins.md is what tools/plugin_docs.py makes of the code: one section per hook, its example and its
+conformance kit included, then a reference of every record's fields, protocol's signature and SDK function's
+parameters."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ def test_docs_plugins_md_is_generated_from_the_hook_specs() -> None:
     hooks, _, _reference = written.partition(tool["REFERENCE"] + "\n")
     for name, _fn in tool["specs"]():
         assert f"`{name}`" in hooks
-    assert hooks.count("```python") == len(tool["specs"]())
+    kits = tool["KITS"]
+    assert hooks.count("```python") == len(tool["specs"]()) + len(kits)  # each hook's example, each kit's
+    for hook, kit in kits.items():
+        hook_section = hooks.split(f"`{hook}`\n", 1)[1].split("\n## ", 1)[0]
+        assert f"### Testing it: `certlab_core.testing.{kit.__name__}`" in hook_section, hook
 
 
 def test_the_reference_lists_every_records_fields_and_every_sdk_functions_parameters() -> None:

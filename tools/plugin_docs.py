@@ -23,9 +23,12 @@ import attrs
 import certlab_core.plugin as api
 from certlab_core.plugin import hookspecs
 from certlab_core.plugin.registry import HOOK_PREFIX
+from certlab_core.testing import KITS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugins.md"
 MARKER = "Example plugin::"
+#: Where a conformance kit's documentation gives its example subclass ("Example (the adapter's tests/...)::").
+KIT_MARKER = re.compile(r"^Example(?: \(([^)]*)\))?::$", re.MULTILINE)
 
 INTRO = """\
 # Writing a certlab plugin
@@ -60,8 +63,13 @@ A plugin of yours that needs more than the author API should ask for it there, n
 
 Every example below is complete, and the test suite runs each one as a plugin. Complete
 distributions to copy: `examples/thirdparty_family/` (a task family) and
-`examples/custom_adapter/` (an agent adapter in 12 lines of code). Families test themselves
-with `certlab_core.testing.FamilyConformance`, adapters with `AdapterConformance`.
+`examples/custom_adapter/` (an agent adapter in 12 lines of code).
+
+Each kind of plugin that has behaviour to check has a conformance kit in `certlab_core.testing`
+(installed with certlab as a pytest plugin): a class your plugin's tests subclass, naming your
+installed plugin, and pytest runs real checks of the contract against it. Each hook's section
+below says what its kit checks and shows the three lines that run it; the shipped plugins run
+the same kits in their own tests.
 
 [The reference](#reference) after the hooks lists every record's fields, every protocol a
 callable field follows, and every SDK function's parameters, all importable from
@@ -104,7 +112,47 @@ def section(name: str, fn: typing.Any) -> str:
     if record is not None:
         lines += [f"Returns a list of `{record.__name__}` records.", ""]
     lines += [textwrap.dedent(prose).strip(), "", "```python", textwrap.dedent(example).strip("\n"), "```", ""]
+    if name in KITS:
+        lines.append(kit_section(KITS[name]))
     return "\n".join(lines)
+
+
+def kit_documentation(kit: type) -> str:
+    """The kit's own documentation: its class's when that holds its example, else its module's."""
+    own = inspect.getdoc(kit) or ""
+    if KIT_MARKER.search(own):
+        return own
+    return inspect.getdoc(sys.modules[kit.__module__]) or ""
+
+
+def kit_example(kit: type) -> tuple[str, str]:
+    """The kit's example subclass, and where it says it goes (a file of the plugin's tests)."""
+    doc = kit_documentation(kit)
+    found = KIT_MARKER.search(doc)
+    if found is None:
+        raise SystemExit(f"{kit.__name__}'s documentation has no 'Example (...)::' block")
+    return textwrap.dedent(doc[found.end() :]).strip("\n"), found.group(1) or ""
+
+
+def kit_section(kit: type) -> str:
+    doc = kit_documentation(kit)
+    found = KIT_MARKER.search(doc)
+    assert found is not None
+    prose = doc[: found.start()].strip()
+    first, _, rest = prose.partition("\n\n")
+    if first.startswith(f"``{kit.__name__}``"):  # a module's title line: the heading names the kit already
+        prose = rest.strip()
+    example, where = kit_example(kit)
+    where_text = where.replace("``", "`")
+    lines = [f"### Testing it: `certlab_core.testing.{kit.__name__}`", ""]
+    lines += [rst_to_markdown(prose), ""]
+    lines += [f"In {where_text}:" if where_text else "Example:", "", "```python", example, "```", ""]
+    return "\n".join(lines)
+
+
+def rst_to_markdown(text: str) -> str:
+    """The kits' documentation is reStructuredText: double backquotes become Markdown's single ones."""
+    return text.replace("``", "`")
 
 
 # --------------------------------------------------------------------------- the reference

@@ -1,27 +1,21 @@
-"""certlab's pytest plugin: fixtures for plugin authors and the family conformance suite.
+"""certlab's pytest plugin: fixtures for plugin authors and a conformance kit per kind of plugin.
 
 Installed with certlab (entry point ``pytest11``), so any plugin distribution's tests can use:
 
 - ``certlab_plugin_manager``: a fresh pluggy manager that knows certlab's hook specs only;
 - ``certlab_temp_plugin``: register a plugin written as source text (or a module) into a
   fresh registry, and get the registry back;
-- ``AdapterConformance`` (with ``Scenario``): subclass it with ``adapter_name = "NAME"`` and
-  the scenarios that make the agent hang or fail, and pytest checks that the installed
-  adapter honours the timeout, leaves no process behind, reports its own infrastructure
-  failure as unavailable and writes nowhere but the work copy;
-- ``FamilyConformance``: subclass it with ``family_name = "NAME"`` and pytest runs the
-  conformance suite against that installed family: the clean tree passes its suite, each
-  seeded tree fails it, the oracle fixes each defect, the null agent fixes none, the
-  other constructed agents score exactly what they must, the visible suite with the
-  held-out cases kills at least the family's ``mutation_threshold`` (default 0.9) of the
-  clean tree's generated mutants, and the visible suite alone at least its
-  ``visible_mutation_threshold`` (default 0.8) (``certlab_core.certify.mutation``; the scores and
-  every survivor are reported).
+- a conformance kit per kind of plugin that has behaviour to check, each a class to subclass
+  in the plugin's own tests, naming the installed plugin (``KITS`` maps each hook to its kit):
+  ``AdapterConformance`` (with ``Scenario``), ``FamilyConformance``, ``RuleConformance``,
+  ``SandboxConformance``, ``ExecutorConformance``, ``GraderConformance`` and
+  ``ReporterConformance``. Each checks real behaviour, with real processes: what it checks is
+  in its module's (or class's) documentation, and in docs/plugins.md beside its hook.
 
-Two modules here are imported by the tests that need them, not by the plugin:
-``family_checks`` (seeded trees, the visible suite and held-out cases run in subprocesses,
-and ``FamilyChecks``, the checks every built-in family makes on itself) and ``rule_checks``
-(references a statistical rule's exact ``plan`` is checked against).
+``family_checks`` is imported by the tests that need it, not by the plugin: seeded trees, the
+visible suite and held-out cases run in subprocesses, and ``FamilyChecks``, the checks every
+built-in family makes on itself. ``rule_checks`` holds, beside ``RuleConformance``, the
+references a statistical rule's exact ``plan`` is checked against.
 
 May import: plugin, evidence, certify.
 """
@@ -37,8 +31,23 @@ from typing import Any
 import pytest
 
 from certlab_core.testing.adapter_checks import AdapterConformance, Scenario
+from certlab_core.testing.executor_checks import ExecutorConformance
+from certlab_core.testing.grader_checks import GraderConformance
+from certlab_core.testing.reporter_checks import ReporterConformance
+from certlab_core.testing.rule_checks import RuleConformance
+from certlab_core.testing.sandbox_checks import SandboxConformance
 
-__all__ = ["AdapterConformance", "FamilyConformance", "Scenario"]
+__all__ = [
+    "KITS",
+    "AdapterConformance",
+    "ExecutorConformance",
+    "FamilyConformance",
+    "GraderConformance",
+    "ReporterConformance",
+    "RuleConformance",
+    "SandboxConformance",
+    "Scenario",
+]
 
 _counter = itertools.count()
 
@@ -68,7 +77,24 @@ def certlab_temp_plugin() -> Callable[..., Any]:
 
 
 class FamilyConformance:
-    """The conformance suite every task family runs against itself; set ``family_name``."""
+    """The conformance suite every task family runs against itself; set ``family_name``.
+
+    Against the installed family, with the installed graders and the constructed agents: the
+    clean tree passes its suite, each seeded tree fails it, the defect classes are distinct, the
+    oracle fixes each defect and the null agent none, the test deleter and the forbidden-file
+    agent fail by policy, the unavailable agent is unavailable (never a failed fix), and the
+    visible suite with the held-out cases kills at least ``mutation_threshold`` of the clean
+    tree's mutants, the visible suite alone ``visible_mutation_threshold`` (each survivor is
+    reported). ``recorded_bundle`` names a published certification whose mutation proof must
+    be re-earned mutant by mutant.
+
+    Example (the family's ``tests/test_conformance.py``)::
+
+        from certlab_core.testing import FamilyConformance
+
+        class TestSemver(FamilyConformance):
+            family_name = "semver"
+    """
 
     family_name: str = ""
     workers: int = 2
@@ -203,3 +229,16 @@ class FamilyConformance:
 
     def test_calibration_holds(self, conformance: dict[str, Any]) -> None:
         assert conformance["problems"] == []
+
+
+#: The conformance kit of each kind of plugin that has behaviour to check, by the hook that provides that kind
+#: (docs/plugins.md shows each with its hook; tools/plugin_docs.py reads it here).
+KITS: dict[str, type] = {
+    "certlab_agents": AdapterConformance,
+    "certlab_executors": ExecutorConformance,
+    "certlab_graders": GraderConformance,
+    "certlab_reporters": ReporterConformance,
+    "certlab_sandboxes": SandboxConformance,
+    "certlab_statistical_rules": RuleConformance,
+    "certlab_task_families": FamilyConformance,
+}

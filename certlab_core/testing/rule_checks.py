@@ -171,3 +171,187 @@ def heavy_modules_after_importing(module: str) -> list[str]:
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     heavy: list[str] = json.loads(completed.stdout)
     return heavy
+
+
+# --------------------------------------------------------------------------- the conformance suite
+
+#: (p_baseline, p_candidate, n, looks): designs whose plan must be a probability over the three verdicts.
+SUM_DESIGNS: tuple[tuple[float, float, int, int], ...] = (
+    (0.8, 0.8, 200, 1),
+    (0.9, 0.7, 300, 3),
+    (0.0, 0.0, 50, 1),
+    (1.0, 1.0, 50, 2),
+    (0.5, 0.45, 5000, 4),
+)
+#: (p_baseline, p_candidate, n, alpha, delta, looks): designs whose plan is checked against ``stepwise_plan``.
+STEPWISE_DESIGNS: tuple[tuple[float, float, int, float, float, int], ...] = (
+    (0.9, 0.8, 30, 0.05, 0.2, 1),
+    (0.9, 0.9, 12, 0.2, 0.3, 3),
+    (0.95, 0.6, 16, 0.1, 0.25, 4),
+)
+#: Designs at which ``certlab selfcheck``'s two error rates are checked: false PASS at the margin, false BLOCK.
+ERROR_RATE_DESIGNS: tuple[tuple[float, int, float, float, int, int], ...] = (
+    (0.9, 40, 0.05, 0.1, 1, 1),  # p_baseline, n, alpha, delta, conditions, looks
+    (0.7, 60, 0.05, 0.15, 2, 2),
+    (0.95, 100, 0.1, 0.05, 1, 3),
+)
+
+
+class RuleConformance:
+    """The conformance suite every statistical rule runs against itself; set ``rule_name``.
+
+    It checks what the gate, ``certlab plan``, ``certlab selfcheck`` and ``certlab stats
+    bounds`` rely on: ``decide`` gives ordered bounds around the estimate and the verdict
+    they imply; ``interval`` holds the observed rate; ``plan`` exists (without it plan and
+    selfcheck refuse the rule), is a probability over PASS, BLOCK and INCONCLUSIVE, equals a
+    step-by-step enumeration through ``decide`` and a simulation; the error rates selfcheck
+    sweeps stay within alpha/K at a few designs; ``arm_alpha``, when given, is a level within
+    alpha; importing the plugin loads neither numpy nor scipy.
+
+    Example (the rule's ``tests/test_conformance.py``)::
+
+        from certlab_core.testing import RuleConformance
+
+        class TestMyRule(RuleConformance):
+            rule_name = "my-rule"
+    """
+
+    rule_name: str = ""
+    sum_designs = SUM_DESIGNS
+    stepwise_designs = STEPWISE_DESIGNS
+    #: (p_baseline, p_candidate, n, alpha, delta, looks, seed): a design where both PASS and BLOCK happen.
+    monte_carlo_design: tuple[float, float, int, float, float, int, int] = (0.85, 0.7, 40, 0.2, 0.15, 2, 7)
+    error_rate_designs = ERROR_RATE_DESIGNS
+
+    def rule(self) -> Any:
+        """The rule under test: the installed one named ``rule_name``."""
+        import pytest
+
+        from certlab_core.plugin.registry import discover
+
+        if not self.rule_name:
+            pytest.fail("set rule_name on the RuleConformance subclass")
+        return discover().get("statistical_rules", self.rule_name)
+
+    def _plan(self) -> Any:
+        import pytest
+
+        plan = self.rule().plan
+        if plan is None:
+            pytest.fail(f"the rule {self.rule_name} has no plan: certlab plan and certlab selfcheck refuse it")
+        return plan
+
+    def test_it_can_plan(self) -> None:
+        self._plan()
+
+    def test_decide_gives_ordered_bounds_around_the_estimate_and_the_verdict_they_imply(self) -> None:
+        from hypothesis import HealthCheck, Phase, given, settings
+
+        decide = self.rule().decide
+
+        # No shrinking: a case is small as drawn, and a rule wrong everywhere would be shrunk for minutes.
+        @settings(
+            max_examples=200,
+            deadline=None,
+            database=None,
+            phases=(Phase.explicit, Phase.generate),
+            report_multiple_bugs=False,
+            suppress_health_check=(HealthCheck.too_slow,),
+        )
+        @given(case=decide_cases())
+        def check(case: DecideCase) -> None:
+            bounds = case.decide(decide)
+            estimate = case.estimate
+            delta = case.delta
+            expected = "PASS" if bounds.lower > -delta else "BLOCK" if bounds.upper < -delta else "INCONCLUSIVE"
+            problems = []
+            if not -1.0 <= bounds.lower <= estimate + 1e-12:
+                problems.append(f"lower bound {bounds.lower} past the estimate {estimate}")
+            if not estimate - 1e-12 <= bounds.upper <= 1.0:
+                problems.append(f"upper bound {bounds.upper} short of the estimate {estimate}")
+            if bounds.verdict != expected:
+                problems.append(f"verdict {bounds.verdict} where its bounds give {expected}")
+            assert not problems, f"{case}: " + "; ".join(problems)
+
+        check()
+
+    def test_interval_holds_the_observed_rate_within_the_unit_range(self) -> None:
+        interval = self.rule().interval
+        for successes, n, alpha in ((0, 7, 0.05), (7, 7, 0.05), (3, 11, 0.01), (130, 200, 0.0125), (1, 1, 0.5)):
+            low, high = interval(successes, n, alpha)
+            rate = successes / n
+            assert 0.0 <= low <= rate + 1e-12 and rate - 1e-12 <= high <= 1.0, (
+                f"interval({successes}, {n}, {alpha}) = ({low}, {high}) does not hold {rate}"
+            )
+
+    def test_plan_is_a_probability_over_the_three_verdicts(self) -> None:
+        plan = self._plan()
+        for p_baseline, p_candidate, n, looks in self.sum_designs:
+            chances = plan(p_baseline, p_candidate, n, looks=looks)
+            assert set(chances) == set(VERDICTS), f"plan gave {sorted(chances)}, not {VERDICTS}"
+            assert all(0.0 <= chances[v] <= 1.0 for v in VERDICTS), chances
+            assert abs(sum(chances.values()) - 1.0) < 1e-12, f"plan{(p_baseline, p_candidate, n, looks)}: {chances}"
+
+    def test_plan_equals_stepwise_enumeration_through_decide(self) -> None:
+        plan = self._plan()
+        verdict = cached_verdicts(self.rule().decide)
+        for p_baseline, p_candidate, n, alpha, delta, looks in self.stepwise_designs:
+            chances = plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
+            reference = stepwise_plan(verdict, p_baseline, p_candidate, n, alpha, delta, looks)
+            assert max(reference["PASS"], reference["BLOCK"]) > 0.01, "a design where the rule decides nothing"
+            for name in VERDICTS:
+                assert abs(chances[name] - reference[name]) < 1e-12, (
+                    f"plan says P({name}) = {chances[name]}, decide step by step {reference[name]} "
+                    f"at {(p_baseline, p_candidate, n, alpha, delta, looks)}"
+                )
+
+    def test_plan_agrees_with_a_monte_carlo_estimate(self) -> None:
+        plan = self._plan()
+        p_baseline, p_candidate, n, alpha, delta, looks, seed = self.monte_carlo_design
+        runs = 40_000
+        verdict = cached_verdicts(self.rule().decide)
+        estimates = monte_carlo_plan(verdict, p_baseline, p_candidate, n, alpha, delta, looks, seed=seed, runs=runs)
+        chances = plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
+        for name in VERDICTS:
+            tolerance = 4.5 * (max(chances[name] * (1 - chances[name]), 1e-4) / runs) ** 0.5
+            assert abs(estimates[name] - chances[name]) < tolerance, (
+                f"plan says P({name}) = {chances[name]}, {runs} simulated experiments {estimates[name]}"
+            )
+
+    def test_its_error_rates_stay_within_alpha_over_k(self) -> None:
+        plan = self._plan()
+        for p, n, alpha, delta, conditions, looks in self.error_rate_designs:
+            limit = alpha / conditions
+            false_pass = plan(p, round(p - delta, 10), n, alpha, delta, conditions, looks)["PASS"]
+            false_block = plan(p, p, n, alpha, delta, conditions, looks)["BLOCK"]
+            design = f"baseline {p}, n {n}, alpha {alpha}, delta {delta}, K {conditions}, L {looks}"
+            assert false_pass <= limit + 1e-12, f"false PASS at the margin {false_pass:.4f} > {limit:.4f} ({design})"
+            assert false_block <= limit + 1e-12, (
+                f"false BLOCK under no change {false_block:.4f} > {limit:.4f} ({design})"
+            )
+
+    def test_arm_alpha_is_a_level_within_alpha(self) -> None:
+        import pytest
+
+        arm_alpha = self.rule().arm_alpha
+        if arm_alpha is None:
+            pytest.skip("the rule declares no arm_alpha: certlab stats bounds shows its intervals at alpha")
+        for alpha, conditions, looks in ((0.05, 1, 1), (0.05, 3, 2), (0.2, 2, 5)):
+            level = arm_alpha(alpha, conditions, looks)
+            assert 0.0 < level <= alpha, f"arm_alpha({alpha}, {conditions}, {looks}) = {level}"
+
+    def test_importing_the_plugin_imports_neither_scipy_nor_numpy(self) -> None:
+        from importlib.metadata import entry_points
+
+        from certlab_core.plugin.registry import discover
+
+        distribution = discover().plugin_of("statistical_rules", self.rule_name).distribution
+        modules = [
+            ep.module
+            for ep in entry_points(group="certlab.plugins")
+            if ep.dist is not None and ep.dist.name == distribution
+        ]
+        assert modules, f"no certlab.plugins entry point of {distribution} is installed"
+        for module in modules:
+            heavy = heavy_modules_after_importing(module)
+            assert heavy == [], f"importing {module} loads {heavy}: trials fork from a lean parent"

@@ -8,7 +8,6 @@ certification runs one trial and takes seconds.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -16,17 +15,18 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import certlab_intervals
 import pytest
+from certlab_scripted_models.conformance import require_program
 from certlab_usage import agent_clis
 from conftest import run_certlab
 from connect_trace import connections, traced
 
-from certlab_core.plugin import AgentOutcome, AgentRequest, UsageError
+from certlab_core.plugin import AgentOutcome, AgentRequest
 from certlab_core.plugin.forking import ChildFailure, map_in_forks
 from certlab_core.plugin.registry import discover
 
@@ -45,28 +45,10 @@ TRIAL_DIR = re.compile(r"(/[^\s\"'\\]*certlab-trial-[^/\s\"'\\]+/work)")
 
 def require_cli(adapter: str, program: str, variable: str, cached: str) -> str:
     """The CLI's executable; without it the test skips (one line), or fails when CI is set."""
-    try:
-        return str(
-            agent_clis.find_cli(adapter, program, explicit=None, variable=variable, cached=cached, env=os.environ)
-        )
-    except UsageError as error:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and {program} is not installed (make clis must install it): {error}")
-        pytest.skip(f"{program} is not installed, so the real {adapter} tests are skipped (run `make clis`)")
-
-
-@contextlib.contextmanager
-def conformance_server() -> Iterator[str]:
-    """The base URL of ``conformance_server.py`` in a process of its own (a test that forks holds no server thread)."""
-    script = Path(__file__).resolve().parent / "conformance_server.py"
-    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        port = int(process.stdout.readline())
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.kill()
-        process.wait()
+    return require_program(
+        lambda: agent_clis.find_cli(adapter, program, explicit=None, variable=variable, cached=cached, env=os.environ),
+        f"{program} (the {adapter} adapter's CLI)",
+    )
 
 
 def closed_port() -> int:

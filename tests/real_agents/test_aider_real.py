@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts
+from certlab_scripted_models.conformance import conformance_server
 from real_cli_support import (
     FIXED_LINE,
     SEEDED_LINE,
@@ -15,7 +16,6 @@ from real_cli_support import (
     at_once,
     certify,
     closed_port,
-    conformance_server,
     contained_or_skip,
     harness_env,
     one_task,

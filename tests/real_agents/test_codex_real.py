@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall
+from certlab_scripted_models.conformance import conformance_server
 from conftest import run_certlab
 from real_cli_support import (
     FIXED_LINE,
@@ -19,7 +20,6 @@ from real_cli_support import (
     at_once,
     certify,
     closed_port,
-    conformance_server,
     contained_or_skip,
     harness_env,
     one_task,

@@ -5,20 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from certlab_clopper_pearson import rule
-from hypothesis import given, settings
 from scipy import stats
 
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.looks import look_sizes
 from certlab_core.plugin.registry import discover
+from certlab_core.testing import RuleConformance
 from certlab_core.testing.rule_checks import (
-    VERDICTS,
-    DecideCase,
     cached_verdicts,
-    decide_cases,
-    heavy_modules_after_importing,
-    monte_carlo_plan,
-    stepwise_plan,
 )
 
 # --------------------------------------------------------------------------- known values
@@ -74,55 +68,7 @@ def test_the_verdict_thresholds_are_strict() -> None:
 # --------------------------------------------------------------------------- planning
 
 
-@pytest.mark.parametrize(
-    ("p_baseline", "p_candidate", "n", "looks"),
-    [
-        (0.8, 0.8, 200, 1),
-        (0.9, 0.7, 300, 3),
-        (0.0, 0.0, 50, 1),
-        (1.0, 1.0, 50, 2),
-        (1.0, 0.0, 10, 10),
-        (0.5, 0.45, 5000, 4),
-    ],
-)
-def test_plan_probabilities_sum_to_one(p_baseline: float, p_candidate: float, n: int, looks: int) -> None:
-    chances = rule.plan(p_baseline, p_candidate, n, looks=looks)
-    assert set(chances) == set(VERDICTS)
-    assert all(0.0 <= chances[v] <= 1.0 for v in VERDICTS)
-    assert sum(chances.values()) == pytest.approx(1.0, abs=1e-12)
-
-
 _verdict = cached_verdicts(rule.decide)
-
-
-@pytest.mark.parametrize(
-    ("p_baseline", "p_candidate", "n", "alpha", "delta", "looks"),
-    [
-        (0.9, 0.8, 30, 0.05, 0.2, 1),
-        (0.9, 0.9, 12, 0.2, 0.3, 3),
-        (0.95, 0.4, 16, 0.2, 0.2, 4),
-        (0.7, 0.75, 13, 0.3, 0.3, 2),
-    ],
-)
-def test_plan_equals_stepwise_enumeration_through_decide(
-    p_baseline: float, p_candidate: float, n: int, alpha: float, delta: float, looks: int
-) -> None:
-    chances = rule.plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
-    reference = stepwise_plan(_verdict, p_baseline, p_candidate, n, alpha, delta, looks)
-    assert max(reference["PASS"], reference["BLOCK"]) > 0.01  # a design where the rule decides something
-    for verdict in VERDICTS:
-        assert chances[verdict] == pytest.approx(reference[verdict], abs=1e-12)
-
-
-def test_plan_agrees_with_a_monte_carlo_estimate() -> None:
-    p_baseline, p_candidate, n, alpha, delta, looks = 0.9, 0.8, 40, 0.2, 0.2, 2
-    runs = 40_000
-    estimates = monte_carlo_plan(_verdict, p_baseline, p_candidate, n, alpha, delta, looks, seed=20240601, runs=runs)
-    chances = rule.plan(p_baseline, p_candidate, n, alpha=alpha, delta=delta, looks=looks)
-    for verdict in VERDICTS:
-        estimate = estimates[verdict]
-        tolerance = 4.5 * np.sqrt(max(chances[verdict] * (1 - chances[verdict]), 1e-4) / runs)
-        assert abs(estimate - chances[verdict]) < tolerance, (verdict, estimate, chances[verdict])
 
 
 def test_a_decisive_early_look_stops_the_experiment() -> None:
@@ -157,19 +103,6 @@ def test_plan_at_5000_per_arm_with_looks_is_exact_and_quick() -> None:
     assert chances["BLOCK"] > 0.5
 
 
-# --------------------------------------------------------------------------- properties
-
-
-@settings(max_examples=200, deadline=None)
-@given(case=decide_cases())
-def test_bounds_are_ordered_within_unit_range_and_decide_the_verdict(case: DecideCase) -> None:
-    bounds = case.decide(rule.decide)
-    delta = case.delta
-    assert -1.0 <= bounds.lower <= case.estimate <= bounds.upper <= 1.0
-    expected = "PASS" if bounds.lower > -delta else "BLOCK" if bounds.upper < -delta else "INCONCLUSIVE"
-    assert bounds.verdict == expected
-
-
 # --------------------------------------------------------------------------- bad input and the plugin
 
 
@@ -201,5 +134,17 @@ def test_the_plugin_provides_the_rule_through_discovery() -> None:
     assert registry.plugin_of("statistical_rules", "clopper-pearson").distribution == "certlab-clopper-pearson"
 
 
-def test_importing_the_plugin_imports_neither_scipy_nor_numpy() -> None:
-    assert heavy_modules_after_importing("certlab_clopper_pearson.plugin") == []
+# --------------------------------------------------------------------------- the conformance kit
+
+
+class TestClopperPearsonConformance(RuleConformance):
+    """What every rule is checked for: ordered bounds, exact plans (stepwise, simulated), error rates, lean imports."""
+
+    rule_name = "clopper-pearson"
+    sum_designs = (*RuleConformance.sum_designs, (1.0, 0.0, 10, 10))
+    stepwise_designs = (
+        *RuleConformance.stepwise_designs[:2],
+        (0.95, 0.4, 16, 0.2, 0.2, 4),
+        (0.7, 0.75, 13, 0.3, 0.3, 2),
+    )
+    monte_carlo_design = (0.9, 0.8, 40, 0.2, 0.2, 2, 20240601)

@@ -25,6 +25,8 @@ import yaml
 from certlab_executor_dask.plugin import mismatched
 
 from certlab_core.gate.runner import VOLATILE_FIELDS, WORKER_LOST
+from certlab_core.plugin.executor import ExecutorOptions
+from certlab_core.testing import ExecutorConformance
 
 BIN = Path(sys.executable).parent
 AGENTS = "certlab_retry_world.agents"
@@ -447,3 +449,14 @@ def test_the_local_clusters_workers_start_their_zygote_hosts_as_they_start() -> 
     done = subprocess.run([sys.executable, "-c", HOST_AT_START], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[0] == "[1, 1]", done.stdout
+
+
+class TestDaskConformance(ExecutorConformance):
+    """ExecutorConformance on the module's cluster: fresh processes, every unit back once, failures as failures."""
+
+    executor_name = "dask"
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def executor_options(cls, cluster: dict[str, Any]) -> ExecutorOptions:
+        return ExecutorOptions(workers=2, scheduler=cluster["address"])

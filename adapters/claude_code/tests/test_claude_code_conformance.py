@@ -1,0 +1,47 @@
+"""The claude-code adapter passes AdapterConformance with the real Claude Code: timeouts, leftovers, outages, writes.
+
+The CLI runs against the scripted conformance model server on 127.0.0.1, in a process of its own
+(``certlab_scripted_models.conformance``: the checks fork, and refuse to fork with a server thread running).
+Without the CLI (``make clis``) the checks skip; under CI they fail.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from certlab_scripted_models.conformance import conformance_server, require_program
+from certlab_usage import agent_clis
+
+from certlab_core.testing import AdapterConformance, Scenario
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with conformance_server() as url:
+        yield url
+
+
+class TestClaudeCode(AdapterConformance):
+    adapter_name = "claude-code"
+
+    @pytest.fixture(autouse=True)
+    def _scenarios(self, base_url: str) -> None:
+        found = require_program(
+            lambda: agent_clis.find_cli(
+                "claude-code",
+                "claude",
+                explicit=None,
+                variable="CERTLAB_CLAUDE_BIN",
+                cached="npm/node_modules/.bin/claude",
+                env=os.environ,
+            ),
+            "claude (the claude-code adapter's CLI)",
+        )
+        env = {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "k"}
+        self.normal = Scenario(args=(f"--bin={found}",), env=env)  # the checks' fresh HOME has no CLI cache
+        self.hanging = Scenario(args=(f"--bin={found}", "--model=certlab-conformance-hang"), env=env)
+        # The CLI's own retries of a 500 take minutes: the outage is checked with them off.
+        down = (f"--bin={found}", "--model=certlab-conformance-down", "--max-retries=0")
+        self.unavailable = Scenario(args=down, env=env)

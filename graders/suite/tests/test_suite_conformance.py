@@ -1,0 +1,13 @@
+"""The suite grader passes GraderConformance: typed, deterministic verdicts that leave the work copy untouched."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from certlab_core.testing import GraderConformance
+
+
+class TestSuiteConformance(GraderConformance):
+    grader_name = "suite"
+    catches: ClassVar[Mapping[str, str]] = {"seeded": "suite-failed"}
