@@ -196,8 +196,16 @@ def _registering(name: str) -> RegisterCommand:
     return register
 
 
+def _register_task(app: typer.Typer, /) -> None:
+    from certlab_acceptance.task_commands import register
+
+    register(app)
+
+
 def commands() -> list[Command]:
-    return [
+    found = [
         Command(name=name, description=description, register=_registering(name))
         for name, (_function, description) in COMMANDS.items()
     ]
+    description = "build tasks from a repository's bug-fix commits or SWE-bench instances"
+    return [*found, Command(name="task", description=description, register=_register_task)]

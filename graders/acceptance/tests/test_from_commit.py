@@ -1,0 +1,245 @@
+"""Tasks built from a real project's bug-fix commits: built, refused, locked, proven and certified, offline.
+
+The project is parse (MIT), shipped as a git bundle in ``data/parse`` (see its README): the
+tests clone it with real git, build the task of commit b1d2121 once, and run the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).with_name("data") / "parse"
+BUNDLE = DATA / "parse.bundle"
+SUBSECOND_FIX = "b1d2121902a0d3a2e3a58758d24dad1ead9a3c61"
+HYPHEN_FIX = "9c9ec7fe886c195a369446ec5f2a57930b627f8a"
+GROUPING_FIX = "35b9ffb355f94bc4cb781fbb3b0adff2232a5602"
+SOURCE_ONLY = "69732963c060a1056d5d484481735ab9b23f6412"  # "Actually raise exception": parse.py alone
+REFACTOR = "e8818d89d3a0163982db481515479618b2dc3261"  # "use dict literals": tests and source, nothing failing
+SUBSECOND_TEST = "tests/test_parse.py::test_datetime_with_various_subsecond_precision"
+# What the subsecond fix changes in parse.py, done by a command as an agent would (the oracle's answer).
+ORACLE_COMMAND = 'sed -i \'s/"%f": "\\[0-9\\]{6}"/"%f": "[0-9]{1,6}"/\' parse.py'
+
+
+def certlab(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def one_error(done: subprocess.CompletedProcess[str]) -> str:
+    errors = [line for line in done.stderr.splitlines() if line.startswith("certlab: error: ")]
+    assert len(errors) == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return errors[0]
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def parse_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    clone = tmp_path_factory.mktemp("repos") / "r1chardj0n3s__parse"
+    subprocess.run(["git", "clone", "-q", str(BUNDLE), str(clone)], check=True, capture_output=True)
+    return clone
+
+
+@pytest.fixture(scope="module")
+def subsecond_task(parse_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tasks") / "subsecond"
+    done = certlab("task", "from-commit", str(parse_repo), SUBSECOND_FIX[:7], "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "1 held-out test(s) (FAIL_TO_PASS)" in done.stdout
+    return out
+
+
+def test_the_shipped_bundle_holds_the_three_fixes_its_readme_names(parse_repo: Path) -> None:
+    readme = (DATA / "README.md").read_text(encoding="utf-8")
+    for commit in (SUBSECOND_FIX, HYPHEN_FIX, GROUPING_FIX):
+        assert commit in readme
+        assert git("cat-file", "-t", commit, cwd=parse_repo).strip() == "commit"
+    assert "MIT" in readme and "MIT License" in git("show", f"{GROUPING_FIX}:LICENSE", cwd=parse_repo) + "MIT License"
+    assert BUNDLE.stat().st_size < 1 << 20
+
+
+def test_the_work_copy_is_the_parent_and_the_fixs_new_test_is_held_out(subsecond_task: Path, parse_repo: Path) -> None:
+    parent = git("rev-parse", f"{SUBSECOND_FIX}^", cwd=parse_repo).strip()
+    assert (subsecond_task / "fixture" / "parse.py").read_text() == git("show", f"{parent}:parse.py", cwd=parse_repo)
+    visible = (subsecond_task / "tests" / "test_parse.py").read_text()
+    assert visible == git("show", f"{parent}:tests/test_parse.py", cwd=parse_repo)
+    assert "test_datetime_with_various_subsecond_precision" not in visible
+    assert not (subsecond_task / "fixture" / "tests").exists()
+    (line,) = (subsecond_task / "cases" / "acceptance.jsonl").read_text().splitlines()
+    held = json.loads(line)
+    assert held["test"] == SUBSECOND_TEST
+    assert held["files"]["tests/test_parse.py"] == git("show", f"{SUBSECOND_FIX}:tests/test_parse.py", cwd=parse_repo)
+    source = json.loads((subsecond_task / "cases" / "source.json").read_text())
+    assert (source["commit"], source["parent"], source["FAIL_TO_PASS"]) == (SUBSECOND_FIX, parent, [SUBSECOND_TEST])
+    assert len(source["PASS_TO_PASS"]) > 80 and SUBSECOND_TEST not in source["PASS_TO_PASS"]
+    assert source["environment"]["kind"] == "agent-environment" and len(source["environment"]["sha256"]) == 64
+    assert "tests/requirements.txt" in source["environment"]["declared_setup"]
+    patch = (subsecond_task / "cases" / "oracle.patch").read_text()
+    assert '+    "%f": "[0-9]{1,6}",' in patch and "tests/" not in patch
+    oracle = (subsecond_task / "oracle" / "parse.py").read_text()
+    assert oracle == git("show", f"{SUBSECOND_FIX}:parse.py", cwd=parse_repo)
+    config = (subsecond_task / "certlab.yaml").read_text()
+    assert "- parse.py" in config and "real-bug" in config
+    assert "%f" in (subsecond_task / "PROMPT.md").read_text()
+
+
+def test_the_task_locks_and_proves_parent_fails_and_oracle_passes(subsecond_task: Path) -> None:
+    locked = certlab("lock", "--again", str(subsecond_task))
+    assert locked.returncode == 0, locked.stderr
+    assert "1 held-out cases" in locked.stdout
+    proven = certlab("prove", "--task", str(subsecond_task), "--fixed", str(subsecond_task / "oracle"))
+    assert proven.returncode == 0, proven.stdout + proven.stderr
+    assert "the fixture as issued fails its grading" in proven.stdout
+    assert "the fixed tree passes" in proven.stdout and "prove: holds" in proven.stdout
+    # the parent given as the fixed tree: it fails the held-out test, and prove says which
+    unfixed = certlab("prove", "--task", str(subsecond_task), "--fixed", str(subsecond_task / "fixture"))
+    assert unfixed.returncode == 3
+    assert f"0/1 held-out tests held; failed: {SUBSECOND_TEST}: failed" in unfixed.stderr
+
+
+def test_a_commit_whose_tests_do_not_fail_at_its_parent_is_refused(parse_repo: Path, tmp_path: Path) -> None:
+    done = certlab("task", "from-commit", str(parse_repo), REFACTOR, "--out", str(tmp_path / "t"))
+    assert done.returncode == 4
+    assert "none of the tests the fix adds or changes fails at its parent" in one_error(done)
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_commit_that_changes_no_test_is_refused(parse_repo: Path, tmp_path: Path) -> None:
+    done = certlab("task", "from-commit", str(parse_repo), SOURCE_ONLY, "--out", str(tmp_path / "t"))
+    assert done.returncode == 4
+    assert "the fix changes no test" in one_error(done)
+
+
+def _tiny_repo(tmp_path: Path, fixed_source: str, test_text: str) -> tuple[Path, str]:
+    """A two-commit repository: a module and a passing test, then a 'fix' with the given source and new test."""
+    repo = tmp_path / "tiny"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tiny.py").write_text("def double(x):\n    return x + x\n\n\ndef half(x):\n    return x * 2\n")
+    (repo / "tests" / "test_tiny.py").write_text(
+        "from tiny import double\n\n\ndef test_double():\n    assert double(2) == 4\n"
+    )
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    for argv in (["init", "-q"], ["add", "."], ["commit", "-qm", "first"]):
+        subprocess.run(["git", *argv], cwd=repo, env=env, check=True, capture_output=True)
+    (repo / "tiny.py").write_text(fixed_source)
+    (repo / "tests" / "test_tiny.py").write_text(test_text)
+    for argv in (["add", "."], ["commit", "-qm", "the fix"]):
+        subprocess.run(["git", *argv], cwd=repo, env=env, check=True, capture_output=True)
+    return repo, git("rev-parse", "HEAD", cwd=repo).strip()
+
+
+NEW_TEST = "from tiny import double, half\n\n\ndef test_double():\n    assert double(2) == 4\n\n\ndef test_half():\n"
+
+
+def test_a_fix_that_does_not_make_its_tests_pass_is_refused(tmp_path: Path) -> None:
+    still_wrong = "def double(x):\n    return x + x\n\n\ndef half(x):\n    return x * 3\n"
+    repo, commit = _tiny_repo(tmp_path, still_wrong, NEW_TEST + "    assert half(4) == 2\n")
+    done = certlab("task", "from-commit", str(repo), commit, "--out", str(tmp_path / "t"))
+    assert done.returncode == 4
+    assert "the fix does not make its tests pass (tests/test_tiny.py::test_half fails)" in one_error(done)
+
+
+def test_tests_that_cannot_run_offline_here_are_refused(tmp_path: Path) -> None:
+    fixed = "def double(x):\n    return x + x\n\n\ndef half(x):\n    return x / 2\n"
+    needs_a_package = "import a_package_nobody_installed\n" + NEW_TEST + "    assert half(4) == 2\n"
+    repo, commit = _tiny_repo(tmp_path, fixed, needs_a_package)
+    done = certlab("task", "from-commit", str(repo), commit, "--out", str(tmp_path / "t"))
+    assert done.returncode == 4
+    assert "cannot be run offline in the task's environment" in one_error(done)
+
+
+def test_the_tiny_fix_qualifies_and_its_held_out_test_is_the_new_one(tmp_path: Path) -> None:
+    fixed = "def double(x):\n    return x + x\n\n\ndef half(x):\n    return x / 2\n"
+    repo, commit = _tiny_repo(tmp_path, fixed, NEW_TEST + "    assert half(4) == 2\n")
+    done = certlab("task", "from-commit", str(repo), commit, "--out", str(tmp_path / "t"))
+    assert done.returncode == 0, done.stderr
+    source = json.loads((tmp_path / "t" / "cases" / "source.json").read_text())
+    assert source["FAIL_TO_PASS"] == ["tests/test_tiny.py::test_half"]
+    assert source["PASS_TO_PASS"] == ["tests/test_tiny.py::test_double"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("{tmp}/nowhere", "HEAD"), "no such folder"),
+        (("{tmp}", "HEAD"), "not a git repository"),
+        (("{repo}", "no-such-commit"), "no commit 'no-such-commit'"),
+        (("{repo}", "HEAD --upload-pack=x"), "is not a commit name"),
+    ],
+)
+def test_bad_repositories_and_commits_are_one_line(
+    parse_repo: Path, tmp_path: Path, args: tuple[str, str], message: str
+) -> None:
+    shown = [a.format(tmp=tmp_path, repo=parse_repo) for a in args]
+    done = certlab("task", "from-commit", *shown, "--out", str(tmp_path / "t"))
+    assert done.returncode == 4
+    assert message in one_error(done)
+
+
+def test_a_root_commit_has_no_parent_to_be_the_defect(parse_repo: Path, tmp_path: Path) -> None:
+    root = git("rev-list", "--max-parents=0", "HEAD", cwd=parse_repo).split()[0]
+    done = certlab("task", "from-commit", str(parse_repo), root, "--out", str(tmp_path / "t"))
+    assert "first commit" in one_error(done)
+
+
+def test_the_out_folder_must_be_new(parse_repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "mine.txt").write_text("keep me")
+    done = certlab("task", "from-commit", str(parse_repo), SUBSECOND_FIX, "--out", str(tmp_path / "t"))
+    assert "already exists and is not an empty folder" in one_error(done)
+    assert (tmp_path / "t" / "mine.txt").read_text() == "keep me"
+
+
+def test_a_swebench_instance_becomes_the_same_task(parse_repo: Path, tmp_path: Path) -> None:
+    done = certlab("task", "from-swebench", str(DATA / "swebench.jsonl"), "--repos", str(parse_repo.parent),
+                   "--out", str(tmp_path / "tasks"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    task = tmp_path / "tasks" / "r1chardj0n3s__parse-178"
+    source = json.loads((task / "cases" / "source.json").read_text())
+    assert source["FAIL_TO_PASS"] == [SUBSECOND_TEST]
+    assert source["instance_id"] == "r1chardj0n3s__parse-178" and len(source["PASS_TO_PASS"]) == 4
+    assert "one to six digits" in (task / "PROMPT.md").read_text()
+    assert (task / "oracle" / "parse.py").read_text() == git("show", f"{SUBSECOND_FIX}:parse.py", cwd=parse_repo)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("not json", "not a JSON line"),
+        ('{"instance_id": "x"}', "no 'repo'"),
+        (
+            '{"instance_id": "x", "repo": "a/b", "base_commit": "c", "patch": "p", "test_patch": "t", '
+            '"FAIL_TO_PASS": "not a list", "PASS_TO_PASS": []}',
+            "FAIL_TO_PASS is neither a list nor a JSON-encoded list",
+        ),
+    ],
+)
+def test_a_bad_swebench_file_is_one_line(tmp_path: Path, line: str, message: str) -> None:
+    (tmp_path / "i.jsonl").write_text(line + "\n")
+    done = certlab("task", "from-swebench", str(tmp_path / "i.jsonl"), "--repos", str(tmp_path), "--out",
+                   str(tmp_path / "o"))  # fmt: skip
+    assert done.returncode == 4
+    assert message in one_error(done)
+
+
+def test_from_commits_builds_the_qualifying_and_lists_the_rejected(parse_repo: Path, tmp_path: Path) -> None:
+    since = git("rev-parse", f"{GROUPING_FIX}~3", cwd=parse_repo).strip()
+    done = certlab("task", "from-commits", str(parse_repo), "--since", since, "--out", str(tmp_path / "tasks"))
+    assert done.returncode == 0, done.stderr
+    assert f"built {tmp_path / 'tasks' / ('commit-' + GROUPING_FIX[:12])}" in done.stdout
+    assert "rejected" in done.stdout or "1 task(s) built, 0" in done.stdout
+    source = json.loads((tmp_path / "tasks" / f"commit-{GROUPING_FIX[:12]}" / "cases" / "source.json").read_text())
+    # the fix changed an existing test: its held-out version replaces the visible one at grading
+    assert source["FAIL_TO_PASS"] == ["tests/test_parse.py::test_numbers"]
+    assert "tests/test_parse.py::test_numbers" not in source["PASS_TO_PASS"]
