@@ -34,7 +34,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_acceptance.hidden_tests import HiddenTest, TestRun, run_tests, safe_relpath, test_lines
-from certlab_core.plugin import UsageError, trees
+from certlab_core.plugin import UsageError, active_containment, trees
 from certlab_core.plugin.user_task import NOT_MODULES, TASK_FILE
 
 GIT_TIMEOUT_S = 60.0
@@ -308,33 +308,38 @@ def check_fix(
 
 
 def environment_record(parent_files: Mapping[str, Blob]) -> dict[str, Any]:
-    """How the task's tests are run, recorded honestly: the agent environment, the project on its path.
+    """How the task's tests are run, recorded honestly: the interpreter the graders use, the project on its path.
 
     The project's declared setup (its pyproject, setup.cfg, requirements files) is recorded by
-    hash, not installed: certlab runs the tests with pytest of the agent environment and the
-    project's own folder first on the path, which holds only for a project without runtime
-    dependencies (the documented limit of this version).
+    hash, not installed: certlab runs the tests with pytest of the agent environment (under the
+    sandbox; the harness's own interpreter when uncontained) and the project's own folder first
+    on the path, which holds only for a project without runtime dependencies (the documented
+    limit of this version). Its ``sha256`` goes into every held-out test, so into the taskset.
     """
-    import importlib.metadata
-
+    containment = active_containment()
+    python = containment.python()
+    probe = "import sys, pytest; print(sys.version.split()[0], pytest.__version__)"
+    try:
+        done = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+        versions = done.stdout.split() if done.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired):
+        versions = []
     declared = {
         path: hashlib.sha256(blob.data).hexdigest()
         for path, blob in sorted(parent_files.items())
         if path in ("pyproject.toml", "setup.py", "setup.cfg", "tox.ini", ".pytest.ini", "pytest.ini")
         or PurePosixPath(path).name.startswith("requirements")
     }
-    try:
-        pytest_version = importlib.metadata.version("pytest")
-    except importlib.metadata.PackageNotFoundError:
-        pytest_version = "unknown"
     record: dict[str, Any] = {
-        "kind": "agent-environment",
-        "python": platform.python_version(),
-        "pytest": pytest_version,
+        "kind": "agent-environment" if containment.contained else "harness-interpreter",
+        "python": versions[0] if len(versions) == 2 else platform.python_version(),
+        "pytest": versions[1] if len(versions) == 2 else "unknown",
         "project_on_path": True,
         "installed": [],
         "declared_setup": declared,
         "pytest_config": "certlab's own, empty (the project's pytest options and plugins are not read)",
+        "checked_under": containment.name,
+        "network": "none (the sandbox has no network)" if containment.contained else "not cut (built uncontained)",
     }
     record["sha256"] = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
     return record
@@ -414,8 +419,12 @@ def build_task(
         )  # fmt: skip
     finally:
         trees.remove_made(made)
+    environment = environment_record(parent_files)
     hidden_files = {p: fixed_files[p].data.decode("utf-8", "replace") for p in test_files}
-    tests = [HiddenTest(id=node, test=node, files=hidden_files) for node in checked.fail_to_pass]
+    tests = [
+        HiddenTest(id=node, test=node, files=hidden_files, environment=environment["sha256"])
+        for node in checked.fail_to_pass
+    ]
     modules = _modules(parent_files, tests_dir)
     allowed = sorted({*source_changes, *(f"{m}.py" if f"{m}.py" in parent_files else f"{m}/*" for m in modules)})
     task_name = name or task_name_for(label)
@@ -428,7 +437,6 @@ def build_task(
         )
         for p in source_changes
     )
-    environment = environment_record(parent_files)
     out.mkdir(parents=True, exist_ok=True)
     write_files(fixture, out / "fixture")
     write_files(visible, out / "tests")

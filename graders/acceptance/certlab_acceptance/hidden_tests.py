@@ -4,7 +4,7 @@ A task built from a bug-fix commit (``from_commit``) is scored by the tests its 
 changed (FAIL_TO_PASS). Its cases file holds one line per such test::
 
     {"id": "tests/test_parse.py::test_x", "test": "tests/test_parse.py::test_x",
-     "files": {"tests/test_parse.py": "<the held-out version of the file>"}}
+     "files": {"tests/test_parse.py": "<the held-out version of the file>"}, "environment": "<sha256>"}
 
 ``files`` are laid over a copy of the submitted work tree only when it is graded (a held-out
 version of a changed test file replaces the visible one there, never in the work copy); the
@@ -32,7 +32,7 @@ from attrs import field, frozen
 from certlab_core.plugin import UsageError, active_containment, contained_environment
 from certlab_core.plugin.converters import json_map
 
-TEST_KEYS = frozenset({"id", "test", "files"})
+TEST_KEYS = frozenset({"id", "test", "files", "environment"})
 HOST_FILE = Path(__file__).with_name("test_host.py")
 NODE_PATTERN = re.compile(r"^[A-Za-z0-9_./-]+\.py::[^\s]+$")
 MAX_TESTS = 1_000
@@ -47,6 +47,8 @@ class HiddenTest:
     id: str
     test: str
     files: Mapping[str, str] = field(converter=json_map)
+    #: the sha256 of the task's environment record (``cases/source.json``): in the cases, so in the taskset's hash
+    environment: str = ""
     line: int = 0
 
     @property
@@ -113,6 +115,9 @@ def parse_tests(text: str, path: Path | str) -> list[HiddenTest]:
         if unknown:
             raise UsageError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; {fix}")
         case_id, test, files = data.get("id"), data.get("test"), data.get("files", {})
+        environment = data.get("environment", "")
+        if not isinstance(environment, str):
+            raise UsageError(f"{where}: test {case_id!r}: 'environment' must be the environment record's sha256")
         if not isinstance(case_id, str) or not case_id.strip():
             raise UsageError(f"{where}: 'id' must be a non-empty string; {fix}")
         if not isinstance(test, str) or not NODE_PATTERN.match(test) or not safe_relpath(test.split("::", 1)[0]):
@@ -126,7 +131,7 @@ def parse_tests(text: str, path: Path | str) -> list[HiddenTest]:
         if case_id in seen:
             raise UsageError(f"{where}: the test id {case_id!r} was already used on line {seen[case_id]}")
         seen[case_id] = number
-        found.append(HiddenTest(id=case_id, test=test, files=files, line=number))
+        found.append(HiddenTest(id=case_id, test=test, files=files, environment=environment, line=number))
         if len(found) > MAX_TESTS:
             raise UsageError(f"{path}: more than {MAX_TESTS} held-out tests; split the task")
     if not found:
@@ -145,7 +150,9 @@ def read_tests_bytes(data: bytes, path: Path | str) -> list[HiddenTest]:
 def test_lines(tests: Sequence[HiddenTest]) -> str:
     """The cases file's text for ``tests`` (the inverse of :func:`parse_tests`)."""
     return "".join(
-        json.dumps({"id": t.id, "test": t.test, "files": dict(t.files)}, sort_keys=True) + "\n" for t in tests
+        json.dumps({"id": t.id, "test": t.test, "files": dict(t.files), "environment": t.environment}, sort_keys=True)
+        + "\n"
+        for t in tests
     )
 
 

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
 
 from certlab_core.plugin import UsageError, safe_io
 
+SANDBOX_HELP = "Run the checks' tests in bwrap where it works (auto), only in bwrap, or none (network not cut)."
 task_app = typer.Typer(help="Build tasks of your own from a repository's bug-fix commits or SWE-bench instances.")
+
+
+@contextlib.contextmanager
+def building(choice: str, *hidden: Path) -> Iterator[None]:
+    """The checks' tests under the containment a trial's grading has: bwrap (no network) where it works."""
+    from certlab_core.plugin import discover
+    from certlab_core.plugin.sandbox import choose_containment, use_containment
+
+    containment = choose_containment(
+        discover(), choice, [str(p) for p in hidden], lambda line: typer.echo(line, err=True)
+    )
+    with use_containment(containment):
+        yield
 
 
 def _text_of(path: Path, what: str) -> str:
@@ -24,6 +40,7 @@ def from_commit_command(
     issue_text: Path | None = typer.Option(
         None, "--issue-text", help="The issue the fix closed: the prompt is built from it (default: the message)."
     ),
+    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
 ) -> None:
     """Build a task from one bug-fix commit: work copy at the parent, the fix's new tests held out."""
     from certlab_acceptance.from_commit import from_commit
@@ -31,7 +48,8 @@ def from_commit_command(
     if prompt is not None and issue_text is not None:
         raise UsageError("give --prompt FILE or --issue-text FILE, not both")
     statement = _text_of(issue_text, "issue text") if issue_text is not None else None
-    built = from_commit(repo, commit, out, statement)
+    with building(sandbox, repo, out):
+        built = from_commit(repo, commit, out, statement)
     if prompt is not None:
         (built.out / "PROMPT.md").write_text(_text_of(prompt, "prompt"), encoding="utf-8")
     _say_built(built)
@@ -53,6 +71,7 @@ def from_swebench_command(
     file: Path = typer.Argument(..., help="A JSONL file of SWE-bench-format instances."),
     repos: Path = typer.Option(..., "--repos", help="A folder of local clones, named owner__name or name."),
     out: Path = typer.Option(..., "--out", help="A new (or empty) folder; each instance's task goes below it."),
+    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
 ) -> None:
     """Build a task from each SWE-bench-format instance of a local file; the problem statement is the prompt."""
     from certlab_acceptance.from_commit import NotQualified, from_instance, read_instances, task_name_for
@@ -61,7 +80,8 @@ def from_swebench_command(
     refused = 0
     for instance in instances:
         try:
-            _say_built(from_instance(instance, repos, out / task_name_for(str(instance["instance_id"]))))
+            with building(sandbox, repos, out):
+                _say_built(from_instance(instance, repos, out / task_name_for(str(instance["instance_id"]))))
         except NotQualified as refusal:
             refused += 1
             typer.echo(f"rejected {instance['instance_id']}: {refusal.message}", err=True)
@@ -74,11 +94,13 @@ def from_commits_command(
     repo: Path = typer.Argument(..., help="A local git repository (a clone)."),
     since: str = typer.Option(..., "--since", help="Look at the commits after this one, up to HEAD."),
     out: Path = typer.Option(..., "--out", help="A folder; each qualifying commit's task goes below it."),
+    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
 ) -> None:
     """Propose every commit after --since that qualifies, build the ones that pass, list the rejected."""
     from certlab_acceptance.from_commit import from_commits
 
-    built, rejected = from_commits(repo, since, out, typer.echo)
+    with building(sandbox, repo, out):
+        built, rejected = from_commits(repo, since, out, typer.echo)
     typer.echo(f"from-commits: {len(built)} task(s) built, {len(rejected)} commit(s) rejected")
     if not built:
         raise UsageError(f"no commit after {since} qualifies as a task")

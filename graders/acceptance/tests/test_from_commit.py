@@ -82,8 +82,12 @@ def test_the_work_copy_is_the_parent_and_the_fixs_new_test_is_held_out(subsecond
     source = json.loads((subsecond_task / "cases" / "source.json").read_text())
     assert (source["commit"], source["parent"], source["FAIL_TO_PASS"]) == (SUBSECOND_FIX, parent, [SUBSECOND_TEST])
     assert len(source["PASS_TO_PASS"]) > 80 and SUBSECOND_TEST not in source["PASS_TO_PASS"]
-    assert source["environment"]["kind"] == "agent-environment" and len(source["environment"]["sha256"]) == 64
-    assert "tests/requirements.txt" in source["environment"]["declared_setup"]
+    environment = source["environment"]
+    contained = environment["checked_under"] == "bwrap"
+    assert environment["kind"] == ("agent-environment" if contained else "harness-interpreter")
+    assert environment["installed"] == [] and environment["project_on_path"] is True
+    assert "tests/requirements.txt" in environment["declared_setup"]
+    assert held["environment"] == environment["sha256"]  # in the cases file, so in the taskset's hash
     patch = (subsecond_task / "cases" / "oracle.patch").read_text()
     assert '+    "%f": "[0-9]{1,6}",' in patch and "tests/" not in patch
     oracle = (subsecond_task / "oracle" / "parse.py").read_text()
@@ -93,10 +97,16 @@ def test_the_work_copy_is_the_parent_and_the_fixs_new_test_is_held_out(subsecond
     assert "%f" in (subsecond_task / "PROMPT.md").read_text()
 
 
-def test_the_task_locks_and_proves_parent_fails_and_oracle_passes(subsecond_task: Path) -> None:
-    locked = certlab("lock", "--again", str(subsecond_task))
+@pytest.fixture(scope="module")
+def locked_task(subsecond_task: Path) -> Path:
+    locked = certlab("lock", str(subsecond_task))
     assert locked.returncode == 0, locked.stderr
-    assert "1 held-out cases" in locked.stdout
+    assert "locked: 1 held-out cases" in locked.stdout
+    return subsecond_task
+
+
+def test_the_task_locks_and_proves_parent_fails_and_oracle_passes(locked_task: Path) -> None:
+    subsecond_task = locked_task
     proven = certlab("prove", "--task", str(subsecond_task), "--fixed", str(subsecond_task / "oracle"))
     assert proven.returncode == 0, proven.stdout + proven.stderr
     assert "the fixture as issued fails its grading" in proven.stdout
@@ -243,3 +253,46 @@ def test_from_commits_builds_the_qualifying_and_lists_the_rejected(parse_repo: P
     # the fix changed an existing test: its held-out version replaces the visible one at grading
     assert source["FAIL_TO_PASS"] == ["tests/test_parse.py::test_numbers"]
     assert "tests/test_parse.py::test_numbers" not in source["PASS_TO_PASS"]
+
+
+def _bundle(folder: Path) -> dict[str, object]:
+    document = json.loads((folder / "bundle.json").read_text(encoding="utf-8"))
+    assert isinstance(document, dict)
+    return document
+
+
+@pytest.fixture(scope="module")
+def null_certification(locked_task: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cert") / "null"
+    done = certlab("certify", "--task", str(locked_task), "--agent", "null", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_certified_like_a_family_null_is_not_fixed_and_the_test_deleter_is_caught(null_certification: Path) -> None:
+    bundle = _bundle(null_certification)
+    (trial,) = bundle["trials"]  # type: ignore[misc]
+    assert (trial["verdict"], trial["failure_mode"]) == ("not-fixed", "overfit-to-visible-tests")
+    assert [g["passed"] for g in trial["grades"]] == [True, True, False]  # policy, suite, then the held-out test
+    assert f"0/1 held-out tests held; failed: {SUBSECOND_TEST}: failed" in trial["grades"][2]["detail"]
+    scored = {t["agent"]: (t["verdict"], t["failure_mode"]) for t in bundle["calibration"]["trials"]}  # type: ignore[index]
+    assert scored["null"] == ("not-fixed", "overfit-to-visible-tests")
+    assert scored["test-deleter"] == ("not-fixed", "policy-tests-modified")
+    assert scored["forbidden-file"] == ("not-fixed", "policy-planted-file")
+    assert (
+        "real-bug" in (null_certification / "CONTRACT.md").read_text()
+        or "commit-" in (null_certification / "CONTRACT.md").read_text()
+    )
+
+
+def test_certified_like_a_family_the_oracles_answer_is_fixed_and_regrades(locked_task: Path, tmp_path: Path) -> None:
+    out = tmp_path / "oracle"
+    done = certlab(
+        "certify", "--task", str(locked_task), "--agent", "command", "--agent-arg", ORACLE_COMMAND, "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    (trial,) = _bundle(out)["trials"]  # type: ignore[misc]
+    assert (trial["verdict"], trial["failure_mode"]) == ("fixed", None), trial["grades"]
+    assert "1/1 held-out tests held" in trial["grades"][2]["detail"]
+    regraded = certlab("regrade", str(out), "--task", str(locked_task))
+    assert regraded.returncode == 0, regraded.stdout + regraded.stderr
