@@ -33,7 +33,7 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_acceptance.hidden_tests import HiddenTest, TestRun, run_tests, safe_relpath, test_lines
+from certlab_acceptance.hidden_tests import HiddenTest, PytestRun, cases_text, run_tests, safe_relpath
 from certlab_core.plugin import UsageError, active_containment, trees
 from certlab_core.plugin.user_task import NOT_MODULES, TASK_FILE
 
@@ -219,7 +219,7 @@ class Checked:
     runs: tuple[tuple[str, float], ...]
 
 
-def _run(label: str, files: Mapping[str, Blob], targets: Sequence[str], scratch: Path) -> TestRun:
+def _run(label: str, files: Mapping[str, Blob], targets: Sequence[str], scratch: Path) -> PytestRun:
     import time
 
     folder = scratch / label
@@ -442,7 +442,7 @@ def build_task(
     write_files(visible, out / "tests")
     write_files(oracle_fixture, out / "oracle")
     (out / "cases").mkdir()
-    (out / "cases" / "acceptance.jsonl").write_text(test_lines(tests), encoding="utf-8")
+    (out / "cases" / "acceptance.jsonl").write_text(cases_text(tests), encoding="utf-8")
     (out / "cases" / "oracle.patch").write_text(patch, encoding="utf-8")
     record = {
         "schema": SOURCE_SCHEMA,

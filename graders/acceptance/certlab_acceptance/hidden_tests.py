@@ -9,9 +9,9 @@ changed (FAIL_TO_PASS). Its cases file holds one line per such test::
 ``files`` are laid over a copy of the submitted work tree only when it is graded (a held-out
 version of a changed test file replaces the visible one there, never in the work copy); the
 file is written into the lock's copy with the line, so ``certlab lock`` seals it like any case.
-The tests run through ``test_host.py`` in a new interpreter of the agent environment, under
+The tests run through ``pytest_host.py`` in a new interpreter of the agent environment, under
 the run's sandbox, with the same empty pytest configuration as the visible suite; a test holds
-when pytest reports it passed and its run exited 0.
+when pytest reports it passed and its run exited as such a run does (``judge_tests``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from certlab_core.plugin import UsageError, active_containment, contained_enviro
 from certlab_core.plugin.converters import json_map
 
 TEST_KEYS = frozenset({"id", "test", "files", "environment"})
-HOST_FILE = Path(__file__).with_name("test_host.py")
+HOST_FILE = Path(__file__).with_name("pytest_host.py")
 NODE_PATTERN = re.compile(r"^[A-Za-z0-9_./-]+\.py::[^\s]+$")
 MAX_TESTS = 1_000
 MAX_REPORT_BYTES = 4 << 20
@@ -61,7 +61,7 @@ def _texts(values: Iterable[str]) -> tuple[str, ...]:
 
 
 @frozen
-class TestRun:
+class PytestRun:
     """What one pytest run reported: its exit code, each node id's outcome, the collection errors."""
 
     exit_code: int
@@ -147,7 +147,7 @@ def read_tests_bytes(data: bytes, path: Path | str) -> list[HiddenTest]:
     return parse_tests(text, path)
 
 
-def test_lines(tests: Sequence[HiddenTest]) -> str:
+def cases_text(tests: Sequence[HiddenTest]) -> str:
     """The cases file's text for ``tests`` (the inverse of :func:`parse_tests`)."""
     return "".join(
         json.dumps({"id": t.id, "test": t.test, "files": dict(t.files), "environment": t.environment}, sort_keys=True)
@@ -197,7 +197,7 @@ def _read_report(path: Path) -> dict[str, Any] | None:
 
 def run_tests(
     tree: Path, nodeids: Sequence[str], scratch: Path, timeout_s: float = RUN_TIMEOUT_S, python: str | None = None
-) -> TestRun:
+) -> PytestRun:
     """Run ``nodeids`` (or the tree's whole suite when given a folder) in ``tree`` under the active containment.
 
     ``scratch`` (a folder of the caller's, outside ``tree``) gets the host, pytest's log and the
@@ -229,7 +229,7 @@ def run_tests(
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
-                return TestRun(-1, {}, (f"the tests ran past {timeout_s:g} s and were killed",))
+                return PytestRun(-1, {}, (f"the tests ran past {timeout_s:g} s and were killed",))
             finally:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)  # whatever the tests left running
@@ -237,8 +237,8 @@ def run_tests(
         launch.release()
     found = _read_report(report)
     if found is None:
-        return TestRun(-1, {}, (f"pytest wrote no readable report (exit status {process.returncode})",))
-    return TestRun(found["exit_code"], found["outcomes"], tuple(str(e) for e in found["collect_errors"]))
+        return PytestRun(-1, {}, (f"pytest wrote no readable report (exit status {process.returncode})",))
+    return PytestRun(found["exit_code"], found["outcomes"], tuple(str(e) for e in found["collect_errors"]))
 
 
 def log_tail(scratch: Path, limit: int = 2000) -> str:
@@ -248,12 +248,14 @@ def log_tail(scratch: Path, limit: int = 2000) -> str:
         return ""
 
 
-def judge_tests(tests: Sequence[HiddenTest], run: TestRun) -> list[tuple[str, bool, str]]:
-    """(test id, held, what happened) for each held-out test: it holds when it passed and the run exited 0."""
+def judge_tests(tests: Sequence[HiddenTest], run: PytestRun) -> list[tuple[str, bool, str]]:
+    """(test id, held, what happened) for each held-out test: it holds when pytest reported it passed, in a run
+    that exited 0, or 1 with another test failing (an exit of its own, a crash or no report holds nothing)."""
     results: list[tuple[str, bool, str]] = []
+    exit_fits = run.exit_code == 0 or (run.exit_code == 1 and bool(run.failing()))
     for test in tests:
         outcome = run.outcomes.get(test.test)
-        ok = outcome == "passed" and run.exit_code == 0
+        ok = outcome == "passed" and exit_fits
         if ok:
             got = ""
         elif outcome is None:

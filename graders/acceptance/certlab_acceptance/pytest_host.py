@@ -1,6 +1,6 @@
 """Run pytest node ids in a copy of the code and write each one's outcome: started as a new interpreter.
 
-``python -I test_host.py TREE REPORT NODEID...``. pytest runs in TREE with an empty
+``python -I pytest_host.py TREE REPORT NODEID...``. pytest runs in TREE with an empty
 configuration of certlab's (the project's own ``pytest.ini``/``setup.cfg`` options are not read,
 no plugin is autoloaded), exactly as the suite grader runs the visible tests; a ``conftest.py``
 in the tree still loads. REPORT gets one JSON object: ``{"exit_code", "outcomes": {nodeid: outcome},
