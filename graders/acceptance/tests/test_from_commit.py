@@ -296,3 +296,36 @@ def test_certified_like_a_family_the_oracles_answer_is_fixed_and_regrades(locked
     assert "1/1 held-out tests held" in trial["grades"][2]["detail"]
     regraded = certlab("regrade", str(out), "--task", str(locked_task))
     assert regraded.returncode == 0, regraded.stdout + regraded.stderr
+
+
+def test_mutants_of_the_fixed_tree_are_scored_by_the_visible_suite_and_the_held_out_test(
+    locked_task: Path, tmp_path: Path
+) -> None:
+    """``prove --mutants`` on the real task, on a few of its mutants (all 348 take minutes; see docs/real-bugs.md)."""
+    from certlab_core.certify.acceptance import open_held_out
+    from certlab_core.certify.lab import grader_chain, preload, prove
+    from certlab_core.certify.mutation import family_mutants, fixed_family, prove_by_mutation
+    from certlab_core.plugin.registry import discover
+
+    registry = discover()
+    held_out = open_held_out(registry, [], [str(locked_task)])
+    try:
+        preload()
+        (family,) = held_out.families
+        graders, lock = grader_chain(registry), held_out.lock_for(family.name)
+        expected = prove(family, graders, acceptance_lock=lock).expected_tests  # what the CLI grades mutants against
+        assert len(expected) == 93  # the test the parent skips (a skipif for Python < 3.5) is not expected
+        fixed = fixed_family(family, locked_task / "oracle", tmp_path)
+        mutants = family_mutants(fixed)
+        breaks_the_import = [m for m in mutants if m.id == "parse.py:348:46:arithmetic"]
+        chosen = breaks_the_import + [m for m in mutants if m.line in range(560, 600)][:4]
+        assert len(chosen) == 5
+        proof = prove_by_mutation(fixed, graders, expected, 2, lock, chosen)
+        held_out.check("after the mutants")
+    finally:
+        held_out.close()
+    assert not proof.problems, proof.problems
+    assert len(proof.results) == 5 and all(r.outcome in ("failed", "survived", "timeout") for r in proof.results)
+    killed = {r.mutant: r for r in proof.results if r.killed}
+    assert killed["parse.py:348:46:arithmetic"].grader == "suite"  # parse no longer imports
+    assert proof.score is not None and proof.score >= 0.2
