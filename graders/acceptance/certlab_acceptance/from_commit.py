@@ -136,8 +136,13 @@ def read_tree(repo: Path, commit: str) -> dict[str, Blob]:
     files: dict[str, Blob] = {}
     offset, total = 0, 0
     for path, mode, _sha in entries:
-        header_end = batch.index(b"\n", offset)
-        size = int(batch[offset:header_end].split()[2])
+        header_end = batch.find(b"\n", offset)
+        header = batch[offset:header_end].split() if header_end >= 0 else []
+        if len(header) != 3 or header[1] != b"blob" or not header[2].isdigit():
+            raise NotQualified(
+                f"{commit[:12]}: git could not give the file {path[:80]!r} (a shallow or damaged clone?)"
+            )
+        size = int(header[2])
         total += size
         if total > MAX_BYTES:
             raise NotQualified(f"{commit[:12]}: more than {MAX_BYTES >> 20} MB of files, past what a task may hold")
@@ -658,7 +663,8 @@ def candidate_commits(repo: Path, since: str) -> list[str]:
 def from_commits(
     repo: Path, since: str, out: Path, say: Callable[[str], None]
 ) -> tuple[list[Built], list[tuple[str, str]]]:
-    """Every commit after ``since`` that qualifies, built into ``out/commit-<sha12>``; the rejected, with why."""
+    """Every commit after ``since`` that qualifies, built into ``out/commit-<sha12>`` (each said as it is built);
+    the rejected ones, with why, oldest first."""
     repo = open_repository(repo)
     built: list[Built] = []
     rejected: list[tuple[str, str]] = []
@@ -672,7 +678,6 @@ def from_commits(
             task = from_commit(repo, commit, out / f"commit-{commit[:12]}")
         except NotQualified as refusal:
             rejected.append((commit, refusal.message))
-            say(f"rejected {commit[:12]}: {refusal.message}")
             continue  # nothing was written: a task's folder is made only once its checks held
         built.append(task)
         say(f"built {task.out}: {len(task.fail_to_pass)} held-out, {len(task.pass_to_pass)} visible tests")

@@ -101,6 +101,8 @@ def from_commits_command(
 
     with building(sandbox, repo, out):
         built, rejected = from_commits(repo, since, out, typer.echo)
+    for commit, reason in rejected:
+        typer.echo(f"rejected {commit[:12]}: {reason.removeprefix(f'commit {commit[:12]}: ')}")
     typer.echo(f"from-commits: {len(built)} task(s) built, {len(rejected)} commit(s) rejected")
     if not built:
         raise UsageError(f"no commit after {since} qualifies as a task")

@@ -248,7 +248,12 @@ def test_from_commits_builds_the_qualifying_and_lists_the_rejected(parse_repo: P
     done = certlab("task", "from-commits", str(parse_repo), "--since", since, "--out", str(tmp_path / "tasks"))
     assert done.returncode == 0, done.stderr
     assert f"built {tmp_path / 'tasks' / ('commit-' + GROUPING_FIX[:12])}" in done.stdout
-    assert "rejected" in done.stdout or "1 task(s) built, 0" in done.stdout
+    assert "from-commits: 1 task(s) built, 2 commit(s) rejected" in done.stdout
+    rejected = [line for line in done.stdout.splitlines() if line.startswith("rejected ")]
+    assert rejected == [  # the two commits before the fix (a merge is no candidate), each with its reason
+        "rejected d5bd49a6232f: it does not change both a test and a source file",
+        "rejected 96cdf95c01a8: it does not change both a test and a source file",
+    ]
     source = json.loads((tmp_path / "tasks" / f"commit-{GROUPING_FIX[:12]}" / "cases" / "source.json").read_text())
     # the fix changed an existing test: its held-out version replaces the visible one at grading
     assert source["FAIL_TO_PASS"] == ["tests/test_parse.py::test_numbers"]
