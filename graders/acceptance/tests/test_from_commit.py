@@ -334,3 +334,32 @@ def test_mutants_of_the_fixed_tree_are_scored_by_the_visible_suite_and_the_held_
     killed = {r.mutant: r for r in proof.results if r.killed}
     assert killed["parse.py:348:46:arithmetic"].grader == "suite"  # parse no longer imports
     assert proof.score is not None and proof.score >= 0.2
+
+
+def _bwrap_works() -> bool:
+    from certlab_core.plugin.registry import discover
+    from certlab_core.plugin.sandbox import Sandbox
+
+    sandbox = discover().all("sandboxes").get("bwrap")
+    return isinstance(sandbox, Sandbox) and sandbox.probe() is None
+
+
+@pytest.mark.skipif(not _bwrap_works(), reason="bubblewrap cannot make a sandbox here")
+def test_in_the_sandbox_the_agent_cannot_copy_the_oracle_or_read_the_held_out_tests(
+    locked_task: Path, tmp_path: Path
+) -> None:
+    steal = (
+        f"cp {locked_task / 'oracle' / 'parse.py'} parse.py; "
+        f"cat {locked_task / 'cases' / 'acceptance.jsonl'} >> parse.py; true"
+    )
+    out = tmp_path / "thief"
+    done = certlab(
+        *("certify", "--task", str(locked_task), "--agent", "command", "--agent-arg", steal),
+        *("--sandbox", "bwrap", "--out", str(out)),
+    )
+    assert done.returncode == 0, done.stderr
+    (trial,) = _bundle(out)["trials"]  # type: ignore[misc]
+    assert trial["verdict"] == "not-fixed"
+    # nothing was copied or appended: parse.py is the parent's (uncontained, both would work and break it)
+    assert trial["failure_mode"] == "overfit-to-visible-tests"
+    assert "test_datetime_with_various_subsecond_precision():" not in json.dumps(trial)
