@@ -363,3 +363,46 @@ def test_in_the_sandbox_the_agent_cannot_copy_the_oracle_or_read_the_held_out_te
     # nothing was copied or appended: parse.py is the parent's (uncontained, both would work and break it)
     assert trial["failure_mode"] == "overfit-to-visible-tests"
     assert "test_datetime_with_various_subsecond_precision():" not in json.dumps(trial)
+
+
+def test_a_fix_with_two_new_tests_holds_both_out(parse_repo: Path, tmp_path: Path) -> None:
+    done = certlab("task", "from-commit", str(parse_repo), HYPHEN_FIX, "--out", str(tmp_path / "t"))
+    assert done.returncode == 0, done.stderr
+    source = json.loads((tmp_path / "t" / "cases" / "source.json").read_text())
+    assert source["FAIL_TO_PASS"] == [
+        "tests/test_parse.py::test_hyphen_inside_field_name",
+        "tests/test_parse.py::test_hyphen_inside_field_name_collision_handling",
+    ]
+    lines = (tmp_path / "t" / "cases" / "acceptance.jsonl").read_text().splitlines()
+    assert [json.loads(line)["test"] for line in lines] == source["FAIL_TO_PASS"]
+
+
+def test_the_prompt_comes_from_the_issue_text_or_a_prompt_file(tmp_path: Path) -> None:
+    fixed = "def double(x):\n    return x + x\n\n\ndef half(x):\n    return x / 2\n"
+    repo, commit = _tiny_repo(tmp_path, fixed, NEW_TEST + "    assert half(4) == 2\n")
+    (tmp_path / "ISSUE.md").write_text("half(4) gives 8, not 2\n")
+    (tmp_path / "PROMPT.md").write_text("Exactly this prompt.\n")
+    issue = certlab(
+        "task",
+        "from-commit",
+        str(repo),
+        commit,
+        "--issue-text",
+        str(tmp_path / "ISSUE.md"),
+        "--out",
+        str(tmp_path / "a"),
+    )
+    assert issue.returncode == 0, issue.stderr
+    prompt = (tmp_path / "a" / "PROMPT.md").read_text()
+    assert prompt.startswith("half(4) gives 8, not 2\n") and "change only `tiny.py`" in prompt
+    given = certlab(
+        "task", "from-commit", str(repo), commit, "--prompt", str(tmp_path / "PROMPT.md"), "--out", str(tmp_path / "b")
+    )
+    assert given.returncode == 0, given.stderr
+    assert (tmp_path / "b" / "PROMPT.md").read_text() == "Exactly this prompt.\n"
+    both = certlab(
+        *("task", "from-commit", str(repo), commit, "--prompt", str(tmp_path / "PROMPT.md")),
+        *("--issue-text", str(tmp_path / "ISSUE.md"), "--out", str(tmp_path / "c")),
+    )
+    assert "give --prompt FILE or --issue-text FILE, not both" in one_error(both)
+    assert not (tmp_path / "c").exists()
