@@ -406,3 +406,16 @@ def test_the_prompt_comes_from_the_issue_text_or_a_prompt_file(tmp_path: Path) -
     )
     assert "give --prompt FILE or --issue-text FILE, not both" in one_error(both)
     assert not (tmp_path / "c").exists()
+
+
+def test_lock_refuses_a_task_that_issues_a_copy_of_a_held_out_test_file(subsecond_task: Path, tmp_path: Path) -> None:
+    import shutil
+
+    task = tmp_path / "leaky"
+    shutil.copytree(subsecond_task, task, ignore=shutil.ignore_patterns(".certlab"))
+    held = json.loads((task / "cases" / "acceptance.jsonl").read_text().splitlines()[0])
+    (task / "tests" / "test_parse_new.py").write_text(held["files"]["tests/test_parse.py"], encoding="utf-8")
+    done = certlab("lock", str(task))
+    assert done.returncode == 4
+    assert "tests/test_parse_new.py is a copy of a held-out test file" in one_error(done)
+    assert not (task / ".certlab").exists()
