@@ -419,3 +419,9 @@ def test_lock_refuses_a_task_that_issues_a_copy_of_a_held_out_test_file(subsecon
     assert done.returncode == 4
     assert "tests/test_parse_new.py is a copy of a held-out test file" in one_error(done)
     assert not (task / ".certlab").exists()
+
+
+def test_leakscan_says_in_one_line_that_it_reads_call_cases_only(subsecond_task: Path, tmp_path: Path) -> None:
+    done = certlab("leakscan", str(tmp_path), "--task", str(subsecond_task))
+    assert done.returncode == 4
+    assert "the held-out cases are test files (a task built from a commit)" in one_error(done)
