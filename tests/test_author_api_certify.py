@@ -201,7 +201,7 @@ def test_without_certlab_acceptance_a_task_of_your_own_is_refused_naming_what_to
 
 def test_without_certlab_acceptance_its_commands_are_not_there(tmp_path: Path) -> None:
     env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
-    for command in ("lock", "leakscan", "predict"):
+    for command in ("lock", "leakscan", "predict", "task"):
         done = run_certlab(command, str(tmp_path), env=env)
         assert done.returncode == 4 and "Traceback" not in done.stderr, done.stderr
         assert f"unknown command '{command}'" in done.stderr and "(certlab-acceptance)" in done.stderr, done.stderr

@@ -973,6 +973,25 @@ def mutation_step(
     return document, refusals, warnings
 
 
+def _fixed_tree_passes(
+    family: TaskFamily,
+    fixed: Path,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    lock: AcceptanceLock | None,
+    scratch: Path,
+) -> tuple[list[str], list[str]]:
+    """The fixed tree of a user task must pass the whole chain: the visible tests expected of the tree as
+    issued (all it collects, when the proof left that open) and the held-out cases alike."""
+    clean = clean_run(fixed_family(family, fixed, scratch / "fixed-check"), graders, expected, lock)
+    if not clean.passed:
+        return [], [
+            f"task {family.name}: --fixed {fixed}: " + clean.problem.replace("the clean tree", "the fixed tree")
+        ]
+    line = f"prove {family.name}: the fixed tree passes {len(clean.collected)} visible tests and the held-out cases"
+    return [line], []
+
+
 def prove_families(
     registry: Registry,
     names: Sequence[str],
@@ -1017,6 +1036,12 @@ def prove_families(
             elif proof.holds:
                 lines.append(f"prove {family.name}: the fixture as issued fails its grading")
             problems.extend(proof.problems)
+            if proof.holds and not family.clean_tree and fixed is not None:
+                fixed_line, fixed_problem = _fixed_tree_passes(
+                    family, Path(fixed), graders, proof.expected_tests, lock, held_out.scratch
+                )
+                lines.extend(fixed_line)
+                problems.extend(fixed_problem)
             if not mutants or not proof.holds:
                 continue
             expected = proof.expected_tests
@@ -1024,8 +1049,9 @@ def prove_families(
                 warnings.append(f"task {family.name}: no fixed tree is given (--fixed DIR), so no mutant is made of it")
                 continue
             if not family.clean_tree and fixed is not None:
+                # graded against the tests expected of the tree as issued (the suite collects them when the
+                # proof left them open): a test that tree skips is not asked of a mutant either
                 family = fixed_family(family, Path(fixed), held_out.scratch / "fixed")
-                expected = ()  # the suite collects them on the fixed tree
             mutation = measure_and_store(family, graders, expected, workers, lock)
             report = report_lines(family, mutation)
             lines.extend(line for line in report if line.startswith("mutants "))

@@ -72,6 +72,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "lock": "certlab-acceptance",
         "leakscan": "certlab-acceptance",
         "predict": "certlab-acceptance",
+        "task": "certlab-acceptance",
         "diff": "certlab-diagnosis",
         "minimize": "certlab-diagnosis",
         "bundle": "certlab-diagnosis",

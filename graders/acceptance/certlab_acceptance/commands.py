@@ -69,13 +69,29 @@ def lock_command(
     )
 
 
+def _call_cases(path: Path) -> list[Any]:
+    """The call cases of a cases file; a file of held-out tests (a task built from a commit) is one line."""
+    from certlab_acceptance.hidden_tests import is_hidden_tests
+
+    try:
+        hidden = path.is_file() and is_hidden_tests(path.read_bytes())
+    except OSError:
+        hidden = False
+    if hidden:
+        raise UsageError(
+            f"{path}: the held-out cases are test files (a task built from a commit); leakscan looks for the "
+            "answers of call cases only"
+        )
+    return read_cases(path)
+
+
 def _cases_for_scan(rundir: Path, cases: list[Path], tasks: list[Path], families: list[str]) -> list[Any]:
     found: list[Any] = []
     for file in cases:
-        found.extend(read_cases(file))
+        found.extend(_call_cases(file))
     if tasks:
         for directory in tasks:
-            found.extend(read_cases(load_user_task(directory).cases))
+            found.extend(_call_cases(load_user_task(directory).cases))
     names = list(families)
     bundle = rundir / "bundle.json"
     if not (cases or tasks or families) and bundle.is_file():
@@ -196,8 +212,16 @@ def _registering(name: str) -> RegisterCommand:
     return register
 
 
+def _register_task(app: typer.Typer, /) -> None:
+    from certlab_acceptance.task_commands import register
+
+    register(app)
+
+
 def commands() -> list[Command]:
-    return [
+    found = [
         Command(name=name, description=description, register=_registering(name))
         for name, (_function, description) in COMMANDS.items()
     ]
+    description = "build tasks from a repository's bug-fix commits or SWE-bench instances"
+    return [*found, Command(name="task", description=description, register=_register_task)]

@@ -165,10 +165,44 @@ def lock_refusals(task: UserTask, cases: Sequence[HeldOutCase]) -> list[str]:
     problems += link_refusals(task)
     problems += input_refusals(task, cases)
     problems += answer_refusals(task, cases)
+    if holds_hidden_tests(task):
+        problems += hidden_test_refusals(task)
     return problems
 
 
+def hidden_test_refusals(task: UserTask) -> list[str]:
+    """No file issued to the agent that is a copy of a held-out test file (a task built from a commit)."""
+    from certlab_acceptance.hidden_tests import read_tests_bytes
+
+    tests = read_tests_bytes(task.cases.read_bytes(), _relative(task.cases, task.root))
+    hidden = {text.encode("utf-8") for test in tests for text in test.files.values() if text}
+    problems: list[str] = []
+    for issued in (task.fixture, task.tests):
+        for entry in _entries(issued):
+            if entry.kind == "file" and entry.stat.st_size and entry.path.read_bytes() in hidden:
+                problems.append(
+                    f"{_relative(entry.path, task.root)} is a copy of a held-out test file; it is issued to the "
+                    "agent, so remove it (the held-out version replaces the visible one only at grading)"
+                )
+    return problems
+
+
+def holds_hidden_tests(task: UserTask) -> bool:
+    from certlab_acceptance.hidden_tests import is_hidden_tests
+
+    try:
+        return is_hidden_tests(task.cases.read_bytes())
+    except OSError:
+        return False
+
+
 def read_task_cases(task: UserTask) -> list[HeldOutCase]:
+    """The task's held-out call cases, checked; a task of held-out test files has none (its tests are checked)."""
+    if holds_hidden_tests(task):
+        from certlab_acceptance.hidden_tests import read_tests_bytes
+
+        read_tests_bytes(task.cases.read_bytes(), _relative(task.cases, task.root))
+        return []
     cases = read_cases(task.cases)
     check_modules(cases, task.module_names, _relative(task.cases, task.root))
     return cases
@@ -236,7 +270,7 @@ def write_lock(task: UserTask, registry: Any, again: bool = False) -> tuple[Path
             "cases": {
                 "file": _relative(task.cases, task.root),
                 "sha256": cases_sha256(data),
-                "count": len(cases),
+                "count": len(cases) or count_lines(data),
                 "copy": data.decode("utf-8"),
             },
             "fingerprints": prints,
@@ -248,6 +282,11 @@ def write_lock(task: UserTask, registry: Any, again: bool = False) -> tuple[Path
     temporary.write_text(canonical.pretty_json(document), encoding="utf-8")
     temporary.replace(path)
     return path, document
+
+
+def count_lines(data: bytes) -> int:
+    """The held-out cases or tests in a cases file: its non-blank lines."""
+    return sum(1 for line in data.splitlines() if line.strip())
 
 
 class LockRefused(UsageError):
@@ -291,7 +330,12 @@ def open_lock(task: UserTask, registry: Any, scratch: Path) -> AcceptanceLock | 
     data = copy_text.encode("utf-8")
     if cases_sha256(data) != copy_sha:
         raise InstrumentError(f"{path}: the cases copy in the lock does not match its own sha256")
-    read_cases_bytes(data, f"{path} (the locked copy)")
+    from certlab_acceptance.hidden_tests import is_hidden_tests, read_tests_bytes
+
+    if is_hidden_tests(data):
+        read_tests_bytes(data, f"{path} (the locked copy)")
+    else:
+        read_cases_bytes(data, f"{path} (the locked copy)")
     lock = AcceptanceLock(
         cases_file=str(_write_copy(data, scratch)),
         cases_sha256=copy_sha,

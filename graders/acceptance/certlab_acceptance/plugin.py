@@ -73,8 +73,8 @@ class VerdictRefused(InstrumentError):
 # ----------------------------------------------------------------------------- the cases
 
 
-def load_cases(request: GradeRequest) -> list[HeldOutCase]:
-    """The held-out cases: from the copy taken at lock time when locked, else from the family's file."""
+def cases_data(request: GradeRequest) -> tuple[bytes, Path]:
+    """The held-out cases file's bytes: the copy taken at lock time when locked, else the family's file."""
     lock = request.acceptance_lock
     if lock is not None:
         path = Path(lock.cases_file)
@@ -84,6 +84,12 @@ def load_cases(request: GradeRequest) -> list[HeldOutCase]:
     else:
         path = Path(request.family.cases_file)
         data = path.read_bytes()
+    return data, path
+
+
+def load_cases(request: GradeRequest) -> list[HeldOutCase]:
+    """The held-out call cases: from the copy taken at lock time when locked, else from the family's file."""
+    data, path = cases_data(request)
     cases = read_cases_bytes(data, path)
     check_modules(cases, request.family.module_names, path)
     return cases
@@ -265,13 +271,22 @@ def grade(request: GradeRequest) -> GradeResult:
     lock = request.acceptance_lock
     if lock is not None:
         check_unmoved(lock, "before scoring")
-    cases = load_cases(request)
+    from certlab_acceptance import hidden_tests
+
+    raw, path = cases_data(request)
+    tests = hidden_tests.read_tests_bytes(raw, path) if hidden_tests.is_hidden_tests(raw) else None
+    cases = load_cases(request) if tests is None else []
     made = scoring_folder(request)
     scratch = made.as_path
     try:
         tree = scratch / "tree"
         trees.copy_tree(Path(request.workdir), tree, skip=("__pycache__",))
-        results = run_cases(cases, tree, scratch / "host.log", CASE_TIMEOUT_S, request.first_failure)
+        if tests is None:
+            results = run_cases(cases, tree, scratch / "host.log", CASE_TIMEOUT_S, request.first_failure)
+        else:  # held-out test files: laid over this copy only, run by pytest under the run's sandbox
+            hidden_tests.lay_over(tests, tree)
+            run = hidden_tests.run_tests(tree, [test.test for test in tests], scratch)
+            results = hidden_tests.judge_tests(tests, run)
     finally:
         trees.remove_made(made)
     if scratch.exists():
@@ -286,7 +301,7 @@ def grade(request: GradeRequest) -> GradeResult:
         "locked": lock is not None,
         "wall_s": round(time.monotonic() - started, 4),
     }
-    summary = f"{data['held']}/{len(results)} held-out cases held"
+    summary = f"{data['held']}/{len(results)} held-out {'cases' if tests is None else 'tests'} held"
     if not failed:
         return GradeResult(NAME, True, None, summary, data)
     shown = "; ".join(f"{case_id}: {got}" for case_id, got in failed[:SHOWN_FAILURES])
