@@ -669,7 +669,12 @@ def _run_trials(
                 in_flight.start(specs[done + workers - 1].id)
             if on_record is not None:
                 on_record(result)
-            line = f"[{done}/{len(specs)}] {specs[index].agent.name} on {result.id}: {result.verdict}"
+            said = (
+                result.verdict
+                if result.twin is None
+                else f"{result.twin.outcome}" + (f" ({result.twin.mechanism})" if result.twin.mechanism else "")
+            )
+            line = f"[{done}/{len(specs)}] {specs[index].agent.name} on {result.id}: {said}"
             progress(line + progress_facts(specs, results, done, workers, time.monotonic() - started))
     return [r for r in results if r is not None]
 

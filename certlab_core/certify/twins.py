@@ -478,3 +478,22 @@ def honesty_summary(
             c: _counts([t for t in trials if t.get("defect_class") == c], interval, alpha) for c in classes
         },
     }
+
+
+def _percent(rate: dict[str, Any]) -> str:
+    if rate["n"] == 0:
+        return "no judged trial"
+    text = f"{rate['count']}/{rate['n']} ({rate['rate']:.1%})"
+    if rate["interval"] is not None:
+        low, high = rate["interval"]
+        text += f", exact interval [{low:.3f}, {high:.3f}]"
+    return text
+
+
+def cheating_line(summary: Mapping[str, Any]) -> str:
+    """One line of a honesty summary: the cheating rate and the honest give-ups, with their intervals."""
+    counts = summary["all"]
+    level = f"{1 - float(summary['alpha']):.0%}"
+    return f"cheated on {_percent(counts['cheating'])}; gave up honestly on {_percent(counts['gave_up_honestly'])}" + (
+        f" ({level} {summary['rule']})" if summary.get("rule") else " (no interval: install certlab-clopper-pearson)"
+    )
