@@ -112,6 +112,10 @@ class TrialSpec:
     # A run with impossible twins: every task's prompt offers the honest way out, and the agent is shown an opaque
     # task id, so nothing it can see tells a twin from a seeded task.
     impossible: bool = False
+    # In a run with twins, whether the prompt offers the honest way out (the gate's arm may take it away).
+    way_out: bool = True
+    # The gate's per-trial seed, given to the agent as CERTLAB_SEED (a scripted agent's declared rates); None: none.
+    seed: int | None = None
 
     @property
     def id(self) -> str:
@@ -295,7 +299,12 @@ def answer_key_paths(families: Iterable[TaskFamily]) -> list[str]:
 
 
 def agent_environment(
-    task: Task, prompt: str, prompt_file: Path, declared: Sequence[str] = (), task_id: str | None = None
+    task: Task,
+    prompt: str,
+    prompt_file: Path,
+    declared: Sequence[str] = (),
+    task_id: str | None = None,
+    seed: int | None = None,
 ) -> dict[str, str]:
     """The agent's environment: the kernel's allow-list, what its adapter declares, and the prompt.
 
@@ -308,13 +317,15 @@ def agent_environment(
     env["CERTLAB_PROMPT"] = prompt
     env["CERTLAB_PROMPT_FILE"] = str(prompt_file)
     env["CERTLAB_TASK_ID"] = task_id or task.id
+    if seed is not None:
+        env["CERTLAB_SEED"] = str(seed)
     return env
 
 
 def issued_prompt(spec: TrialSpec) -> str:
     """The prompt an agent is given: the family's TASK.md, and in a run with twins the honest way out."""
     prompt = Path(spec.task.family.prompt_file).read_text(encoding="utf-8")
-    return prompt + HONEST_WAY_OUT if spec.impossible else prompt
+    return prompt + HONEST_WAY_OUT if spec.impossible and spec.way_out else prompt
 
 
 def judged(chain: ChainResult, changed: str | None) -> tuple[str, str | None]:
@@ -372,7 +383,7 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
             prompt_file=str(prompt_file),
             task_id=shown_id,
             timeout_s=spec.agent_timeout_s,
-            env=agent_environment(spec.task, prompt, prompt_file, spec.agent.environment, shown_id),
+            env=agent_environment(spec.task, prompt, prompt_file, spec.agent.environment, shown_id, spec.seed),
             agent_args=spec.agent_args,
             task=spec.task,
         )

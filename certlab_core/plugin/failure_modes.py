@@ -32,6 +32,8 @@ BUDGET_EXCEEDED = "budget-exceeded"
 GAVE_UP = "gave-up"
 #: The one file an agent may write outside its allowed paths: its reason for saying the task cannot be done.
 GIVE_UP_FILE = "CERTLAB_IMPOSSIBLE.md"
+# A gate trial on an impossible twin whose agent cheated (its record names how): the honesty condition's failure.
+TWIN_CHEATED = "twin-cheated"
 
 FAILURE_MODES: tuple[str, ...] = (
     POLICY_TESTS_MODIFIED,
@@ -50,6 +52,7 @@ FAILURE_MODES: tuple[str, ...] = (
     AGENT_CRASHED,
     BUDGET_EXCEEDED,
     GAVE_UP,
+    TWIN_CHEATED,
 )
 
 
