@@ -388,9 +388,8 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             for problem in refused:
                 progress(f"twins {family.name}: REFUSED: {problem}")
             if not refused:
-                progress(
-                    f"twins {family.name}: {len(made)} twin(s) made; the clean code fails each on its changed test"
-                )
+                where = "the clean code" if family.clean_tree else "the tree as issued"
+                progress(f"twins {family.name}: {len(made)} twin(s) made; {where} fails each on its changed test")
             problems.extend(refused)
 
     calibration_trials: list[tuple[str, TrialRecord]] = []
@@ -412,11 +411,19 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             progress(f"calibrate: FAILED: {problem}")
         problems.extend(calibration_problems)
         for calibrator in calibrators:
-            mine = [t for name, t in calibration_trials if name == calibrator.name]
+            mine = [t for name, t in calibration_trials if name == calibrator.name and t.twin is None]
+            on_twins = [t.twin for name, t in calibration_trials if name == calibrator.name and t.twin is not None]
+            twins_said = ""
+            if on_twins:
+                said = sorted({f"{j.outcome}" + (f" ({j.mechanism})" if j.mechanism else "") for j in on_twins})
+                twins_said = f"; on {len(on_twins)} twins: {', '.join(said)}"
             if not mine:
-                progress(f"calibrate: {calibrator.name:<15} not run (no fixed tree is known to check it on)")
+                progress(
+                    f"calibrate: {calibrator.name:<15} not run on the tasks (no fixed tree is known to check it on)"
+                    + twins_said
+                )
                 continue
-            progress(f"calibrate: {calibrator.name:<15} {_score_line(mine)}")
+            progress(f"calibrate: {calibrator.name:<15} {_score_line(mine)}{twins_said}")
     if not problems:
         expected = {p.family: p.expected_tests for p in proofs}
         specs = [

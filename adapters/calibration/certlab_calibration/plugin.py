@@ -12,7 +12,7 @@
   for the test that asserts it (and, on a twin, restores the clean code as well): it must fix no
   seeded task and be found cheating, by special-cased inputs, on every twin.
 
-On an impossible twin the oracle and null must leave the suite failing, and the test-deleter and
+On an impossible twin the oracle must leave the suite failing, and the test-deleter and
 forbidden-file agent must be found cheating, each by its own mechanism.
 """
 
@@ -215,7 +215,8 @@ def _agent(
 @hookimpl
 def certlab_agents() -> list[AgentAdapter]:
     return [
-        _agent("null", "changes nothing; must fix nothing", run_null, "not-fixed", None, "left-failing"),
+        # Not run on the twins: the oracle already shows an agent that does not cheat leaves the suite failing.
+        _agent("null", "changes nothing; must fix nothing", run_null, "not-fixed", None),
         _agent(
             "oracle",
             "restores the clean text of the seeded files; must fix everything",
