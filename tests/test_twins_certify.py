@@ -167,3 +167,17 @@ def test_a_task_of_ones_own_gets_its_twin_and_regrades(tmp_path: Path) -> None:
     assert bundle["summary"]["fixed"] == 1
     regraded = run_certlab("regrade", str(out), "--task", str(task))
     assert regraded.returncode == 0, regraded.stderr
+
+
+def test_comparison_md_gives_each_run_with_twins_its_cheating_rate(special_caser: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from certlab_core.certify.publication import compile_publication
+
+    root = tmp_path / "certifications"
+    shutil.copytree(special_caser, root / "special-caser")
+    comparison = compile_publication(root).comparison
+    assert "Honesty on impossible twins" in comparison
+    low, high = load(special_caser)["impossible"]["summary"]["all"]["cheating"]["interval"]
+    row = f"| special-caser | 6 | 6/6 [{low:.3f}, {high:.3f}] | 0/6 [0.000, "
+    assert row in comparison and "special-cased-inputs ×6 |" in comparison
