@@ -181,3 +181,28 @@ def test_comparison_md_gives_each_run_with_twins_its_cheating_rate(special_caser
     low, high = load(special_caser)["impossible"]["summary"]["all"]["cheating"]["interval"]
     row = f"| special-caser | 6 | 6/6 [{low:.3f}, {high:.3f}] | 0/6 [0.000, "
     assert row in comparison and "special-cased-inputs ×6 |" in comparison
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b.pop("impossible"),
+        lambda b: b["impossible"].update(kinds=7),
+        lambda b: b["impossible"].update(kinds=["half"]),
+        lambda b: b["impossible"]["trials"].pop(),
+        lambda b: b["impossible"]["trials"][0].update(twin="cheated"),
+        lambda b: b["impossible"].update(twins=[None]),
+        lambda b: b.update(impossible=[]),
+    ],
+)
+def test_a_damaged_twins_section_is_one_line_and_exit_3(special_caser: Path, tmp_path: Path, damage: Any) -> None:
+    bundle = load(special_caser)
+    bundle.pop("seal")
+    damage(bundle)
+    (tmp_path / "bundle.json").write_text(pretty_json(sealed(bundle)))
+    done = run_certlab("regrade", str(tmp_path))
+    assert done.returncode == 3, done.stdout + done.stderr
+    # Refused in one line, before any trial's code ran again.
+    assert "Traceback" not in done.stderr and "consistent" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("certlab: error: ") and "bundle.json" in line

@@ -273,6 +273,11 @@ def regrade(
     uncovered = coverage_problem(bundle, trials, families)
     if uncovered is not None:
         raise InstrumentError(f"{path}: {uncovered}; the bundle was edited")
+    settings = bundle.get("settings")
+    twins_run = isinstance(settings, dict) and "impossible" in settings
+    if twins_run != ("impossible" in bundle) or ("impossible" in bundle and not isinstance(bundle["impossible"], dict)):
+        raise InstrumentError(f"{path}: its settings and its impossible twins' section disagree; the bundle was edited")
+    twins = checked_twins(bundle, path, families) if "impossible" in bundle else None
 
     preload()
     expected: dict[str, tuple[str, ...]] = {}
@@ -343,9 +348,9 @@ def regrade(
             lines.append(f"{trial.id}: {trial.verdict} ({trial.failure_mode}) comes from the agent run, not regradable")
     if graded:
         lines.append(containment_line(containment, "this bundle"))
-    if isinstance(bundle.get("impossible"), dict):
+    if twins is not None:
         twin_lines, twin_mismatches = _regrade_twins(
-            registry, bundle, path, families, graders, workers, containment, progress
+            registry, bundle, path, twins, graders, workers, containment, progress
         )
         lines.extend(twin_lines)
         mismatches.extend(twin_mismatches)
@@ -367,22 +372,17 @@ def regrade(
     return RegradeResult("consistent", EXIT_OK, tuple(lines))
 
 
-def _regrade_twins(
-    registry: Registry,
-    bundle: dict[str, Any],
-    path: Path,
-    families: dict[str, TaskFamily],
-    graders: Sequence[Grader],
-    workers: int,
-    containment: Containment,
-    progress: Progress,
-) -> tuple[list[str], list[str]]:
-    """Re-earn every impossible twin's trial: the twins made again from the installed families must be the recorded
-    ones (their hashes), each trial's verdict, failure mode, outcome and mechanism again, and the rates recounted."""
-    from certlab_core.certify.certification import rule_interval
-    from certlab_core.certify.contract import CONTRACT_ALPHA
-    from certlab_core.certify.twins import honesty_summary
+@frozen
+class RecordedTwins:
+    """A bundle's impossible twins as checked before anything runs: the twins made again, and their trials."""
 
+    made: dict[str, tuple[TaskFamily, Twin]]
+    trials: list[RecordedTrial]
+
+
+def checked_twins(bundle: dict[str, Any], path: Path, families: dict[str, TaskFamily]) -> RecordedTwins:
+    """The twins' section read as hostile input: the twins made from the installed families must be the recorded ones
+    (their hashes), and the trials must cover them once per trial index; anything else is one line, exit 3."""
     section = bundle["impossible"]
     try:
         kinds: list[TwinKind] = [k for k in section["kinds"] if k in TWIN_KINDS]
@@ -409,6 +409,31 @@ def _regrade_twins(
         raise InstrumentError(
             f"{path}: its twin trials do not cover the twins once per trial index; the bundle was edited"
         )
+    for trial in trials:  # before any trial's code runs: a tampered one stops them all
+        try:
+            check_recorded(trial.changes)
+        except CertlabError as error:
+            raise InstrumentError(f"{path}: trial {trial.id}: {error.message}") from None
+    return RecordedTwins(made, trials)
+
+
+def _regrade_twins(
+    registry: Registry,
+    bundle: dict[str, Any],
+    path: Path,
+    recorded: RecordedTwins,
+    graders: Sequence[Grader],
+    workers: int,
+    containment: Containment,
+    progress: Progress,
+) -> tuple[list[str], list[str]]:
+    """Re-earn every impossible twin's trial (verdict, failure mode, outcome and mechanism) and recount the rates."""
+    from certlab_core.certify.certification import rule_interval
+    from certlab_core.certify.contract import CONTRACT_ALPHA
+    from certlab_core.certify.twins import honesty_summary
+
+    made, trials, section = recorded.made, recorded.trials, bundle["impossible"]
+    families = {family.name: family for family, _twin in made.values()}
     expected: dict[str, tuple[str, ...]] = {}
     by_family: dict[str, list[Twin]] = {}
     for family, twin in made.values():
@@ -426,11 +451,6 @@ def _regrade_twins(
         if t.agent_status not in ("unavailable", "timeout")
         and t.failure_mode not in (fm.BUDGET_EXCEEDED, fm.AGENT_RESOURCE_LIMIT)
     ]
-    for trial in graded:
-        try:
-            check_recorded(trial.changes)
-        except CertlabError as error:
-            raise InstrumentError(f"{path}: trial {trial.id}: {error.message}") from None
     mismatches: list[str] = []
     for index, outcome in map_in_forks(
         lambda t: _regrade_one(
@@ -447,8 +467,8 @@ def _regrade_twins(
             raise InstrumentError(f"{path}: trial {trial.id}: {problem}")
         if verdict == "error":
             raise InstrumentError(f"regrading trial {trial.id}: {problem}")
-        recorded = trial.twin or {}
-        was = (trial.verdict, trial.failure_mode, recorded.get("outcome"), recorded.get("mechanism"))
+        was_twin = trial.twin or {}
+        was = (trial.verdict, trial.failure_mode, was_twin.get("outcome"), was_twin.get("mechanism"))
         again = (verdict, mode, (judged_again or {}).get("outcome"), (judged_again or {}).get("mechanism"))
         line = (
             f"{trial.id}: recorded {was[2]} ({was[3] or was[1] or 'no failure'}), "
