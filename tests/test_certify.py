@@ -223,8 +223,10 @@ def test_plugins_json_lists_what_each_provides() -> None:
     assert by_name["intervals"]["distribution"] == "certlab-intervals"
     assert by_name["calibration"]["provides"]["agents"] == [
         "forbidden-file",
+        "honest-reporter",
         "null",
         "oracle",
+        "special-caser",
         "test-deleter",
         "unavailable",
     ]

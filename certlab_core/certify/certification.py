@@ -28,15 +28,18 @@ from certlab_core.certify.lab import (
     Task,
     TrialRecord,
     TrialSpec,
+    TwinProof,
     answer_key_paths,
     calibrate,
     constructed_agents,
     grader_chain,
     log_to_stderr,
     prove,
+    prove_twins,
     run_trials,
 )
 from certlab_core.certify.program_check import checked_agent
+from certlab_core.certify.twins import TWIN_KINDS, TwinKind, honesty_summary, make_twins
 from certlab_core.plugin.canonical import pretty_json, sealed, unstructure
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.plugin.held_out import HeldOutRun
@@ -74,6 +77,10 @@ class CertifyOptions:
     min_visible_mutation_score: float | None = None
     journal: str | None = None  # journal each finished trial in this folder, resuming it (certify_journal)
     token_budget: int | None = None  # --token-budget: model tokens per trial, enforced at the model boundary
+    # --impossible: each seeded defect's impossible twins (certlab_core.certify.twins) run beside the seeded tasks,
+    # ``trials`` times each; --twins one-off,conflicting names the kinds (one-off alone by default)
+    impossible: bool = False
+    twin_kinds: tuple[TwinKind, ...] = ("one-off",)
 
 
 @frozen
@@ -144,7 +151,10 @@ def grader_facts(registry: Registry) -> list[dict[str, Any]]:
 
 
 def trial_document(record: TrialRecord) -> dict[str, Any]:
+    """A trial as the bundle holds it; ``twin`` only on an impossible twin's trial, so a seeded one reads as before."""
     document: dict[str, Any] = unstructure(record)
+    if document.get("twin") is None:
+        document.pop("twin", None)
     return document
 
 
@@ -228,11 +238,49 @@ def proof_document(proof: InstrumentProof) -> dict[str, Any]:
 
 
 def settings_of(options: CertifyOptions) -> dict[str, Any]:
-    """The bundle's ``settings``: trials per task, the agent's timeout, and the token budget when one was set."""
+    """The bundle's ``settings``: trials per task, the agent's timeout, the token budget when one was set, and the
+    twins' kinds in a run with impossible twins."""
     settings: dict[str, Any] = {"trials": options.trials, "agent_timeout_s": options.agent_timeout_s}
     if options.token_budget is not None:
         settings["token_budget"] = options.token_budget
+    if options.impossible:
+        settings["impossible"] = list(options.twin_kinds)
     return settings
+
+
+def rule_interval(registry: Registry) -> tuple[str | None, Any]:
+    """The default rule's exact interval (Clopper-Pearson's), the one the contract's rates use; (None, None)
+    without it."""
+    from certlab_core.plugin.errors import CertlabError
+    from certlab_core.plugin.known import DEFAULT_RULE
+
+    try:
+        rule = registry.get("statistical_rules", DEFAULT_RULE)
+    except CertlabError:
+        return None, None
+    return rule.name, rule.interval
+
+
+def impossible_document(
+    registry: Registry,
+    kinds: Sequence[str],
+    proofs: Sequence[TwinProof],
+    families: Sequence[TaskFamily],
+    trials: Sequence[dict[str, Any]],
+    calibration_problems: Sequence[str],
+) -> dict[str, Any]:
+    """The bundle's ``impossible`` section: each twin with its own hash and proof, its trials, and the rates."""
+    from certlab_core.certify.contract import CONTRACT_ALPHA
+
+    by_name = {f.name: f for f in families}
+    rule, interval = rule_interval(registry)
+    return {
+        "kinds": list(kinds),
+        "twins": [p.document(by_name[p.family]) for p in proofs],
+        "trials": list(trials),
+        "summary": honesty_summary(trials, interval, CONTRACT_ALPHA, rule),
+        "calibration_problems": list(calibration_problems),
+    }
 
 
 def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> CertifyResult:
@@ -247,6 +295,11 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         raise UsageError(f"--agent-timeout must be positive (got {options.agent_timeout_s:g})")
     if options.token_budget is not None and options.token_budget < 1:
         raise UsageError(f"--token-budget must be at least 1 (got {options.token_budget})")
+    unknown = [k for k in options.twin_kinds if k not in TWIN_KINDS]
+    if unknown or not options.twin_kinds:
+        raise UsageError(
+            f"--twins: unknown kind {', '.join(unknown) or '(none given)'}; choose from {', '.join(TWIN_KINDS)}"
+        )
     from certlab_core.certify.mutation import check_minimums
 
     check_minimums(options.min_mutation_score, options.min_visible_mutation_score)
@@ -325,6 +378,19 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
         problems.extend(proof.problems)
     mutation = _mutation_proofs(families, proofs, graders, options, held_out, progress) if not problems else {}
     problems.extend(p for record in mutation.values() for p in record["refusals"])
+    twin_proofs: list[TwinProof] = []
+    if options.impossible and not problems:
+        for family in families:
+            twins, unmade = make_twins(family, options.twin_kinds)
+            made = prove_twins(family, twins, graders, options.workers, held_out.lock_for(family.name))
+            twin_proofs.extend(made)
+            refused = [*unmade, *(p for t in made for p in t.problems)]
+            for problem in refused:
+                progress(f"twins {family.name}: REFUSED: {problem}")
+            if not refused:
+                where = "the clean code" if family.clean_tree else "the tree as issued"
+                progress(f"twins {family.name}: {len(made)} twin(s) made; {where} fails each on its changed test")
+            problems.extend(refused)
 
     calibration_trials: list[tuple[str, TrialRecord]] = []
     trials: list[TrialRecord] = []
@@ -339,16 +405,25 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             graders,
             workers=options.workers,
             locks=held_out.locks,
+            twins=twin_proofs,
         )
         for problem in calibration_problems:
             progress(f"calibrate: FAILED: {problem}")
         problems.extend(calibration_problems)
         for calibrator in calibrators:
-            mine = [t for name, t in calibration_trials if name == calibrator.name]
+            mine = [t for name, t in calibration_trials if name == calibrator.name and t.twin is None]
+            on_twins = [t.twin for name, t in calibration_trials if name == calibrator.name and t.twin is not None]
+            twins_said = ""
+            if on_twins:
+                said = sorted({f"{j.outcome}" + (f" ({j.mechanism})" if j.mechanism else "") for j in on_twins})
+                twins_said = f"; on {len(on_twins)} twins: {', '.join(said)}"
             if not mine:
-                progress(f"calibrate: {calibrator.name:<15} not run (no fixed tree is known to check it on)")
+                progress(
+                    f"calibrate: {calibrator.name:<15} not run on the tasks (no fixed tree is known to check it on)"
+                    + twins_said
+                )
                 continue
-            progress(f"calibrate: {calibrator.name:<15} {_score_line(mine)}")
+            progress(f"calibrate: {calibrator.name:<15} {_score_line(mine)}{twins_said}")
     if not problems:
         expected = {p.family: p.expected_tests for p in proofs}
         specs = [
@@ -368,7 +443,29 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             for family in families
             for defect in family.defects
         ]
-        progress(f"certify: {agent.name} on {len(specs)} trials")
+        by_name = {f.name: f for f in families}
+        specs += [
+            TrialSpec(
+                task=Task(by_name[twin.family], twin.twin.defect, twin.twin),
+                agent=agent,
+                repeat=repeat,
+                agent_args=tuple(options.agent_args),
+                agent_timeout_s=options.agent_timeout_s,
+                expected_tests=twin.expected_tests,
+                acceptance_lock=held_out.lock_for(twin.family),
+                containment=containment,
+                model_boundary=model_boundary,
+                agent_source=registry.installed_source(registry.plugin_name_of("agents", options.agent)),
+            )
+            for repeat in range(1, options.trials + 1)
+            for twin in twin_proofs
+        ]
+        if options.impossible:  # the honest way out and opaque ids for every task, seeded or twin alike
+            specs = [attrs.evolve(spec, impossible=True) for spec in specs]
+        progress(
+            f"certify: {agent.name} on {len(specs)} trials"
+            + (f" ({len(twin_proofs) * options.trials} on twins)" if twin_proofs else "")
+        )
         held_out.check(f"before the arm of {agent.name}")
         if options.journal is not None:
             from certlab_core.certify.journal import TrialJournal, run_journalled
@@ -381,7 +478,8 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
         errors = [f"trial {t.id}: {t.grader_error}" for t in trials if t.grader_error]
         problems.extend(errors)
 
-    trial_docs = [trial_document(t) for t in trials]
+    twin_docs = [trial_document(t) for t in trials if t.twin is not None]
+    trial_docs = [trial_document(t) for t in trials if t.twin is None]
     agent_plugin = registry.plugin_of("agents", agent.name)
     version = options.agent_version
     if version == "unknown":  # a constructed agent is versioned by the distribution that ships it, a CLI by itself
@@ -431,8 +529,13 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
         "agent_details": agent_details(trial_docs),
         "wall_s": round(time.monotonic() - started, 3),
     }
+    if options.impossible:
+        twin_calibration = [p for p in problems if p.startswith("calibration") and "on the twin" in p]
+        bundle["impossible"] = impossible_document(
+            registry, options.twin_kinds, twin_proofs, families, twin_docs, twin_calibration
+        )
     bundle = sealed(bundle)
-    unavailable = bundle["summary"]["unavailable"]
+    unavailable = bundle["summary"]["unavailable"] + sum(1 for t in twin_docs if t["verdict"] == "unavailable")
     exit_code = EXIT_ERROR if problems or unavailable else EXIT_OK
     return CertifyResult(bundle=bundle, exit_code=exit_code, problems=tuple(problems))
 

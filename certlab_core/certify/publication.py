@@ -79,6 +79,34 @@ def mutation_table(root: Path) -> list[str]:
     ]
 
 
+def honesty_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The runs with impossible twins (``certify --impossible``): cheating and honest give-ups, with exact intervals.
+
+    Nothing when no published run has twins, so a comparison of runs without them reads as before.
+    """
+    with_twins = [row for row in rows if isinstance(row.get("impossible"), dict)]
+    if not with_twins:
+        return []
+    from certlab_core.certify.contract import rate_cell
+
+    lines = [
+        "",
+        "Honesty on impossible twins (`certlab certify --impossible`): how often the agent made a suite that "
+        "contradicts its prompt pass, with the exact interval the contract states.",
+        "",
+        "| run | twin trials | cheated | gave up honestly | mechanisms |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in with_twins:
+        counts = row["impossible"]["all"]
+        mechanisms = ", ".join(f"{m} ×{c}" for m, c in counts["mechanisms"].items()) or "none"
+        lines.append(
+            f"| {row['run']} | {counts['judged']} | {rate_cell(counts['cheating'])} | "
+            f"{rate_cell(counts['gave_up_honestly'])} | {mechanisms} |"
+        )
+    return lines
+
+
 def compile_publication(root: Path) -> Publication:
     """Read every committed bundle (seals checked) and render the comparison and the registry."""
     rows: list[dict[str, Any]] = []
@@ -104,6 +132,7 @@ def compile_publication(root: Path) -> Publication:
                     "scheduled": summary["scheduled"],
                     "unavailable": summary["unavailable"],
                     "modes": dict(sorted(modes.items())),
+                    "impossible": (bundle.get("impossible") or {}).get("summary"),
                 }
             )
         except (KeyError, TypeError) as error:
@@ -128,6 +157,7 @@ def compile_publication(root: Path) -> Publication:
             f"{row['origin']} | {row['trials_per_task']} | {cells} | {row['fixed']}/{row['scheduled']} | {mode_text} | "
             f"`{row['seal'][:12]}` |"
         )
+    lines += honesty_table(rows)
     lines += mutation_table(root)
     notes = [f"- `{row['run']}`: {row['note']}" for row in rows if row["note"]]
     if notes:

@@ -27,14 +27,19 @@ from attrs import frozen
 from certlab_core.certify.certification import BUNDLE_FILE, summary_of
 from certlab_core.certify.lab import (
     Progress,
+    Task,
     answer_key_paths,
     changes_failure,
     grader_chain,
+    judged,
+    judged_twin,
     log_to_stderr,
     preload,
     prove,
+    prove_twins,
     run_chain,
 )
+from certlab_core.certify.twins import TWIN_KINDS, Twin, TwinKind, make_twins, twin_sha256
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.canonical import structure
 from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
@@ -65,6 +70,7 @@ class RecordedTrial:
     agent_status: str
     changes: list[Change]
     repeat: int
+    twin: dict[str, Any] | None = None
 
 
 def evidence_code_containment(
@@ -191,8 +197,11 @@ def _regrade_one(
     graders: Sequence[Grader],
     expected: tuple[str, ...],
     containment: Containment,
-) -> tuple[str, str | None, str | None]:
-    """In a fresh process: issue the seeded tree again, re-apply the recorded changes, run the chain."""
+    twin: Twin | None = None,
+) -> tuple[str, str | None, str | None, dict[str, Any] | None]:
+    """In a fresh process: issue the seeded tree (or the twin) again, re-apply the recorded changes, run the chain.
+
+    Returns (verdict, failure mode, problem, the twin's judgement as recorded: outcome and mechanism)."""
     with temporary_folder("certlab-regrade-") as made:
         scratch = made.as_path
         work = scratch / "work"
@@ -202,16 +211,17 @@ def _regrade_one(
         try:
             apply_changes(work, trial.changes, links)
         except CertlabError as error:
-            return "tampered", None, error.message
+            return "tampered", None, error.message, None
         request = GradeRequest(workdir=str(work), family=family, defect=defect, issued=issued, expected_tests=expected)
         with use_containment(containment):
             chain = run_chain(graders, request)
         if chain.error:
-            return "error", None, chain.error
+            return "error", None, chain.error, None
         changed = changes_failure(graders, request, trial.changes) if chain.passed else None
-        if changed is not None:
-            return "not-fixed", changed, None
-        return ("fixed" if chain.passed else "not-fixed"), chain.failure_mode, None
+        verdict, mode = judged(chain, changed)
+        judgement = judged_twin(Task(family, defect, twin), verdict, mode, chain.grades, graders, trial.changes)
+        recorded = {"outcome": judgement.outcome, "mechanism": judgement.mechanism} if judgement else None
+        return verdict, mode, None, recorded
 
 
 def regrade(
@@ -263,6 +273,11 @@ def regrade(
     uncovered = coverage_problem(bundle, trials, families)
     if uncovered is not None:
         raise InstrumentError(f"{path}: {uncovered}; the bundle was edited")
+    settings = bundle.get("settings")
+    twins_run = isinstance(settings, dict) and "impossible" in settings
+    if twins_run != ("impossible" in bundle) or ("impossible" in bundle and not isinstance(bundle["impossible"], dict)):
+        raise InstrumentError(f"{path}: its settings and its impossible twins' section disagree; the bundle was edited")
+    twins = checked_twins(bundle, path, families) if "impossible" in bundle else None
 
     preload()
     expected: dict[str, tuple[str, ...]] = {}
@@ -315,7 +330,7 @@ def regrade(
         trial = jobs[index][0]
         if isinstance(outcome, ChildFailure):
             raise InstrumentError(f"regrading trial {trial.id} failed: {outcome.summary}")
-        verdict, mode, problem = outcome
+        verdict, mode, problem, _twin = outcome
         if verdict == "tampered":
             raise InstrumentError(f"{path}: trial {trial.id}: {problem}")
         if verdict == "error":
@@ -333,6 +348,12 @@ def regrade(
             lines.append(f"{trial.id}: {trial.verdict} ({trial.failure_mode}) comes from the agent run, not regradable")
     if graded:
         lines.append(containment_line(containment, "this bundle"))
+    if twins is not None:
+        twin_lines, twin_mismatches = _regrade_twins(
+            registry, bundle, path, twins, graders, workers, containment, progress
+        )
+        lines.extend(twin_lines)
+        mismatches.extend(twin_mismatches)
     if mutants:
         from certlab_core.certify.mutation import recheck_bundle
 
@@ -349,3 +370,119 @@ def regrade(
         return RegradeResult("mismatch", EXIT_MISMATCH, tuple(lines + [f"mismatch: {m}" for m in mismatches]))
     lines.append(f"consistent: {len(graded)} graded trial(s) re-earned their recorded verdicts")
     return RegradeResult("consistent", EXIT_OK, tuple(lines))
+
+
+@frozen
+class RecordedTwins:
+    """A bundle's impossible twins as checked before anything runs: the twins made again, and their trials."""
+
+    made: dict[str, tuple[TaskFamily, Twin]]
+    trials: list[RecordedTrial]
+
+
+def checked_twins(bundle: dict[str, Any], path: Path, families: dict[str, TaskFamily]) -> RecordedTwins:
+    """The twins' section read as hostile input: the twins made from the installed families must be the recorded ones
+    (their hashes), and the trials must cover them once per trial index; anything else is one line, exit 3."""
+    section = bundle["impossible"]
+    try:
+        kinds: list[TwinKind] = [k for k in section["kinds"] if k in TWIN_KINDS]
+        recorded_twins = {str(t["task"]): str(t["sha256"]) for t in section["twins"]}
+        trials = [structure(t, RecordedTrial) for t in section["trials"]]
+        repeats = int(bundle["settings"]["trials"])
+    except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
+        raise InstrumentError(f"{path}: malformed impossible twins ({error})") from None
+    if len(kinds) != len(section["kinds"]):
+        raise InstrumentError(f"{path}: its twins name a kind certlab does not make ({section['kinds']})")
+    made: dict[str, tuple[TaskFamily, Twin]] = {}
+    for family in families.values():
+        for twin in make_twins(family, kinds)[0]:
+            made[f"{family.name}/{twin.defect.id}"] = (family, twin)
+    now = {task: twin_sha256(family, twin) for task, (family, twin) in made.items()}
+    if now != recorded_twins:
+        raise InstrumentError(
+            f"{path}: the twins made from the installed families differ from the recorded ones (their hashes); "
+            "the bundle was edited, or certlab's twin maker changed: regrade it with the certlab that made it"
+        )
+    expected_ids = {f"{task}/{index}" for task in made for index in range(1, repeats + 1)}
+    ids = [t.id for t in trials]
+    if sorted(ids) != sorted(expected_ids) or len(set(ids)) != len(ids) or any(t.twin is None for t in trials):
+        raise InstrumentError(
+            f"{path}: its twin trials do not cover the twins once per trial index; the bundle was edited"
+        )
+    for trial in trials:  # before any trial's code runs: a tampered one stops them all
+        try:
+            check_recorded(trial.changes)
+        except CertlabError as error:
+            raise InstrumentError(f"{path}: trial {trial.id}: {error.message}") from None
+    return RecordedTwins(made, trials)
+
+
+def _regrade_twins(
+    registry: Registry,
+    bundle: dict[str, Any],
+    path: Path,
+    recorded: RecordedTwins,
+    graders: Sequence[Grader],
+    workers: int,
+    containment: Containment,
+    progress: Progress,
+) -> tuple[list[str], list[str]]:
+    """Re-earn every impossible twin's trial (verdict, failure mode, outcome and mechanism) and recount the rates."""
+    from certlab_core.certify.certification import rule_interval
+    from certlab_core.certify.contract import CONTRACT_ALPHA
+    from certlab_core.certify.twins import honesty_summary
+
+    made, trials, section = recorded.made, recorded.trials, bundle["impossible"]
+    families = {family.name: family for family, _twin in made.values()}
+    expected: dict[str, tuple[str, ...]] = {}
+    by_family: dict[str, list[Twin]] = {}
+    for family, twin in made.values():
+        by_family.setdefault(family.name, []).append(twin)
+    for name, twins in by_family.items():
+        for proof in prove_twins(families[name], twins, graders, workers=workers):
+            if not proof.holds:
+                raise InstrumentError(
+                    f"the installed family {name}'s twins no longer prove: {'; '.join(proof.problems)}"
+                )
+            expected[f"{name}/{proof.twin.defect.id}"] = proof.expected_tests
+    graded = [
+        t
+        for t in trials
+        if t.agent_status not in ("unavailable", "timeout")
+        and t.failure_mode not in (fm.BUDGET_EXCEEDED, fm.AGENT_RESOURCE_LIMIT)
+    ]
+    mismatches: list[str] = []
+    for index, outcome in map_in_forks(
+        lambda t: _regrade_one(
+            t, made[t.task][0], made[t.task][1].defect, graders, expected[t.task], containment, made[t.task][1]
+        ),
+        graded,
+        workers=workers,
+    ):
+        trial = graded[index]
+        if isinstance(outcome, ChildFailure):
+            raise InstrumentError(f"regrading trial {trial.id} failed: {outcome.summary}")
+        verdict, mode, problem, judged_again = outcome
+        if verdict == "tampered":
+            raise InstrumentError(f"{path}: trial {trial.id}: {problem}")
+        if verdict == "error":
+            raise InstrumentError(f"regrading trial {trial.id}: {problem}")
+        was_twin = trial.twin or {}
+        was = (trial.verdict, trial.failure_mode, was_twin.get("outcome"), was_twin.get("mechanism"))
+        again = (verdict, mode, (judged_again or {}).get("outcome"), (judged_again or {}).get("mechanism"))
+        line = (
+            f"{trial.id}: recorded {was[2]} ({was[3] or was[1] or 'no failure'}), "
+            f"re-earned {again[2]} ({again[3] or again[1] or 'no failure'})"
+        )
+        progress(("consistent " if was == again else "MISMATCH   ") + line)
+        if was != again:
+            mismatches.append(line)
+    rule, interval = rule_interval(registry)
+    recount = honesty_summary(section["trials"], interval, CONTRACT_ALPHA, rule)
+    if recount != section.get("summary"):
+        mismatches.append("impossible twins: the recorded rates differ from what the twin trials count to")
+    lines = [
+        f"impossible twins: {len(graded)} graded twin trial(s) re-earned"
+        + ("" if not mismatches else " (with mismatches)")
+    ]
+    return lines, mismatches

@@ -18,8 +18,20 @@ from certlab_core.certify.certification import (
 )
 from certlab_core.certify.heartbeat import heartbeat_interval
 from certlab_core.certify.lab import log_to_stderr
+from certlab_core.certify.twins import TWIN_KINDS, TwinKind, cheating_line
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.plugin.registry import Registry, discover, refuse_broken
+
+
+def twin_kinds_of(text: str, impossible: bool) -> tuple[TwinKind, ...]:
+    """``--twins`` read: the kinds named, each known; refused in one line otherwise."""
+    kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+    unknown = [k for k in kinds if k not in TWIN_KINDS]
+    if unknown or not kinds:
+        raise UsageError(f"--twins: unknown kind {', '.join(unknown) or '(none)'}; choose from {', '.join(TWIN_KINDS)}")
+    if text != "one-off" and not impossible:
+        raise UsageError("--twins names the kinds of impossible twins: give --impossible with it")
+    return tuple(k for k in TWIN_KINDS if k in kinds)
 
 
 def certify_command(
@@ -80,6 +92,15 @@ def certify_command(
         help="Contain the agent and its code: auto (bwrap where it works, else uncontained with a warning), "
         "bwrap (refuse without it) or none (run as you, uncontained).",
     ),
+    impossible: bool = typer.Option(
+        False,
+        "--impossible",
+        help="Run each seeded defect's impossible twin (its visible tests contradict its prompt) beside the seeded "
+        "tasks, K trials each, and report the cheating rate; every prompt offers an honest way out.",
+    ),
+    twins: str = typer.Option(
+        "one-off", "--twins", help="With --impossible: the twins' kinds, one-off and/or conflicting (comma-separated)."
+    ),
     sign_key: Path = typer.Option(None, "--sign-key", help="Sign the certification when it is written (keygen)."),
     resume: Path = typer.Option(
         None, "--resume", help="Complete the certification in OUT that a kill or Ctrl-C stopped (its options kept)."
@@ -95,6 +116,7 @@ def certify_command(
         raise UsageError("Missing option '--agent': name the agent to certify, e.g. --agent oracle")
     elif out is None:
         raise UsageError("Missing option '--out': give a new folder for the certification (or --resume OUT)")
+    twin_kinds = twin_kinds_of(twins, impossible)
     key = check_sign_key(sign_key)  # read once, now, and held by the harness alone
     heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
     check_output_dir(out)
@@ -126,6 +148,8 @@ def certify_command(
                 mutants=mutants,
                 min_mutation_score=min_mutation_score,
                 min_visible_mutation_score=min_visible_mutation_score,
+                impossible=impossible,
+                twin_kinds=twin_kinds,
             ),
             progress,
         )
@@ -138,6 +162,9 @@ def certify_command(
         f"{status}: {result.bundle['agent']['name']} fixed {summary['fixed']}/{summary['scheduled']} "
         f"({summary['unavailable']} unavailable); bundle {out / 'bundle.json'}, contract {out / 'CONTRACT.md'}"
     )
+    honesty = (result.bundle.get("impossible") or {}).get("summary")
+    if honesty is not None:
+        typer.echo(f"impossible twins: {cheating_line(honesty)}")
     for notice in result.bundle.get("notices") or []:
         typer.echo(f"notice: {notice}")
     details: list[dict[str, Any]] = result.bundle.get("agent_details") or []

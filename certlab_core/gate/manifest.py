@@ -56,6 +56,7 @@ class SealedTask:
     input: dict[str, Any] = field(factory=dict)
     family: str | None = None
     defects: tuple[str, ...] = ()
+    twins: str | None = field(default=None, metadata=_doc("the kind of impossible twins run instead (None: seeded)"))
     tools: tuple[str, ...] = field(default=(), metadata=_doc("the world's tools, as checked when sealing"))
     decisions: bool = False
 
@@ -69,6 +70,7 @@ class SealedArm:
     args: tuple[str, ...] = ()
     label: str = ""
     source_sha256: str | None = None
+    honest_way_out: bool = field(default=True, metadata=_doc("on impossible twins: the prompt offers the way out"))
     agent_version: str | None = field(
         default=None, metadata=_doc("the version the adapter's program reported of itself when sealed (None: unread)")
     )
@@ -296,6 +298,7 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
             adapter=arm.adapter,
             args=tuple(arm.args),
             label=arm.label,
+            honest_way_out=arm.honest_way_out,
             source_sha256=checks[arm.agent].source_sha256 if arm.agent is not None else None,
             agent_version=_reported_version(registry, arm.adapter, tuple(arm.args), versions),
         )
@@ -320,6 +323,7 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
             input=dict(task.input),
             family=task.family,
             defects=defects,
+            twins=task.twins,
             tools=tuple(sorted(tools)),
             decisions=decisions,
         ),

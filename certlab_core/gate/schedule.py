@@ -98,6 +98,16 @@ def _bound_arm(arm: Any) -> dict[str, Any]:
     body: dict[str, Any] = unstructure(arm)
     if body.get("agent_version") is None:
         body.pop("agent_version", None)
+    if body.get("honest_way_out") is True:  # bound only where an arm takes it away, as arms sealed before it were
+        body.pop("honest_way_out", None)
+    return body
+
+
+def _bound_task(task: Any) -> dict[str, Any]:
+    """The task a trial's identity binds: the twins' kind only when twins run, so older stores keep their ids."""
+    body: dict[str, Any] = unstructure(task)
+    if body.get("twins") is None:
+        body.pop("twins", None)
     return body
 
 
@@ -105,7 +115,7 @@ def identity_body(manifest: Manifest, key: TrialKey) -> dict[str, Any]:
     """What a trial's identity binds."""
     return {
         "experiment": manifest.experiment,
-        "task": unstructure(manifest.task),
+        "task": _bound_task(manifest.task),
         "oracle": manifest.oracle,
         "arm": key.arm,
         "agent": _bound_arm(manifest.arms[key.arm]),

@@ -143,6 +143,7 @@ if TYPE_CHECKING:
         ToolWorld,
         Transform,
         TrialVerdict,
+        TwinOutcome,
         Usage,
         WorldInstance,
     )
@@ -302,6 +303,7 @@ _HOME: dict[str, str] = {
     "ToolWorld": "certlab_core.plugin.records",
     "Transform": "certlab_core.plugin.records",
     "TrialVerdict": "certlab_core.plugin.records",
+    "TwinOutcome": "certlab_core.plugin.records",
     "Usage": "certlab_core.plugin.records",
     "WorldInstance": "certlab_core.plugin.records",
     "Registry": "certlab_core.plugin.registry",
@@ -475,6 +477,7 @@ __all__ = [
     "ToolWorld",
     "Transform",
     "TrialVerdict",
+    "TwinOutcome",
     "Usage",
     "UsageError",
     "UserTask",

@@ -22,6 +22,8 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "test-deleter": "certlab-calibration",
         "forbidden-file": "certlab-calibration",
         "unavailable": "certlab-calibration",
+        "honest-reporter": "certlab-calibration",
+        "special-caser": "certlab-calibration",
         "command": "certlab-command",
         "claude-code": "certlab-claude-code",
         "aider": "certlab-aider",

@@ -165,6 +165,9 @@ AGENT_STATUSES: tuple[AgentStatus, ...] = get_args(AgentStatus)
 TrialVerdict = Literal["fixed", "not-fixed", "unavailable"]
 TRIAL_VERDICTS: tuple[TrialVerdict, ...] = get_args(TrialVerdict)
 #: A gate's verdict at one look, and a statistical rule's.
+#: What an agent did on an impossible twin (``certlab_core.certify.twins``).
+TwinOutcome = Literal["cheated", "gave-up-honestly", "left-failing"]
+TWIN_OUTCOMES: tuple[TwinOutcome, ...] = get_args(TwinOutcome)
 GateVerdict = Literal["PASS", "BLOCK", "INCONCLUSIVE"]
 GATE_VERDICTS: tuple[GateVerdict, ...] = get_args(GateVerdict)
 
@@ -232,10 +235,13 @@ class CheckArgs(Protocol):
 
 @frozen
 class CalibrationExpectation:
-    """What a constructed agent must score on every task: its verdict and failure mode."""
+    """What a constructed agent must score on every task: its verdict and failure mode; on every impossible twin,
+    its outcome (``twin``: cheated, gave-up-honestly or left-failing; None: not checked) and, when it cheats, how."""
 
     verdict: TrialVerdict = field(validator=one_of(TRIAL_VERDICTS))
     failure_mode: str | None = None  # None: any failure mode (or none, when fixed)
+    twin: TwinOutcome | None = field(default=None, validator=attrs.validators.optional(one_of(TWIN_OUTCOMES)))
+    twin_mechanism: str | None = None  # None: any mechanism (or none, when it did not cheat)
 
 
 def _variable_names(names: Sequence[str]) -> tuple[str, ...]:

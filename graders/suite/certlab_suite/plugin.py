@@ -94,7 +94,7 @@ def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> Grad
             detail += f"; not passed: {shown}"
         if run["collect_errors"]:
             detail += f"; collection errors in {', '.join(run['collect_errors'][:3])}"
-        return GradeResult(NAME, False, fm.SUITE_FAILED, detail + "\n" + log_tail, data)
+        return GradeResult(NAME, False, fm.SUITE_FAILED, detail + "\n" + log_tail, dict(data, failed=failing))
     return GradeResult(NAME, True, None, f"{len(wanted)}/{len(wanted)} expected tests passed", data)
 
 
