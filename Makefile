@@ -33,13 +33,19 @@ wheelhouse: $(WHEELHOUSE)/.built
 
 # Every distribution of this repository as a wheel in dist/, certlab-all among them (the kernel and every
 # built-in plugin), until they are published: pip install --find-links dist certlab-all
-dist: $(STAMP)
+# It needs only what building needs: a small venv with the build backend, not the development venv.
+BUILD_VENV := .venv-build
+$(BUILD_VENV)/.installed:
+	@test -x $(BUILD_VENV)/bin/python || $(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install -q --upgrade pip 'setuptools>=77' wheel
+	@touch $@
+
+dist: $(BUILD_VENV)/.installed
 	@rm -rf dist && mkdir -p dist
 	@rm -rf $$(sed -n 's|^-e \(.*\)|\1/build|p' requirements-dev.txt)
-	$(BIN)/python -m pip wheel -q --no-deps --no-build-isolation -w dist $$(sed -n 's/^-e \(.*\)/\1/p' requirements-dev.txt)
+	$(BUILD_VENV)/bin/python -m pip wheel -q --no-deps --no-build-isolation -w dist $$(sed -n 's/^-e \(.*\)/\1/p' requirements-dev.txt)
 	@echo "dist: $$(ls dist/*.whl | wc -l) wheels; install with: pip install --find-links dist certlab-all"
 
-# Headless Chromium opens the HTML report in the tests: installed from Debian when missing and apt-get works.
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
@@ -108,4 +114,4 @@ certifications: $(STAMP)
 	$(BIN)/python tools/publish_certifications.py
 
 clean:
-	rm -rf $(VENV) $(WHEELHOUSE) dist
+	rm -rf $(VENV) $(BUILD_VENV) $(WHEELHOUSE) dist
