@@ -475,6 +475,7 @@ def build_task(
             "allowed_paths": allowed,
             "modules": modules or None,
             "defect_class": "real-bug",
+            "oracle": "oracle",
         }
     }
     if not modules:
