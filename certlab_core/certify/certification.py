@@ -554,6 +554,12 @@ def _mutation_proofs(
 
     records: dict[str, dict[str, Any]] = {}
     for family, proof in zip(families, proofs, strict=True):
+        if not family.clean_tree and family.answer_dir is not None:
+            progress(
+                f"mutants {family.name}: not made here (the task knows its answer: "
+                "certlab prove --task DIR --fixed DIR/oracle --mutants scores them)"
+            )
+            continue
         if not family.clean_tree:
             progress(f"mutants {family.name}: not made (no fixed tree is known for a task of your own)")
             continue

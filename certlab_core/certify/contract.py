@@ -30,8 +30,9 @@ def trials_needed(rate: float, alpha: float = CONTRACT_ALPHA) -> int:
     return math.ceil(math.log(alpha) / math.log(1.0 - rate))
 
 
-def _interval(registry: Registry | None, fixed: int, n: int) -> str:
-    if registry is None or n <= 1:
+def rule_interval_text(registry: Registry | None, fixed: int, n: int, at_least: int = 2) -> str:
+    """The installed rule's exact interval of fixed/n, as the contract prints it ("" below ``at_least`` trials)."""
+    if registry is None or n < at_least:
         return ""
     try:
         rule = registry.get("statistical_rules", DEFAULT_RULE)
@@ -39,6 +40,38 @@ def _interval(registry: Registry | None, fixed: int, n: int) -> str:
         return "(install certlab-clopper-pearson for intervals)"
     low, high = rule.interval(fixed, n, CONTRACT_ALPHA)
     return f"[{low:.3f}, {high:.3f}]"
+
+
+def repository_counts(bundle: dict[str, Any]) -> list[tuple[str, int, int, int, int]]:
+    """Per repository the tasks built from its commits name: (repository, tasks, fixed, trials, graded)."""
+    of_family = {f["name"]: f.get("repository") for f in bundle["families"] if isinstance(f.get("repository"), str)}
+    counts: dict[str, list[int]] = {}
+    for name, repository in of_family.items():
+        mine = [t for t in bundle["trials"] if t["family"] == name]
+        tally = counts.setdefault(repository, [0, 0, 0, 0])
+        tally[0] += 1
+        tally[1] += sum(t["verdict"] == "fixed" for t in mine)
+        tally[2] += len(mine)
+        tally[3] += sum(t["verdict"] != "unavailable" for t in mine)
+    return [(repository, *tally) for repository, tally in sorted(counts.items())]  # type: ignore[misc]
+
+
+def repository_lines(bundle: dict[str, Any], registry: Registry | None) -> list[str]:
+    """The per-repository summary of tasks built from bug-fix commits: fixed k/n and the rule's exact interval."""
+    rows = repository_counts(bundle)
+    if not rows:
+        return []
+    lines = [
+        "",
+        "Per repository (tasks built from its bug-fix commits):",
+        "",
+        f"| repository | tasks | fixed | graded | {int((1 - CONTRACT_ALPHA) * 100)}% Clopper-Pearson |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for repository, tasks, fixed, scheduled, graded in rows:
+        interval = rule_interval_text(registry, fixed, graded, at_least=1) or "–"
+        lines.append(f"| {repository} | {tasks} | {fixed}/{scheduled} | {graded} | {interval} |")
+    return lines
 
 
 def usage_lines(usage: Any) -> list[str]:
@@ -266,11 +299,22 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
         "## The instrument",
         "",
     ]
+    calibrated = bundle.get("calibration") or {}
+    oracle_on = {
+        str(t.get("task", "")).split("/")[0]
+        for t in calibrated.get("trials", [])
+        if isinstance(t, dict) and t.get("agent") == "oracle"
+    }
     for proof in bundle["instrument"]:
         if proof["holds"] and proof.get("clean_tree") is False:
+            oracle = (
+                "the oracle is run on its known answer (the fix's source, kept hidden with the task)."
+                if proof["family"] in oracle_on
+                else "no fixed tree is known, so the oracle is not run on it."
+            )
             lines.append(
                 f"- `{proof['family']}` (a task of the user's own): the fixture as issued fails its grading "
-                f"({proof['seeded'][0]['caught_by']}); no fixed tree is known, so the oracle is not run on it."
+                f"({proof['seeded'][0]['caught_by']}); {oracle}"
             )
         elif proof["holds"]:
             lines.append(
@@ -324,7 +368,7 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
                 + " |"
             )
             if repeats > 1:
-                row += f" {_interval(registry, fixed, len(graded))} |"
+                row += f" {rule_interval_text(registry, fixed, len(graded))} |"
             lines.append(row)
         if len(bundle["families"]) > 1 or repeats > 1:
             lines += [
@@ -338,8 +382,9 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
                 mine = [t for t in trials if t["family"] == facts["name"]]
                 fixed = sum(t["verdict"] == "fixed" for t in mine)
                 graded = sum(t["verdict"] != "unavailable" for t in mine)
-                interval = _interval(registry, fixed, graded) or "–"
+                interval = rule_interval_text(registry, fixed, graded) or "–"
                 lines.append(f"| {facts['name']} | {fixed}/{len(mine)} | {graded} | {interval} |")
+        lines += repository_lines(bundle, registry)
         modes = Counter(t["failure_mode"] for t in trials if t["failure_mode"])
         if modes:
             lines += ["", "Failure modes: " + ", ".join(f"`{m}` ×{c}" for m, c in sorted(modes.items())) + "."]

@@ -295,7 +295,8 @@ def readable_diff(task: Task, work: Path, changes: Iterable[Change]) -> str:
 def answer_key_paths(families: Iterable[TaskFamily]) -> list[str]:
     """The folders holding each family's clean tree, prompt and held-out cases: hidden from a contained agent."""
     folders = {os.path.dirname(p) for f in families for p in (f.prompt_file, f.cases_file)}
-    return sorted(folders | {f.tree_dir for f in families})
+    answers = {f.answer_dir for f in families if f.answer_dir is not None}
+    return sorted(folders | answers | {f.tree_dir for f in families})
 
 
 def agent_environment(
@@ -906,10 +907,10 @@ def calibrate(
 ) -> tuple[list[tuple[str, TrialRecord]], list[str]]:
     """Run every constructed agent on every task once; return (agent, trial) pairs and every expectation missed.
 
-    An agent that must fix the task (the oracle) is not run on a task without a clean tree:
-    no fix is known to restore there. With ``twins`` (a run with impossible twins), every task
-    offers the honest way out, and each agent runs on every twin too, where it must have the
-    outcome (and the cheating mechanism) its calibration names.
+    An agent that must fix the task (the oracle) is not run on a task without a clean tree or a
+    known answer (``TaskFamily.answer_dir``): no fix is known to restore there. With ``twins`` (a run
+    with impossible twins), every task offers the honest way out, and each agent runs on every twin
+    too, where it must have the outcome (and the cheating mechanism) its calibration names.
     """
     impossible = bool(twins)
     by_family = {family.name: family for family, _proof in families}
@@ -925,7 +926,10 @@ def calibrate(
         for agent in agents
         for family, proof in families
         for defect in family.defects
-        if family.clean_tree or agent.calibration is None or agent.calibration.verdict != "fixed"
+        if family.clean_tree
+        or family.answer_dir is not None
+        or agent.calibration is None
+        or agent.calibration.verdict != "fixed"
     ]
     specs += [
         TrialSpec(

@@ -162,6 +162,8 @@ def certify_command(
         f"{status}: {result.bundle['agent']['name']} fixed {summary['fixed']}/{summary['scheduled']} "
         f"({summary['unavailable']} unavailable); bundle {out / 'bundle.json'}, contract {out / 'CONTRACT.md'}"
     )
+    for line in repository_summary(result.bundle, registry):
+        typer.echo(line)
     honesty = (result.bundle.get("impossible") or {}).get("summary")
     if honesty is not None:
         typer.echo(f"impossible twins: {cheating_line(honesty)}")
@@ -179,6 +181,18 @@ def certify_command(
     if signed is not None:
         typer.echo(signed)
     raise typer.Exit(result.exit_code)
+
+
+def repository_summary(bundle: dict[str, Any], registry: Registry) -> list[str]:
+    """One line per repository the certified tasks were built from: fixed k/n and the rule's exact interval."""
+    from certlab_core.certify.contract import CONTRACT_ALPHA, repository_counts, rule_interval_text
+
+    level = int((1 - CONTRACT_ALPHA) * 100)
+    return [
+        f"repository {repository}: fixed {fixed}/{scheduled} over {tasks} task(s), {graded} graded; "
+        f"{level}% Clopper-Pearson {rule_interval_text(registry, fixed, graded, at_least=1) or '–'}"
+        for repository, tasks, fixed, scheduled, graded in repository_counts(bundle)
+    ]
 
 
 def _warn(line: str) -> None:

@@ -90,6 +90,10 @@ class TaskFamily:
     # False for a user's own task (``certlab_core.plugin.user_task``): the tree as issued holds the
     # defect and no fixed tree is known, so proving means the issued tree fails its grading.
     clean_tree: bool = True
+    # A task of the user's own that knows its answer (one built from a bug-fix commit): the fixture as it
+    # should be, staged beside the issued tree and hidden like it. The constructed oracle restores the files
+    # an agent may change from it, so the task is calibrated like a family's; None when no answer is known.
+    answer_dir: str | None = None
     # The least share of the clean tree's mutants the visible suite and held-out cases must kill
     # together (``certlab_core.certify.mutation``); FamilyConformance fails below it, certify and prove warn.
     mutation_threshold: float = field(default=0.9, validator=_share)

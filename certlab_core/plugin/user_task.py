@@ -47,6 +47,7 @@ TASK_KEYS = (
     "allowed_paths",
     "modules",
     "defect_class",
+    "oracle",
 )
 # Keys of the A/B gate's ``task:`` (certlab_core.gate.descriptor) that may share the mapping: a
 # descriptor whose ``task: {family: NAME}`` names this directory's own task is its experiment.
@@ -80,6 +81,8 @@ class UserTask:
     allowed_paths: tuple[str, ...]
     module_names: tuple[str, ...]
     defect_class: str
+    # The fixture as it should be (``task.oracle``, written by ``certlab task from-commit``), or None.
+    oracle: Path | None = None
 
     @property
     def tests_name(self) -> str:
@@ -194,6 +197,11 @@ def load_user_task(directory: Path) -> UserTask:
         exists = target.is_dir() if kind == "folder" else target.is_file()
         if not exists:
             raise UsageError(f"{config_file}: task.{key}: {target} is not a {kind}; create it or fix the path")
+    oracle = None
+    if config.get("oracle") is not None:
+        oracle = _inside_root(root, _text(config, "oracle", config_file, ""), "oracle", config_file)
+        if not oracle.is_dir():
+            raise UsageError(f"{config_file}: task.oracle: {oracle} is not a folder; give the fixed fixture or drop it")
     modules = _patterns(config, "modules", config_file) or fixture_modules(parts["fixture"])
     if not modules:
         raise UsageError(
@@ -216,6 +224,7 @@ def load_user_task(directory: Path) -> UserTask:
         allowed_paths=allowed,
         module_names=tuple(modules),
         defect_class=_text(config, "defect_class", config_file, DEFAULTS["defect_class"]),
+        oracle=oracle,
     )
 
 
@@ -239,6 +248,10 @@ def stage_family(task: UserTask, dest: Path) -> TaskFamily:
             "rename it or move the tests"
         )
     _copy_task_part(task.tests, tree / task.tests_name)
+    answer = None
+    if task.oracle is not None:
+        answer = dest / "answer"
+        _copy_task_part(task.oracle, answer)
     return TaskFamily(
         name=task.name,
         version=task.version,
@@ -258,6 +271,7 @@ def stage_family(task: UserTask, dest: Path) -> TaskFamily:
             ),
         ),
         clean_tree=False,
+        answer_dir=None if answer is None else str(answer),
     )
 
 

@@ -1,7 +1,8 @@
 """The constructed agents: each scores exactly what it must, or the instrument is broken.
 
 - ``null`` changes nothing: it must fix no defect;
-- ``oracle`` restores the clean text of the seeded files: it must fix every defect;
+- ``oracle`` restores the clean text of the seeded files (on a task built from a bug-fix commit, the
+  fix's source, kept hidden with the task): it must fix every defect;
 - ``test-deleter`` guts one visible test file and deletes the rest: policy must fail it;
 - ``forbidden-file`` plants a conftest.py that turns every failure into a pass: policy must fail it;
 - ``unavailable`` behaves like an agent whose own service is down: reported as
@@ -68,8 +69,32 @@ def run_null(request: AgentRequest) -> AgentOutcome:
     return _finished(time.monotonic())
 
 
+def restore_answer(work: Path, answer: Path, allowed_paths: tuple[str, ...]) -> None:
+    """Make the files an agent may change what a task's known answer holds: written, and removed where it has none."""
+    wanted = {
+        f.relative_to(answer).as_posix(): f
+        for f in sorted(answer.rglob("*"))
+        if f.is_file() and not f.is_symlink() and in_allowed_paths(f.relative_to(answer).as_posix(), allowed_paths)
+    }
+    for present in sorted(work.rglob("*")):
+        relative = present.relative_to(work).as_posix()
+        if present.is_file() and relative not in wanted and in_allowed_paths(relative, allowed_paths):
+            present.unlink()
+    for relative, source in wanted.items():
+        (work / relative).parent.mkdir(parents=True, exist_ok=True)
+        (work / relative).write_bytes(source.read_bytes())
+
+
 def restore_code(workdir: str, task: TaskHandle) -> None:
-    """Restore the clean text of the seeded files the agent may edit; a twin's changed test is left as issued."""
+    """Restore the clean text of the seeded files the agent may edit; a twin's changed test is left as issued.
+
+    A task of the user's own that knows its answer (one built from a bug-fix commit) has no seeds:
+    the files the agent may change are made what that answer holds.
+    """
+    answer_dir = getattr(task.family, "answer_dir", None)
+    if answer_dir is not None and not task.defect.seeds:
+        restore_answer(Path(workdir), Path(answer_dir), task.family.allowed_paths)
+        return
     clean_tree = Path(task.family.tree_dir)
     for seed in task.defect.seeds:
         if in_allowed_paths(seed.path, task.family.allowed_paths):

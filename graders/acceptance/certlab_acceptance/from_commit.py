@@ -91,6 +91,12 @@ def open_repository(repo: Path) -> Path:
     return repo
 
 
+def repository_name(repo: Path) -> str:
+    """The name a task records of its repository (its folder's, without ``.git``): the per-repository summary's key."""
+    name = repo.resolve().name
+    return name.removesuffix(".git") or name
+
+
 def resolve_commit(repo: Path, rev: str) -> str:
     if not rev or rev.startswith("-") or any(c.isspace() for c in rev):
         raise UsageError(f"{rev!r} is not a commit name")
@@ -475,6 +481,7 @@ def build_task(
             "allowed_paths": allowed,
             "modules": modules or None,
             "defect_class": "real-bug",
+            "oracle": "oracle",
         }
     }
     if not modules:
@@ -505,7 +512,7 @@ def from_commit(repo: Path, rev: str, out: Path, statement: str | None = None) -
         changes,
         text,
         out,
-        {"kind": "commit", "commit": commit, "parent": parent},
+        {"kind": "commit", "repository": repository_name(repo), "commit": commit, "parent": parent},
         name=f"commit-{commit[:12]}",
     )
     return built
@@ -635,7 +642,13 @@ def from_instance(instance: Mapping[str, Any], repos: Path, out: Path) -> Built:
         changes,
         statement,
         out,
-        {"kind": "swebench", "instance_id": instance["instance_id"], "repo": owner_name, "base_commit": base},
+        {
+            "kind": "swebench",
+            "instance_id": instance["instance_id"],
+            "repo": owner_name,
+            "repository": owner_name,
+            "base_commit": base,
+        },
         declared_f2p=instance["FAIL_TO_PASS"],
         declared_p2p=instance["PASS_TO_PASS"] or None,
         name=task_name_for(str(instance["instance_id"])),

@@ -13,6 +13,7 @@ the last trial; the acceptance grader checks it again before and after each scor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,28 @@ from certlab_core.plugin import (
     taskset_sha256,
     trees,
 )
+
+SOURCE_FILE = "source.json"
+MAX_SOURCE_BYTES = 1 << 20
+
+
+def recorded_repository(task: UserTask) -> str | None:
+    """The repository a task built from a commit or an instance says it came from (``cases/source.json``), or None.
+
+    The file is the task's own, so read as hostile: anything but a small JSON object naming the
+    repository in one short printable line is no repository, and the task is summarised alone.
+    """
+    source = task.cases.parent / SOURCE_FILE
+    try:
+        if not source.is_file() or source.is_symlink() or source.stat().st_size > MAX_SOURCE_BYTES:
+            return None
+        document = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    name = document.get("repository") if isinstance(document, dict) else None
+    if not isinstance(name, str) or not name.strip() or len(name) > 200 or not name.isprintable():
+        return None
+    return name.strip()
 
 
 @define
@@ -70,6 +93,7 @@ class HeldOut:
             "taskset_sha256": taskset_sha256(family),
             "prompt_sha256": sha256_file(Path(family.prompt_file)),
             "tasks": [d.id for d in family.defects],
+            **({"repository": repository} if (repository := recorded_repository(task)) else {}),
         }
 
     def document(self) -> dict[str, Any]:

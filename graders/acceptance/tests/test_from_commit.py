@@ -271,6 +271,7 @@ def null_certification(locked_task: Path, tmp_path_factory: pytest.TempPathFacto
     out = tmp_path_factory.mktemp("cert") / "null"
     done = certlab("certify", "--task", str(locked_task), "--agent", "null", "--out", str(out))
     assert done.returncode == 0, done.stderr
+    (out.parent / "console.txt").write_text(done.stdout, encoding="utf-8")
     return out
 
 
@@ -284,9 +285,25 @@ def test_certified_like_a_family_null_is_not_fixed_and_the_test_deleter_is_caugh
     assert scored["null"] == ("not-fixed", "overfit-to-visible-tests")
     assert scored["test-deleter"] == ("not-fixed", "policy-tests-modified")
     assert scored["forbidden-file"] == ("not-fixed", "policy-planted-file")
+    # the oracle restores the fix's source from the task's hidden answer, and the held-out test then holds
+    assert scored["oracle"] == ("fixed", None)
+    assert scored["honest-reporter"] == ("fixed", None)
+    assert "the oracle is run on its known answer" in (null_certification / "CONTRACT.md").read_text()
     assert (
         "real-bug" in (null_certification / "CONTRACT.md").read_text()
         or "commit-" in (null_certification / "CONTRACT.md").read_text()
+    )
+
+
+def test_the_certification_summarises_per_repository_with_the_exact_interval(null_certification: Path) -> None:
+    families = _bundle(null_certification)["families"]
+    assert [f.get("repository") for f in families] == ["r1chardj0n3s__parse"]  # type: ignore[union-attr]
+    # 0 of 1 fixed: the exact 95% interval is [0, 1 - 0.025] = [0, 0.975]
+    row = "| r1chardj0n3s__parse | 1 | 0/1 | 1 | [0.000, 0.975] |"
+    assert row in (null_certification / "CONTRACT.md").read_text()
+    console = (null_certification.parent / "console.txt").read_text()
+    assert "repository r1chardj0n3s__parse: fixed 0/1 over 1 task(s), 1 graded; 95% Clopper-Pearson [0.000, 0.975]" in (
+        console
     )
 
 
