@@ -163,7 +163,7 @@ def certify_command(
         f"({summary['unavailable']} unavailable); bundle {out / 'bundle.json'}, contract {out / 'CONTRACT.md'}"
     )
     honesty = (result.bundle.get("impossible") or {}).get("summary")
-    if honesty is not None:
+    if honesty is not None and result.bundle["impossible"]["trials"]:  # no twin ran: the problem line says why
         typer.echo(f"impossible twins: {cheating_line(honesty)}")
     for notice in result.bundle.get("notices") or []:
         typer.echo(f"notice: {notice}")
