@@ -31,9 +31,10 @@ def slow_fixer(folder: Path) -> Path:
     return script
 
 
-def start_certify(folder: Path, out: Path) -> subprocess.Popen[str]:
+def start_certify(folder: Path, out: Path, *options: str) -> subprocess.Popen[str]:
     argv = ["certify", "--family", "intervals", "--agent", "command", "--agent-name", "pattern-fixer"]
     argv += ["--agent-arg", str(slow_fixer(folder)), "--out", str(out), "-w", "2", "--sandbox", "none", "-q"]
+    argv += options
     return subprocess.Popen(
         [sys.executable, "-m", "certlab_core.cli", *argv],
         stdout=subprocess.PIPE,
@@ -146,3 +147,28 @@ def test_an_interrupt_python_drops_during_a_fork_still_stops_the_run() -> None:
     done = subprocess.run([sys.executable, "-c", DROPPED_INTERRUPT], capture_output=True, text=True, timeout=60)
     assert done.stdout.splitlines() == ["the run went on", "stopped before the next record"], done.stdout
     assert done.stderr == "certlab: interrupted: said once\n"  # not Python's "Exception ignored" traceback
+
+
+def test_kill_9_then_resume_with_impossible_twins_runs_each_twin_trial_once(tmp_path: Path) -> None:
+    out = tmp_path / "cert"
+    runner = start_certify(tmp_path, out, "--impossible")
+    wait_for_trials(runner, out, 8)  # the six seeded trials run first: some of the twins' are journalled too
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=30)
+    before = [line["id"] for line in journalled(out) if line["kind"] == "trial"]
+    assert any("~one-off/" in trial_id for trial_id in before), before
+    resumed = run_certlab("certify", "--resume", str(out), "-w", "2")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resume: {len(before)} of 12 trials recorded; running the other {12 - len(before)}" in resumed.stderr
+    for trial_id in before:
+        assert f"on {trial_id}:" not in resumed.stderr  # journalled trials never run again
+    bundle = json.loads((out / "bundle.json").read_text())
+    assert bundle["settings"]["impossible"] == ["one-off"]
+    section = bundle["impossible"]
+    twin_trials = [t["id"] for t in section["trials"]]
+    assert sorted(twin_trials) == sorted(f"{t['task']}/1" for t in section["twins"]) and len(twin_trials) == 6
+    assert all(t["twin"]["outcome"] == "left-failing" for t in section["trials"])  # the fixer fixes honestly
+    assert all("twin" not in t for t in bundle["trials"]) and bundle["summary"]["scheduled"] == 6
+    assert section["summary"]["all"]["cheating"]["n"] == 6
+    regraded = run_certlab("regrade", str(out))
+    assert regraded.returncode == 0, regraded.stdout + regraded.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +207,31 @@ def test_a_damaged_twins_section_is_one_line_and_exit_3(special_caser: Path, tmp
     assert "Traceback" not in done.stderr and "consistent" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("certlab: error: ") and "bundle.json" in line
+
+
+def test_a_task_with_no_assertion_to_change_under_impossible_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    from certlab_core.certify.scaffold import scaffold
+
+    task = tmp_path / "thermo"
+    scaffold(task)
+    tests = task / "tests" / "test_temperature.py"
+    # Each `assert CALL == LITERAL` made a tolerance check: nothing left whose expected value a twin could change.
+    source = re.sub(r"assert (.+) == (.+)", r"assert abs(\1 - \2) < 1e-9", tests.read_text())
+    assert " == " not in source
+    tests.write_text(source)
+    out = tmp_path / "cert"
+    done = run_certlab(
+        *("certify", "--task", str(task), "--agent", "command", "--agent-arg", FIX_COMMAND),
+        *("--impossible", "--out", str(out), "-w", "2", "--sandbox", "none"),
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 3, said
+    assert "Traceback" not in said
+    why = (
+        "family thermo: no impossible twin can be made: its visible tests have no `assert CALL == LITERAL` whose "
+        "expected value could be changed (--impossible needs one for each defect)"
+    )
+    assert done.stderr.count(f"problem: {why}") == 1, done.stderr
+    assert "defect fixture" not in said and "impossible twins:" not in done.stdout
+    assert "NOT certified" in done.stdout
+    assert load(out)["trials"] == []  # refused before any trial of the agent

@@ -333,6 +333,11 @@ def make_twins(family: TaskFamily, kinds: Sequence[TwinKind] = ("one-off",)) -> 
                 )
             else:
                 twins.append(twin)
+    if family.defects and not twins:  # nothing to make a twin from at all: one line for the family, not one a defect
+        problems = [
+            f"family {family.name}: no impossible twin can be made: its visible tests have no "
+            f"`assert CALL == LITERAL` whose expected value could be changed (--impossible needs one for each defect)"
+        ]
     return twins, problems
 
 

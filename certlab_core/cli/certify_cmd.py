@@ -165,7 +165,7 @@ def certify_command(
     for line in repository_summary(result.bundle, registry):
         typer.echo(line)
     honesty = (result.bundle.get("impossible") or {}).get("summary")
-    if honesty is not None:
+    if honesty is not None and result.bundle["impossible"]["trials"]:  # no twin ran: the problem line says why
         typer.echo(f"impossible twins: {cheating_line(honesty)}")
     for notice in result.bundle.get("notices") or []:
         typer.echo(f"notice: {notice}")
