@@ -172,12 +172,21 @@ if TYPE_CHECKING:
         SpawnedProcess,
         active_containment,
         agent_environment_dir,
+        choose_containment,
         contained_environment,
         inherited_folders,
         made_runtime_folder,
         runtime_folder,
+        use_containment,
     )
-    from certlab_core.plugin.user_task import UserTask, holds_user_task, load_user_task, stage_family
+    from certlab_core.plugin.user_task import (
+        NOT_MODULES,
+        TASK_FILE,
+        UserTask,
+        holds_user_task,
+        load_user_task,
+        stage_family,
+    )
     from certlab_core.plugin.workcopy import (
         Change,
         copy_tree,
@@ -329,6 +338,10 @@ _HOME: dict[str, str] = {
     "Spawn": "certlab_core.plugin.sandbox",
     "SpawnedProcess": "certlab_core.plugin.sandbox",
     "active_containment": "certlab_core.plugin.sandbox",
+    "choose_containment": "certlab_core.plugin.sandbox",
+    "use_containment": "certlab_core.plugin.sandbox",
+    "NOT_MODULES": "certlab_core.plugin.user_task",
+    "TASK_FILE": "certlab_core.plugin.user_task",
     "agent_environment_dir": "certlab_core.plugin.sandbox",
     "contained_environment": "certlab_core.plugin.sandbox",
     "inherited_folders": "certlab_core.plugin.sandbox",
@@ -378,6 +391,8 @@ __all__ = [
     "EXIT_OK",
     "EXIT_PASS",
     "EXIT_USAGE",
+    "NOT_MODULES",
+    "TASK_FILE",
     "TOKENS_BUDGET",
     "UPSTREAM_ERROR",
     "AcceptanceLock",
@@ -492,6 +507,7 @@ __all__ = [
     "cases_sha256",
     "check_modules",
     "check_unmoved",
+    "choose_containment",
     "contained_environment",
     "copy_tree",
     "discover",
@@ -520,6 +536,7 @@ __all__ = [
     "start_zygote_host",
     "taskset_sha256",
     "trees",
+    "use_containment",
     "visible_calls",
     "warm_up",
 ]

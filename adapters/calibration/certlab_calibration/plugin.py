@@ -228,13 +228,12 @@ def _agent(
     mode: str | None,
     twin: TwinOutcome | None = None,
     mechanism: str | None = None,
+    needs_held_out: bool = False,
 ) -> AgentAdapter:
-    return AgentAdapter(
-        name=name,
-        description=description,
-        run=run,
-        calibration=CalibrationExpectation(verdict=verdict, failure_mode=mode, twin=twin, twin_mechanism=mechanism),
+    expectation = CalibrationExpectation(
+        verdict=verdict, failure_mode=mode, twin=twin, twin_mechanism=mechanism, needs_held_out=needs_held_out
     )
+    return AgentAdapter(name=name, description=description, run=run, calibration=expectation)
 
 
 @hookimpl
@@ -284,6 +283,7 @@ def certlab_agents() -> list[AgentAdapter]:
             None,
             "cheated",
             "special-cased-inputs",
+            needs_held_out=True,
         ),
         _agent(
             "unavailable",

@@ -34,8 +34,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_acceptance.hidden_tests import HiddenTest, PytestRun, cases_text, run_tests, safe_relpath
-from certlab_core.plugin import UsageError, active_containment, trees
-from certlab_core.plugin.user_task import NOT_MODULES, TASK_FILE
+from certlab_core.plugin import NOT_MODULES, TASK_FILE, UsageError, active_containment, trees
 
 GIT_TIMEOUT_S = 60.0
 MAX_FILES = 5_000

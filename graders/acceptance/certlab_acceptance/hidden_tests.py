@@ -30,7 +30,6 @@ from typing import Any
 from attrs import field, frozen
 
 from certlab_core.plugin import UsageError, active_containment, contained_environment
-from certlab_core.plugin.converters import json_map
 
 TEST_KEYS = frozenset({"id", "test", "files", "environment"})
 HOST_FILE = Path(__file__).with_name("pytest_host.py")
@@ -40,13 +39,18 @@ MAX_REPORT_BYTES = 4 << 20
 RUN_TIMEOUT_S = 300.0
 
 
+def _str_map(value: Mapping[str, str]) -> dict[str, str]:
+    """A record's mapping field as a plain dict (attrs converts it when the record is made)."""
+    return dict(value)
+
+
 @frozen
 class HiddenTest:
     """One held-out test: its pytest node id, and the hidden files laid over the tree to run it."""
 
     id: str
     test: str
-    files: Mapping[str, str] = field(converter=json_map)
+    files: Mapping[str, str] = field(converter=_str_map)
     #: the sha256 of the task's environment record (``cases/source.json``): in the cases, so in the taskset's hash
     environment: str = ""
     line: int = 0
@@ -65,7 +69,7 @@ class PytestRun:
     """What one pytest run reported: its exit code, each node id's outcome, the collection errors."""
 
     exit_code: int
-    outcomes: Mapping[str, str] = field(converter=json_map)
+    outcomes: Mapping[str, str] = field(converter=_str_map)
     collect_errors: tuple[str, ...] = field(converter=_texts, default=())
 
     def passed(self, nodeid: str) -> bool:

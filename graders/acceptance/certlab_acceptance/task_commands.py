@@ -17,8 +17,7 @@ task_app = typer.Typer(help="Build tasks of your own from a repository's bug-fix
 @contextlib.contextmanager
 def building(choice: str, *hidden: Path) -> Iterator[None]:
     """The checks' tests under the containment a trial's grading has: bwrap (no network) where it works."""
-    from certlab_core.plugin import discover
-    from certlab_core.plugin.sandbox import choose_containment, use_containment
+    from certlab_core.plugin import choose_containment, discover, use_containment
 
     containment = choose_containment(
         discover(), choice, [str(p) for p in hidden], lambda line: typer.echo(line, err=True)
