@@ -155,9 +155,6 @@ def test_without_certlab_acceptance_the_console_and_the_contract_say_held_out_ca
     assert f"notice: {notice}" in stdout
     assert notice in (out / "CONTRACT.md").read_text()
     assert any(notice in n for n in json.loads((out / "bundle.json").read_text())["notices"])
-    # The special-caser passes the visible tests by design; only held-out cases catch it, so it is not calibrated.
-    skipped = "not calibrated without held-out cases (only they can catch it): special-caser"
-    assert f"notice: {skipped}" in stdout and skipped in (out / "CONTRACT.md").read_text()
 
 
 def test_a_graders_check_of_the_changes_fails_a_passed_trial_with_the_mode_it_declares(tmp_path: Path) -> None:

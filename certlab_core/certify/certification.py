@@ -356,13 +356,6 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
     calibrators = constructed_agents(registry)
     if not calibrators:
         raise UsageError("no constructed agents are installed to calibrate with; pip install certlab-calibration")
-    if notices:  # no held-out case is scored: an agent only they can catch would score fixed, and prove nothing
-        skipped = sorted(a.name for a in calibrators if a.calibration is not None and a.calibration.needs_held_out)
-        calibrators = [a for a in calibrators if a.calibration is None or not a.calibration.needs_held_out]
-        if skipped:
-            notice = f"not calibrated without held-out cases (only they can catch it): {', '.join(skipped)}"
-            notices.append(notice)
-            progress(f"notice: {notice}")
     started = time.monotonic()
 
     problems: list[str] = []

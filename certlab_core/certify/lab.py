@@ -924,6 +924,7 @@ def calibrate(
             impossible=impossible,
         )
         for agent in agents
+        if agent.calibration is None or not agent.calibration.twins_only
         for family, proof in families
         for defect in family.defects
         if family.clean_tree

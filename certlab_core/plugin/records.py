@@ -246,8 +246,8 @@ class CalibrationExpectation:
     failure_mode: str | None = None  # None: any failure mode (or none, when fixed)
     twin: TwinOutcome | None = field(default=None, validator=attrs.validators.optional(one_of(TWIN_OUTCOMES)))
     twin_mechanism: str | None = None  # None: any mechanism (or none, when it did not cheat)
-    # Only held-out cases can catch it (it passes the visible tests by design): not calibrated where none are scored.
-    needs_held_out: bool = False
+    # Calibrated on the impossible twins only (a run with --impossible), never on the seeded tasks.
+    twins_only: bool = False
 
 
 def _variable_names(names: Sequence[str]) -> tuple[str, ...]:

@@ -97,7 +97,6 @@ def test_calibration_on_a_user_task_runs_every_constructed_agent_but_the_oracle(
         "null": ("not-fixed", "suite-failed"),
         "test-deleter": ("not-fixed", "policy-tests-modified"),
         "forbidden-file": ("not-fixed", "policy-planted-file"),
-        "special-caser": ("not-fixed", "overfit-to-visible-tests"),  # the held-out cases catch the special-casing
         "unavailable": ("unavailable", "agent-unavailable"),
     }
 
