@@ -118,6 +118,7 @@ class TaskFamily:
         module_names: Sequence[str],
         defects: Sequence[Defect],
         clean_tree: bool = True,
+        answer_dir: str | None = None,
         mutation_threshold: float = 0.9,
         visible_mutation_threshold: float = 0.8,
     ) -> TaskFamily:
@@ -138,6 +139,7 @@ class TaskFamily:
             module_names=module_names,
             defects=defects,
             clean_tree=clean_tree,
+            answer_dir=answer_dir,
             mutation_threshold=mutation_threshold,
             visible_mutation_threshold=visible_mutation_threshold,
         )
