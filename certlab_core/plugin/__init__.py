@@ -33,7 +33,14 @@ if TYPE_CHECKING:
         trees,
         visible_calls,
     )
-    from certlab_core.plugin.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
+    from certlab_core.plugin.cases import (
+        HeldOutCase,
+        cases_sha256,
+        check_modules,
+        json_object_line,
+        read_cases,
+        read_cases_bytes,
+    )
     from certlab_core.plugin.command import ContainedRun, run_command, run_contained
     from certlab_core.plugin.command_records import Command, RegisterCommand
     from certlab_core.plugin.errors import (
@@ -203,6 +210,7 @@ if TYPE_CHECKING:
 _HOME: dict[str, str] = {
     "HeldOutCase": "certlab_core.plugin.cases",
     "cases_sha256": "certlab_core.plugin.cases",
+    "json_object_line": "certlab_core.plugin.cases",
     "canonical": "certlab_core.plugin.canonical",
     "check_modules": "certlab_core.plugin.cases",
     "read_cases": "certlab_core.plugin.cases",
@@ -517,6 +525,7 @@ __all__ = [
     "hookimpl",
     "in_allowed_paths",
     "inherited_folders",
+    "json_object_line",
     "load_user_task",
     "look_alpha",
     "look_sizes",

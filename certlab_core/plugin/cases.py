@@ -63,16 +63,24 @@ def _where(path: Path | str, line: int) -> str:
     return f"{path}:{line}"
 
 
-def parse_case(text: str, path: Path | str, line: int) -> HeldOutCase:
-    """One line of a cases file, checked; a problem raises UsageError naming the file and line."""
-    where = _where(path, line)
-    fix = "each line must be a JSON object {id, call: 'module:function', args, kwargs, expect or raises}"
+def json_object_line(text: str, where: str, fix: str) -> dict[str, Any]:
+    """One line of a JSON-lines file a user or a tool wrote, as an object (NaN and Infinity refused).
+
+    A problem is one UsageError: ``where`` (``path:line``), what is wrong, and ``fix``."""
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except (json.JSONDecodeError, ValueError) as error:
         raise UsageError(f"{where}: not a JSON line ({error}); {fix}") from None
     if not isinstance(data, dict):
         raise UsageError(f"{where}: the line is a JSON {type(data).__name__}, not an object; {fix}")
+    return data
+
+
+def parse_case(text: str, path: Path | str, line: int) -> HeldOutCase:
+    """One line of a cases file, checked; a problem raises UsageError naming the file and line."""
+    where = _where(path, line)
+    fix = "each line must be a JSON object {id, call: 'module:function', args, kwargs, expect or raises}"
+    data = json_object_line(text, where, fix)
     unknown = sorted(set(data) - CASE_KEYS)
     if unknown:
         raise UsageError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; {fix}")

@@ -34,7 +34,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_acceptance.hidden_tests import HiddenTest, PytestRun, cases_text, run_tests, safe_relpath
-from certlab_core.plugin import NOT_MODULES, TASK_FILE, UsageError, active_containment, trees
+from certlab_core.plugin import NOT_MODULES, TASK_FILE, UsageError, active_containment, json_object_line, trees
 
 GIT_TIMEOUT_S = 60.0
 MAX_FILES = 5_000
@@ -545,12 +545,7 @@ def read_instances(path: Path) -> list[dict[str, Any]]:
         if not raw.strip():
             continue
         where = f"{path}:{number}"
-        try:
-            data = json.loads(raw)
-        except ValueError as error:
-            raise UsageError(f"{where}: not a JSON line ({error})") from None
-        if not isinstance(data, dict):
-            raise UsageError(f"{where}: not a JSON object")
+        data = json_object_line(raw, where, "each line must be one SWE-bench instance as a JSON object")
         missing = [k for k in SWEBENCH_KEYS if k not in data]
         if missing:
             raise UsageError(f"{where}: no {missing[0]!r}; a SWE-bench instance has {', '.join(SWEBENCH_KEYS)}")

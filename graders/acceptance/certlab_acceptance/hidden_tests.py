@@ -29,7 +29,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from certlab_core.plugin import UsageError, active_containment, contained_environment
+from certlab_core.plugin import UsageError, active_containment, contained_environment, json_object_line
 
 TEST_KEYS = frozenset({"id", "test", "files", "environment"})
 HOST_FILE = Path(__file__).with_name("pytest_host.py")
@@ -109,12 +109,7 @@ def parse_tests(text: str, path: Path | str) -> list[HiddenTest]:
         if not raw.strip():
             continue
         where = f"{path}:{number}"
-        try:
-            data = json.loads(raw)
-        except ValueError as error:
-            raise UsageError(f"{where}: not a JSON line ({error}); {fix}") from None
-        if not isinstance(data, dict):
-            raise UsageError(f"{where}: the line is a JSON {type(data).__name__}, not an object; {fix}")
+        data = json_object_line(raw, where, fix)
         unknown = sorted(set(data) - TEST_KEYS)
         if unknown:
             raise UsageError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; {fix}")
