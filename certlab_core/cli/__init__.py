@@ -5,35 +5,47 @@ May import: any part of the kernel.
 
 from __future__ import annotations
 
+import functools
+import shutil
 import sys
+import textwrap
 import traceback
-from typing import Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from certlab_core.cli.builtin import COMMAND_MODULES
+from certlab_core.plugin.command_records import Command
 from certlab_core.plugin.errors import EXIT_USAGE, CertlabError
 
-app = typer.Typer(
-    name="certlab",
-    help="CI-grade reliability evidence for AI agents: certify an agent, gate a change.",
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
+SUMMARY = "CI-grade reliability evidence for AI agents: certify an agent, gate a change."
+ROOT_OPTIONS = (("--debug", "Show the full traceback of an error."), ("--help", "Show this message and exit."))
 
+if TYPE_CHECKING:
+    import typer
 
 KERNEL_PLUGIN = "certlab"  # the name of the kernel's built-in command plugin in the registry
-KERNEL_COMMANDS = frozenset(name for names in COMMAND_MODULES.values() for name in names)
+KERNEL_COMMANDS = frozenset(name for commands in COMMAND_MODULES.values() for name in commands)
 
 _state = {"debug": False}
 
 
-@app.callback()
-def _root(
-    debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an error."),
-) -> None:
-    _state["debug"] = debug
+@functools.cache
+def app() -> typer.Typer:
+    """The typer app every command registers on; built on first use, so ``certlab --help`` never imports typer."""
+    import typer
+
+    made = typer.Typer(
+        name="certlab",
+        help=SUMMARY,
+        add_completion=False,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+    )
+
+    @made.callback()
+    def _root(debug: bool = typer.Option(False, "--debug", help=ROOT_OPTIONS[0][1])) -> None:
+        _state["debug"] = debug
+
+    return made
 
 
 def fail(message: str, exit_code: int = EXIT_USAGE) -> None:
@@ -56,26 +68,13 @@ def warn_broken(registry: Any) -> None:
         print(f"certlab: warning: {failure.line()}", file=sys.stderr)
 
 
-def _register_all(wanted: str | None = None) -> None:
-    """Register the installed plugins' commands (``certlab_commands``) and the kernel's; one line per refusal.
+def _plugin_commands(registry: Any, wanted: str | None) -> list[Any]:
+    """The plugins' ``Command`` records the command line takes; one warning line per one it cannot take.
 
-    When ``wanted`` is one plugin's command, it alone is registered (no other command module is imported).
+    A plugin's command may not take a kernel command's name, nor a name another plugin provides too.
     """
-    from certlab_core.cli import builtin
-    from certlab_core.plugin.command_records import Command
-    from certlab_core.plugin.known import KNOWN_PROVIDERS
-    from certlab_core.plugin.registry import discover
-
-    registry = discover(extra=[(KERNEL_PLUGIN, builtin)])
-    if wanted != "plugins":  # which lists them itself
-        warn_broken(registry)
-    provided = registry.names(Command)
-    # A plugin's command line registers that one command; help, or a name nothing provides, registers them all.
-    alone = [wanted] if wanted is not None and wanted in provided and wanted not in KERNEL_COMMANDS else []
-    if not alone:
-        for command in builtin.certlab_commands():
-            command.register(app)
-    for name in alone or provided:
+    taken = []
+    for name in registry.names(Command):
         if name in KERNEL_COMMANDS:
             if name == wanted:
                 continue
@@ -88,20 +87,90 @@ def _register_all(wanted: str | None = None) -> None:
                     )
             continue
         try:
-            registry.get(Command, name).register(app)
+            taken.append(registry.get(Command, name))
         except CertlabError as refused:  # a name two plugins provide
             if name == wanted:
                 raise
             print(f"certlab: warning: {refused.message}", file=sys.stderr)
+    return taken
+
+
+def _discover_with_kernel() -> Any:
+    from certlab_core.cli import builtin
+    from certlab_core.plugin.registry import discover
+
+    return discover(extra=[(KERNEL_PLUGIN, builtin)])
+
+
+def _register_all(wanted: str | None = None) -> None:
+    """Register the installed plugins' commands (``certlab_commands``) and the kernel's; one line per refusal.
+
+    When ``wanted`` is one plugin's command, it alone is registered (no other command module is imported).
+    """
+    from certlab_core.cli import builtin
+    from certlab_core.plugin.known import KNOWN_PROVIDERS
+
+    registry = _discover_with_kernel()
+    if wanted != "plugins":  # which lists them itself
+        warn_broken(registry)
+    provided = registry.names(Command)
+    # A plugin's command line registers that one command; a name nothing provides registers them all.
+    alone = [wanted] if wanted is not None and wanted in provided and wanted not in KERNEL_COMMANDS else []
+    if not alone:
+        for command in builtin.certlab_commands():
+            command.register(app())
+    for command in _plugin_commands(registry, wanted):
+        if alone and command.name not in alone:
+            continue
+        try:
+            command.register(app())
         except Exception as error:  # a plugin's register that breaks must not take the command line down
-            source = registry.describe_source(registry.plugin_name_of(Command, name))
+            source = registry.describe_source(registry.plugin_name_of(Command, command.name))
             print(
-                f"certlab: warning: the command {name!r} of {source} could not be registered: "
+                f"certlab: warning: the command {command.name!r} of {source} could not be registered: "
                 f"{type(error).__name__}: {error}",
                 file=sys.stderr,
             )
     if wanted and wanted not in provided and wanted in KNOWN_PROVIDERS["commands"]:
         registry.get(Command, wanted)  # refused: which distribution provides it, and what to install
+
+
+def top_help() -> str:
+    """``certlab --help``: the usage, the root options and every command's first help line, no module loaded.
+
+    The kernel's lines come from ``COMMAND_MODULES``, a plugin's from its ``Command`` record's description;
+    a plugin that failed to load, or a command that cannot be taken, is one warning line on stderr.
+    """
+    registry = _discover_with_kernel()
+    warn_broken(registry)
+    lines = {name: summary for commands in COMMAND_MODULES.values() for name, summary in commands.items()}
+    for command in _plugin_commands(registry, None):
+        lines[command.name] = command.description[:1].upper() + command.description[1:]
+    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+    column = max(len(name) for name in [*lines, *(option for option, _ in ROOT_OPTIONS)]) + 4
+
+    def rows(pairs: list[tuple[str, str]]) -> list[str]:
+        shown = []
+        for name, text in pairs:
+            wrapped = textwrap.wrap(text, max(width - column, 30), break_on_hyphens=False) or [""]
+            shown.append(f"  {name.ljust(column - 2)}{wrapped[0]}")
+            shown.extend(" " * column + more for more in wrapped[1:])
+        return shown
+
+    return "\n".join(
+        [
+            "Usage: certlab [OPTIONS] COMMAND [ARGS]...",
+            "",
+            f"  {SUMMARY}",
+            "",
+            "Options:",
+            *rows(list(ROOT_OPTIONS)),
+            "",
+            "Commands:",
+            *rows(list(lines.items())),
+            "",
+        ]
+    )
 
 
 def _register_for(args: list[str]) -> None:
@@ -112,7 +181,7 @@ def _register_for(args: list[str]) -> None:
     if name in KERNEL_COMMANDS:
         if name != "plugins":  # which lists them itself
             _warn_load_failures()
-        next(c for c in builtin.certlab_commands() if c.name == name).register(app)
+        next(c for c in builtin.certlab_commands() if c.name == name).register(app())
         return
     _register_all(name)
 
@@ -132,9 +201,19 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a CertlabError becomes one line on stderr and its exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     _state["debug"] = "--debug" in args
+    asked = [arg for arg in args if arg != "--debug"]
+    if asked in ([], ["--help"]):  # the command list alone: neither typer nor a command module is loaded
+        try:
+            print(top_help(), file=sys.stdout if asked else sys.stderr, end="")
+        except CertlabError as error:
+            print(f"certlab: error: {error.message}", file=sys.stderr)
+            return error.exit_code
+        return 0 if asked else EXIT_USAGE
+    import typer
+
     try:
         _register_for(args)
-        returned = app(args=args, prog_name="certlab", standalone_mode=False)
+        returned = app()(args=args, prog_name="certlab", standalone_mode=False)
         if isinstance(returned, int):  # click returns the code of typer.Exit when not standalone
             return returned
     except CertlabError as error:

@@ -8,26 +8,65 @@ command that takes a kernel command's name is refused where it is used.
 from __future__ import annotations
 
 import importlib
-
-import typer
+from typing import TYPE_CHECKING
 
 from certlab_core.plugin.command_records import Command, RegisterCommand
 from certlab_core.plugin.hookspecs import hookimpl
 
-# Each module defines ``register(app)``, which registers the commands listed beside it; a
-# capability adds its module and its commands here, nowhere else. A command line loads only the
-# module of its command (help and unknown commands load them all); tests/test_cli.py checks
-# that each module registers exactly the commands listed.
-COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "certlab_core.cli.plugins_cmd": ("plugins",),
-    "certlab_core.cli.certify_cmd": ("certify", "regrade", "prove"),
-    "certlab_core.cli.compare_cmd": ("compare",),
-    "certlab_core.cli.stats_cmd": ("stats", "plan", "selfcheck"),
-    "certlab_core.cli.gate_cmd": ("run", "gate", "schema", "init"),
-    "certlab_core.cli.report_cmd": ("report", "rederive"),
-    "certlab_core.cli.task_cmd": ("init-task",),
-    "certlab_core.cli.signing_cmd": ("keygen", "sign", "verify"),
-    "certlab_core.cli.preflight_cmd": ("preflight",),
+if TYPE_CHECKING:
+    import typer
+
+# Each module defines ``register(app)``, which registers the commands listed beside it, each with the
+# first line of its help; a capability adds its module and its commands here, nowhere else. A command
+# line loads only the module of its command (unknown commands load them all), and ``certlab --help``
+# lists the commands from this table without loading any; tests/test_cli.py checks that each module
+# registers exactly the commands listed, with these lines.
+COMMAND_MODULES: dict[str, dict[str, str]] = {
+    "certlab_core.cli.plugins_cmd": {
+        "plugins": "List the installed certlab plugins and what each provides; name the broken ones.",
+    },
+    "certlab_core.cli.certify_cmd": {
+        "certify": "Prove the instrument, calibrate it, then certify an agent on the family's seeded defects.",
+        "regrade": "Re-earn every verdict of a bundle from its recorded changes: consistent, stale or mismatch.",
+        "prove": "Prove the instrument: the clean tree passes, each seeded tree fails; with --mutants, score it "
+        "against mutants.",
+    },
+    "certlab_core.cli.compare_cmd": {
+        "compare": "Write COMPARISON.md and registry.json from the committed bundles (every number read from a "
+        "bundle).",
+    },
+    "certlab_core.cli.stats_cmd": {
+        "stats": "Statistics of a rule: bounds from counts.",
+        "plan": "Exact P(PASS), P(BLOCK) and P(INCONCLUSIVE) of each design, by enumerating every binomial outcome.",
+        "selfcheck": "The rule's own operating characteristics by exact enumeration; exit 3 if an error rate "
+        "exceeds its limit.",
+    },
+    "certlab_core.cli.gate_cmd": {
+        "run": "Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3).",
+        "gate": "Recompute the verdict from a run store alone; the exit code is the verdict.",
+        "schema": "Print a JSON Schema generated from the code (default: the experiment descriptor).",
+        "init": "Check the references in a child process and write a small smoke descriptor.",
+    },
+    "certlab_core.cli.report_cmd": {
+        "report": "Verdict and bounds per condition, per-arm success, failure clusters, faults, errors, cost and "
+        "pass^k.",
+        "rederive": "Regenerate decision.json from the manifest and the trials; exit 0 identical (or written), "
+        "1 differs.",
+    },
+    "certlab_core.cli.task_cmd": {
+        "init-task": "Scaffold a small working task of your own: fixture, visible tests, prompt, held-out cases.",
+    },
+    "certlab_core.cli.signing_cmd": {
+        "keygen": "Make an ed25519 key pair for signing evidence; keep NAME.key out of every repository and "
+        "folder you sign.",
+        "sign": "Sign every file of FOLDER into FOLDER/evidence.dsse.json (an in-toto Statement in a DSSE envelope).",
+        "verify": "Check FOLDER's signature and every file's hash: exit 0 verified, 3 changed, added, removed or "
+        "badly signed.",
+    },
+    "certlab_core.cli.preflight_cmd": {
+        "preflight": "Check an agent's binary, version, credentials or base URL, and make one smoke call, before "
+        "a live run.",
+    },
 }
 
 _registered: set[str] = set()
@@ -47,7 +86,7 @@ def _registering(module_name: str) -> RegisterCommand:
 @hookimpl
 def certlab_commands() -> list[Command]:
     return [
-        Command(name=name, description=f"certlab {name} (the kernel)", register=_registering(module_name))
-        for module_name, names in COMMAND_MODULES.items()
-        for name in names
+        Command(name=name, description=summary, register=_registering(module_name))
+        for module_name, commands in COMMAND_MODULES.items()
+        for name, summary in commands.items()
     ]

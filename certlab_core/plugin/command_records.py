@@ -21,8 +21,10 @@ class Command:
     """One ``certlab`` subcommand a plugin provides: ``register(app)`` adds it under ``name``.
 
     A command line loads only the command it names: ``register`` is called for that one
-    command (and for every command when help is shown), so it should import what the
-    command needs inside it. A plugin's command may not take a name the kernel uses.
+    command (and for every command when a name no plugin provides is given), so it should
+    import what the command needs inside it. ``certlab --help`` lists ``description``, a
+    one-line summary, and calls no ``register``. A plugin's command may not take a name the
+    kernel uses.
     """
 
     name: str

@@ -18,9 +18,7 @@ from certlab_core.plugin import (
     EXIT_ERROR,
     EXIT_MISMATCH,
     CertlabError,
-    Command,
     InstrumentError,
-    RegisterCommand,
     UsageError,
     discover,
     load_user_task,
@@ -198,30 +196,9 @@ def read_certification(path: Path) -> dict[str, Any]:
     return safe_io.load_certification(path)
 
 
-COMMANDS: dict[str, tuple[Callable[..., None], str]] = {
-    "lock": (lock_command, "seal a task's held-out cases, refusing a layout that leaks them"),
-    "leakscan": (leakscan_command, "name every artefact of a run that holds most of the held-out answers"),
-    "predict": (predict_command, "register a prediction before the run, or check the registered ones"),
+# The function of each command; certlab_acceptance.plugin holds their records and one-line descriptions.
+COMMANDS: dict[str, Callable[..., None]] = {
+    "lock": lock_command,
+    "leakscan": leakscan_command,
+    "predict": predict_command,
 }
-
-
-def _registering(name: str) -> RegisterCommand:
-    def register(app: typer.Typer, /) -> None:
-        app.command(name)(COMMANDS[name][0])
-
-    return register
-
-
-def _register_task(app: typer.Typer, /) -> None:
-    from certlab_acceptance.task_commands import register
-
-    register(app)
-
-
-def commands() -> list[Command]:
-    found = [
-        Command(name=name, description=description, register=_registering(name))
-        for name, (_function, description) in COMMANDS.items()
-    ]
-    description = "build tasks from a repository's bug-fix commits or SWE-bench instances"
-    return [*found, Command(name="task", description=description, register=_register_task)]

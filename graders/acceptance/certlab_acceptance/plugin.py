@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from certlab_core.plugin import (
     AcceptanceLock,
@@ -56,6 +56,9 @@ from certlab_core.plugin import (
     trees,
 )
 from certlab_core.plugin import failure_modes as fm
+
+if TYPE_CHECKING:
+    import typer
 
 NAME = "acceptance"
 ORDER = 30
@@ -369,8 +372,31 @@ def certlab_held_out() -> list[HeldOutAcceptance]:
     ]
 
 
+# Each command's one line for ``certlab --help``, which lists them without importing their modules.
+COMMAND_LINES = {
+    "lock": "seal a task's held-out cases, refusing a layout that leaks them",
+    "leakscan": "name every artefact of a run that holds most of the held-out answers",
+    "predict": "register a prediction before the run, or check the registered ones",
+    "task": "build tasks from a repository's bug-fix commits or SWE-bench instances",
+}
+
+
+def _command(name: str) -> Command:
+    """The record of the command ``name``: its module is imported only when a command line needs it."""
+
+    def register(app: typer.Typer, /) -> None:
+        if name == "task":
+            from certlab_acceptance.task_commands import register as register_task
+
+            register_task(app)
+        else:
+            from certlab_acceptance.commands import COMMANDS
+
+            app.command(name)(COMMANDS[name])
+
+    return Command(name=name, description=COMMAND_LINES[name], register=register)
+
+
 @hookimpl
 def certlab_commands() -> list[Command]:
-    from certlab_acceptance.commands import commands
-
-    return commands()
+    return [_command(name) for name in COMMAND_LINES]

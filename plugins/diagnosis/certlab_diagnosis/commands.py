@@ -7,11 +7,12 @@ lab. Each command imports what it runs inside it, so ``certlab --help`` stays qu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
 
-from certlab_core.plugin import EXIT_MISMATCH, EXIT_OK, Command, UsageError, discover, safe_io
+from certlab_core.plugin import EXIT_MISMATCH, EXIT_OK, UsageError, discover, safe_io
 
 RUNDIR_ARGUMENT = typer.Argument(..., help="A run store: the folder 'certlab run' printed as 'run: RUNDIR'.")
 
@@ -137,16 +138,10 @@ def replay_command(
     raise typer.Exit(result.exit_code)
 
 
-COMMANDS = {
-    "diff": (diff_command, "where two trials' recorded boundary events part, and the fault just before"),
-    "minimize": (minimize_command, "the fewest of a failed trial's injected faults that still make it fail"),
-    "bundle": (bundle_command, "a trial as one sealed, portable reproducer file"),
-    "replay": (replay_command, "a reproducer, or a certification's trial, re-run against its recording"),
+# The function of each command; certlab_diagnosis.plugin holds their records and one-line descriptions.
+COMMANDS: dict[str, Callable[..., None]] = {
+    "diff": diff_command,
+    "minimize": minimize_command,
+    "bundle": bundle_command,
+    "replay": replay_command,
 }
-
-
-def commands() -> list[Command]:
-    return [
-        Command(name=name, description=description, register=lambda app, f=function, n=name: app.command(n)(f))
-        for name, (function, description) in COMMANDS.items()
-    ]
