@@ -644,9 +644,12 @@ def grading_services(specs: Sequence[TrialSpec], graders: Sequence[Grader], work
                 sandbox = containment.sandbox
                 if sandbox is not None and sandbox.serve is not None:  # e.g. bwrap's slots: no cgroup move per trial
                     services.enter_context(sandbox.serve(max(1, min(workers, len(specs)))))
+                mine = [s for s in specs if s.containment == containment]
+                environments = tuple(dict.fromkeys(s.task.family.environment_dir for s in mine))
                 for grader in graders:
                     if grader.serve is not None:
-                        services.enter_context(grader.serve(containment, max(1, min(workers, len(specs)))))
+                        slots = max(1, min(workers, len(specs)))
+                        services.enter_context(grader.serve(containment, slots, environments))
         yield
 
 
