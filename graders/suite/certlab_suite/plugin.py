@@ -84,11 +84,12 @@ def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> Grad
     ran = [nodeid for nodeid in wanted if nodeid in outcomes]
     if not ran:
         return GradeResult(NAME, False, fm.SUITE_NOT_RUN, f"none of the {len(wanted)} expected tests ran\n" + log_tail)
-    failing = [nodeid for nodeid in wanted if outcomes.get(nodeid) != "passed"]
     data: dict[str, Any] = {"collected": list(run["collected"])} if discovering else {}
     skipped = [nodeid for nodeid in wanted if outcomes.get(nodeid) == "skipped"]
-    if discovering and skipped:  # a task's proof leaves out what the tree as issued skips (a marker for another Python)
+    if discovering and skipped:  # a proof leaves out what the tree it discovers on skips (a marker for another Python)
         data["skipped"] = skipped
+    # Discovering, a skip is no failure: it is reported, and the proof does not expect it; expected, it fails.
+    failing = [n for n in wanted if outcomes.get(n) != "passed" and not (discovering and n in data.get("skipped", ()))]
     if failing or run["collect_errors"]:
         shown = ", ".join(failing[:8]) + (f" (+{len(failing) - 8} more)" if len(failing) > 8 else "")
         detail = f"{len(wanted) - len(failing)}/{len(wanted)} expected tests passed"
@@ -97,7 +98,11 @@ def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> Grad
         if run["collect_errors"]:
             detail += f"; collection errors in {', '.join(run['collect_errors'][:3])}"
         return GradeResult(NAME, False, fm.SUITE_FAILED, detail + "\n" + log_tail, dict(data, failed=failing))
-    return GradeResult(NAME, True, None, f"{len(wanted)}/{len(wanted)} expected tests passed", data)
+    ran_count = len(wanted) - len(skipped) if discovering else len(wanted)
+    said = f"{ran_count}/{ran_count} expected tests passed" + (
+        f" ({len(skipped)} skipped)" if discovering and skipped else ""
+    )
+    return GradeResult(NAME, True, None, said, data)
 
 
 def grade(request: GradeRequest) -> GradeResult:
