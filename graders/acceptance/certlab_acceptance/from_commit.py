@@ -16,7 +16,8 @@ changes are the acceptance. The task written is a user task (``certlab_core.plug
 Every file of the repository is read as hostile data: git is asked for trees and blobs only
 (no work tree, no hook, no filter, no diff driver), paths are checked, totals are capped.
 The tests run offline, as the graders run them: in the run's sandbox when there is one, with
-certlab's own empty pytest configuration. A commit that does not qualify is refused in one line.
+certlab's own empty pytest configuration, in the task's own environment when the project declares
+dependencies (``task_env``, installed once, now). A commit that does not qualify is refused in one line.
 """
 
 from __future__ import annotations
