@@ -212,6 +212,9 @@ def test_a_changed_environment_makes_the_regrade_stale(
         stale = certlab("regrade", str(out), "--task", str(task))
         assert stale.returncode == 2, stale.stdout + stale.stderr
         assert "stale" in stale.stdout + stale.stderr
+        refused = certlab("certify", "--task", str(task), "--agent", "null", "--out", str(tmp_path / "again"))
+        assert refused.returncode == 4 and "changed since the task was built" in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr
     finally:
         planted.unlink()
 
