@@ -36,6 +36,7 @@ WHEELHOUSE_VARIABLE = "CERTLAB_WHEELHOUSE"
 MARKER = ".certlab-task-env"
 TEST_EXTRAS = ("test", "tests", "testing")
 INSTALL_TIMEOUT_S = 600.0
+MAX_SOURCE_BYTES = 1 << 20
 REQUIREMENT = re.compile(
     r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9._, -]+\])?"
     r"(\s*(===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+(\s*,\s*(===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+)*)?"
@@ -199,6 +200,8 @@ def check_unchanged(family_name: str, environment_dir: str, source_file: Path, c
     where = f"task {family_name}"
     fix = "build the task again (certlab task from-commit), then lock it"
     try:
+        if source_file.is_symlink() or source_file.stat().st_size > MAX_SOURCE_BYTES:
+            raise ValueError("not a small regular file")
         record = json.loads(source_file.read_text(encoding="utf-8"))["environment"]
         claimed = str(record.pop("sha256"))
         recomputed = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()

@@ -234,3 +234,28 @@ def test_editing_the_oracle_makes_the_lock_and_the_regrade_stale(built: tuple[Pa
     stale = certlab("regrade", str(out), "--task", str(copy))
     assert stale.returncode in (2, 3), stale.stdout + stale.stderr
     assert "stale" in stale.stdout + stale.stderr or "oracle" in stale.stdout + stale.stderr
+
+
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        ({"requirements.txt": b"-e .\n"}, "requirements.txt:1: '-e .' is not a plain requirement"),
+        ({"requirements.txt": b"ok\nhttps://example.invalid/x.whl\n"}, "requirements.txt:2:"),
+        ({"pyproject.toml": b"[project\n"}, "pyproject.toml is not valid TOML"),
+        ({"pyproject.toml": b"[project]\ndependencies = 'tinydep'\n"}, "are not a list of requirements"),
+    ],
+)
+def test_a_declared_setup_that_is_not_plain_requirements_is_one_line(files: dict[str, bytes], said: str) -> None:
+    from certlab_acceptance.task_env import EnvironmentRefused, declared_requirements
+
+    with pytest.raises(EnvironmentRefused, match=said.replace(".", r"\.").replace("'", "'")):
+        declared_requirements(files, "commit x")
+
+
+def test_what_a_project_declares_is_read_from_pyproject_and_requirements_files() -> None:
+    from certlab_acceptance.task_env import declared_requirements
+
+    pyproject = b'[project]\ndependencies = ["a>=1"]\n[project.optional-dependencies]\ntest = ["b"]\ndocs = ["c"]\n'
+    files = {"pyproject.toml": pyproject, "requirements-dev.txt": b"# tools\nd==2 ; python_version >= '3'\n\n"}
+    assert declared_requirements(files, "commit x") == ["a>=1", "b", "d==2 ; python_version >= '3'"]
+    assert declared_requirements({"tests/requirements.txt": b"e\n"}, "commit x") == []  # the top of the tree only
