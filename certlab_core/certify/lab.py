@@ -320,6 +320,8 @@ def agent_environment(
     env["CERTLAB_TASK_ID"] = task_id or task.id
     if seed is not None:
         env["CERTLAB_SEED"] = str(seed)
+    if task.family.environment_dir is not None:  # the task's own environment: its python and pytest come first
+        env["PATH"] = os.pathsep.join([str(Path(task.family.environment_dir) / "bin"), env.get("PATH", os.defpath)])
     return env
 
 

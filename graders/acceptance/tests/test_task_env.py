@@ -259,3 +259,20 @@ def test_what_a_project_declares_is_read_from_pyproject_and_requirements_files()
     files = {"pyproject.toml": pyproject, "requirements-dev.txt": b"# tools\nd==2 ; python_version >= '3'\n\n"}
     assert declared_requirements(files, "commit x") == ["a>=1", "b", "d==2 ; python_version >= '3'"]
     assert declared_requirements({"tests/requirements.txt": b"e\n"}, "commit x") == []  # the top of the tree only
+
+
+@pytest.mark.skipif(_bwrap_reason() is not None, reason="bubblewrap cannot make a sandbox here")
+def test_the_agent_runs_the_projects_tests_in_the_task_environment_in_the_sandbox(
+    built: tuple[Path, float], tmp_path: Path
+) -> None:
+    """The agent's own ``python`` is the task environment's: it can import the dependency and run the tests."""
+    task, _seconds = built
+    fix = "python -m pytest -q tests -p no:cacheprovider && sed -i 's/\\[:n\\]/[::-1][:n]/' sorty.py"
+    out = tmp_path / "cert"
+    done = certlab(
+        *("certify", "--task", str(task), "--agent", "command", "--agent-arg", fix),
+        *("--sandbox", "bwrap", "--out", str(out)),
+    )
+    assert done.returncode == 0, done.stderr
+    (trial,) = json.loads((out / "bundle.json").read_text())["trials"]
+    assert (trial["verdict"], trial["failure_mode"]) == ("fixed", None), (trial["grades"], trial["output_tail"])
