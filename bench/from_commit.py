@@ -11,6 +11,9 @@ one on a built-in family task.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -24,12 +27,22 @@ COMMIT = "b1d2121902a0d3a2e3a58758d24dad1ead9a3c61"
 BUILD_TARGET_S = 60.0
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def certlab(*args: str) -> float:
-    started = time.perf_counter()
+    return certlab_timed(*args)[0]
+
+
+def certlab_timed(*args: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and every process it waited for)."""
+    started, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run([sys.executable, "-m", "certlab_core.cli", *args], capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"bench: certlab {args[0]} failed: {done.stderr.strip()[-400:]}")
-    return time.perf_counter() - started
+    return time.perf_counter() - started, _children_cpu() - cpu
 
 
 def main() -> None:
@@ -48,9 +61,19 @@ def main() -> None:
         print(f"from-commit: median {build:.1f} s over {len(builds)} builds (target <= {BUILD_TARGET_S:g} s)")
         task = root / "task-0"
         certlab("lock", str(task))
-        on_task = certlab("certify", "--task", str(task), "--agent", "null", "--out", str(root / "cert-task"))
-        on_family = certlab("certify", "--family", "intervals", "--agent", "null", "--out", str(root / "cert-fam"))
-        print(f"certify null: {on_task:.1f} s on the task, {on_family:.1f} s on the intervals family")
+        on_task, task_cpu = certlab_timed("certify", "--task", str(task), "--agent", "null", "--out", str(root / "t"))
+        on_family, family_cpu = certlab_timed(
+            "certify", "--family", "intervals", "--agent", "null", "--out", str(root / "f")
+        )
+        tasks = len(json.loads((root / "f" / "bundle.json").read_text())["trials"])
+        print(
+            f"certify null: {on_task:.1f} s ({task_cpu:.1f} CPU-s) on the task, {on_family:.1f} s "
+            f"({family_cpu:.1f} CPU-s) on the intervals family's {tasks} tasks"
+        )
+        print(
+            f"one task against one intervals task: {on_task / (on_family / tasks):.2f}x wall, "
+            f"{task_cpu / (family_cpu / tasks):.2f}x CPU (target <= 2x); load average {os.getloadavg()[0]:.1f}"
+        )
     if build > BUILD_TARGET_S:
         sys.exit(f"bench: a build took {build:.1f} s, past {BUILD_TARGET_S:g} s")
 

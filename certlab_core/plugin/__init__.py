@@ -184,6 +184,7 @@ if TYPE_CHECKING:
         inherited_folders,
         made_runtime_folder,
         runtime_folder,
+        task_environments_dir,
         use_containment,
     )
     from certlab_core.plugin.user_task import (
@@ -197,6 +198,7 @@ if TYPE_CHECKING:
     from certlab_core.plugin.workcopy import (
         Change,
         copy_tree,
+        environment_sha256,
         in_allowed_paths,
         materialise,
         record_changes,
@@ -355,6 +357,7 @@ _HOME: dict[str, str] = {
     "inherited_folders": "certlab_core.plugin.sandbox",
     "made_runtime_folder": "certlab_core.plugin.sandbox",
     "runtime_folder": "certlab_core.plugin.sandbox",
+    "task_environments_dir": "certlab_core.plugin.sandbox",
     "safe_io": "certlab_core.plugin.safe_io",
     "UserTask": "certlab_core.plugin.user_task",
     "holds_user_task": "certlab_core.plugin.user_task",
@@ -363,6 +366,7 @@ _HOME: dict[str, str] = {
     "visible_calls": "certlab_core.plugin.visible_calls",
     "Change": "certlab_core.plugin.workcopy",
     "copy_tree": "certlab_core.plugin.workcopy",
+    "environment_sha256": "certlab_core.plugin.workcopy",
     "in_allowed_paths": "certlab_core.plugin.workcopy",
     "materialise": "certlab_core.plugin.workcopy",
     "record_changes": "certlab_core.plugin.workcopy",
@@ -519,6 +523,7 @@ __all__ = [
     "contained_environment",
     "copy_tree",
     "discover",
+    "environment_sha256",
     "failure_modes",
     "fingerprints",
     "holds_user_task",
@@ -543,6 +548,7 @@ __all__ = [
     "sha256_file",
     "stage_family",
     "start_zygote_host",
+    "task_environments_dir",
     "taskset_sha256",
     "trees",
     "use_containment",

@@ -463,6 +463,9 @@ def run_command(
     the boundary's host address instead.
     """
     environment = dict(request.env if env is None else env)
+    family = getattr(request.task, "family", None)
+    task_environment = getattr(family, "environment_dir", None)  # a task's own venv: shown read-only, like the prompt
+    shown = (request.prompt_file, *((task_environment,) if isinstance(task_environment, str) else ()))
     with tempfile.TemporaryDirectory(prefix="certlab-command-") as scratch:
         out_path, err_path = Path(scratch) / "stdout", Path(scratch) / "stderr"
         with out_path.open("wb") as out, err_path.open("wb") as err:
@@ -474,7 +477,7 @@ def run_command(
                 stdout=out,
                 stderr=err,
                 containment=active_containment(),
-                readable=(request.prompt_file, *readable),
+                readable=(*shown, *readable),
                 writable=writable,
                 relay_sockets=relay_sockets,
                 relay_ports=relay_ports,

@@ -24,6 +24,7 @@ SKIPPED_SUFFIXES = (".pyc", ".pyo")
 KERNEL_GROUP = "kernel:certlab_core"
 CASES_GROUP = "cases"
 PREDICTIONS_GROUP = "predictions"
+ORACLE_GROUP = "oracle"
 #: The most a fingerprinted folder (an installed package) may hold; its walk is bounded by them.
 SOURCE_CAPS = TreeCaps(max_bytes=4 << 30, max_files=200_000, max_depth=64, max_path=4096)
 
@@ -104,6 +105,8 @@ def _what(label: str) -> str:
         return "the held-out cases file"
     if group == PREDICTIONS_GROUP:
         return "the predictions file"
+    if group == ORACLE_GROUP:
+        return f"the oracle's answer {rest}"
     if group.startswith("scorer:"):
         return f"the scorer's file {rest} (grader {group.split(':', 1)[1]})" if rest else f"the grader {group[7:]}"
     if group == KERNEL_GROUP:

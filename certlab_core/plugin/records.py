@@ -94,6 +94,9 @@ class TaskFamily:
     # should be, staged beside the issued tree and hidden like it. The constructed oracle restores the files
     # an agent may change from it, so the task is calibrated like a family's; None when no answer is known.
     answer_dir: str | None = None
+    # The virtual environment a task's tests run in (its project's declared dependencies and pytest, made once
+    # when the task was built, ``task_environments_dir()``); None: the agent environment's. Read-only in the sandbox.
+    environment_dir: str | None = None
     # The least share of the clean tree's mutants the visible suite and held-out cases must kill
     # together (``certlab_core.certify.mutation``); FamilyConformance fails below it, certify and prove warn.
     mutation_threshold: float = field(default=0.9, validator=_share)
@@ -119,6 +122,7 @@ class TaskFamily:
         defects: Sequence[Defect],
         clean_tree: bool = True,
         answer_dir: str | None = None,
+        environment_dir: str | None = None,
         mutation_threshold: float = 0.9,
         visible_mutation_threshold: float = 0.8,
     ) -> TaskFamily:
@@ -140,6 +144,7 @@ class TaskFamily:
             defects=defects,
             clean_tree=clean_tree,
             answer_dir=answer_dir,
+            environment_dir=environment_dir,
             mutation_threshold=mutation_threshold,
             visible_mutation_threshold=visible_mutation_threshold,
         )
@@ -366,10 +371,14 @@ class GradingService(Protocol):
 
     Entered in the process that forks the trials, before the first (``slots`` trials run at
     once) and left after the last; what it starts (a warm server inside the sandbox) is
-    inherited by every trial's grading. It must start no thread in that process.
+    inherited by every trial's grading. It must start no thread in that process. ``environments`` are the
+    task environments (``TaskFamily.environment_dir``) the run's trials are graded in, besides the agent
+    environment when a trial's task has none; a grader that runs tests serves each one.
     """
 
-    def __call__(self, containment: Containment, slots: int, /) -> AbstractContextManager[None]: ...
+    def __call__(
+        self, containment: Containment, slots: int, environments: tuple[str | None, ...], /
+    ) -> AbstractContextManager[None]: ...
 
 
 class ChangesCheck(Protocol):

@@ -473,6 +473,16 @@ def agent_environment_dir() -> Path:
     return Path(cache) / "certlab" / "agent-env"
 
 
+TASK_ENVIRONMENTS_VARIABLE = "CERTLAB_TASK_ENVIRONMENTS"
+
+
+def task_environments_dir() -> Path:
+    """Where the environments of tasks built from a repository live, one folder each: beside the agent environment
+    (``CERTLAB_TASK_ENVIRONMENTS`` names another folder, certlab's to write)."""
+    chosen = os.environ.get(TASK_ENVIRONMENTS_VARIABLE, "").strip()
+    return Path(chosen) if chosen else agent_environment_dir().parent / "task-envs"
+
+
 class SandboxIndex(Protocol):
     """The part of the registry the choice reads: the installed sandboxes by name."""
 

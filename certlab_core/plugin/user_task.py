@@ -33,6 +33,7 @@ from attrs import frozen
 
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.records import Defect, TaskFamily
+from certlab_core.plugin.sandbox import task_environments_dir
 from certlab_core.plugin.trees import TreeTooLarge, copy_tree, walk
 
 TASK_FILE = "certlab.yaml"
@@ -48,6 +49,7 @@ TASK_KEYS = (
     "modules",
     "defect_class",
     "oracle",
+    "environment",
 )
 # Keys of the A/B gate's ``task:`` (certlab_core.gate.descriptor) that may share the mapping: a
 # descriptor whose ``task: {family: NAME}`` names this directory's own task is its experiment.
@@ -63,6 +65,7 @@ DEFAULTS = {
 DEFECT_ID = "fixture"
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 NOT_MODULES = frozenset({"conftest", "setup", "__init__", "__main__"})
+ENVIRONMENT_PATTERN = re.compile(r"^[0-9a-f]{16,64}$")
 
 
 @frozen
@@ -83,6 +86,9 @@ class UserTask:
     defect_class: str
     # The fixture as it should be (``task.oracle``, written by ``certlab task from-commit``), or None.
     oracle: Path | None = None
+    # The task's own environment (``task.environment``, the id ``certlab task from-commit`` made it under in
+    # ``task_environments_dir()``), or None: the agent environment's.
+    environment: str | None = None
 
     @property
     def tests_name(self) -> str:
@@ -202,6 +208,14 @@ def load_user_task(directory: Path) -> UserTask:
         oracle = _inside_root(root, _text(config, "oracle", config_file, ""), "oracle", config_file)
         if not oracle.is_dir():
             raise UsageError(f"{config_file}: task.oracle: {oracle} is not a folder; give the fixed fixture or drop it")
+    environment = None
+    if config.get("environment") is not None:
+        environment = _text(config, "environment", config_file, "")
+        if not ENVIRONMENT_PATTERN.match(environment):
+            raise UsageError(
+                f"{config_file}: task.environment {environment[:80]!r} is not a task environment's id "
+                "(16 to 64 hex digits); rebuild the task or drop the key"
+            )
     modules = _patterns(config, "modules", config_file) or fixture_modules(parts["fixture"])
     if not modules:
         raise UsageError(
@@ -225,6 +239,7 @@ def load_user_task(directory: Path) -> UserTask:
         module_names=tuple(modules),
         defect_class=_text(config, "defect_class", config_file, DEFAULTS["defect_class"]),
         oracle=oracle,
+        environment=environment,
     )
 
 
@@ -252,6 +267,14 @@ def stage_family(task: UserTask, dest: Path) -> TaskFamily:
     if task.oracle is not None:
         answer = dest / "answer"
         _copy_task_part(task.oracle, answer)
+    environment = None
+    if task.environment is not None:
+        environment = task_environments_dir() / task.environment
+        if not (environment / "pyvenv.cfg").is_file() or not (environment / "bin" / "python").exists():
+            raise UsageError(
+                f"{task.config_file}: the task's environment {task.environment} is not built here ({environment}); "
+                "build the task again on this machine (certlab task from-commit)"
+            )
     return TaskFamily(
         name=task.name,
         version=task.version,
@@ -272,6 +295,7 @@ def stage_family(task: UserTask, dest: Path) -> TaskFamily:
         ),
         clean_tree=False,
         answer_dir=None if answer is None else str(answer),
+        environment_dir=None if environment is None else str(environment),
     )
 
 

@@ -124,11 +124,40 @@ def tree_hashes(root: Path, caps: TreeCaps = WORK_COPY_CAPS) -> dict[str, str]:
     return hashes
 
 
+ENVIRONMENT_CAPS = TreeCaps(max_bytes=1 << 30, max_files=100_000)
+"""The totals a task environment (a venv) may reach when it is hashed."""
+
+
+def environment_sha256(folder: Path) -> str:
+    """One hash over a task environment as it is on disk now: its ``pyvenv.cfg`` and every installed file.
+
+    Bytecode (``__pycache__``, ``*.pyc``) is left out; a missing environment hashes as ``missing``.
+    """
+    if not (folder / "pyvenv.cfg").is_file():
+        return "missing"
+    digest = hashlib.sha256()
+    try:
+        for relpath, path in iter_tree(folder, ENVIRONMENT_CAPS):
+            if "__pycache__" in relpath.split("/") or relpath.endswith(".pyc"):
+                continue
+            shown = "symlink:" + os.readlink(path) if path.is_symlink() else sha256_file(path)
+            digest.update(f"{relpath} {shown}\n".encode())
+    except TreeTooLarge as error:
+        raise InstrumentError(f"{folder}: the task environment holds {error.message}, past what is hashed") from None
+    return digest.hexdigest()
+
+
 def taskset_sha256(family: TaskFamily) -> str:
-    """One hash over the clean tree, the prompt, the cases and the defect table of a family."""
+    """One hash over the clean tree, the prompt, the cases and the defect table of a family, and, for a task
+    that has them, its known answer (``answer_dir``) and its environment as it is on disk now."""
     digest = hashlib.sha256()
     for relpath, sha in sorted(tree_hashes(Path(family.tree_dir)).items()):
         digest.update(f"tree {relpath} {sha}\n".encode())
+    if family.answer_dir is not None:
+        for relpath, sha in sorted(tree_hashes(Path(family.answer_dir)).items()):
+            digest.update(f"answer {relpath} {sha}\n".encode())
+    if family.environment_dir is not None:
+        digest.update(f"environment {environment_sha256(Path(family.environment_dir))}\n".encode())
     for label, file in (("prompt", family.prompt_file), ("cases", family.cases_file)):
         digest.update(f"{label} {sha256_file(Path(file))}\n".encode())
     for defect in family.defects:

@@ -16,7 +16,8 @@ changes are the acceptance. The task written is a user task (``certlab_core.plug
 Every file of the repository is read as hostile data: git is asked for trees and blobs only
 (no work tree, no hook, no filter, no diff driver), paths are checked, totals are capped.
 The tests run offline, as the graders run them: in the run's sandbox when there is one, with
-certlab's own empty pytest configuration. A commit that does not qualify is refused in one line.
+certlab's own empty pytest configuration, in the task's own environment when the project declares
+dependencies (``task_env``, installed once, now). A commit that does not qualify is refused in one line.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_acceptance.hidden_tests import HiddenTest, PytestRun, cases_text, run_tests, safe_relpath
+from certlab_acceptance.task_env import TaskEnvironment, declared_requirements, make_environment
 from certlab_core.plugin import NOT_MODULES, TASK_FILE, UsageError, active_containment, json_object_line, trees
 
 GIT_TIMEOUT_S = 60.0
@@ -229,14 +231,16 @@ class Checked:
     runs: tuple[tuple[str, float], ...]
 
 
-def _run(label: str, files: Mapping[str, Blob], targets: Sequence[str], scratch: Path) -> PytestRun:
+def _run(
+    label: str, files: Mapping[str, Blob], targets: Sequence[str], scratch: Path, python: str | None = None
+) -> PytestRun:
     import time
 
     folder = scratch / label
     tree = folder / "tree"
     write_files(files, tree)
     started = time.monotonic()
-    run = run_tests(tree, targets, folder)
+    run = run_tests(tree, targets, folder, python=python)
     _TIMES.append((label, round(time.monotonic() - started, 3)))
     return run
 
@@ -258,6 +262,7 @@ def check_fix(
     scratch: Path,
     declared_f2p: Sequence[str] | None = None,
     declared_p2p: Sequence[str] | None = None,
+    python: str | None = None,
 ) -> Checked:
     """Run the fix's tests at the fix and at the parent, and the visible suite at the parent and the oracle.
 
@@ -266,11 +271,11 @@ def check_fix(
     """
     _TIMES.clear()
     hidden = {p: fixed_files[p] for p in test_files}
-    at_fix = _run("at-fix", fixed_files, test_files, scratch)
+    at_fix = _run("at-fix", fixed_files, test_files, scratch, python)
     if at_fix.collect_errors or at_fix.exit_code not in (0, 1) or not at_fix.outcomes:
         why = (at_fix.collect_errors or [f"pytest exited {at_fix.exit_code} with no test run"])[0]
         raise NotQualified(f"{label}: the fix's tests cannot be run offline in the task's environment ({why[:160]})")
-    at_parent = _run("at-parent", {**parent_files, **hidden}, test_files, scratch)
+    at_parent = _run("at-parent", {**parent_files, **hidden}, test_files, scratch, python)
     passed_at_fix = {n for n in at_fix.outcomes if at_fix.passed(n)}
     failing_at_parent = {n for n in at_fix.outcomes if not at_parent.passed(n)}
     if declared_f2p is not None:
@@ -290,7 +295,7 @@ def check_fix(
         f2p = sorted(failing_at_parent & passed_at_fix)
         if not f2p:
             raise NotQualified(f"{label}: the fix does not make its tests pass ({_first(failing_at_parent)} fails)")
-    visible = _run("visible-at-parent", parent_files, [tests_dir], scratch)
+    visible = _run("visible-at-parent", parent_files, [tests_dir], scratch, python)
     if visible.collect_errors or visible.exit_code not in (0, 1):
         why = (visible.collect_errors or [f"pytest exited {visible.exit_code}"])[0]
         raise NotQualified(f"{label}: the visible tests cannot be run offline at the parent ({why[:160]})")
@@ -307,7 +312,7 @@ def check_fix(
         )
     if not p2p:
         raise NotQualified(f"{label}: the visible suite at the parent holds no passing test")
-    at_oracle = _run("visible-at-oracle", oracle_files, [tests_dir], scratch)
+    at_oracle = _run("visible-at-oracle", oracle_files, [tests_dir], scratch, python)
     broken = [n for n in p2p if not at_oracle.passed(n)]
     if broken:
         raise NotQualified(f"{label}: the fix's source change breaks the visible test {broken[0]}")
@@ -317,17 +322,21 @@ def check_fix(
 # ----------------------------------------------------------------------------- the environment
 
 
-def environment_record(parent_files: Mapping[str, Blob]) -> dict[str, Any]:
+DECLARED_SETUP = ("pyproject.toml", "setup.py", "setup.cfg", "tox.ini", ".pytest.ini", "pytest.ini")
+
+
+def environment_record(parent_files: Mapping[str, Blob], environment: TaskEnvironment | None) -> dict[str, Any]:
     """How the task's tests are run, recorded honestly: the interpreter the graders use, the project on its path.
 
-    The project's declared setup (its pyproject, setup.cfg, requirements files) is recorded by
-    hash, not installed: certlab runs the tests with pytest of the agent environment (under the
-    sandbox; the harness's own interpreter when uncontained) and the project's own folder first
-    on the path, which holds only for a project without runtime dependencies (the documented
-    limit of this version). Its ``sha256`` goes into every held-out test, so into the taskset.
+    With ``environment`` (the project declares dependencies: ``task_env``), the task's own venv,
+    made once now: its id, requirements, what it holds and its content hash. Without one, the
+    agent environment's pytest (under the sandbox; the harness's own interpreter when
+    uncontained) and ``installed: []``. Either way the project's own folder is first on the path
+    and its declared setup files are recorded by hash. The record's ``sha256`` goes into every
+    held-out test, so into the taskset's hash.
     """
     containment = active_containment()
-    python = containment.python()
+    python = containment.python() if environment is None else environment.python
     probe = "import sys, pytest; print(sys.version.split()[0], pytest.__version__)"
     try:
         done = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True, timeout=60, check=False)
@@ -337,15 +346,26 @@ def environment_record(parent_files: Mapping[str, Blob]) -> dict[str, Any]:
     declared = {
         path: hashlib.sha256(blob.data).hexdigest()
         for path, blob in sorted(parent_files.items())
-        if path in ("pyproject.toml", "setup.py", "setup.cfg", "tox.ini", ".pytest.ini", "pytest.ini")
-        or PurePosixPath(path).name.startswith("requirements")
+        if path in DECLARED_SETUP or PurePosixPath(path).name.startswith("requirements")
     }
+    if environment is None:
+        kind = "agent-environment" if containment.contained else "harness-interpreter"
+        own: dict[str, Any] = {"installed": []}
+    else:
+        kind = "task-environment"
+        own = {
+            "id": environment.id,
+            "requirements": list(environment.requirements),
+            "installed": list(environment.installed),
+            "content_sha256": environment.sha256,
+            "installed_from": environment.source,
+        }
     record: dict[str, Any] = {
-        "kind": "agent-environment" if containment.contained else "harness-interpreter",
+        "kind": kind,
+        **own,
         "python": versions[0] if len(versions) == 2 else platform.python_version(),
         "pytest": versions[1] if len(versions) == 2 else "unknown",
         "project_on_path": True,
-        "installed": [],
         "declared_setup": declared,
         "pytest_config": "certlab's own, empty (the project's pytest options and plugins are not read)",
         "checked_under": containment.name,
@@ -421,15 +441,17 @@ def build_task(
             oracle_files[path] = fixed_files[path]
         else:
             oracle_files.pop(path, None)
+    requirements = declared_requirements({p: b.data for p, b in parent_files.items()}, label)
+    task_environment = make_environment(requirements, label) if requirements else None
     made = trees.make_temp_folder("certlab-from-commit-")
     try:
         checked = check_fix(
             label, parent_files, fixed_files, oracle_files, runnable, tests_dir, made.as_path, declared_f2p,
-            declared_p2p,
+            declared_p2p, None if task_environment is None else task_environment.python,
         )  # fmt: skip
     finally:
         trees.remove_made(made)
-    environment = environment_record(parent_files)
+    environment = environment_record(parent_files, task_environment)
     hidden_files = {p: fixed_files[p].data.decode("utf-8", "replace") for p in test_files}
     tests = [
         HiddenTest(id=node, test=node, files=hidden_files, environment=environment["sha256"])
@@ -481,8 +503,11 @@ def build_task(
             "modules": modules or None,
             "defect_class": "real-bug",
             "oracle": "oracle",
+            "environment": None if task_environment is None else task_environment.id,
         }
     }
+    if task_environment is None:
+        del config["task"]["environment"]
     if not modules:
         del config["task"]["modules"]
     import yaml
@@ -492,7 +517,8 @@ def build_task(
         f"#   certlab lock {out.name}), the oracle's answer cases/oracle.patch, fixed tree oracle/.\n"
     )
     (out / TASK_FILE).write_text(header + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    return Built(out, task_name, checked.fail_to_pass, checked.pass_to_pass, checked.runs)
+    environment_runs = () if task_environment is None else (("environment", task_environment.seconds),)
+    return Built(out, task_name, checked.fail_to_pass, checked.pass_to_pass, (*environment_runs, *checked.runs))
 
 
 def from_commit(repo: Path, rev: str, out: Path, statement: str | None = None) -> Built:

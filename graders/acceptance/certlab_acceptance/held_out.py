@@ -140,11 +140,16 @@ def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs:
                 problems = lock_refusals(task, read_task_cases(task))
                 if problems:
                     raise LockRefused(problems)
-                lock = take_lock(task.cases, registry, held_out.scratch / f"lock-{number}", task.root)
+                lock = take_lock(task.cases, registry, held_out.scratch / f"lock-{number}", task.root, task.oracle)
                 held_out.lock_kinds[task.name] = "taken when the certification started (the task is not locked)"
             else:
                 held_out.lock_kinds[task.name] = "the task's lock (certlab lock)"
             held_out.locks[task.name] = lock
+            if family.environment_dir is not None:  # the task's own environment: the one it was built and sealed with
+                from certlab_acceptance.task_env import check_unchanged
+
+                cases = Path(lock.cases_file).read_bytes()
+                check_unchanged(task.name, family.environment_dir, task.cases.parent / SOURCE_FILE, cases)
             held_out.predictions[task.name] = recorded_form(check_predictions(task.root))
         for number, family in enumerate(families):
             held_out.locks[family.name] = take_lock(
@@ -189,7 +194,7 @@ def register_experiment_task(registry: Registry, directory: Path) -> TaskFamily 
         problems = lock_refusals(task, read_task_cases(task))
         if problems:
             raise LockRefused(problems)
-        lock = take_lock(task.cases, registry, scratch / "lock", task.root)
+        lock = take_lock(task.cases, registry, scratch / "lock", task.root, task.oracle)
     _EXPERIMENT_LOCKS[family.name] = lock
 
     module = types.ModuleType(f"certlab_user_task_{family.name.replace('-', '_').replace('.', '_')}")

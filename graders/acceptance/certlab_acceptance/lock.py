@@ -212,10 +212,13 @@ def read_task_cases(task: UserTask) -> list[HeldOutCase]:
 
 
 def lock_sources(
-    cases_file: Path, registry: Any, predictions: Path | None = None, kernel: bool = True
+    cases_file: Path, registry: Any, predictions: Path | None = None, kernel: bool = True, oracle: Path | None = None
 ) -> dict[str, str]:
-    """What a lock fingerprints: the cases file, the predictions (for a task), the scorer, the kernel."""
+    """What a lock fingerprints: the cases file, the predictions (for a task), the scorer, the kernel, and the
+    oracle's answer (``task.oracle``) of a task that knows it."""
     sources = {fingerprints.CASES_GROUP: str(cases_file)}
+    if oracle is not None:
+        sources[fingerprints.ORACLE_GROUP] = str(oracle)
     if kernel:
         sources[fingerprints.KERNEL_GROUP] = str(fingerprints.kernel_source())
     sources.update(fingerprints.scorer_sources(registry))
@@ -232,11 +235,13 @@ def _write_copy(data: bytes, scratch: Path) -> Path:
     return copy
 
 
-def take_lock(cases_file: Path, registry: Any, scratch: Path, experiment_dir: Path | None = None) -> AcceptanceLock:
+def take_lock(
+    cases_file: Path, registry: Any, scratch: Path, experiment_dir: Path | None = None, oracle: Path | None = None
+) -> AcceptanceLock:
     """A lock taken now, for one run (a family, or a task that was never locked): a copy of the cases,
     and the fingerprints of the cases and the scorer (the kernel's files only with ``certlab lock``)."""
     data = cases_file.read_bytes()
-    sources = lock_sources(cases_file, registry, kernel=False)
+    sources = lock_sources(cases_file, registry, kernel=False, oracle=oracle)
     prints = fingerprints.fingerprint(sources)
     copy = _write_copy(data, scratch)
     return AcceptanceLock(
@@ -259,7 +264,7 @@ def write_lock(task: UserTask, registry: Any, again: bool = False) -> tuple[Path
     if problems:
         raise LockRefused(problems)
     data = task.cases.read_bytes()
-    sources = lock_sources(task.cases, registry, predictions_path(task.root))
+    sources = lock_sources(task.cases, registry, predictions_path(task.root), oracle=task.oracle)
     prints = fingerprints.fingerprint(sources)
     document = canonical.sealed(
         {
@@ -340,7 +345,7 @@ def open_lock(task: UserTask, registry: Any, scratch: Path) -> AcceptanceLock | 
         cases_file=str(_write_copy(data, scratch)),
         cases_sha256=copy_sha,
         fingerprints=locked,
-        sources=lock_sources(task.cases, registry, predictions_path(task.root)),
+        sources=lock_sources(task.cases, registry, predictions_path(task.root), oracle=task.oracle),
         experiment_dir=str(task.root),
         seal=str(document["seal"]),
     )
@@ -353,7 +358,7 @@ def lock_status(task: UserTask, registry: Any) -> list[str]:
     document = read_lock(task.root)
     if document is None:
         raise UsageError(f"{task.root} is not locked; run certlab lock {task.root}")
-    now = fingerprints.fingerprint(lock_sources(task.cases, registry, predictions_path(task.root)))
+    now = fingerprints.fingerprint(lock_sources(task.cases, registry, predictions_path(task.root), oracle=task.oracle))
     return fingerprints.movements(document["fingerprints"], now)
 
 

@@ -288,7 +288,9 @@ def grade(request: GradeRequest) -> GradeResult:
             results = run_cases(cases, tree, scratch / "host.log", CASE_TIMEOUT_S, request.first_failure)
         else:  # held-out test files: laid over this copy only, run by pytest under the run's sandbox
             hidden_tests.lay_over(tests, tree)
-            run = hidden_tests.run_tests(tree, [test.test for test in tests], scratch)
+            environment = request.family.environment_dir  # the task's own, made when it was built
+            python = None if environment is None else str(Path(environment) / "bin" / "python")
+            run = hidden_tests.run_tests(tree, [test.test for test in tests], scratch, python=python)
             results = hidden_tests.judge_tests(tests, run)
     finally:
         trees.remove_made(made)

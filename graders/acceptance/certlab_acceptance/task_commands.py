@@ -62,6 +62,9 @@ def _say_built(built: object) -> None:
         f"built {built.out}: task {built.name}, {len(built.fail_to_pass)} held-out test(s) (FAIL_TO_PASS), "
         f"{len(built.pass_to_pass)} visible (PASS_TO_PASS)"
     )
+    seconds = dict(built.runs).get("environment")
+    if seconds is not None:
+        typer.echo(f"environment: the project's declared dependencies, in the task's own venv ({seconds:g} s)")
     typer.echo(f"next: certlab lock {built.out}, then certlab prove --task {built.out} --fixed {built.out / 'oracle'}")
 
 

@@ -10,7 +10,9 @@ registry, so the seeded defects, in memory): the tests run in the sandbox instea
 fresh process forked for the grading by the run's grading server (``suite_server.py``,
 started once per run by ``serve`` and warm with pytest), or, where no server is in reach (a
 trial on an executor's worker, a server that stopped answering), in a new interpreter of
-the agent environment.
+the agent environment. A task with an environment of its own (``TaskFamily.environment_dir``, its
+project's dependencies and pytest) is graded by that environment's interpreter: on a server of its
+own, started in that environment, or in a new interpreter of it, contained or not.
 """
 
 from __future__ import annotations
@@ -82,11 +84,12 @@ def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> Grad
     ran = [nodeid for nodeid in wanted if nodeid in outcomes]
     if not ran:
         return GradeResult(NAME, False, fm.SUITE_NOT_RUN, f"none of the {len(wanted)} expected tests ran\n" + log_tail)
-    failing = [nodeid for nodeid in wanted if outcomes.get(nodeid) != "passed"]
     data: dict[str, Any] = {"collected": list(run["collected"])} if discovering else {}
     skipped = [nodeid for nodeid in wanted if outcomes.get(nodeid) == "skipped"]
-    if discovering and skipped:  # a task's proof leaves out what the tree as issued skips (a marker for another Python)
+    if discovering and skipped:  # a proof leaves out what the tree it discovers on skips (a marker for another Python)
         data["skipped"] = skipped
+    # Discovering, a skip is no failure: it is reported, and the proof does not expect it; expected, it fails.
+    failing = [n for n in wanted if outcomes.get(n) != "passed" and not (discovering and n in data.get("skipped", ()))]
     if failing or run["collect_errors"]:
         shown = ", ".join(failing[:8]) + (f" (+{len(failing) - 8} more)" if len(failing) > 8 else "")
         detail = f"{len(wanted) - len(failing)}/{len(wanted)} expected tests passed"
@@ -95,15 +98,20 @@ def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> Grad
         if run["collect_errors"]:
             detail += f"; collection errors in {', '.join(run['collect_errors'][:3])}"
         return GradeResult(NAME, False, fm.SUITE_FAILED, detail + "\n" + log_tail, dict(data, failed=failing))
-    return GradeResult(NAME, True, None, f"{len(wanted)}/{len(wanted)} expected tests passed", data)
+    ran_count = len(wanted) - len(skipped) if discovering else len(wanted)
+    said = f"{ran_count}/{ran_count} expected tests passed" + (
+        f" ({len(skipped)} skipped)" if discovering and skipped else ""
+    )
+    return GradeResult(NAME, True, None, said, data)
 
 
 def grade(request: GradeRequest) -> GradeResult:
     """Copy the work tree, run its visible tests in a fresh process, and count the results."""
     from certlab_suite.visible_suite import run_pytest  # the test runner, imported by a grading, not by discovery
 
-    if active_containment().contained:
-        served = _grade_on_server(request)
+    environment = request.family.environment_dir
+    if active_containment().contained or environment is not None:
+        served = _grade_on_server(request) if active_containment().contained else None
         if served is not None:
             return served
     made = trees.make_temp_folder("certlab-suite-")
@@ -112,7 +120,7 @@ def grade(request: GradeRequest) -> GradeResult:
         tree = scratch / "tree"
         copy_tree(Path(request.workdir), tree)
         log = scratch / "pytest.log"
-        if active_containment().contained:
+        if active_containment().contained or environment is not None:
             return _grade_contained(request, scratch, tree, log)
         try:
             run = call_in_fork(
@@ -143,6 +151,11 @@ def _contained_environment() -> dict[str, str]:
     return contained_environment(os.environ)
 
 
+def environment_python(environment: str) -> str:
+    """The interpreter of a task environment (a venv made when the task was built)."""
+    return str(Path(environment) / "bin" / "python")
+
+
 def _not_reported(how: str, log: Path, tree: Path) -> GradeResult:
     return GradeResult(NAME, False, fm.SUITE_NOT_RUN, f"the test process did not report ({how})\n" + _tail(log, tree))
 
@@ -169,6 +182,8 @@ class GradingServer:
     """
 
     containment: Containment
+    #: the task environment it runs in (``TaskFamily.environment_dir``), None for the agent environment
+    environment: str | None
     folder: Path
     lock: Path
     broken: Path
@@ -185,8 +200,9 @@ _servers: list[GradingServer] = []
 
 
 @contextlib.contextmanager
-def serve(containment: Containment, slots: int) -> Iterator[None]:
-    """Start ``slots`` grading servers inside ``containment`` for the ``with`` block (the kernel's ``serve`` hook)."""
+def serve(containment: Containment, slots: int, environments: tuple[str | None, ...] = (None,)) -> Iterator[None]:
+    """Start ``slots`` grading servers inside ``containment`` for each environment (None: the agent environment's)
+    for the ``with`` block (the kernel's ``serve`` hook): a task's tests run in its own environment's pytest."""
     from certlab_suite import suite_server, visible_suite
 
     made = trees.make_temp_folder("certlab-suite-servers-")
@@ -197,10 +213,12 @@ def serve(containment: Containment, slots: int) -> Iterator[None]:
         shutil.copyfile(str(module.__file__), runner / Path(str(module.__file__)).name)
     started: list[GradingServer] = []
     try:
-        for number in range(slots):
+        chosen = [(environment, n) for environment in dict.fromkeys(environments) for n in range(slots)]
+        for number, (environment, _slot) in enumerate(chosen):
             folder = base / f"grading-{number}"
             folder.mkdir()
-            argv = [containment.python(), "-I", str(runner / "suite_server.py"), suite_server.FRESH_FLAG]
+            python = containment.python() if environment is None else environment_python(environment)
+            argv = [python, "-I", str(runner / "suite_server.py"), suite_server.FRESH_FLAG]
             launch = containment.launch(
                 argv,
                 str(folder),
@@ -222,7 +240,7 @@ def serve(containment: Containment, slots: int) -> Iterator[None]:
                 )
             lock, broken = base / f"server-{number}.lock", base / f"server-{number}.broken"
             lock.touch()
-            started.append(GradingServer(containment, folder, lock, broken, process, launch.release))
+            started.append(GradingServer(containment, environment, folder, lock, broken, process, launch.release))
         _servers.extend(started)
         yield
     finally:
@@ -244,9 +262,10 @@ def serve(containment: Containment, slots: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _a_free_server(containment: Containment) -> Iterator[GradingServer | None]:
-    """A usable server of this containment, held for the block (waiting for one when all are busy); else None."""
-    mine = [s for s in _servers if s.containment == containment and s.usable()]
+def _a_free_server(containment: Containment, environment: str | None) -> Iterator[GradingServer | None]:
+    """A usable server of this containment and environment, held for the block (waiting for one when all are
+    busy); else None."""
+    mine = [s for s in _servers if s.containment == containment and s.environment == environment and s.usable()]
     if not mine:
         yield None
         return
@@ -316,7 +335,7 @@ def _ask(server: GradingServer, message: dict[str, Any], timeout_s: float) -> di
 
 def _grade_on_server(request: GradeRequest) -> GradeResult | None:
     """The grading on one of the run's servers, in a fresh fork of it in the sandbox; None when none is in reach."""
-    with _a_free_server(active_containment()) as server:
+    with _a_free_server(active_containment(), request.family.environment_dir) as server:
         if server is None:
             return None
         try:
@@ -360,8 +379,9 @@ def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path
     shutil.copyfile(visible_suite.__file__, script)
     result = scratch / "result.json"
     env = _contained_environment()
+    environment = request.family.environment_dir
     argv = [
-        containment.python(),
+        containment.python() if environment is None else environment_python(environment),
         "-I",
         str(script),
         *((visible_suite.FIRST_FAILURE_FLAG,) if request.first_failure else ()),

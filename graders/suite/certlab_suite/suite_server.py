@@ -150,7 +150,8 @@ def grading_child(request: dict[str, object], result_fd: int, private: list[str]
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as handle:
             handle.write("1000")  # under the sandbox's memory limit, the grading dies before the server
         if private is not None:
-            fresh_namespaces(private, [os.getcwd()])  # the server's folder: the grading's tree and log
+            # the server's folder (the grading's tree and log) and its own environment, wherever they are
+            fresh_namespaces(private, [os.getcwd(), sys.prefix, sys.base_prefix])
         import visible_suite
 
         report = visible_suite.run_pytest(

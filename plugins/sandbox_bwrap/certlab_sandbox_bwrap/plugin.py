@@ -346,7 +346,10 @@ def launch(request: SandboxRequest) -> SandboxLaunch:
 
     env = {k: v for k, v in request.env.items() if k not in DROPPED_VARIABLES and not k.startswith(DROPPED_PREFIXES)}
     path_entries = [p for p in env.get("PATH", os.defpath).split(":") if p and not _inside(p, hidden)]
-    env["PATH"] = ":".join([str(python_bin), *path_entries])
+    # A venv shown read-only (a task's own environment) whose bin/ leads the PATH keeps its place, before the agent
+    # environment's; every other entry comes after it.
+    ahead = [p for p in path_entries[:1] if p.endswith("/bin") and os.path.dirname(p) in readable]
+    env["PATH"] = ":".join([*ahead, str(python_bin), *(p for p in path_entries if p not in ahead)])
     env["HOME"] = home if own_home else AGENT_HOME
     env["TMPDIR"] = "/tmp"
 

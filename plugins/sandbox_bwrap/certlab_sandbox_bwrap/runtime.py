@@ -204,7 +204,10 @@ def resolve(
     real = Path(os.path.realpath(found))
     shown: list[str] = []
     covered: list[str] = []
-    venv = _venv_root(real)
+    # A venv's interpreter is a link to its base one: the venv is the one it is called in (its pyvenv.cfg beside
+    # the link's folder), else the one holding the resolved file. Read from the resolved file alone, the venv's
+    # packages were not shown and the base prefix's were, whole.
+    venv = _venv_root(Path(os.path.abspath(found))) or _venv_root(real)
     own_file = os.path.abspath(found) == str(real)  # called by its own path, not through a link
     if _inside(str(real), hidden) and own_file:
         shown.append(str(real))  # a file of its own in a hidden folder (a checkout): shown alone; its #! decides

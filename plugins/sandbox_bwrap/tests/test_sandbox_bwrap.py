@@ -412,3 +412,33 @@ def test_a_start_in_a_slot_that_outlives_its_timeout_is_a_timeout(containment: C
             ["/bin/sleep", "60"], cwd=str(work), env=dict(os.environ), timeout_s=1, containment=containment
         )
     assert (run.status, run.detail) == ("timeout", "timed out after 1 s"), run
+
+
+def test_a_venvs_interpreter_runs_with_the_venvs_packages_and_not_the_bases(tmp_path: Path) -> None:
+    """A venv's ``bin/python`` is a link to the base interpreter: the venv it is called in is the one shown."""
+    import subprocess
+    import sys
+
+    from certlab_sandbox_bwrap import runtime
+
+    venv = tmp_path / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+                   check=True, capture_output=True)  # fmt: skip
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "only_in_the_venv.py").write_text("WHERE = 'venv'\n")
+    found = runtime.resolve(str(venv / "bin" / "python"), {"PATH": os.defpath})
+    assert str(venv) in found.shown
+    base = Path(os.path.realpath(venv / "bin" / "python")).parent.parent
+    if not runtime.is_system(str(base)):  # a base outside the system (pyenv): its packages are covered
+        assert any(c.startswith(str(base)) and c.endswith("site-packages") for c in found.covered), found
+    containment = choose_containment(discover(), "bwrap", [], lambda _line: None)
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "out.txt"
+    script = "import sys, only_in_the_venv; print(sys.prefix == sys.base_prefix, only_in_the_venv.WHERE)"
+    with out.open("wb") as handle:
+        ran = run_contained(
+            [str(venv / "bin" / "python"), "-I", "-c", script], cwd=str(work), env={"PATH": os.defpath},
+            timeout_s=60, stdout=handle, stderr=handle, containment=containment,
+        )  # fmt: skip
+    assert ran.status == "completed" and out.read_text().split() == ["False", "venv"], out.read_text()
