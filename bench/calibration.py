@@ -11,8 +11,8 @@ import statistics
 import sys
 import time
 
+from certlab_core._runtime.registry import discover
 from certlab_core.certify.lab import calibrate, constructed_agents, grader_chain, preload, prove
-from certlab_core.plugin.registry import discover
 
 
 def measure(family_names: list[str], workers: int) -> float:

@@ -14,9 +14,9 @@ import resource
 import sys
 import time
 
+from certlab_core._runtime.registry import discover
 from certlab_core.certify.lab import grader_chain, preload, prove
 from certlab_core.certify.mutation import percent, prove_by_mutation
-from certlab_core.plugin.registry import discover
 
 
 def children_cpu_s() -> float:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import attrs
 
+from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.registry import discover
 from certlab_core.certify.lab import (
     Task,
     TrialRecord,
@@ -34,9 +36,8 @@ from certlab_core.certify.lab import (
     prove,
     run_trials,
 )
-from certlab_core.plugin.command import run_contained
-from certlab_core.plugin.registry import discover
-from certlab_core.plugin.sandbox import Containment, choose_containment
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.command import run_contained
 
 AGENT = Path(__file__).resolve().parent.parent / "examples" / "agents" / "pattern_fixer.sh"
 

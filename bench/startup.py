@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 BLOCK_STORE = REPO / "tests" / "archived_stores" / "block"
 TIME_DISCOVER = (
     "import time; started = time.perf_counter(); "
-    "from certlab_core.plugin.registry import discover; discover(); "
+    "from certlab_core._runtime.registry import discover; discover(); "
     "print(time.perf_counter() - started)"
 )
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import attrs
 
 import certlab_core.plugin as api
+from certlab_core._runtime.registry import HOOK_PREFIX
 from certlab_core.plugin import hookspecs
-from certlab_core.plugin.registry import HOOK_PREFIX
 from certlab_core.testing import KITS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugins.md"

@@ -16,35 +16,18 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, clock, heartbeat_interval
 from certlab_core.certify.twins import HONEST_WAY_OUT, Twin, issued_task_id, twin_outcome
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.command import (
-    KILL_GRACE_S,
-    become_subreaper,
-    has_children,
-    live_descendants,
-    sweep_descendants,
-)
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.executor import ExecutorSession, Stage, Work
-from certlab_core.plugin.forking import ChildFailure, ForkedCallError, PendingCall, call_in_fork, map_in_forks
-from certlab_core.plugin.model_boundary import ModelBoundaryPlan, judged_outcome, spent_budget
-from certlab_core.plugin.records import (
-    AcceptanceLock,
-    AgentAdapter,
-    AgentOutcome,
-    AgentRequest,
-    Defect,
-    Grader,
-    GradeRequest,
-    GradeResult,
-    TaskFamily,
-    Usage,
-)
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.sandbox import (
-    Containment,
+from certlab_core.plugin.types.agent import AgentAdapter, AgentOutcome, AgentRequest, Usage
+from certlab_core.plugin.types.executor import ExecutorSession, Stage, Work
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.plugin.types.grader import AcceptanceLock, Change, Grader, GradeRequest, GradeResult
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.command import KILL_GRACE_S, become_subreaper, has_children, live_descendants, sweep_descendants
+from certlab_core.sdk.containment import (
     active_containment,
     contained_environment,
     limits_hit_count,
@@ -53,16 +36,11 @@ from certlab_core.plugin.sandbox import (
     record_limits_hit,
     use_containment,
 )
-from certlab_core.plugin.trees import (
-    WORK_COPY_CAPS,
-    TreeCaps,
-    make_temp_folder,
-    over_caps,
-    remove_made,
-    temporary_folder,
-)
-from certlab_core.plugin.user_task import test_files
-from certlab_core.plugin.workcopy import Change, apply_seeds, materialise, record_changes
+from certlab_core.sdk.forking import ChildFailure, ForkedCallError, PendingCall, call_in_fork, map_in_forks
+from certlab_core.sdk.model_boundary import ModelBoundaryPlan, judged_outcome, spent_budget
+from certlab_core.sdk.trees import WORK_COPY_CAPS, TreeCaps, make_temp_folder, over_caps, remove_made, temporary_folder
+from certlab_core.sdk.user_task import test_files
+from certlab_core.sdk.workcopy import apply_seeds, materialise, record_changes
 
 VERDICTS = ("fixed", "not-fixed", "unavailable")
 GRADER_TIMEOUT_S = 300.0

@@ -61,10 +61,10 @@ def _register_all(wanted: str | None = None) -> None:
 
     When ``wanted`` is one plugin's command, it alone is registered (no other command module is imported).
     """
+    from certlab_core._runtime.known import KNOWN_PROVIDERS
+    from certlab_core._runtime.registry import discover
     from certlab_core.cli import builtin
-    from certlab_core.plugin.command_records import Command
-    from certlab_core.plugin.known import KNOWN_PROVIDERS
-    from certlab_core.plugin.registry import discover
+    from certlab_core.plugin.types.command import Command
 
     registry = discover(extra=[(KERNEL_PLUGIN, builtin)])
     if wanted != "plugins":  # which lists them itself
@@ -119,7 +119,7 @@ def _register_for(args: list[str]) -> None:
 
 def _warn_load_failures() -> None:
     """A kernel command's warning lines for the plugins that failed to load (the command itself reports the rest)."""
-    from certlab_core.plugin.registry import discover
+    from certlab_core._runtime.registry import discover
 
     try:
         registry = discover()

@@ -11,8 +11,8 @@ import importlib
 
 import typer
 
-from certlab_core.plugin.command_records import Command, RegisterCommand
 from certlab_core.plugin.hookspecs import hookimpl
+from certlab_core.plugin.types.command import Command, RegisterCommand
 
 # Each module defines ``register(app)``, which registers the commands listed beside it; a
 # capability adds its module and its commands here, nowhere else. A command line loads only the
