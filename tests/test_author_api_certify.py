@@ -22,9 +22,10 @@ from conftest import run_certlab
 from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.certify.contract import render_contract
-from certlab_core.certify.lab import Task, TrialSpec, changes_failure, grader_chain, run_trial
+from certlab_core.certify.lab import Task, TrialSpec, run_trial
 from certlab_core.gate.family import outcome_of
 from certlab_core.plugin import AgentAdapter, TaskFamily
+from certlab_core.sdk.grading import changes_failure, grader_chain
 
 BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance")
 

@@ -120,8 +120,9 @@ def test_the_trial_checks_again_before_grading_for_what_an_adapter_left(registry
     """An adapter that starts a process itself (not through run_command) still has it killed and named."""
     import subprocess
 
-    from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
+    from certlab_core.certify.lab import Task, TrialSpec, run_trial
     from certlab_core.plugin.types.agent import AgentAdapter, AgentOutcome
+    from certlab_core.sdk.grading import grader_chain
 
     pidfile = tmp_path / "stray.pid"
 

@@ -179,7 +179,8 @@ ONE_TRIAL = textwrap.dedent(
     limit = 1536 << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     from certlab_core.sdk.canonical import unstructure
-    from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
+    from certlab_core.certify.lab import Task, TrialSpec, run_trial
+    from certlab_core.sdk.grading import grader_chain
     from certlab_core._runtime.registry import discover
     registry = discover()
     family = registry.get("task_families", "intervals")

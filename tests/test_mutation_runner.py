@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from certlab_core._runtime.registry import Registry
-from certlab_core.certify.lab import grader_chain, preload, prove
+from certlab_core.certify.lab import preload, prove
 from certlab_core.certify.mutation import (
     assessment,
     family_mutants,
@@ -20,6 +20,7 @@ from certlab_core.certify.mutation import (
     report_lines,
 )
 from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
+from certlab_core.sdk.grading import grader_chain
 
 TOY = '''\
 """A toy module: every mutant of it is one of the kinds the runner must tell apart."""

@@ -29,11 +29,12 @@ from typing import Any
 import pytest
 
 from certlab_core._runtime.registry import Registry
-from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
+from certlab_core.certify.lab import Task, TrialSpec, run_trial
 from certlab_core.plugin.types.grader import Change
 from certlab_core.sdk import trees
 from certlab_core.sdk.canonical import sealed, structure
 from certlab_core.sdk.forking import call_in_fork
+from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.workcopy import Tampered, apply_changes
 
 REPO = Path(__file__).resolve().parent.parent

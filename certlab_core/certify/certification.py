@@ -35,7 +35,6 @@ from certlab_core.certify.lab import (
     answer_key_paths,
     calibrate,
     constructed_agents,
-    grader_chain,
     log_to_stderr,
     prove,
     prove_twins,
@@ -49,6 +48,7 @@ from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.held_out import HeldOutRun
 from certlab_core.sdk.canonical import pretty_json, sealed, unstructure
+from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.model_boundary import model_plan_for
 from certlab_core.sdk.safe_io import CERTIFICATION_SCHEMA
 from certlab_core.sdk.workcopy import sha256_file, taskset_sha256

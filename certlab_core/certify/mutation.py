@@ -1011,8 +1011,9 @@ def prove_families(
     """
     from certlab_core.certify.acceptance import open_held_out
     from certlab_core.certify.certification import resolve_families
-    from certlab_core.certify.lab import grader_chain, preload, prove
+    from certlab_core.certify.lab import preload, prove
     from certlab_core.certify.mutation_cache import measure_and_store
+    from certlab_core.sdk.grading import grader_chain
 
     check_minimums(min_mutation_score, min_visible_mutation_score)
     if fixed is not None and (len(tasks) != 1 or names):

@@ -31,15 +31,12 @@ from certlab_core.certify.lab import (
     Progress,
     Task,
     answer_key_paths,
-    changes_failure,
-    grader_chain,
     judged,
     judged_twin,
     log_to_stderr,
     preload,
     prove,
     prove_twins,
-    run_chain,
 )
 from certlab_core.certify.twins import TWIN_KINDS, Twin, TwinKind, make_twins, twin_sha256
 from certlab_core.plugin import failure_modes as fm
@@ -50,6 +47,7 @@ from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.canonical import structure
 from certlab_core.sdk.containment import use_containment
 from certlab_core.sdk.forking import ChildFailure, map_in_forks
+from certlab_core.sdk.grading import changes_failure, grader_chain, run_chain
 from certlab_core.sdk.trees import temporary_folder
 from certlab_core.sdk.workcopy import apply_changes, check_recorded, materialise, sha256_file, taskset_sha256
 

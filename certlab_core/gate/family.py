@@ -25,7 +25,6 @@ from certlab_core.certify.lab import (
     Task,
     TrialSpec,
     answer_key_paths,
-    grader_chain,
     log_to_stderr,
     preload,
     prove,
@@ -43,6 +42,7 @@ from certlab_core.plugin.types.model_boundary import CALLS_BUDGET, MODEL_TOOL, T
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.canonical import unstructure
 from certlab_core.sdk.fingerprints import check_unmoved
+from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.model_boundary import ModelBoundaryPlan, default_model_plan, upstream_errors
 
 

@@ -106,7 +106,8 @@ class FamilyConformance:
     @classmethod
     def conformance(cls) -> dict[str, Any]:
         from certlab_core._runtime.registry import discover
-        from certlab_core.certify.lab import calibrate, constructed_agents, grader_chain, prove
+        from certlab_core.certify.lab import calibrate, constructed_agents, prove
+        from certlab_core.sdk.grading import grader_chain
 
         if not cls.family_name:
             pytest.fail("set family_name on the FamilyConformance subclass")
@@ -125,8 +126,8 @@ class FamilyConformance:
     @classmethod
     def mutation(cls, conformance: dict[str, Any]) -> Any:
         from certlab_core._runtime.registry import discover
-        from certlab_core.certify.lab import grader_chain
         from certlab_core.certify.mutation_cache import measure_and_store
+        from certlab_core.sdk.grading import grader_chain
 
         proof = conformance["proof"]
         if not proof.holds:

@@ -69,7 +69,7 @@ def failed(result: GradeResult) -> dict[str, str]:
 
 
 def test_the_grader_is_installed_third_in_the_chain() -> None:
-    from certlab_core.certify.lab import grader_chain
+    from certlab_core.sdk.grading import grader_chain
 
     names = [grader.name for grader in grader_chain(discover())]
     assert names[:3] == ["policy", "suite", "acceptance"]

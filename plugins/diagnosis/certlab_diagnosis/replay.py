@@ -431,7 +431,8 @@ def replay_live(
 
 
 def _certified_child(spec: Any, registry: Registry) -> Any:
-    from certlab_core.certify.lab import grader_chain, run_trial
+    from certlab_core.certify.lab import run_trial
+    from certlab_core.sdk.grading import grader_chain
 
     return run_trial(spec, grader_chain(registry))
 

@@ -20,10 +20,11 @@ import pytest
 from scripted_process import scripted_process
 
 from certlab_core._runtime.registry import Registry, discover
-from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
+from certlab_core.certify.lab import Task, TrialSpec, run_trial
 from certlab_core.gate.family import model_plans, outcome_of
 from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest
 from certlab_core.plugin.types.model_boundary import ModelFaultPlan
+from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.model_boundary import ModelBoundaryPlan, judged_status, recovered_upstream_errors
 
 REAL_KEY = "sk-harness-key-0123456789"
