@@ -1,4 +1,21 @@
-"""What the kernel and diagnosis read of a model boundary's recording: statuses, budgets, the plan."""
+"""What a model boundary's recording means: statuses, budgets, and the plan of a run.
+
+:func:`judged_status` is the one rule for what a model error means. The recording keeps a
+status for every model call (``call_statuses``: ``ok``, ``upstream-429``, ``upstream-unreachable``,
+``injected``, ``refused``, ``boundary-error``). An error of the real upstream (401, 429, 5xx,
+unreachable) is infrastructure, but it costs the trial only when the run ended because of it:
+the last model call failed, or the adapter says the CLI gave up on the API (``unavailable``).
+Then the run is ``unavailable``. An agent that met upstream errors and went on (its CLI
+retried) is judged by what it left, and the detail says how many errors it recovered from
+(:func:`upstream_errors`, :func:`recovered_upstream_errors`). The boundary failing itself (a
+call without the trial's token, a broken fault, a broken boundary), or a recording that keeps
+no status per call, makes the run ``unavailable`` whatever the adapter said. An error the
+boundary injected as a declared fault is the condition under test, so an adapter's
+``unavailable`` becomes ``completed`` and the run is judged by what it left. A call the
+boundary refused because a budget was spent (``budget_exceeded``: :data:`CALLS_BUDGET` or
+:data:`TOKENS_BUDGET`) is the agent's own doing: an adapter's ``unavailable`` becomes
+``completed``, and the trial ends as ``budget-exceeded``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,14 @@
-"""Executors: where trials run; the records an executor plugin returns and the session it opens."""
+"""Executors: where trials run; the records an executor plugin returns, the session it opens.
+
+The kernel hands an executor units of work and receives their results; it never learns how
+they ran. A unit (:class:`Work`) names a :class:`Stage` (what kind of work: a trial of one
+arm, an oracle, a graded certification trial) and the stage's argument (one job). Every
+executor keeps the same promise: each unit runs in a fresh process of its own, forked from
+a process that ran the stage's ``preload`` once, and its result (or how it failed) comes
+back to the one process that writes the store. ``local`` (``certlab_core.sdk.executor``) forks from this
+machine's lean parent; an executor plugin such as ``dask`` runs :func:`run_isolated` on a
+remote worker, which keeps that promise there.
+"""
 
 from __future__ import annotations
 

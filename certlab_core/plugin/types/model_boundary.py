@@ -1,4 +1,14 @@
-"""The model boundary: the record, what a run of it gives, and its call statuses and budgets."""
+"""The model boundary's seam: the record a plugin yields, what a run hands it, its words.
+
+A model boundary stands between an agent's CLI and its model API for one agent run. The
+kernel opens a session (``ModelBoundary.open(ModelRun)``) before the adapter runs, gives the
+adapter the environment the session returns (``agent_env``: the CLI's base URLs point at the
+boundary, its API keys are a per-run token), and closes the session when the agent is done;
+``recording()`` is what the trial's record keeps of the model traffic: every call (request,
+answer, tokens), the declared faults and where they fired, the budgets spent, and whether the
+real upstream failed (``infra_error``). The built-in boundary is ``certlab-model-boundary``'s
+loopback proxy.
+"""
 
 from __future__ import annotations
 

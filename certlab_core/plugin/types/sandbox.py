@@ -1,4 +1,19 @@
-"""Sandboxes: the records a ``certlab_sandboxes`` plugin yields, and the containment of a run."""
+"""Sandboxes: the records a ``certlab_sandboxes`` plugin yields, and a run's containment.
+
+A sandbox plugin (the built-in one is ``certlab-sandbox-bwrap``) turns a program to run into
+a contained one: ``Sandbox.launch(SandboxRequest) -> SandboxLaunch`` gives the argument vector
+and environment that start it inside, a hook the child runs before ``exec`` (resource limits,
+a cgroup), which limits the run exceeded, and a ``release`` to call when it has ended. The
+kernel decides what the program must not see (``hidden``: the answer key, the experiment,
+the run store, certlab's installation) and which one folder it may write (``workdir``).
+
+The sandbox named ``none`` is the kernel's own: no plugin, the program runs as the user
+who runs certlab, with everything that user can read in reach (docs/trust-model.md).
+
+
+The containment in force in a process, and the environment a contained program gets, are the
+SDK's (``certlab_core.sdk.containment``); the choice for ``--sandbox`` is the runtime's.
+"""
 
 from __future__ import annotations
 
