@@ -11,8 +11,9 @@ import statistics
 import sys
 import time
 
-from certlab_core.certify.lab import calibrate, constructed_agents, grader_chain, preload, prove
-from certlab_core.plugin.registry import discover
+from certlab_core._runtime.registry import discover
+from certlab_core.certify.lab import calibrate, constructed_agents, preload, prove
+from certlab_core.sdk.grading import grader_chain
 
 
 def measure(family_names: list[str], workers: int) -> float:

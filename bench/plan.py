@@ -21,7 +21,7 @@ RULES = ("clopper-pearson", "newcombe")
 # Runs in a fresh interpreter: discovery as the CLI does it, then timed plan calls.
 _CHILD = """
 import json, statistics, sys, time
-from certlab_core.plugin.registry import discover
+from certlab_core._runtime.registry import discover
 
 rule = discover().get("statistical_rules", sys.argv[1])
 n = int(sys.argv[2])

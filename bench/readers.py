@@ -1,13 +1,13 @@
 """What the hardened readers cost: the store's line reader and the JSON loader, against the same work unguarded.
 
-``certlab_core.plugin.safe_io`` opens every file with ``O_NONBLOCK`` and checks it is regular, caps a
+``certlab_core.sdk.safe_io`` opens every file with ``O_NONBLOCK`` and checks it is regular, caps a
 line or a document at 16 MB and a document's nesting at 200 levels. This measures, in one
 process and alternating, the CPU time of:
 
 - reading every line of a store through ``certlab_core.gate.store.iter_raw_line_bytes`` (the
   memory-mapped reader ``report`` and ``gate`` use), against a bare loop over the same memory
   map with no regular-file check and no line cap;
-- loading a certification bundle through ``certlab_core.plugin.safe_io.load_json``, against
+- loading a certification bundle through ``certlab_core.sdk.safe_io.load_json``, against
   ``json.loads`` of the file's text.
 
 The store is built as bench/store.py builds it (real retry-world lines, re-keyed and
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from certlab_core.gate.store import iter_raw_line_bytes
-from certlab_core.plugin.safe_io import load_json
+from certlab_core.sdk.safe_io import load_json
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLE = REPO / "certifications" / "oracle-all" / "bundle.json"

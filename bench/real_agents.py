@@ -25,7 +25,7 @@ from typing import Any
 from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
 from certlab_usage import agent_clis
 
-from certlab_core.plugin.records import AgentOutcome, AgentRequest
+from certlab_core.plugin.types.agent import AgentOutcome, AgentRequest
 
 ORIGINAL = "def length(start, end):\n    return end - start + 1\n"
 FIXED = "def length(start, end):\n    return end - start\n"
@@ -130,7 +130,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", action="append", choices=sorted(CLIS))
     options = parser.parse_args()
-    from certlab_core.plugin.registry import discover
+    from certlab_core._runtime.registry import discover
 
     registry = discover()
     for name in options.only or CLIS:

@@ -24,19 +24,12 @@ from pathlib import Path
 
 import attrs
 
-from certlab_core.certify.lab import (
-    Task,
-    TrialRecord,
-    TrialSpec,
-    answer_key_paths,
-    grader_chain,
-    preload,
-    prove,
-    run_trials,
-)
-from certlab_core.plugin.command import run_contained
-from certlab_core.plugin.registry import discover
-from certlab_core.plugin.sandbox import Containment, choose_containment
+from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.registry import discover
+from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, answer_key_paths, preload, prove, run_trials
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.command import run_contained
+from certlab_core.sdk.grading import grader_chain
 
 AGENT = Path(__file__).resolve().parent.parent / "examples" / "agents" / "pattern_fixer.sh"
 

@@ -1,9 +1,10 @@
-"""Start-up cost of plugin discovery: wall time of ``discover()``, ``certlab plugins`` and ``certlab diff``.
+"""Start-up cost: wall time of ``discover()``, ``certlab --help``, ``certlab plugins`` and ``certlab diff``.
 
 Each figure is the median of N runs (7 unless ``--runs N``), each in a fresh interpreter:
 ``discover()`` timed inside the process from before importing the registry to its return
 (kernel imports and every installed plugin's entry module), and the whole process for
-``certlab plugins`` and for ``certlab diff`` of two trials of the archived block store
+``certlab --help`` (target: within 0.3 s, with the contract ``certlab_core.plugin`` imported
+eagerly), ``certlab plugins`` and for ``certlab diff`` of two trials of the archived block store
 ``tests/archived_stores/block``. Prints one line per figure and the load average.
 Usage: ``python bench/startup.py [--runs N]``.
 """
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 BLOCK_STORE = REPO / "tests" / "archived_stores" / "block"
 TIME_DISCOVER = (
     "import time; started = time.perf_counter(); "
-    "from certlab_core.plugin.registry import discover; discover(); "
+    "from certlab_core._runtime.registry import discover; discover(); "
     "print(time.perf_counter() - started)"
 )
 
@@ -47,6 +48,7 @@ def main() -> None:
     runs = parser.parse_args().runs
     figures = {
         "discover()": discover_seconds,
+        "certlab --help": lambda: command_seconds("--help"),
         "certlab plugins": lambda: command_seconds("plugins"),
         "certlab diff (archived block store)": lambda: command_seconds(
             "diff", str(BLOCK_STORE), "baseline/clean/0", "candidate/clean/0"

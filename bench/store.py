@@ -36,7 +36,7 @@ from pathlib import Path
 from certlab_core.gate.manifest import manifest_document, manifest_from_document
 from certlab_core.gate.schedule import Identities, full_order
 from certlab_core.gate.store import MANIFEST, TRIALS, seal_line
-from certlab_core.plugin.canonical import pretty_json, seal_of
+from certlab_core.sdk.canonical import pretty_json, seal_of
 
 TARGET_SECONDS = 5.0
 TARGET_MB = 300.0

@@ -13,10 +13,11 @@ import statistics
 import sys
 import time
 
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify
-from certlab_core.certify.lab import grader_chain, preload, prove_twins
+from certlab_core.certify.lab import preload, prove_twins
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, make_twins
-from certlab_core.plugin.registry import Registry, discover
+from certlab_core.sdk.grading import grader_chain
 
 
 def make_and_prove(registry: Registry, name: str, kinds: tuple[TwinKind, ...], workers: int) -> float:

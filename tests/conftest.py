@@ -12,8 +12,8 @@ import pytest
 # The adversarial suite's figure, printed by the controller (under xdist too): see tests/adversarial/figure.py.
 from adversarial.figure import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401
 
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify, write_certification
-from certlab_core.plugin.registry import Registry, discover
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, run_command
+from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest
+from certlab_core.sdk.command import run_command
 from certlab_core.testing import AdapterConformance, Scenario
 
 DAEMON = "setsid env -i /bin/sh -c 'sleep 30' </dev/null >/dev/null 2>&1 &"

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import run_certlab
 
-from certlab_core.plugin.command import run_contained
-from certlab_core.plugin.registry import discover
-from certlab_core.plugin.sandbox import choose_containment
+from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.registry import discover
+from certlab_core.sdk.command import run_contained
 
 bwrap_plugin = pytest.importorskip("certlab_sandbox_bwrap.plugin")
 REASON = bwrap_plugin.probe()

@@ -1,8 +1,11 @@
-"""The author API: one module for plugin authors, a kernel built on it, and discovery that survives bad plugins.
+"""The author API: the contract and the SDK for authors, a private runtime, and discovery that survives bad plugins.
 
-The import checks read the source (an AST walk), so a plugin that reaches into the kernel
-fails here however it imports. The registry checks register plugin modules in process;
-tests/test_registry_discovery.py checks the same through real installed distributions.
+A plugin imports the contract (``certlab_core.plugin`` and its ``types``) and the SDK
+(``certlab_core.sdk``), nothing else of the kernel, and never the private runtime
+(``certlab_core._runtime``). The import checks read the source (an AST walk), so a plugin that
+reaches into the kernel fails here however it imports, inside a function too. The registry
+checks register plugin modules in process; tests/test_registry_discovery.py checks the same
+through real installed distributions.
 """
 
 from __future__ import annotations
@@ -14,17 +17,20 @@ from pathlib import Path
 
 import pytest
 
+from certlab_core._runtime.registry import Registry, discover, new_plugin_manager
 from certlab_core.plugin import AgentAdapter, AgentOutcome, Grader, GradeResult, TaskFamily, UsageError, hookimpl
-from certlab_core.plugin.registry import Registry, discover, new_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_FOLDERS = ("adapters", "graders", "plugins", "task_families", "examples")
 # A kernel companion reaches past the author API into the kernel modules named here: it is released with the
-# kernel and pins its exact version. Every other plugin imports certlab_core.plugin alone. The list is exact both
+# kernel and pins its exact version. Every other plugin imports the contract and the SDK alone. The list is exact both
 # ways, so a companion's reach grows only where this file says so.
 COMPANIONS: dict[str, frozenset[str]] = {
     "plugins/diagnosis": frozenset(
         {
+            # It hands the registry to the engines it replays with (rerun_trial, plan_run), which take the runtime's
+            # Registry; the only plugin that may name the runtime, until commands get the kernel issue's services.
+            "certlab_core._runtime.registry",
             "certlab_core.certify.acceptance",
             "certlab_core.certify.contract",
             "certlab_core.certify.lab",
@@ -69,14 +75,20 @@ def plugin_sources(companions: bool = False) -> list[Path]:
     return sources
 
 
+AUTHOR_API = ("certlab_core.plugin", "certlab_core.sdk")
+RUNTIME = "certlab_core._runtime"
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def kernel_reach(path: Path) -> set[str]:
-    """The kernel modules ``path`` imports beyond the author API."""
+    """The kernel modules ``path`` imports beyond the author API (the contract and the SDK)."""
     return {
         module
         for module in imported_modules(path)
-        if (module == "certlab_core" or module.startswith("certlab_core."))
-        and module != "certlab_core.plugin"
-        and not module.startswith("certlab_core.plugin.")
+        if _within(module, "certlab_core") and not any(_within(module, api) for api in AUTHOR_API)
     }
 
 
@@ -86,11 +98,29 @@ def test_the_repository_has_plugin_sources_to_check() -> None:
 
 
 @pytest.mark.parametrize("path", plugin_sources(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_a_plugin_imports_nothing_of_the_kernel_but_the_author_api(path: Path) -> None:
+def test_a_plugin_imports_nothing_of_the_kernel_but_the_contract_and_the_sdk(path: Path) -> None:
     reaching = sorted(kernel_reach(path))
-    submodules = [m for m in imported_modules(path) if m.startswith("certlab_core.plugin.")]
-    assert not reaching, f"{path.name} imports {reaching}; import from certlab_core.plugin instead"
-    assert not submodules, f"{path.name} imports {submodules}; the author API is certlab_core.plugin itself"
+    assert not reaching, f"{path.name} imports {reaching}; import from certlab_core.plugin or certlab_core.sdk instead"
+
+
+@pytest.mark.parametrize(
+    "path", plugin_sources() + plugin_sources(companions=True), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_no_plugin_imports_the_private_runtime(path: Path) -> None:
+    """Companions included, but for the runtime module a companion declares: the runtime's registry and discovery are
+    the kernel's own (a command asks the SDK's ``services``, a hook is handed a narrow protocol)."""
+    reaching = sorted(m for m in imported_modules(path) if _within(m, RUNTIME))
+    declared = COMPANIONS.get("/".join(path.relative_to(ROOT).parts[:2]), frozenset())
+    assert [m for m in reaching if m not in declared] == [], (
+        f"{path.relative_to(ROOT)} imports the private runtime {reaching}; "
+        "use certlab_core.sdk.services for the installed plugins and the containment choice"
+    )
+
+
+def test_the_runtime_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from certlab_core._runtime.registry import discover\n")
+    assert kernel_reach(module) == {"certlab_core._runtime.registry"}
 
 
 @pytest.mark.parametrize("folder", sorted(COMPANIONS))
@@ -116,23 +146,34 @@ def test_a_companion_pins_the_kernels_exact_version(folder: str) -> None:
     assert f"certlab=={kernel_version}" in project["dependencies"], project["dependencies"]
 
 
-def test_the_author_api_imports_nothing_else_of_the_kernel() -> None:
-    for path in sorted((ROOT / "certlab_core" / "plugin").glob("*.py")):
+def test_the_contract_imports_nothing_else_of_the_kernel() -> None:
+    for path in sorted((ROOT / "certlab_core" / "plugin").rglob("*.py")):
         outside = [
-            m
-            for m in imported_modules(path)
-            if m.startswith("certlab_core")
-            and m not in ("certlab_core.plugin",)
-            and not m.startswith("certlab_core.plugin.")
+            m for m in imported_modules(path) if _within(m, "certlab_core") and not _within(m, "certlab_core.plugin")
         ]
-        assert not outside, f"certlab_core/plugin/{path.name} imports {outside}"
+        assert not outside, f"{path.relative_to(ROOT)} imports {outside}"
 
 
-def test_every_public_name_of_the_author_api_is_importable() -> None:
+def test_the_contract_exports_at_most_sixty_names_eagerly() -> None:
     import certlab_core.plugin as api
 
-    missing = [name for name in api.__all__ if not hasattr(api, name)]
-    assert not missing
+    assert len(api.__all__) <= 60, len(api.__all__)
+    assert len(set(api.__all__)) == len(api.__all__)
+    source = (ROOT / "certlab_core" / "plugin" / "__init__.py").read_text(encoding="utf-8")
+    assert "__getattr__" not in source, "the contract is imported eagerly: no lazy module __getattr__"
+    missing = [name for name in api.__all__ if name not in vars(api)]
+    assert missing == [], f"not bound when certlab_core.plugin is imported: {missing}"
+
+
+def test_every_record_of_the_contract_derives_from_the_one_base() -> None:
+    import attrs
+
+    import certlab_core.plugin as api
+    from certlab_core.plugin import Record
+
+    records = [value for value in vars(api).values() if isinstance(value, type) and attrs.has(value)]
+    assert len(records) >= 30
+    assert [r.__name__ for r in records if not issubclass(r, Record)] == []
 
 
 # --------------------------------------------------------------------------- discovery in process

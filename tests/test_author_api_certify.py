@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 from conftest import run_certlab
 
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.certify.contract import render_contract
-from certlab_core.certify.lab import Task, TrialSpec, changes_failure, grader_chain, run_trial
+from certlab_core.certify.lab import Task, TrialSpec, run_trial
 from certlab_core.gate.family import outcome_of
 from certlab_core.plugin import AgentAdapter, TaskFamily
-from certlab_core.plugin.registry import Registry, discover
+from certlab_core.sdk.grading import changes_failure, grader_chain
 
 BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance")
 
@@ -170,7 +171,8 @@ def test_a_graders_check_of_the_changes_fails_a_passed_trial_with_the_mode_it_de
 
 
 def test_a_graders_check_of_the_changes_that_names_an_undeclared_mode_is_an_error_naming_it(tmp_path: Path) -> None:
-    from certlab_core.plugin import Change, GradeRequest, InstrumentError
+    from certlab_core.plugin import GradeRequest, InstrumentError
+    from certlab_core.plugin.types.grader import Change
 
     module = module_from_source(tmp_path, "undeclared_check", CHANGES_CHECK.format(mode="made-up"))
     registry = discover(only=BUILT_IN, extra=[("changes", module)])

@@ -60,7 +60,7 @@ def test_constructed_agents_score_what_they_must_in_the_record() -> None:
 
 def test_compare_refuses_a_resealed_bundle_of_the_wrong_shape_in_one_line(tmp_path: Path) -> None:
     # The seal proves a bundle unchanged, not well formed: a hand-made one can be resealed.
-    from certlab_core.plugin.canonical import sealed
+    from certlab_core.sdk.canonical import sealed
 
     folder = tmp_path / "null-all"
     folder.mkdir()

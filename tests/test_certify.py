@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import make_certification, run_certlab
 
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify
-from certlab_core.plugin.canonical import seal_holds
 from certlab_core.plugin.errors import CertlabError
-from certlab_core.plugin.registry import Registry, discover
+from certlab_core.sdk.canonical import seal_holds
 
 BUNDLE_KEYS = {
     "schema", "seal", "origin", "agent", "families", "plugins", "environment", "harness_commit", "graders",
@@ -173,7 +173,7 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 UNCAUGHT_FAMILY = """
 import pathlib, tempfile
 from certlab_core.plugin import hookimpl
-from certlab_core.plugin.records import Defect, Seed, TaskFamily
+from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
 
 ROOT = pathlib.Path(tempfile.mkdtemp())
 (ROOT / "tree" / "tests").mkdir(parents=True)

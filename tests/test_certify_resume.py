@@ -13,7 +13,7 @@ from typing import Any
 
 from conftest import REPO, run_certlab
 
-from certlab_core.plugin.canonical import canonical_json, sealed
+from certlab_core.sdk.canonical import canonical_json, sealed
 
 JOURNAL = "trials.journal.jsonl"
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import yaml
 
+from certlab_core._runtime.registry import discover
 from certlab_core.cli import COMMAND_MODULES
-from certlab_core.plugin import Command, discover
+from certlab_core.plugin import Command
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "certify.yml"

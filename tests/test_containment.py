@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import CertifyOptions, certify
-from certlab_core.plugin.command import live_descendants, run_command
-from certlab_core.plugin.records import AgentRequest
-from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.types.agent import AgentRequest
+from certlab_core.sdk.command import live_descendants, run_command
 
 
 def alive(pid: int) -> bool:
@@ -120,8 +120,9 @@ def test_the_trial_checks_again_before_grading_for_what_an_adapter_left(registry
     """An adapter that starts a process itself (not through run_command) still has it killed and named."""
     import subprocess
 
-    from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
-    from certlab_core.plugin.records import AgentAdapter, AgentOutcome
+    from certlab_core.certify.lab import Task, TrialSpec, run_trial
+    from certlab_core.plugin.types.agent import AgentAdapter, AgentOutcome
+    from certlab_core.sdk.grading import grader_chain
 
     pidfile = tmp_path / "stray.pid"
 
@@ -135,7 +136,7 @@ def test_the_trial_checks_again_before_grading_for_what_an_adapter_left(registry
 
     family = registry.get("task_families", "intervals")
     adapter = AgentAdapter(name="stray", description="leaves a process", run=leaves_a_stray)
-    from certlab_core.plugin.forking import call_in_fork
+    from certlab_core.sdk.forking import call_in_fork
 
     record = call_in_fork(run_trial, TrialSpec(Task(family, family.defects[0]), adapter, 1), grader_chain(registry))
     pid = int(pidfile.read_text())
@@ -152,7 +153,7 @@ def test_a_supervised_program_is_noticed_the_moment_it_ends(tmp_path: Path) -> N
     program (its own included), 5 with the pidfd."""
     import resource
 
-    from certlab_core.plugin.command import run_contained
+    from certlab_core.sdk.command import run_contained
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_nvcsw
     run = run_contained(["sleep", "0.5"], cwd=str(tmp_path), env=dict(os.environ), timeout_s=30)
@@ -163,7 +164,7 @@ def test_a_supervised_program_is_noticed_the_moment_it_ends(tmp_path: Path) -> N
 
 def test_a_process_without_a_command_line_is_named_by_its_name_not_a_question_mark() -> None:
     """CI named a leftover ``pid N: ?``: the sweep read its command line while it had none (in exec, or a zombie)."""
-    from certlab_core.plugin.command import _command_line
+    from certlab_core.sdk.command import _command_line
 
     child = os.fork()
     if child == 0:

@@ -11,15 +11,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from certlab_core.plugin.executor import (
-    Executor,
-    ExecutorOptions,
-    LocalSession,
-    Stage,
-    Work,
-    WorkDone,
-    WorkFailure,
-)
+from certlab_core.plugin.types.executor import Executor, ExecutorOptions, Stage, Work, WorkDone, WorkFailure
+from certlab_core.sdk.executor import LocalSession
 from certlab_core.testing import ExecutorConformance
 from certlab_core.testing.executor_checks import SessionRun, session_in_fork
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from certlab_core.plugin.records import Grader, GradeRequest, GradeResult
+from certlab_core.plugin.types.grader import Grader, GradeRequest, GradeResult
 from certlab_core.testing import GraderConformance
 from certlab_core.testing.grader_checks import Graded, grade_scenarios
 

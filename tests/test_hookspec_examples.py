@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from certlab_core.plugin import hookspecs, records
-from certlab_core.plugin.registry import HOOK_PREFIX, KINDS, discover
+import certlab_core.plugin as api
+from certlab_core._runtime.registry import HOOK_PREFIX, KINDS, discover
+from certlab_core.plugin import hookspecs
 from certlab_core.testing import KITS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +46,7 @@ def example_of(fn: types.FunctionType) -> str:
 
 
 def record_type(fn: types.FunctionType) -> type:
-    hints = typing.get_type_hints(fn, {**vars(records), **vars(hookspecs)})
+    hints = typing.get_type_hints(fn, {**vars(api), **vars(hookspecs)})
     (inner,) = typing.get_args(hints["return"])
     return inner  # type: ignore[no-any-return]
 
@@ -201,7 +202,7 @@ def test_the_grader_example_passes_grader_conformance(tmp_path: Path) -> None:
 
 
 def test_the_reporter_example_passes_reporter_conformance(tmp_path: Path) -> None:
-    from certlab_core.plugin.forking import call_in_fork
+    from certlab_core.sdk.forking import call_in_fork
     from certlab_core.testing.reporter_checks import render_watched
 
     record = example_record("certlab_reporters")

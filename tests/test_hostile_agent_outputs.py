@@ -25,7 +25,8 @@ from certlab_codex.plugin import judge as judge_codex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certlab_core.plugin import AgentOutcome, AgentStatus
+from certlab_core.plugin import AgentOutcome
+from certlab_core.plugin.types.agent import AgentStatus
 
 FIXTURES = Path(__file__).resolve().parent.parent / "plugins" / "usage" / "tests" / "fixtures" / "agent_outputs"
 Judge = Callable[[AgentOutcome], AgentOutcome]

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_USAGE, CertlabError, InstrumentError, UsageError
-from certlab_core.plugin.safe_io import MAX_DOCUMENT_BYTES, MAX_NESTING, load_json, nesting_depth, parse_json
+from certlab_core.sdk.safe_io import MAX_DOCUMENT_BYTES, MAX_NESTING, load_json, nesting_depth, parse_json
 
 REPO = Path(__file__).resolve().parent.parent
 ARCHIVED = REPO / "tests" / "archived_stores" / "block"
@@ -154,9 +154,9 @@ def test_a_fifo_in_place_of_a_file_is_refused_in_one_line_never_waited_on(case: 
 
 
 def _read_trials(path: Path) -> object:
+    from certlab_core._runtime.registry import discover
     from certlab_core.gate.decision import decide_file
     from certlab_core.gate.manifest import read_manifest
-    from certlab_core.plugin.registry import discover
 
     manifest = read_manifest(ARCHIVED / "manifest.json")
     return decide_file(manifest, path, discover().get("statistical_rules", manifest.rule.name), workers=1)
@@ -212,7 +212,7 @@ def _read_predictions(path: Path) -> object:
 
 
 def _read_task_config(path: Path) -> object:
-    from certlab_core.plugin.user_task import read_config
+    from certlab_core.sdk.user_task import read_config
 
     return read_config(path.parent)
 

@@ -24,9 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certlab_core.certify.certification import summary_of
-from certlab_core.plugin.canonical import sealed
 from certlab_core.plugin.errors import InstrumentError
-from certlab_core.plugin.workcopy import Change, Tampered, apply_changes, write_inside
+from certlab_core.plugin.types.grader import Change
+from certlab_core.sdk.canonical import sealed
+from certlab_core.sdk.workcopy import Tampered, apply_changes, write_inside
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO / "certifications" / "pattern-fixer-intervals-k3" / "bundle.json"
@@ -170,7 +171,7 @@ def test_a_change_through_a_link_or_onto_a_special_file_is_tampered(tmp_path: Pa
 
 
 def test_a_folder_replaced_by_a_link_still_round_trips(tmp_path: Path) -> None:
-    from certlab_core.plugin.workcopy import record_changes, tree_hashes
+    from certlab_core.sdk.workcopy import record_changes, tree_hashes
 
     def issue(root: Path) -> dict[str, str]:
         (root / "pkg").mkdir(parents=True)
@@ -298,14 +299,14 @@ def test_one_fixed_trial_copied_six_times_and_resealed_is_tampered(tmp_path: Pat
 
 def recorded(trials: list[dict[str, Any]]) -> list[Any]:
     from certlab_core.certify.regrade import RecordedTrial
-    from certlab_core.plugin.canonical import structure
+    from certlab_core.sdk.canonical import structure
 
     return [structure(t, RecordedTrial) for t in trials]
 
 
 @pytest.fixture(scope="module")
 def intervals() -> dict[str, Any]:
-    from certlab_core.plugin.registry import discover
+    from certlab_core._runtime.registry import discover
 
     return {"intervals": discover().get("task_families", "intervals")}
 

@@ -25,7 +25,7 @@ import pytest
 
 from certlab_core.certify.certification import output_lock
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.workcopy import DEFAULT_FILE_CAP, record_changes, tree_hashes
+from certlab_core.sdk.workcopy import DEFAULT_FILE_CAP, record_changes, tree_hashes
 
 REPO = Path(__file__).resolve().parent.parent
 ARCHIVED = REPO / "tests" / "archived_stores" / "block"
@@ -178,9 +178,10 @@ ONE_TRIAL = textwrap.dedent(
     import json, os, resource, sys, tracemalloc
     limit = 1536 << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from certlab_core.plugin.canonical import unstructure
-    from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
-    from certlab_core.plugin.registry import discover
+    from certlab_core.sdk.canonical import unstructure
+    from certlab_core.certify.lab import Task, TrialSpec, run_trial
+    from certlab_core.sdk.grading import grader_chain
+    from certlab_core._runtime.registry import discover
     registry = discover()
     family = registry.get("task_families", "intervals")
     spec = TrialSpec(Task(family, family.defects[0]), registry.get("agents", "command"), 1, agent_args=(sys.argv[1],))

@@ -62,8 +62,86 @@ def test_a_subpackage_imports_only_what_its_docstring_allows(subpackage: str) ->
     assert wrong == [], f"certlab_core/{subpackage} may import only {sorted(allowed)}: " + "; ".join(wrong)
 
 
-def test_the_author_api_imports_nothing_else_of_the_kernel() -> None:
+def test_the_contract_the_sdk_and_the_runtime_import_in_one_direction() -> None:
+    # The contract imports nothing of the kernel; the SDK, the contract; the private runtime, both.
     assert allowed_imports("plugin") == set()
+    assert allowed_imports("sdk") == {"plugin"}
+    assert allowed_imports("_runtime") == {"plugin", "sdk"}
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of a kernel module (a package's ``__init__``), or None when it is not one."""
+    parts = module.split(".")
+    if parts[0] != "certlab_core":
+        return None
+    base = KERNEL.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(KERNEL.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the kernel modules it imports, at any depth (inside a function, under TYPE_CHECKING too)."""
+    graph: dict[str, set[str]] = {}
+    for package in packages:
+        for path in sorted((KERNEL / package).rglob("*.py")):
+            targets: set[str] = set()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    targets |= {alias.name for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    for alias in node.names:
+                        sub = f"{node.module}.{alias.name}"
+                        targets.add(sub if module_file(sub) is not None else node.module)
+            graph[module_name(path)] = {t for t in targets if module_file(t) is not None} - {module_name(path)}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``: each strongly connected set of two or more modules (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_contract_the_sdk_and_the_runtime_have_no_import_cycles() -> None:
+    assert cycles(import_graph(("plugin", "sdk", "_runtime"))) == []
+
+
+def test_the_cycle_check_sees_a_cycle_through_a_function_local_import() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_direction_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:

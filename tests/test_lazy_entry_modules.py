@@ -23,12 +23,12 @@ DEFERRED = {
     "report-markdown": ("certlab_report_markdown.render",),
     "suite": ("certlab_suite.suite_server", "certlab_suite.visible_suite"),
     "sandbox-bwrap": ("certlab_sandbox_bwrap.slots", "certlab_sandbox_bwrap.inner_relay"),
-    "command": ("certlab_core.plugin.command",),  # run_command, also what the real CLI adapters run through
+    "command": ("certlab_core.sdk.command",),  # run_command, also what the real CLI adapters run through
 }
 
 DISCOVER_AND_LIST = """
 import json, sys
-from certlab_core.plugin.registry import discover
+from certlab_core._runtime.registry import discover
 registry = discover()
 print(json.dumps({"loaded": [info.name for info in registry.plugins()],
                   "failures": [failure.entry_point for failure in registry.failures],
@@ -48,7 +48,7 @@ def test_discover_imports_no_plugin_implementation() -> None:
 
 def test_reporters_render_through_their_records() -> None:
     """Each deferred ``render`` imports its renderer on the first call and writes the archived block store's report."""
-    from certlab_core.plugin.registry import discover
+    from certlab_core._runtime.registry import discover
     from certlab_core.report.reading import load_report
 
     registry = discover()

@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.mutation import MUTATOR, file_mutants, mutable_files, mutants_sha256
 from certlab_core.plugin.errors import InstrumentError
-from certlab_core.plugin.registry import Registry
 
 
 def edits(source: str) -> list[tuple[str, str, str]]:
@@ -108,7 +108,7 @@ def test_the_published_mutant_sets_are_made_again_here(registry: Registry) -> No
     from pathlib import Path
 
     from certlab_core.certify.mutation import family_mutants
-    from certlab_core.plugin.workcopy import taskset_sha256
+    from certlab_core.sdk.workcopy import taskset_sha256
 
     bundle = json.loads((Path(__file__).parent.parent / "certifications" / "oracle-all" / "bundle.json").read_text())
     recorded = {p["family"]: p["mutation"] for p in bundle["instrument"] if p.get("mutation")}

@@ -15,12 +15,13 @@ import pytest
 from conftest import run_certlab
 from test_mutation_runner import write_toy_family
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify import mutation, mutation_cache
-from certlab_core.certify.lab import grader_chain, preload, prove
+from certlab_core.certify.lab import preload, prove
 from certlab_core.certify.mutation import MutationProof, verdicts_of
 from certlab_core.certify.mutation_cache import cache_dir, load, measured_proof, proof_key
-from certlab_core.plugin.records import TaskFamily
-from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.sdk.grading import grader_chain
 
 
 @pytest.fixture

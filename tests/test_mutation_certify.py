@@ -11,12 +11,12 @@ import pytest
 from conftest import run_certlab
 from test_mutation_runner import write_toy_family
 
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify, write_certification
 from certlab_core.certify.publication import compile_publication
 from certlab_core.certify.regrade import regrade
 from certlab_core.plugin import hookimpl
-from certlab_core.plugin.records import TaskFamily
-from certlab_core.plugin.registry import Registry, discover
+from certlab_core.plugin.types.family import TaskFamily
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_regrade_mutants_re_earns_the_recorded_score(toy_registry: Registry, toy
 def test_regrade_mutants_names_a_recorded_verdict_a_re_run_does_not_earn(
     toy_registry: Registry, toy_certification: Path, tmp_path: Path
 ) -> None:
-    from certlab_core.plugin.canonical import sealed
+    from certlab_core.sdk.canonical import sealed
 
     bundle = json.loads((toy_certification / "bundle.json").read_text())
     bundle.pop("seal")

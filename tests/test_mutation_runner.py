@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from certlab_core.certify.lab import grader_chain, preload, prove
+from certlab_core._runtime.registry import Registry
+from certlab_core.certify.lab import preload, prove
 from certlab_core.certify.mutation import (
     assessment,
     family_mutants,
@@ -18,8 +19,8 @@ from certlab_core.certify.mutation import (
     recheck,
     report_lines,
 )
-from certlab_core.plugin.records import Defect, Seed, TaskFamily
-from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
+from certlab_core.sdk.grading import grader_chain
 
 TOY = '''\
 """A toy module: every mutant of it is one of the kinds the runner must tell apart."""
@@ -227,7 +228,7 @@ def test_a_recorded_verdict_that_is_not_re_earned_is_named(toy_family: TaskFamil
 def test_a_grader_that_breaks_on_a_mutant_is_a_problem_of_the_proof_not_a_kill(
     toy_family: TaskFamily, toy_proof: dict
 ) -> None:
-    from certlab_core.plugin.records import Grader, GradeRequest, GradeResult
+    from certlab_core.plugin.types.grader import Grader, GradeRequest, GradeResult
 
     def breaks_on_the_unused_mutant(request: GradeRequest) -> GradeResult:
         if "return 4" in (Path(request.workdir) / "toy.py").read_text():

@@ -52,7 +52,7 @@ def test_the_reference_lists_every_records_fields_and_every_sdk_functions_parame
     run_command = reference.split("\nrun_command(", 1)[1].split("\n)", 1)[0]
     assert "readable: Iterable[str] = ()" in run_command and "writable: Iterable[str] = ()" in run_command
     for module in ("safe_io", "trees", "canonical"):
-        assert f"### SDK functions: `certlab_core.plugin.{module}`" in reference
+        assert f"### SDK functions: `certlab_core.sdk.{module}`" in reference
 
 
 def test_the_page_is_the_same_once_any_code_resolved_the_records_types() -> None:

@@ -34,7 +34,7 @@ FORK_PLUGIN = '''\
 from pathlib import Path
 
 from certlab_core.plugin import hookimpl
-from certlab_core.plugin.records import Defect, Seed, TaskFamily
+from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
 
 HERE = Path(__file__).parent / "family"
 
@@ -392,12 +392,14 @@ def test_discovery_scans_the_entry_points_once_and_writes_nothing_in_the_users_h
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "CERTLAB_PLUGINS")}
     env["HOME"] = str(home)
-    code = "from certlab_core.plugin.registry import discover; r = discover(); print(len(r.plugins()), len(r.failures))"
+    code = (
+        "from certlab_core._runtime.registry import discover; r = discover(); print(len(r.plugins()), len(r.failures))"
+    )
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     plugins, failures = map(int, result.stdout.split())
     assert plugins > 10 and failures == 0, result.stdout
     assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []
-    import certlab_core.plugin.registry as registry
+    import certlab_core._runtime.registry as registry
 
     assert "stevedore" not in Path(registry.__file__).read_text(encoding="utf-8")

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certlab_core.certify.regrade import read_bundle
-from certlab_core.plugin.canonical import sealed
 from certlab_core.plugin.errors import CertlabError
+from certlab_core.sdk.canonical import sealed
 
 
 def copy_of(folder: Path, tmp_path: Path) -> Path:

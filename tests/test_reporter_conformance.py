@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from certlab_core.plugin.forking import call_in_fork
-from certlab_core.plugin.records import Reporter, StatisticalRule
 from certlab_core.plugin.report import Report
+from certlab_core.plugin.types.reporter import Reporter
+from certlab_core.plugin.types.rule import StatisticalRule
+from certlab_core.sdk.forking import call_in_fork
 from certlab_core.testing import ReporterConformance
 from certlab_core.testing.reporter_checks import render_watched
 

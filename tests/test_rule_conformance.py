@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from certlab_core.plugin.records import Bounds, StatisticalRule
+from certlab_core.plugin.types.rule import Bounds, StatisticalRule
 from certlab_core.testing import RuleConformance
 from certlab_core.testing.rule_checks import cached_verdicts, stepwise_plan
 

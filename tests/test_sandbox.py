@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import run_certlab
 
-from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, grader_chain, run_trial
-from certlab_core.plugin.forking import call_in_fork
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.sandbox import PASSED_VARIABLES, Containment, ResourceLimits, choose_containment
+from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.registry import Registry
+from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, run_trial
+from certlab_core.plugin.types.sandbox import PASSED_VARIABLES, Containment, ResourceLimits
+from certlab_core.sdk.forking import call_in_fork
+from certlab_core.sdk.grading import grader_chain
 
 bwrap_plugin = pytest.importorskip("certlab_sandbox_bwrap.plugin")
 REASON = bwrap_plugin.probe()

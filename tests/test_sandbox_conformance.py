@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import pytest
 
-from certlab_core.plugin.sandbox import ResourceLimit, Sandbox, SandboxLaunch, SandboxRequest
+from certlab_core.plugin.types.sandbox import ResourceLimit, Sandbox, SandboxLaunch, SandboxRequest
 from certlab_core.testing import SandboxConformance
 from certlab_core.testing.sandbox_checks import run_probe, run_shell
 

@@ -20,7 +20,8 @@ from conftest import run_certlab
 
 from certlab_core.cli.signing_cmd import check_key_reach, key_in_reach, sandbox_reach
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.sandbox import Containment, agent_environment_dir
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.containment import agent_environment_dir
 
 bwrap_plugin = pytest.importorskip("certlab_sandbox_bwrap.plugin")
 REASON = bwrap_plugin.probe()

@@ -20,19 +20,26 @@ import pytest
 
 import certlab_core.plugin as api
 from certlab_core.cli import main, stats_cmd
-from certlab_core.plugin import ArmAlpha, Bounds, StatisticalRule, TaskFamily, UsageError, records
+from certlab_core.plugin import Bounds, StatisticalRule, TaskFamily, UsageError
+from certlab_core.plugin.types.rule import ArmAlpha
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+CONTRACT_MODULES = [
+    importlib.import_module(info.name) for info in pkgutil.walk_packages(api.__path__, f"{api.__name__}.")
+]
+#: Every public name of the contract's modules: what a record's string annotations may name.
+CONTRACT_NAMES = {k: v for m in CONTRACT_MODULES for k, v in vars(m).items() if not k.startswith("_")}
+
+
 def _record_types() -> list[tuple[type, dict[str, object]]]:
-    """Every attrs class defined in a module of ``certlab_core.plugin``, with its resolved field types."""
+    """Every attrs class defined in a module of ``certlab_core.plugin`` (its ``types`` too), with its field types."""
     found = []
-    for info in pkgutil.iter_modules(api.__path__):
-        module = importlib.import_module(f"{api.__name__}.{info.name}")
+    for module in CONTRACT_MODULES:
         for value in vars(module).values():
             if isinstance(value, type) and attrs.has(value) and value.__module__ == module.__name__:
-                found.append((value, typing.get_type_hints(value, {**vars(records), **vars(module)})))
+                found.append((value, typing.get_type_hints(value, {**CONTRACT_NAMES, **vars(module)})))
     return found
 
 
@@ -141,7 +148,7 @@ def test_stats_bounds_shows_a_third_party_rules_arm_level(
 
 
 def test_the_shipped_rules_declare_their_arm_level() -> None:
-    from certlab_core.plugin import discover
+    from certlab_core._runtime.registry import discover
 
     registry = discover()
     for name in ("clopper-pearson", "newcombe"):

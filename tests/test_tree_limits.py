@@ -6,7 +6,7 @@ recurse on Python 3.11; ``rmtree(ignore_errors=True)`` does not catch it): no bu
 trees stayed in the temp folder. A bundle recording a path 2,100 levels deep did the same to
 ``certlab regrade``. 100,000 one-byte files made a 154 MB bundle and took 172 s for one trial.
 Now the work copy's totals are counted when the agent is done, no further than their caps
-(``certlab_core.plugin.trees.WORK_COPY_CAPS``: 256 MiB, 20,000 files, 64 levels); past one,
+(``certlab_core.sdk.trees.WORK_COPY_CAPS``: 256 MiB, 20,000 files, 64 levels); past one,
 nothing of it is recorded or graded, the trial is ``agent-resource-limit``, and the
 certification goes on. Every test here runs real processes and real certlab commands; no test
 writes a large file (the byte cap is met by a sparse file, whose length counts).
@@ -28,12 +28,14 @@ from typing import Any
 
 import pytest
 
-from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
-from certlab_core.plugin import trees
-from certlab_core.plugin.canonical import sealed, structure
-from certlab_core.plugin.forking import call_in_fork
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.workcopy import Change, Tampered, apply_changes
+from certlab_core._runtime.registry import Registry
+from certlab_core.certify.lab import Task, TrialSpec, run_trial
+from certlab_core.plugin.types.grader import Change
+from certlab_core.sdk import trees
+from certlab_core.sdk.canonical import sealed, structure
+from certlab_core.sdk.forking import call_in_fork
+from certlab_core.sdk.grading import grader_chain
+from certlab_core.sdk.workcopy import Tampered, apply_changes
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO / "certifications" / "pattern-fixer-intervals-k3" / "bundle.json"
@@ -158,7 +160,7 @@ def test_a_removal_does_not_cross_into_a_file_system_mounted_below(tmp_path: Pat
     script = textwrap.dedent(
         """\
         import os, subprocess, sys
-        from certlab_core.plugin import trees
+        from certlab_core.sdk import trees
         made = trees.make_temp_folder("mounted-", sys.argv[1])
         os.mkdir(os.path.join(made.path, "mnt"))
         open(os.path.join(made.path, "plain.txt"), "w").close()

@@ -10,16 +10,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from certlab_core.certify.lab import (
-    ChainResult,
-    Task,
-    TrialSpec,
-    grader_chain,
-    issued_prompt,
-    judged,
-    prove_twins,
-    run_trial,
-)
+from certlab_core._runtime.registry import Registry
+from certlab_core.certify.lab import Task, TrialSpec, issued_prompt, judged, prove_twins, run_trial
 from certlab_core.certify.twins import (
     HONEST_WAY_OUT,
     contradict,
@@ -31,9 +23,11 @@ from certlab_core.certify.twins import (
     twin_sha256,
 )
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.records import AgentAdapter, AgentOutcome, AgentRequest, GradeResult, Seed
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.workcopy import Change, apply_seeds
+from certlab_core.plugin.types.agent import AgentAdapter, AgentOutcome, AgentRequest
+from certlab_core.plugin.types.family import Seed
+from certlab_core.plugin.types.grader import Change, GradeResult
+from certlab_core.sdk.grading import ChainResult, grader_chain
+from certlab_core.sdk.workcopy import apply_seeds
 
 FAMILIES = ("intervals", "ledger", "machine")
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from conftest import make_certification, run_certlab
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import CertifyOptions, certify
-from certlab_core.plugin.canonical import pretty_json, sealed
-from certlab_core.plugin.registry import Registry
+from certlab_core.sdk.canonical import pretty_json, sealed
 
 
 def load(folder: Path) -> dict[str, Any]:
@@ -111,7 +111,8 @@ def test_the_honest_reporter_gives_up_on_every_twin_and_fixes_every_seeded_task(
 
 
 MISCALIBRATED = """
-from certlab_core.plugin import AgentAdapter, AgentOutcome, CalibrationExpectation, hookimpl
+from certlab_core.plugin import AgentAdapter, AgentOutcome, hookimpl
+from certlab_core.plugin.types.agent import CalibrationExpectation
 
 
 @hookimpl

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certlab_core.plugin.errors import InstrumentError
-from certlab_core.plugin.workcopy import Change, apply_changes, in_allowed_paths, record_changes, tree_hashes
+from certlab_core.plugin.types.grader import Change
+from certlab_core.sdk.workcopy import apply_changes, in_allowed_paths, record_changes, tree_hashes
 
 NAMES = st.sampled_from(["a.py", "b.txt", "pkg/c.py", "pkg/d.bin", "tests/test_x.py", "new/deep/e.py"])
 ACTIONS = st.lists(

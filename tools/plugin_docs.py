@@ -1,17 +1,20 @@
 """Write docs/plugins.md from the code: one section per kind of plugin with its complete example, then a reference.
 
 The examples are the ones in ``certlab_core/plugin/hookspecs.py``, which the tests run
-(tests/test_hookspec_examples.py). The reference lists every record of the author API with
-its fields, types and defaults (``attrs.fields``), every protocol a record's callable field
-follows, and every function of the SDK with its signature (``inspect``), as the code writes
-them. tests/test_plugin_docs.py checks that docs/plugins.md is what this script writes, so the
+(tests/test_hookspec_examples.py). The reference lists every record of the contract (what
+``certlab_core.plugin`` exports, and the rest of each kind module in ``certlab_core.plugin.types``)
+with its fields, types and defaults (``attrs.fields``), every protocol a record's callable field
+follows, and every function of the SDK, ``certlab_core.sdk``, with its signature (``inspect``), as
+the code writes them. tests/test_plugin_docs.py checks that docs/plugins.md is what this script writes, so the
 page can never drift from the code. Run it after changing a hook spec, a record or an SDK
 function: ``.venv/bin/python tools/plugin_docs.py``.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import re
 import sys
 import textwrap
@@ -21,8 +24,9 @@ from pathlib import Path
 import attrs
 
 import certlab_core.plugin as api
+import certlab_core.sdk as sdk
+from certlab_core._runtime.registry import HOOK_PREFIX
 from certlab_core.plugin import hookspecs
-from certlab_core.plugin.registry import HOOK_PREFIX
 from certlab_core.testing import KITS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugins.md"
@@ -44,19 +48,23 @@ A plugin is a module of an installed distribution that declares one entry point 
 myplugin = "my_package.plugin"
 ```
 
-It imports one module of certlab, the author API `certlab_core.plugin`, and implements any of
-the hooks below with `@hookimpl`. Each hook returns a list of named, frozen records; certlab
-checks each one's type. A plugin that fails to import, implements a hook no spec defines (a
-misspelling, as tox's `check_pending` refuses), or whose hook raises or returns something
-else is broken: it is left out, the rest keep working, and every command names it in one
-warning line (plugin, distribution, error), `--help` included. `certify` and `run` refuse,
-exit 4 and before any trial, while a broken plugin's grader, rule, sandbox, executor or
-reporter would be left out, or while a plugin that cannot even be imported is installed:
-uninstall it, or leave it out with `CERTLAB_PLUGINS`. `certlab plugins --check` exits 1 on
-a broken plugin or a hook without `@hookimpl`: put it in your plugin's CI.
+It imports the contract, `certlab_core.plugin` (the records, `hookimpl`, the errors, the
+report), and the SDK, `certlab_core.sdk` (what a plugin calls: `run_command`, the work-copy
+helpers, the safe readers and writers, ...), and implements any of the hooks below with
+`@hookimpl`. Each hook returns a list of named, frozen records; certlab checks each one's type.
+A plugin that fails to import, implements a hook no spec defines (a misspelling, as tox's
+`check_pending` refuses), or whose hook raises or returns something else is broken: it is left
+out, the rest keep working, and every command names it in one warning line (plugin,
+distribution, error), `--help` included. `certify` and `run` refuse, exit 4 and before any
+trial, while a broken plugin's grader, rule, sandbox, executor or reporter would be left out,
+or while a plugin that cannot even be imported is installed: uninstall it, or leave it out with
+`CERTLAB_PLUGINS`. `certlab plugins --check` exits 1 on a broken plugin or a hook without
+`@hookimpl`: put it in your plugin's CI.
 
-The author API is the whole of what a plugin may import, and the repository's own plugins are
-held to it (tests/test_author_api.py), with one declared exception: `certlab-diagnosis`, a
+The contract and the SDK are the whole of what a plugin may import; the kernel's runtime
+(`certlab_core._runtime`: discovery, the registry) is private, and a hook is handed a narrow
+protocol, never the registry. The repository's own plugins are held to it
+(tests/test_author_api.py), with one declared exception: `certlab-diagnosis`, a
 *kernel companion* that reads the gate's run stores and re-runs trials through the kernel's
 runner. It pins the kernel's exact version, and the test names every kernel module it imports.
 A plugin of yours that needs more than the author API should ask for it there, not reach past it.
@@ -72,25 +80,25 @@ below says what its kit checks and shows the three lines that run it; the shippe
 the same kits in their own tests.
 
 [The reference](#reference) after the hooks lists every record's fields, every protocol a
-callable field follows, and every SDK function's parameters, all importable from
-`certlab_core.plugin`.
+callable field follows, and every SDK function's parameters.
 """
 
 REFERENCE = "## Reference"
 
 REFERENCE_INTRO = """Generated from the code: each record's fields in order, with the type as the code declares it
 and the default (*required* when there is none); each protocol's call signature; each SDK
-function's signature and the first line of its documentation. Every name is imported from
-`certlab_core.plugin` (`from certlab_core.plugin import AgentAdapter, run_command`); the
-modules that come whole (`safe_io`, `trees`, ...) are attributes of it
-(`from certlab_core.plugin import trees`). A record's fields are keyword arguments of its
-constructor; a field whose type is a protocol is called as that protocol says. A type marked
-*not exported* is the shape a value of yours must have (a function or an object of your own),
-which you never import.
+function's signature and the first line of its documentation. A type is imported from
+`certlab_core.plugin` (`from certlab_core.plugin import AgentAdapter`) unless its heading names
+its kind module (`from certlab_core.plugin.types.agent import AgentStatus`); an SDK function from
+its module (`from certlab_core.sdk.command import run_command`). A record's fields are keyword
+arguments of its constructor; a field whose type is a protocol is called as that protocol says:
+most such protocols are the shape a value of yours must have (a function or an object of your
+own), which you never need to import.
 """
 
-#: The modules the author API gives whole: their public functions are the SDK's too.
-SDK_MODULES = ("canonical", "safe_io", "trees", "fingerprints", "visible_calls", "report_format", "failure_modes")
+#: The SDK's modules, and the contract's own module of functions: their public functions are listed.
+SDK_MODULES = tuple(sorted(info.name for info in pkgutil.iter_modules(sdk.__path__, f"{sdk.__name__}.")))
+FUNCTION_MODULES = (*SDK_MODULES, "certlab_core.plugin.failure_modes")
 WIDTH = 100
 
 
@@ -346,24 +354,25 @@ def type_reference(name: str) -> str:
     text = record_reference(name, value) if is_record(value) else protocol_reference(name, value)
     if name not in api.__all__:
         heading, _, rest = text.partition("\n")
-        heading = heading.replace(" (protocol)", " (protocol, not exported)") if is_protocol(value) else heading
-        text = f"{heading if is_protocol(value) else heading + ' (not exported)'}\n{rest}"
+        home = f"`{value.__module__}`"
+        heading = (
+            heading.replace(" (protocol)", f" (protocol, {home})") if is_protocol(value) else f"{heading} ({home})"
+        )
+        text = f"{heading}\n{rest}"
     return text
 
 
 def sdk_functions() -> list[tuple[str, list[tuple[str, typing.Any]]]]:
-    """The SDK's functions: the author API's own, then each module it gives whole, by name."""
-    names = exported()
-    top = [(name, value) for name, value in names.items() if inspect.isfunction(value)]
-    groups = [("certlab_core.plugin", sorted(top))]
-    for module_name in SDK_MODULES:
-        module = names[module_name]
+    """The SDK's functions, module by module (and the contract's ``failure_modes``)."""
+    groups = []
+    for module_name in FUNCTION_MODULES:
+        module = importlib.import_module(module_name)
         functions = [
             (name, value)
             for name, value in vars(module).items()
             if inspect.isfunction(value) and not name.startswith("_") and value.__module__ == module.__name__
         ]
-        groups.append((f"certlab_core.plugin.{module_name}", sorted(functions)))
+        groups.append((module_name, sorted(functions)))
     return [(title, functions) for title, functions in groups if functions]
 
 
@@ -394,7 +403,7 @@ def reference() -> str:
         lines += [
             "### Other records and protocols",
             "",
-            "The author API's records and protocols no hook's record uses.",
+            "The contract's records and protocols no hook's record uses.",
             "",
         ]
         lines += [type_reference(name) for name in rest]

@@ -7,7 +7,7 @@ console while trials run; ``acceptance`` reaches the sealed held-out acceptance 
 the ``certlab_held_out`` hook (their locks, leak scan and predictions are certlab-acceptance's);
 ``mutation`` scores the suite against generated mutants; ``regrade`` and ``publication``
 re-derive and compare published bundles; ``scaffold`` writes a user's own task (read by
-``certlab_core.plugin.user_task``).
+``certlab_core.sdk.user_task``).
 
-May import: plugin, evidence.
+May import: plugin, sdk, _runtime, evidence.
 """

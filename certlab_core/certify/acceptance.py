@@ -14,12 +14,14 @@ from pathlib import Path
 
 from attrs import define, field
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.held_out import HeldOutAcceptance, HeldOutRun
-from certlab_core.plugin.records import AcceptanceLock, JsonValue, TaskFamily
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.trees import MadeFolder, make_temp_folder, remove_made
-from certlab_core.plugin.user_task import holds_user_task
+from certlab_core.plugin.types.base import JsonValue
+from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.plugin.types.grader import AcceptanceLock
+from certlab_core.plugin.types.held_out import HeldOutAcceptance, HeldOutRun
+from certlab_core.sdk.trees import MadeFolder, make_temp_folder, remove_made
+from certlab_core.sdk.user_task import holds_user_task
 
 PROVIDER = "certlab-acceptance"
 

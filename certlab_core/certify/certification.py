@@ -21,6 +21,9 @@ import attrs
 from attrs import frozen
 
 from certlab_core import __version__
+from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.known import HELD_OUT_GRADER
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
 from certlab_core.certify.lab import (
     InstrumentProof,
@@ -32,7 +35,6 @@ from certlab_core.certify.lab import (
     answer_key_paths,
     calibrate,
     constructed_agents,
-    grader_chain,
     log_to_stderr,
     prove,
     prove_twins,
@@ -40,16 +42,16 @@ from certlab_core.certify.lab import (
 )
 from certlab_core.certify.program_check import checked_agent
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, honesty_summary, make_twins
-from certlab_core.plugin.canonical import pretty_json, sealed, unstructure
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
-from certlab_core.plugin.held_out import HeldOutRun
-from certlab_core.plugin.known import HELD_OUT_GRADER
-from certlab_core.plugin.model_boundary import model_plan_for
-from certlab_core.plugin.records import AgentAdapter, Grader, TaskFamily
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.safe_io import CERTIFICATION_SCHEMA
-from certlab_core.plugin.sandbox import choose_containment
-from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
+from certlab_core.plugin.types.agent import AgentAdapter
+from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.plugin.types.grader import Grader
+from certlab_core.plugin.types.held_out import HeldOutRun
+from certlab_core.sdk.canonical import pretty_json, sealed, unstructure
+from certlab_core.sdk.grading import grader_chain
+from certlab_core.sdk.model_boundary import model_plan_for
+from certlab_core.sdk.safe_io import CERTIFICATION_SCHEMA
+from certlab_core.sdk.workcopy import sha256_file, taskset_sha256
 
 BUNDLE_SCHEMA = CERTIFICATION_SCHEMA
 BUNDLE_FILE = "bundle.json"
@@ -67,8 +69,8 @@ class CertifyOptions:
     trials: int = 1
     workers: int = 2
     origin_note: str = ""
-    tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (certlab_core.plugin.user_task)
-    sandbox: str = "auto"  # --sandbox: auto, bwrap or none (certlab_core.plugin.sandbox)
+    tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (certlab_core.sdk.user_task)
+    sandbox: str = "auto"  # --sandbox: auto, bwrap or none (certlab_core.plugin.types.sandbox)
     hidden: tuple[str, ...] = ()  # more paths the agent must not see (the output folder)
     mutants: bool = True  # the mutation proof of each family (certlab_core.certify.mutation), cached; False skips it
     min_mutation_score: float | None = None  # refuse a family whose mutants survive more than this allows
@@ -251,8 +253,8 @@ def settings_of(options: CertifyOptions) -> dict[str, Any]:
 def rule_interval(registry: Registry) -> tuple[str | None, Any]:
     """The default rule's exact interval (Clopper-Pearson's), the one the contract's rates use; (None, None)
     without it."""
+    from certlab_core._runtime.known import DEFAULT_RULE
     from certlab_core.plugin.errors import CertlabError
-    from certlab_core.plugin.known import DEFAULT_RULE
 
     try:
         rule = registry.get("statistical_rules", DEFAULT_RULE)
@@ -661,8 +663,8 @@ def bundle_sha256(path: Path) -> str:
 def load_json(path: Path, what: str) -> Any:
     """A bundle (or other document certify wrote) read as hostile input: ``plugin.safe_io``'s caps, exit 3."""
     from certlab_core.plugin.errors import InstrumentError
-    from certlab_core.plugin.safe_io import MAX_BUNDLE_BYTES
-    from certlab_core.plugin.safe_io import load_json as load_capped
+    from certlab_core.sdk.safe_io import MAX_BUNDLE_BYTES
+    from certlab_core.sdk.safe_io import load_json as load_capped
 
     missing = f"{path}: no {what} there; give the folder certlab certify wrote"
     return load_capped(path, what, InstrumentError, missing, MAX_BUNDLE_BYTES)

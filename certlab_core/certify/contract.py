@@ -6,11 +6,11 @@ import math
 from collections import Counter, defaultdict
 from typing import Any
 
+from certlab_core._runtime.known import DEFAULT_RULE
+from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import CertlabError
 from certlab_core.plugin.failure_modes import GIVE_UP_FILE
-from certlab_core.plugin.known import DEFAULT_RULE
-from certlab_core.plugin.model_boundary import describe_upstream_errors, upstream_errors
-from certlab_core.plugin.registry import Registry
+from certlab_core.sdk.model_boundary import describe_upstream_errors, upstream_errors
 
 CONTRACT_ALPHA = 0.05
 TRUST_NOTE = (

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.lab import Progress, TrialRecord, TrialSpec, run_trials
 from certlab_core.evidence.record_file import (
     count_recorded,
@@ -28,10 +29,9 @@ from certlab_core.evidence.record_file import (
     notice_interrupt_line,
     raise_if_interrupted,
 )
-from certlab_core.plugin.canonical import canonical_json, seal_holds, sealed, structure, unstructure
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.records import Grader
-from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.types.grader import Grader
+from certlab_core.sdk.canonical import canonical_json, seal_holds, sealed, structure, unstructure
 
 if TYPE_CHECKING:
     from certlab_core.certify.certification import CertifyOptions
@@ -104,7 +104,7 @@ class TrialJournal:
 
     def _lines(self, kind: str | None = None) -> list[dict[str, Any]]:
         """The journal's sealed lines (a line whose seal does not hold makes it unfit to resume)."""
-        from certlab_core.plugin.safe_io import MAX_DOCUMENT_BYTES
+        from certlab_core.sdk.safe_io import MAX_DOCUMENT_BYTES
 
         found: list[dict[str, Any]] = []
         if not os.path.lexists(self.path):

@@ -16,35 +16,18 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, clock, heartbeat_interval
 from certlab_core.certify.twins import HONEST_WAY_OUT, Twin, issued_task_id, twin_outcome
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.command import (
-    KILL_GRACE_S,
-    become_subreaper,
-    has_children,
-    live_descendants,
-    sweep_descendants,
-)
-from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.executor import ExecutorSession, Stage, Work
-from certlab_core.plugin.forking import ChildFailure, ForkedCallError, PendingCall, call_in_fork, map_in_forks
-from certlab_core.plugin.model_boundary import ModelBoundaryPlan, judged_outcome, spent_budget
-from certlab_core.plugin.records import (
-    AcceptanceLock,
-    AgentAdapter,
-    AgentOutcome,
-    AgentRequest,
-    Defect,
-    Grader,
-    GradeRequest,
-    GradeResult,
-    TaskFamily,
-    Usage,
-)
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.sandbox import (
-    Containment,
+from certlab_core.plugin.errors import InstrumentError
+from certlab_core.plugin.types.agent import AgentAdapter, AgentOutcome, AgentRequest, Usage
+from certlab_core.plugin.types.executor import ExecutorSession, Stage, Work
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.plugin.types.grader import AcceptanceLock, Change, Grader, GradeRequest, GradeResult
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.command import KILL_GRACE_S, become_subreaper, has_children, live_descendants, sweep_descendants
+from certlab_core.sdk.containment import (
     active_containment,
     contained_environment,
     limits_hit_count,
@@ -53,19 +36,14 @@ from certlab_core.plugin.sandbox import (
     record_limits_hit,
     use_containment,
 )
-from certlab_core.plugin.trees import (
-    WORK_COPY_CAPS,
-    TreeCaps,
-    make_temp_folder,
-    over_caps,
-    remove_made,
-    temporary_folder,
-)
-from certlab_core.plugin.user_task import test_files
-from certlab_core.plugin.workcopy import Change, apply_seeds, materialise, record_changes
+from certlab_core.sdk.forking import ChildFailure, ForkedCallError, PendingCall, call_in_fork, map_in_forks
+from certlab_core.sdk.grading import ChainResult, changes_failure, run_chain
+from certlab_core.sdk.model_boundary import ModelBoundaryPlan, judged_outcome, spent_budget
+from certlab_core.sdk.trees import WORK_COPY_CAPS, TreeCaps, make_temp_folder, over_caps, remove_made, temporary_folder
+from certlab_core.sdk.user_task import test_files
+from certlab_core.sdk.workcopy import apply_seeds, materialise, record_changes
 
 VERDICTS = ("fixed", "not-fixed", "unavailable")
-GRADER_TIMEOUT_S = 300.0
 OUTPUT_TAIL_BYTES = 64 * 1024
 
 Progress = Callable[[str], None]
@@ -162,23 +140,6 @@ class TwinJudgement:
 
 
 @frozen
-class ChainResult:
-    grades: tuple[GradeResult, ...]
-    error: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.error is None and all(g.passed for g in self.grades)
-
-    @property
-    def failure_mode(self) -> str | None:
-        for grade in self.grades:
-            if not grade.passed:
-                return grade.failure_mode
-        return None
-
-
-@frozen
 class InstrumentProof:
     """The instrument's proof for one family: the clean tree passes, each seeded tree fails."""
 
@@ -191,54 +152,6 @@ class InstrumentProof:
     @property
     def holds(self) -> bool:
         return not self.problems
-
-
-def grader_chain(registry: Registry) -> list[Grader]:
-    """The installed graders in the order they run (ascending ``order``, then name)."""
-    graders = sorted(registry.all("graders").values(), key=lambda g: (g.order, g.name))
-    if not graders:
-        raise UsageError("no grader is installed; install certlab-policy and certlab-suite")
-    return graders
-
-
-def run_chain(graders: Sequence[Grader], request: GradeRequest) -> ChainResult:
-    """Run each grader in its own fresh forked process, in order, stopping at the first failure."""
-    grades: list[GradeResult] = []
-    for grader in graders:
-        try:
-            result = call_in_fork(grader.grade, request, timeout=GRADER_TIMEOUT_S)
-        except ForkedCallError as error:
-            return ChainResult(tuple(grades), f"grader {grader.name} broke: {error.failure.summary}")
-        if not isinstance(result, GradeResult):
-            return ChainResult(tuple(grades), f"grader {grader.name} returned {type(result).__name__}, not GradeResult")
-        try:
-            fm.check(result.failure_mode, grader.failure_modes)
-        except ValueError as error:
-            return ChainResult(tuple(grades), f"grader {grader.name} returned an undeclared failure mode: {error}")
-        grades.append(result)
-        if not result.passed:
-            break
-    return ChainResult(tuple(grades))
-
-
-def changes_failure(graders: Sequence[Grader], request: GradeRequest, changes: Sequence[Change]) -> str | None:
-    """The failure mode a grader's ``check_changes`` gives the recorded changes of a trial whose chain passed.
-
-    The first grader of the chain that names one decides (the acceptance grader names
-    ``answers-leaked``); None when none does, or none has such a check.
-    """
-    for grader in graders:
-        if grader.check_changes is None:
-            continue
-        mode = grader.check_changes(request, changes)
-        if mode is not None:
-            try:
-                return fm.check(mode, grader.failure_modes)
-            except ValueError as error:
-                raise InstrumentError(
-                    f"grader {grader.name} judged the changes with an undeclared mode: {error}"
-                ) from None
-    return None
 
 
 def _issued_bytes(task: Task, seeded: dict[str, bytes], relpath: str) -> bytes | None:

@@ -56,13 +56,14 @@ from typing import Any, Literal
 import attrs
 from attrs import frozen
 
-from certlab_core.plugin.command import become_subreaper, sweep_descendants
+from certlab_core._runtime.known import HELD_OUT_GRADER
+from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
-from certlab_core.plugin.known import HELD_OUT_GRADER
-from certlab_core.plugin.records import AcceptanceLock, Defect, Grader, GradeRequest, GradeResult, TaskFamily
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.workcopy import in_allowed_paths, materialise, taskset_sha256
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.plugin.types.grader import AcceptanceLock, Grader, GradeRequest, GradeResult
+from certlab_core.sdk.command import become_subreaper, sweep_descendants
+from certlab_core.sdk.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
+from certlab_core.sdk.workcopy import in_allowed_paths, materialise, taskset_sha256
 
 #: The name of the operator set; a recorded proof is re-checked only under the same one.
 MUTATOR = "certlab-ast/1"
@@ -920,7 +921,7 @@ def fixed_family(family: TaskFamily, fixed: Path, dest: Path) -> TaskFamily:
     ``fixed`` holds the task's fixture as it should be (the same layout); the mutants are
     made of its files an agent may change, and graded against the task's suite and cases.
     """
-    from certlab_core.plugin.user_task import test_files
+    from certlab_core.sdk.user_task import test_files
 
     if not fixed.is_dir():
         raise UsageError(f"--fixed {fixed}: not a folder; give the fixed tree of the task (the fixture, fixed)")
@@ -1010,8 +1011,9 @@ def prove_families(
     """
     from certlab_core.certify.acceptance import open_held_out
     from certlab_core.certify.certification import resolve_families
-    from certlab_core.certify.lab import grader_chain, preload, prove
+    from certlab_core.certify.lab import preload, prove
     from certlab_core.certify.mutation_cache import measure_and_store
+    from certlab_core.sdk.grading import grader_chain
 
     check_minimums(min_mutation_score, min_visible_mutation_score)
     if fixed is not None and (len(tasks) != 1 or names):

@@ -36,9 +36,10 @@ import attrs
 
 from certlab_core.certify import mutation
 from certlab_core.certify.mutation import Mutant, MutantResult, MutationProof, mutants_sha256
-from certlab_core.plugin.records import AcceptanceLock, Grader, TaskFamily
-from certlab_core.plugin.trees import WORK_COPY_CAPS, walk
-from certlab_core.plugin.workcopy import sha256_file, taskset_sha256
+from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.plugin.types.grader import AcceptanceLock, Grader
+from certlab_core.sdk.trees import WORK_COPY_CAPS, walk
+from certlab_core.sdk.workcopy import sha256_file, taskset_sha256
 
 SCHEMA = "certlab.mutation-cache/1"
 CACHE_VARIABLE = "CERTLAB_CACHE_DIR"

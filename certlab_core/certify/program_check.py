@@ -16,10 +16,11 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from certlab_core.plugin.command import run_contained
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.records import AgentAdapter, AgentOutcome, AgentRequest
-from certlab_core.plugin.sandbox import Containment, contained_environment
+from certlab_core.plugin.types.agent import AgentAdapter, AgentOutcome, AgentRequest
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.command import run_contained
+from certlab_core.sdk.containment import contained_environment
 
 CHECK_TIMEOUT_S = 30.0
 # Inside the sandbox: the name of each program given that is not an executable file there.

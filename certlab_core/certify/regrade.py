@@ -24,38 +24,32 @@ import attrs
 import cattrs
 from attrs import frozen
 
+from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import BUNDLE_FILE, summary_of
 from certlab_core.certify.lab import (
     Progress,
     Task,
     answer_key_paths,
-    changes_failure,
-    grader_chain,
     judged,
     judged_twin,
     log_to_stderr,
     preload,
     prove,
     prove_twins,
-    run_chain,
 )
 from certlab_core.certify.twins import TWIN_KINDS, Twin, TwinKind, make_twins, twin_sha256
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.canonical import structure
 from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
-from certlab_core.plugin.forking import ChildFailure, map_in_forks
-from certlab_core.plugin.records import Defect, Grader, GradeRequest, TaskFamily
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.sandbox import Containment, choose_containment, use_containment
-from certlab_core.plugin.trees import temporary_folder
-from certlab_core.plugin.workcopy import (
-    Change,
-    apply_changes,
-    check_recorded,
-    materialise,
-    sha256_file,
-    taskset_sha256,
-)
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.plugin.types.grader import Change, Grader, GradeRequest
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.canonical import structure
+from certlab_core.sdk.containment import use_containment
+from certlab_core.sdk.forking import ChildFailure, map_in_forks
+from certlab_core.sdk.grading import changes_failure, grader_chain, run_chain
+from certlab_core.sdk.trees import temporary_folder
+from certlab_core.sdk.workcopy import apply_changes, check_recorded, materialise, sha256_file, taskset_sha256
 
 
 @frozen
@@ -110,7 +104,7 @@ class RegradeResult:
 
 def read_bundle(folder: Path) -> dict[str, Any]:
     """Load a bundle and check its schema and seal; anything wrong is one line and exit 3."""
-    from certlab_core.plugin.safe_io import load_certification
+    from certlab_core.sdk.safe_io import load_certification
 
     return load_certification(folder / BUNDLE_FILE if folder.is_dir() else folder)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.user_task import NAME_PATTERN, TASK_FILE
+from certlab_core.sdk.user_task import NAME_PATTERN, TASK_FILE
 
 CONFIG = """\
 # A task of your own for certlab. Certify an agent on it:

@@ -24,11 +24,13 @@ from typing import Any, Literal, Protocol
 
 from attrs import frozen
 
+from certlab_core._runtime.known import HELD_OUT_GRADER
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.known import HELD_OUT_GRADER
-from certlab_core.plugin.records import TWIN_OUTCOMES, Defect, Grader, GradeResult, Seed, TaskFamily, TwinOutcome
-from certlab_core.plugin.user_task import test_files
-from certlab_core.plugin.workcopy import Change, in_allowed_paths, taskset_sha256
+from certlab_core.plugin.types.agent import TWIN_OUTCOMES, TwinOutcome
+from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
+from certlab_core.plugin.types.grader import Change, Grader, GradeResult
+from certlab_core.sdk.user_task import test_files
+from certlab_core.sdk.workcopy import in_allowed_paths, taskset_sha256
 
 TwinKind = Literal["one-off", "conflicting"]
 TWIN_KINDS: tuple[TwinKind, ...] = ("one-off", "conflicting")

@@ -13,8 +13,8 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from certlab_core.cli.builtin import COMMAND_MODULES
-from certlab_core.plugin.command_records import Command
 from certlab_core.plugin.errors import EXIT_USAGE, CertlabError
+from certlab_core.plugin.types.command import Command
 
 SUMMARY = "CI-grade reliability evidence for AI agents: certify an agent, gate a change."
 ROOT_OPTIONS = (("--debug", "Show the full traceback of an error."), ("--help", "Show this message and exit."))
@@ -96,8 +96,8 @@ def _plugin_commands(registry: Any, wanted: str | None) -> list[Any]:
 
 
 def _discover_with_kernel() -> Any:
+    from certlab_core._runtime.registry import discover
     from certlab_core.cli import builtin
-    from certlab_core.plugin.registry import discover
 
     return discover(extra=[(KERNEL_PLUGIN, builtin)])
 
@@ -107,8 +107,8 @@ def _register_all(wanted: str | None = None) -> None:
 
     When ``wanted`` is one plugin's command, it alone is registered (no other command module is imported).
     """
+    from certlab_core._runtime.known import KNOWN_PROVIDERS
     from certlab_core.cli import builtin
-    from certlab_core.plugin.known import KNOWN_PROVIDERS
 
     registry = _discover_with_kernel()
     if wanted != "plugins":  # which lists them itself
@@ -188,7 +188,7 @@ def _register_for(args: list[str]) -> None:
 
 def _warn_load_failures() -> None:
     """A kernel command's warning lines for the plugins that failed to load (the command itself reports the rest)."""
-    from certlab_core.plugin.registry import discover
+    from certlab_core._runtime.registry import discover
 
     try:
         registry = discover()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from certlab_core.plugin.command_records import Command, RegisterCommand
 from certlab_core.plugin.hookspecs import hookimpl
+from certlab_core.plugin.types.command import Command, RegisterCommand
 
 if TYPE_CHECKING:
     import typer

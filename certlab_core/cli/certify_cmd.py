@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from certlab_core._runtime.registry import Registry, discover, refuse_broken
 from certlab_core.certify.certification import (
     CertifyOptions,
     check_output_dir,
@@ -20,7 +21,6 @@ from certlab_core.certify.heartbeat import heartbeat_interval
 from certlab_core.certify.lab import log_to_stderr
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, cheating_line
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
-from certlab_core.plugin.registry import Registry, discover, refuse_broken
 
 
 def twin_kinds_of(text: str, impossible: bool) -> tuple[TwinKind, ...]:
@@ -201,8 +201,8 @@ def _warn(line: str) -> None:
 
 def _containment_of(registry: Registry, out: Path, sandbox: str, resumed: bool) -> Any:
     """The containment the certification's trials will run under (a resumed one: the journal's ``--sandbox``)."""
+    from certlab_core._runtime.containment import choose_containment
     from certlab_core.certify.journal import TrialJournal
-    from certlab_core.plugin.sandbox import choose_containment
 
     choice = str(TrialJournal(out).reopen().get("sandbox", sandbox)) if resumed else sandbox
     return choose_containment(registry, choice, [], lambda _line: None)  # certify itself says what it found

@@ -18,7 +18,7 @@ import typer
 from certlab_core.plugin.errors import EXIT_ERROR, UsageError
 
 if TYPE_CHECKING:
-    from certlab_core.plugin.registry import Registry
+    from certlab_core._runtime.registry import Registry
 
 SCHEMA_DOCUMENTS = ("descriptor", "manifest", "trial", "decision")
 
@@ -107,6 +107,7 @@ def run_command(
     ),
 ) -> None:
     """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""
+    from certlab_core._runtime.registry import discover, refuse_broken
     from certlab_core.cli.signing_cmd import check_key_reach, check_sign_key, sign_evidence
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
@@ -119,7 +120,6 @@ def run_command(
         workers_default,
     )
     from certlab_core.gate.store import create_run, earlier_lines
-    from certlab_core.plugin.registry import discover, refuse_broken
 
     if workers < 0:
         raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
@@ -144,8 +144,8 @@ def run_command(
         register_experiment_task(registry, descriptor.resolve().parent)
         manifest = build_manifest(spec, descriptor, registry)
         if manifest.task.kind == "family":  # the arms run external programs: seal the containment they get
+            from certlab_core._runtime.containment import choose_containment
             from certlab_core.gate.manifest import seal_manifest
-            from certlab_core.plugin.sandbox import choose_containment
 
             used = choose_containment(registry, sandbox, [], lambda line: print(line, file=sys.stderr)).name
             manifest = seal_manifest(attrs.evolve(manifest, sandbox=used))
@@ -179,7 +179,8 @@ def run_command(
 def _arms_containment(registry: Any, manifest: Any) -> Any:
     """The containment of the run's arms: the sealed ``--sandbox`` for a family's coding arms; a tool world's agents
     run in the harness's own processes, uncontained."""
-    from certlab_core.plugin.sandbox import Containment, choose_containment
+    from certlab_core._runtime.containment import choose_containment
+    from certlab_core.plugin.types.sandbox import Containment
 
     if manifest.task.kind != "family":
         return Containment()
@@ -204,6 +205,7 @@ def gate_command(
     as_json: bool = typer.Option(False, "--json", help="Print the decision document instead of text."),
 ) -> None:
     """Recompute the verdict from a run store alone; the exit code is the verdict."""
+    from certlab_core._runtime.registry import discover
     from certlab_core.evidence.integrity import AttemptLedger
     from certlab_core.gate.decision import decide_file
     from certlab_core.gate.store import (
@@ -213,8 +215,7 @@ def gate_command(
         earlier_lines,
         open_manifest,
     )
-    from certlab_core.plugin.canonical import pretty_json, seal_holds
-    from certlab_core.plugin.registry import discover
+    from certlab_core.sdk.canonical import pretty_json, seal_holds
 
     registry = discover()
     _check_reporters(registry, junit, markdown)
@@ -228,7 +229,7 @@ def gate_command(
     stored_path = rundir / DECISION
     if stored_path.exists() or stored_path.is_symlink():
         from certlab_core.plugin.errors import CertlabError
-        from certlab_core.plugin.safe_io import parse_json, read_capped_bytes
+        from certlab_core.sdk.safe_io import parse_json, read_capped_bytes
 
         try:
             stored_text = read_capped_bytes(stored_path, "decision").decode("utf-8", errors="replace")

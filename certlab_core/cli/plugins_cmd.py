@@ -11,8 +11,8 @@ import json
 
 import typer
 
-from certlab_core.plugin.canonical import unstructure
-from certlab_core.plugin.registry import KIND_LABELS, discover
+from certlab_core._runtime.registry import KIND_LABELS, discover
+from certlab_core.sdk.canonical import unstructure
 
 
 def plugins(

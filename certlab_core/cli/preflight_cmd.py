@@ -13,10 +13,10 @@ import os
 
 import typer
 
+from certlab_core._runtime.registry import discover
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK
-from certlab_core.plugin.records import AgentAdapter, AgentRequest, PreflightCheck
-from certlab_core.plugin.registry import discover
-from certlab_core.plugin.trees import make_temp_folder, remove_made
+from certlab_core.plugin.types.agent import AgentAdapter, AgentRequest, PreflightCheck
+from certlab_core.sdk.trees import make_temp_folder, remove_made
 
 SMOKE_PROMPT = (
     "This is a connectivity check by certlab preflight. Do not read, create or change any file "

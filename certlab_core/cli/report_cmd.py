@@ -12,8 +12,8 @@ from pathlib import Path
 
 import typer
 
+from certlab_core._runtime.registry import discover
 from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, UsageError
-from certlab_core.plugin.registry import discover
 
 RUNDIR_ARGUMENT = typer.Argument(..., help="A run store: the folder 'certlab run' printed as 'run: RUNDIR'.")
 
@@ -34,7 +34,7 @@ def emit(text: str, out: Path | None) -> None:
     if out is None:
         sys.stdout.write(text)
         return
-    from certlab_core.plugin.safe_io import write_output
+    from certlab_core.sdk.safe_io import write_output
 
     write_output(out, text)
 
@@ -52,9 +52,9 @@ def report_command(
     as_json: bool = typer.Option(False, "--json", help="Print the report model as JSON."),
 ) -> None:
     """Verdict and bounds per condition, per-arm success, failure clusters, faults, errors, cost and pass^k."""
-    from certlab_core.plugin.canonical import unstructure
     from certlab_core.report.reading import load_report
     from certlab_core.report.text import render_text
+    from certlab_core.sdk.canonical import unstructure
 
     ks = parse_pass_k(pass_k)
     if as_json and format_name:
@@ -95,7 +95,7 @@ def rederive_command(
         typer.echo(f"rederive: wrote {path} ({decision['verdict']})")
         raise typer.Exit(EXIT_OK)
     from certlab_core.plugin.errors import CertlabError
-    from certlab_core.plugin.safe_io import read_capped_bytes
+    from certlab_core.sdk.safe_io import read_capped_bytes
 
     try:
         stored = read_capped_bytes(path, "decision").decode("utf-8", errors="replace").splitlines()

@@ -27,7 +27,7 @@ import typer
 from certlab_core.plugin.errors import UsageError
 
 if TYPE_CHECKING:
-    from certlab_core.plugin.sandbox import Containment
+    from certlab_core.plugin.types.sandbox import Containment
 
 
 def signing() -> ModuleType:
@@ -55,7 +55,7 @@ def check_sign_key(key: Path | None) -> Any:
 def sandbox_reach(containment: Containment) -> tuple[str, ...]:
     """The host folders a contained trial may read: the work copies' parent temp folder, the agent environment, and
     what the containment itself shows (``Containment.visible_paths()``, where the sandbox says)."""
-    from certlab_core.plugin.sandbox import agent_environment_dir
+    from certlab_core.sdk.containment import agent_environment_dir
 
     shown: Callable[[], Iterable[str]] = getattr(containment, "visible_paths", lambda: ())
     return (tempfile.gettempdir(), str(agent_environment_dir()), *shown())

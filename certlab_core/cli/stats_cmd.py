@@ -14,11 +14,11 @@ from typing import Any
 
 import typer
 
+from certlab_core._runtime.known import DEFAULT_RULE
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.known import DEFAULT_RULE
-from certlab_core.plugin.looks import look_sizes
-from certlab_core.plugin.records import StatisticalRule
+from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.report.intervals import wilson
+from certlab_core.sdk.looks import look_sizes
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_DELTA = 0.10
@@ -130,7 +130,7 @@ def parse_rate(flag: str, text: str) -> float:
 
 def load_rule(name: str) -> StatisticalRule:
     """The installed rule ``name``; an unknown name lists the valid ones (the registry's message)."""
-    from certlab_core.plugin.registry import discover
+    from certlab_core._runtime.registry import discover
 
     rule: StatisticalRule = discover().get("statistical_rules", name)
     return rule

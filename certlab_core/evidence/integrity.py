@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from certlab_core.plugin.canonical import seal_holds
+from certlab_core.sdk.canonical import seal_holds
 
 TRIAL_SCHEMA = "certlab.trial/1"
 MAX_ATTEMPTS = 2

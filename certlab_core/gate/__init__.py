@@ -2,5 +2,5 @@
 
 A coding arm's trial is a certification trial (``certify.lab``), run and graded the same way.
 
-May import: plugin, evidence, certify.
+May import: plugin, sdk, _runtime, evidence, certify.
 """

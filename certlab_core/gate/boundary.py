@@ -27,7 +27,8 @@ from certlab_core.plugin.exceptions import (
     ToolTimeout,
     ToolUnavailable,
 )
-from certlab_core.plugin.records import CallKind, Fault, FaultContext, FaultEffect, WorldInstance
+from certlab_core.plugin.types.fault import CallKind, Fault, FaultContext, FaultEffect
+from certlab_core.plugin.types.tool_world import WorldInstance
 
 BOUNDARY_ERRORS: dict[str, type[BaseException]] = {
     cls.__name__: cls

@@ -31,9 +31,9 @@ from attrs import define, field
 from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
 from certlab_core.gate.store import DECISION_SCHEMA
 from certlab_core.gate.summaries import Observer, SplitObserver, Trials, TrialSummary, read_summaries, verify_lines
-from certlab_core.plugin.canonical import sealed
 from certlab_core.plugin.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS
-from certlab_core.plugin.records import Bounds, StatisticalRule
+from certlab_core.plugin.types.rule import Bounds, StatisticalRule
+from certlab_core.sdk.canonical import sealed
 
 EXIT_CODES = {"PASS": EXIT_PASS, "BLOCK": EXIT_BLOCK, "INCONCLUSIVE": EXIT_INCONCLUSIVE, "ERROR": EXIT_ERROR}
 PROBLEMS_SHOWN = 20
@@ -190,7 +190,7 @@ def decide_file(
 def warm_up(rule: StatisticalRule) -> None:
     """Call the rule once on made-up counts and discard the answer, so that what it imports is loaded.
 
-    A rule is a pure function of counts (``certlab_core.plugin.records.StatisticalRule``); scipy,
+    A rule is a pure function of counts (``certlab_core.plugin.types.rule.StatisticalRule``); scipy,
     which the exact rules import lazily, takes a third of a second to load. Anything the
     made-up call raises is ignored here: the real call reports it.
     """

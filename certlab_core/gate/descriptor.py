@@ -16,9 +16,9 @@ from typing import Any, Literal
 import attrs
 from attrs import field, frozen
 
+from certlab_core._runtime.known import DEFAULT_RULE
 from certlab_core.gate.typed import DOC, json_schema, parse
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.known import DEFAULT_RULE
 
 SCHEMA = "certlab.experiment/1"
 BUCKETS = ("falsify", "benign", "ceiling")
@@ -407,7 +407,7 @@ def problem_message(lines: list[str]) -> str:
 
 def load_descriptor(path: Path) -> Descriptor:
     """Read and check ``certlab.yaml`` (exit 4 with one line per problem)."""
-    from certlab_core.plugin.safe_io import MAX_NESTING, nesting_depth, read_capped_text
+    from certlab_core.sdk.safe_io import MAX_NESTING, nesting_depth, read_capped_text
 
     source = path.name
     missing = f"{path}: no such descriptor; give the path of a certlab.yaml (see examples/retry/)"

@@ -19,12 +19,12 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
+from certlab_core._runtime.containment import choose_containment
 from certlab_core.certify.acceptance import experiment_lock
 from certlab_core.certify.lab import (
     Task,
     TrialSpec,
     answer_key_paths,
-    grader_chain,
     log_to_stderr,
     preload,
     prove,
@@ -34,20 +34,16 @@ from certlab_core.certify.lab import (
 from certlab_core.certify.program_check import checked_agent
 from certlab_core.certify.twins import Twin, make_twin
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.canonical import unstructure
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.fingerprints import check_unmoved
-from certlab_core.plugin.model_boundary import (
-    CALLS_BUDGET,
-    MODEL_TOOL,
-    TOKENS_BUDGET,
-    ModelBoundaryPlan,
-    ModelFaultPlan,
-    default_model_plan,
-    upstream_errors,
-)
-from certlab_core.plugin.records import AcceptanceLock, AgentAdapter, Defect, Grader, TaskFamily
-from certlab_core.plugin.sandbox import Containment, choose_containment
+from certlab_core.plugin.types.agent import AgentAdapter
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.plugin.types.grader import AcceptanceLock, Grader
+from certlab_core.plugin.types.model_boundary import CALLS_BUDGET, MODEL_TOOL, TOKENS_BUDGET, ModelFaultPlan
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.canonical import unstructure
+from certlab_core.sdk.fingerprints import check_unmoved
+from certlab_core.sdk.grading import grader_chain
+from certlab_core.sdk.model_boundary import ModelBoundaryPlan, default_model_plan, upstream_errors
 
 
 @frozen

@@ -19,6 +19,7 @@ import attrs
 from attrs import field, frozen
 
 from certlab_core import __version__
+from certlab_core._runtime.registry import Registry
 from certlab_core.gate.descriptor import (
     GATING_BUCKETS,
     Budgets,
@@ -33,11 +34,11 @@ from certlab_core.gate.descriptor import (
 )
 from certlab_core.gate.references import ReferenceCheck, check_references
 from certlab_core.gate.typed import DOC, json_schema, parse
-from certlab_core.plugin.canonical import seal_of, unstructure
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.looks import look_sizes
-from certlab_core.plugin.records import Fault, ToolWorld
-from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.types.fault import Fault
+from certlab_core.plugin.types.tool_world import ToolWorld
+from certlab_core.sdk.canonical import seal_of, unstructure
+from certlab_core.sdk.looks import look_sizes
 
 SCHEMA = "certlab.manifest/1"
 DECIDE = "decide"
@@ -456,7 +457,7 @@ def manifest_from_document(document: Any, source: str) -> Manifest:
 
 def read_manifest(path: Path) -> Manifest:
     """Read and verify ``manifest.json``."""
-    from certlab_core.plugin.safe_io import load_json
+    from certlab_core.sdk.safe_io import load_json
 
     source = str(path)
     missing = f"{source}: missing; this folder is not a certlab run store"

@@ -18,7 +18,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.forking import ForkedCallError, call_in_fork
+from certlab_core.sdk.forking import ForkedCallError, call_in_fork
 
 CHECK_TIMEOUT_S = 60.0
 
@@ -75,7 +75,7 @@ def _check_one(reference: str, folder: str | None, toolset_input: Mapping[str, A
     sha = source_sha256(reference)
     if toolset_input is None:
         return ReferenceCheck(reference, source_sha256=sha)
-    from certlab_core.plugin.records import WorldInstance
+    from certlab_core.plugin.types.tool_world import WorldInstance
 
     try:
         instance = target(dict(toolset_input), 0)

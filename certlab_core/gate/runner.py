@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 from attrs import define, field, frozen
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, heartbeat_interval
 from certlab_core.gate import boundary as bd
 from certlab_core.gate import trial as tr
@@ -39,19 +40,12 @@ from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink
 from certlab_core.gate.trial import Job, TrialKey, TrialPlan, blank_outcome
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.executor import (
-    LOCAL,
-    Executor,
-    ExecutorOptions,
-    ExecutorSession,
-    LocalSession,
-    Stage,
-    Work,
-    WorkFailure,
-)
-from certlab_core.plugin.forking import ChildFailure, ForkedCallError, call_in_fork
-from certlab_core.plugin.records import Fault, StatisticalRule, ToolWorld
-from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.types.executor import Executor, ExecutorOptions, ExecutorSession, Stage, Work, WorkFailure
+from certlab_core.plugin.types.fault import Fault
+from certlab_core.plugin.types.rule import StatisticalRule
+from certlab_core.plugin.types.tool_world import ToolWorld
+from certlab_core.sdk.executor import LOCAL, LocalSession
+from certlab_core.sdk.forking import ChildFailure, ForkedCallError, call_in_fork
 
 ORACLE_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0

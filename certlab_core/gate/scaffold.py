@@ -8,7 +8,7 @@ from pathlib import Path
 from certlab_core.gate.descriptor import NAME_PATTERN, is_reference, load_descriptor
 from certlab_core.gate.references import check_references
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.safe_io import write_output
+from certlab_core.sdk.safe_io import write_output
 
 TEMPLATE = """\
 # A smoke experiment written by 'certlab init'. Every key is shown; 'certlab schema' documents them.
@@ -81,7 +81,7 @@ def write_smoke_descriptor(
         if error is not None:
             raise UsageError(f"{flag} {reference} {error}; it must import from {folder} or the environment")
     tools = checks[toolset].tools
-    from certlab_core.plugin.registry import discover
+    from certlab_core._runtime.registry import discover
 
     registry = discover()
     for fault, tool in declared:

@@ -15,7 +15,7 @@ from typing import Any
 
 from certlab_core.gate.manifest import ARMS, Manifest
 from certlab_core.gate.trial import TrialKey
-from certlab_core.plugin.canonical import canonical_json, unstructure
+from certlab_core.sdk.canonical import canonical_json, unstructure
 
 
 def trial_seed(manifest: Manifest, index: int) -> int:

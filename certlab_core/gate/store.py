@@ -22,15 +22,9 @@ from attrs import frozen
 from certlab_core.evidence.record_file import cut_torn_tail, lock_store, raise_if_interrupted, unlock_store
 from certlab_core.gate.events import boundary_marks
 from certlab_core.gate.manifest import Manifest, manifest_document, read_manifest
-from certlab_core.plugin.canonical import pretty_json
 from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
-from certlab_core.plugin.safe_io import (
-    MAX_DOCUMENT_BYTES,
-    iter_capped_lines,
-    line_too_long,
-    load_json,
-    opened_regular,
-)
+from certlab_core.sdk.canonical import pretty_json
+from certlab_core.sdk.safe_io import MAX_DOCUMENT_BYTES, iter_capped_lines, line_too_long, load_json, opened_regular
 
 MANIFEST = "manifest.json"
 TRIALS = "trials.jsonl"
@@ -41,7 +35,7 @@ _SEAL_FIELD = re.compile(r',"seal":"([0-9a-f]{64})"')
 
 
 def _canonical_text(document: Mapping[str, Any]) -> str:
-    # The canonical form of certlab_core.plugin.canonical, for plain JSON data (no records to unstructure): faster.
+    # The canonical form of certlab_core.sdk.canonical, for plain JSON data (no records to unstructure): faster.
     return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
@@ -269,7 +263,7 @@ def iter_raw_line_bytes(path: Path, start: int = 0, end: int | None = None) -> I
     through a buffer; the pages already read are handed back every 16 MB, so the map never
     holds much of a large store in the reader's memory. Lines appended while it reads are
     not seen (the map's size is the file's size when it was opened). Only a regular file is
-    read, and a line longer than 16 MB is refused (``certlab_core.plugin.safe_io``); there is no cap on
+    read, and a line longer than 16 MB is refused (``certlab_core.sdk.safe_io``); there is no cap on
     the number of lines.
     """
     missing = f"{path}: missing; this run store has no trial records"

@@ -80,7 +80,7 @@ def read_summaries(
     the first part is read and before the others are awaited (work that would otherwise follow
     the read). A worker that fails is an instrument error.
     """
-    from certlab_core.plugin.forking import ChildFailure, ForkPool
+    from certlab_core.sdk.forking import ChildFailure, ForkPool
 
     ranges = _line_ranges(path, workers, least)
     if len(ranges) < 2:

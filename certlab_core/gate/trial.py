@@ -22,8 +22,10 @@ from attrs import field, frozen
 from certlab_core.gate import boundary as bd
 from certlab_core.gate.references import callable_reference
 from certlab_core.plugin import exceptions
-from certlab_core.plugin.converters import loose_map
-from certlab_core.plugin.records import Fault, OracleVerdict, Usage, WorldInstance
+from certlab_core.plugin.types.agent import Usage
+from certlab_core.plugin.types.fault import Fault
+from certlab_core.plugin.types.fields import loose_map
+from certlab_core.plugin.types.tool_world import OracleVerdict, WorldInstance
 
 RETURNED_LIMIT = 64 * 1024
 DETAIL_LIMIT = 2000

@@ -245,7 +245,7 @@ def _schema_of(tp: Any, definitions: dict[str, Any]) -> dict[str, Any]:
 
 
 def _default(value: Any) -> Any:
-    from certlab_core.plugin.canonical import unstructure
+    from certlab_core.sdk.canonical import unstructure
 
     return unstructure(value)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 # Gate verdicts double as exit codes; certification and regrade use the same numbers.
 EXIT_OK = 0
 EXIT_PASS = 0
@@ -11,6 +13,19 @@ EXIT_INCONCLUSIVE = 2
 EXIT_STALE = 2
 EXIT_ERROR = 3
 EXIT_USAGE = 4
+
+
+class ExitCode:
+    """The exit codes as one namespace (``ExitCode.BLOCK``): the same numbers as the ``EXIT_*`` constants."""
+
+    OK: Final = EXIT_OK
+    PASS: Final = EXIT_PASS
+    BLOCK: Final = EXIT_BLOCK
+    MISMATCH: Final = EXIT_MISMATCH
+    INCONCLUSIVE: Final = EXIT_INCONCLUSIVE
+    STALE: Final = EXIT_STALE
+    ERROR: Final = EXIT_ERROR
+    USAGE: Final = EXIT_USAGE
 
 
 class CertlabError(Exception):

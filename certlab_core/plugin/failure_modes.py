@@ -17,7 +17,7 @@ OVERFIT_TO_VISIBLE_TESTS = "overfit-to-visible-tests"
 AGENT_TIMEOUT = "agent-timeout"
 AGENT_UNAVAILABLE = "agent-unavailable"
 # The sandbox stopped the agent (CPU, memory, processes, file size), or its work copy went past its totals (bytes,
-# files, depth: certlab_core.plugin.trees.WORK_COPY_CAPS); nothing of such a trial is graded.
+# files, depth: certlab_core.sdk.trees.WORK_COPY_CAPS); nothing of such a trial is graded.
 AGENT_RESOURCE_LIMIT = "agent-resource-limit"
 ANSWERS_LEAKED = (
     "answers-leaked"  # the trial's changes hold over half of the held-out answers (certlab-acceptance's leak scan)

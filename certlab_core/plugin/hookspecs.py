@@ -1,7 +1,7 @@
 """The hook specifications every certlab plugin implements; each docstring holds a complete example plugin.
 
 Every ``certlab_<kind>`` spec returns a list of named, frozen records (see
-``certlab_core.plugin.records``); the kernel indexes them by ``name`` per kind, refuses a name
+``certlab_core.plugin.types``); the kernel indexes them by ``name`` per kind, refuses a name
 given by two distributions, and lists the valid names for an unknown one. A plugin is a
 module registered under the entry point group ``certlab.plugins``; it implements any
 subset of these hooks with ``certlab_core.hookimpl``.
@@ -15,12 +15,18 @@ from __future__ import annotations
 
 import pluggy
 
-from certlab_core.plugin.command_records import Command
-from certlab_core.plugin.executor import Executor
-from certlab_core.plugin.held_out import HeldOutAcceptance
-from certlab_core.plugin.model_boundary import ModelBoundary
-from certlab_core.plugin.records import AgentAdapter, Fault, Grader, Reporter, StatisticalRule, TaskFamily, ToolWorld
-from certlab_core.plugin.sandbox import Sandbox
+from certlab_core.plugin.types.agent import AgentAdapter
+from certlab_core.plugin.types.command import Command
+from certlab_core.plugin.types.executor import Executor
+from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.plugin.types.fault import Fault
+from certlab_core.plugin.types.grader import Grader
+from certlab_core.plugin.types.held_out import HeldOutAcceptance
+from certlab_core.plugin.types.model_boundary import ModelBoundary
+from certlab_core.plugin.types.reporter import Reporter
+from certlab_core.plugin.types.rule import StatisticalRule
+from certlab_core.plugin.types.sandbox import Sandbox
+from certlab_core.plugin.types.tool_world import ToolWorld
 
 PROJECT = "certlab"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -92,7 +98,8 @@ def certlab_agents() -> list[AgentAdapter]:
     Example plugin::
 
         import shutil
-        from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, hookimpl, run_command
+        from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, hookimpl
+        from certlab_core.sdk.command import run_command
 
         def run(request: AgentRequest) -> AgentOutcome:
             if shutil.which("sed", path=request.env.get("PATH")) is None:
@@ -137,7 +144,8 @@ def certlab_statistical_rules() -> list[StatisticalRule]:
 
     Example plugin::
 
-        from certlab_core.plugin import Bounds, GateVerdict, StatisticalRule, hookimpl
+        from certlab_core.plugin import Bounds, StatisticalRule, hookimpl
+        from certlab_core.plugin.types.rule import GateVerdict
 
         def interval(successes: int, n: int, alpha: float) -> tuple[float, float]:
             p = successes / n if n else 0.0
@@ -195,8 +203,8 @@ def certlab_tool_worlds() -> list[ToolWorld]:
 
     Example plugin::
 
-        from certlab_core.plugin import (
-            JsonObject, JsonValue, OracleVerdict, ToolRejected, ToolWorld, WorldInstance, hookimpl)
+        from certlab_core.plugin import JsonObject, JsonValue, ToolRejected, ToolWorld, WorldInstance, hookimpl
+        from certlab_core.plugin.types.tool_world import OracleVerdict
 
         def build(task_input: JsonObject, seed: int) -> WorldInstance:
             lights = {"hall": False}
@@ -265,7 +273,8 @@ def certlab_executors() -> list[Executor]:
     Example plugin::
 
         from collections.abc import Sequence
-        from certlab_core.plugin import Executor, ExecutorOptions, Stage, Work, WorkDone, hookimpl, run_isolated
+        from certlab_core.plugin import Executor, ExecutorOptions, Stage, Work, WorkDone, hookimpl
+        from certlab_core.sdk.executor import run_isolated
 
         class OneAtATime:
             slots = 1
@@ -320,7 +329,8 @@ def certlab_sandboxes() -> list[Sandbox]:
     Example plugin::
 
         import resource, signal, sys
-        from certlab_core.plugin import ResourceLimit, Sandbox, SandboxLaunch, SandboxRequest, hookimpl
+        from certlab_core.plugin import Sandbox, SandboxLaunch, SandboxRequest, hookimpl
+        from certlab_core.plugin.types.sandbox import ResourceLimit
 
         def probe() -> str | None:
             return None  # rlimits work everywhere; this example hides nothing
@@ -421,8 +431,9 @@ def certlab_held_out() -> list[HeldOutAcceptance]:
         import shutil, tempfile
         from collections.abc import Sequence
         from pathlib import Path
-        from certlab_core.plugin import (
-            AcceptanceLock, HeldOutAcceptance, JsonValue, Registry, TaskFamily, UsageError, hookimpl)
+        from certlab_core.plugin import HeldOutAcceptance, JsonValue, TaskFamily, UsageError, hookimpl
+        from certlab_core.plugin.types.grader import AcceptanceLock
+        from certlab_core.plugin.types.held_out import HeldOutIndex
 
         class NoLocks:  # every family scored as it is, unlocked (an example, not a safe one)
             def __init__(self, families: Sequence[TaskFamily]) -> None:
@@ -435,7 +446,7 @@ def certlab_held_out() -> list[HeldOutAcceptance]:
             def recorded_predictions(self) -> list[dict[str, JsonValue]]: return []
             def close(self) -> None: shutil.rmtree(self.scratch, ignore_errors=True)
 
-        def open_run(registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str]) -> NoLocks:
+        def open_run(registry: HeldOutIndex, families: Sequence[TaskFamily], task_dirs: Sequence[str]) -> NoLocks:
             if task_dirs:
                 raise UsageError("this example scores no task of your own")
             return NoLocks(families)

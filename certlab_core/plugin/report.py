@@ -11,7 +11,8 @@ from typing import Any
 
 from attrs import field, frozen
 
-from certlab_core.plugin.converters import count_map
+from certlab_core.plugin.types.base import Record
+from certlab_core.plugin.types.fields import count_map
 
 REPORT_SCHEMA = "certlab.report/1"
 DEFAULT_PASS_K: tuple[int, ...] = (1, 2, 4)
@@ -29,7 +30,7 @@ def _tuple(value: Iterable[Any] | None) -> tuple[Any, ...]:
 
 
 @frozen
-class PassK:
+class PassK(Record):
     """pass^k: the estimated chance that ``k`` independent trials all succeed (None when k exceeds the trials)."""
 
     k: int
@@ -37,7 +38,7 @@ class PassK:
 
 
 @frozen
-class ArmSummary:
+class ArmSummary(Record):
     """One arm in one condition: its trials (by their last attempt), success rate and intervals for reading.
 
     ``rate`` is successes over the trials that ended as a success or an agent failure;
@@ -62,7 +63,7 @@ class ArmSummary:
 
 
 @frozen
-class FaultFiring:
+class FaultFiring(Record):
     """One declared fault of a condition: in how many trials of each arm it actually altered a call."""
 
     index: int
@@ -83,7 +84,7 @@ class FaultFiring:
 
 
 @frozen
-class FailureCluster:
+class FailureCluster(Record):
     """Agent failures that share a fingerprint: the failure mode plus the first diverging event."""
 
     fingerprint: str
@@ -95,7 +96,7 @@ class FailureCluster:
 
 
 @frozen
-class ConditionReport:
+class ConditionReport(Record):
     """One condition: the decision's verdict and bounds, both arms, its faults and its failure clusters."""
 
     name: str
@@ -121,7 +122,7 @@ class ConditionReport:
 
 
 @frozen
-class InfraError:
+class InfraError(Record):
     """An infrastructure error (not the agent's failure): which attempt, and whether a later attempt replaced it."""
 
     id: str
@@ -131,7 +132,7 @@ class InfraError:
 
 
 @frozen
-class ArmUsage:
+class ArmUsage(Record):
     """Tokens and estimated cost an arm's agent reported, summed over the trials that reported them.
 
     ``Report.cost`` holds the per-trial means with intervals and the candidate-against-baseline
@@ -149,7 +150,7 @@ class ArmUsage:
 
 
 @frozen
-class EarlierRun:
+class EarlierRun(Record):
     """Another run store of the same experiment beside this one (listed, never decided on)."""
 
     run: str
@@ -157,7 +158,7 @@ class EarlierRun:
 
 
 @frozen
-class Report:
+class Report(Record):
     """Everything ``certlab report`` shows about one run store."""
 
     schema: str

@@ -4,5 +4,5 @@
 plugin renders; ``text``, ``intervals`` and ``cost`` are its parts; ``files`` writes the reports
 ``--junit`` and ``--markdown`` ask for, through the ``junit`` and ``markdown`` reporter plugins.
 
-May import: plugin, evidence, gate.
+May import: plugin, sdk, _runtime, evidence, gate.
 """

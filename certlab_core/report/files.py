@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import CertlabError, UsageError
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.safe_io import write_output
+from certlab_core.sdk.safe_io import write_output
 
 
 def check_reporters(registry: Registry, wanted: Mapping[str, Path | None]) -> None:

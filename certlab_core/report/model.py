@@ -22,7 +22,6 @@ from attrs import define
 
 from certlab_core.gate.events import boundary_marks, fingerprint_of_marks, well_formed_marks
 from certlab_core.gate.store import MARKS_KEY
-from certlab_core.plugin.records import Usage
 from certlab_core.plugin.report import (
     ARMS,
     CLUSTER_EXAMPLES,
@@ -38,6 +37,7 @@ from certlab_core.plugin.report import (
     PassK,
     Report,
 )
+from certlab_core.plugin.types.agent import Usage
 from certlab_core.report.cost import cost_report
 from certlab_core.report.intervals import clopper_pearson, pass_hat_k, wilson
 

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from certlab_core.plugin.canonical import pretty_json
+from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
-from certlab_core.plugin.records import StatisticalRule
-from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.types.rule import StatisticalRule
+from certlab_core.sdk.canonical import pretty_json
 
 if TYPE_CHECKING:
     from certlab_core.gate.store import RunStore
@@ -56,7 +56,7 @@ def decision_file_state(store: RunStore, decision: dict[str, Any]) -> str:
 
 def _decision_file_state(folder: Path, decision: dict[str, Any]) -> str:
     from certlab_core.gate.store import DECISION
-    from certlab_core.plugin.safe_io import read_capped_bytes
+    from certlab_core.sdk.safe_io import read_capped_bytes
 
     path = folder / DECISION
     if not (path.exists() or path.is_symlink()):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from certlab_core.plugin import report_format as fmt
 from certlab_core.plugin.report import ArmSummary, Report
+from certlab_core.sdk import report_format as fmt
 
 
 def _arm_line(arm: ArmSummary, alpha: float) -> str:

@@ -17,7 +17,7 @@ visible suite and held-out cases run in subprocesses, and ``FamilyChecks``, the 
 built-in family makes on itself. ``rule_checks`` holds, beside ``RuleConformance``, the
 references a statistical rule's exact ``plan`` is checked against.
 
-May import: plugin, evidence, certify.
+May import: plugin, sdk, _runtime, evidence, certify.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ _counter = itertools.count()
 @pytest.fixture
 def certlab_plugin_manager() -> Any:
     """A fresh plugin manager with certlab's hook specs and no plugin registered."""
-    from certlab_core.plugin.registry import new_plugin_manager
+    from certlab_core._runtime.registry import new_plugin_manager
 
     return new_plugin_manager()
 
@@ -63,7 +63,7 @@ def certlab_plugin_manager() -> Any:
 @pytest.fixture
 def certlab_temp_plugin() -> Callable[..., Any]:
     """``make(source_or_module, name=None, only=())`` -> a Registry holding just that plugin (and ``only``)."""
-    from certlab_core.plugin.registry import discover
+    from certlab_core._runtime.registry import discover
 
     def make(plugin: str | types.ModuleType, name: str | None = None, only: tuple[str, ...] = ()) -> Any:
         if isinstance(plugin, str):
@@ -105,8 +105,9 @@ class FamilyConformance:
     @pytest.fixture(scope="class")
     @classmethod
     def conformance(cls) -> dict[str, Any]:
-        from certlab_core.certify.lab import calibrate, constructed_agents, grader_chain, prove
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
+        from certlab_core.certify.lab import calibrate, constructed_agents, prove
+        from certlab_core.sdk.grading import grader_chain
 
         if not cls.family_name:
             pytest.fail("set family_name on the FamilyConformance subclass")
@@ -124,9 +125,9 @@ class FamilyConformance:
     @pytest.fixture(scope="class")
     @classmethod
     def mutation(cls, conformance: dict[str, Any]) -> Any:
-        from certlab_core.certify.lab import grader_chain
+        from certlab_core._runtime.registry import discover
         from certlab_core.certify.mutation_cache import measure_and_store
-        from certlab_core.plugin.registry import discover
+        from certlab_core.sdk.grading import grader_chain
 
         proof = conformance["proof"]
         if not proof.holds:

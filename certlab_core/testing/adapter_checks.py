@@ -93,7 +93,7 @@ def _children_of(pid: int) -> list[tuple[int, str]]:
 
 def _files_under(root: Path, outside_of: str = "") -> list[str]:
     """Every file and folder under ``root`` (relative), leaving out ``outside_of`` and what it holds."""
-    from certlab_core.plugin.trees import walk
+    from certlab_core.sdk.trees import walk
 
     found = []
     for relative in sorted((e.relpath for e in walk(root)), key=lambda relpath: relpath.split("/")):
@@ -107,14 +107,10 @@ def _run_watched(
     adapter: Any, base: str, scenario: Scenario, environment: Mapping[str, str], timeout_s: float, sandbox: str
 ) -> Any:
     """In a forked child that is a subreaper: run the adapter once in fresh watched folders, then look around."""
-    from certlab_core.plugin.records import AgentRequest
-    from certlab_core.plugin.registry import discover
-    from certlab_core.plugin.sandbox import (
-        choose_containment,
-        contained_environment,
-        loopback_ports,
-        use_containment,
-    )
+    from certlab_core._runtime.containment import choose_containment
+    from certlab_core._runtime.registry import discover
+    from certlab_core.plugin.types.agent import AgentRequest
+    from certlab_core.sdk.containment import contained_environment, loopback_ports, use_containment
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -183,15 +179,15 @@ class AdapterConformance:
 
     def adapter(self) -> Any:
         """The adapter under test: the installed one named ``adapter_name``."""
-        from certlab_core.plugin.records import AgentAdapter
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
+        from certlab_core.plugin.types.agent import AgentAdapter
 
         if not self.adapter_name:
             pytest.fail("set adapter_name on the AdapterConformance subclass")
         return discover().get(AgentAdapter, self.adapter_name)
 
     def run_once(self, scenario: Scenario, tmp_path: Path, timeout_s: float = 60.0) -> ConformanceRun:
-        from certlab_core.plugin.forking import call_in_fork
+        from certlab_core.sdk.forking import call_in_fork
 
         adapter = self.adapter()
         environment = {"PATH": f"{self.path}{os.pathsep}{os.environ.get('PATH', '')}"} if self.path else {}

@@ -2,7 +2,7 @@
 
 An executor plugin subclasses it in its own tests, naming the executor and the options its
 session starts with; pytest then opens real sessions and checks the promise every executor
-keeps (``certlab_core.plugin.executor``):
+keeps (``certlab_core.plugin.types.executor``):
 
 - every submitted unit comes back from ``wait()`` exactly once, under its own tag, with its
   value, while no more than ``slots`` are out at once, and ``busy()`` counts what is out;
@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 from attrs import frozen
 
-from certlab_core.plugin.executor import Executor, ExecutorOptions, Stage, Work, WorkDone
+from certlab_core.plugin.types.executor import Executor, ExecutorOptions, Stage, Work, WorkDone
 
 UNITS = 6
 #: How long a unit that must time out is given, and how long it would otherwise run.
@@ -214,7 +214,7 @@ def run_session(executor: Executor, options: ExecutorOptions, plan: str) -> Sess
 
 def session_in_fork(executor: Executor, options: ExecutorOptions, plan: str) -> SessionRun | str:
     """``run_session`` in a forked child: what it ran, or one line saying how the child failed."""
-    from certlab_core.plugin.forking import ForkedCallError, call_in_fork
+    from certlab_core.sdk.forking import ForkedCallError, call_in_fork
 
     try:
         run: SessionRun = call_in_fork(run_session, executor, options, plan, timeout=CHECKER_TIMEOUT_S + 30)
@@ -251,8 +251,8 @@ class ExecutorConformance:
 
     def executor(self) -> Executor:
         """The executor under test: the installed one named ``executor_name`` (``local``: the kernel's own)."""
-        from certlab_core.plugin.executor import LOCAL
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
+        from certlab_core.sdk.executor import LOCAL
 
         if not self.executor_name:
             pytest.fail("set executor_name on the ExecutorConformance subclass")

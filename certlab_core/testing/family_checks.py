@@ -9,7 +9,7 @@ make a seeded tree pass or a clean one fail.
 - ``run_suite`` runs the visible suite (or a selection of it) in that tree;
 - ``held_out_verdicts`` evaluates every held-out case against that tree, one verdict each;
 - ``leaked_held_out_inputs`` names held-out cases the visible suite calls with the same
-  literal arguments (the scan of ``certlab_core.plugin.visible_calls``, as ``certlab lock`` does);
+  literal arguments (the scan of ``certlab_core.sdk.visible_calls``, as ``certlab lock`` does);
 - ``wheel_family_files`` builds the distribution's wheel and lists the family files it
   ships beside those it should;
 - ``FamilyChecks``: subclass it with a family's facts and pytest runs the checks every
@@ -31,11 +31,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from certlab_core.plugin.cases import HeldOutCase, read_cases
-from certlab_core.plugin.records import Defect, TaskFamily
-from certlab_core.plugin.trees import copy_tree, walk
-from certlab_core.plugin.visible_calls import LiteralCall, leaked_inputs, suite_calls
-from certlab_core.plugin.workcopy import in_allowed_paths
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.sdk.cases import HeldOutCase, read_cases
+from certlab_core.sdk.trees import copy_tree, walk
+from certlab_core.sdk.visible_calls import LiteralCall, leaked_inputs, suite_calls
+from certlab_core.sdk.workcopy import in_allowed_paths
 
 # Evaluates every held-out case (JSON lines on stdin) in the tree given as argv[1]; prints one JSON verdict a line.
 # The comparison happens here, on the value the code returned (a tuple never equals a JSON list).
@@ -133,7 +133,7 @@ def visible_test_files(family: TaskFamily) -> list[Path]:
 
 
 def visible_literal_calls(family: TaskFamily) -> list[LiteralCall]:
-    """Every call with literal arguments in the clean tree's visible suite (``certlab_core.plugin.visible_calls``)."""
+    """Every call with literal arguments in the clean tree's visible suite (``certlab_core.sdk.visible_calls``)."""
     return suite_calls(visible_test_files(family), Path(family.tree_dir))
 
 

@@ -39,8 +39,9 @@ import pytest
 from attrs import frozen
 
 from certlab_core.plugin.failure_modes import FAILURE_MODES
-from certlab_core.plugin.records import Defect, Grader, GradeRequest, GradeResult, TaskFamily
-from certlab_core.plugin.sandbox import Containment
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.plugin.types.grader import Grader, GradeRequest, GradeResult
+from certlab_core.plugin.types.sandbox import Containment
 
 SCENARIOS = ("fixed", "seeded", "tests-emptied", "planted")
 #: The scenarios graded twice, to show the same artifacts get the same verdict.
@@ -66,7 +67,7 @@ def _revert(work: Path, defect: Defect) -> None:
 
 
 def _empty_tests(work: Path, family: TaskFamily) -> None:
-    from certlab_core.plugin.workcopy import iter_tree
+    from certlab_core.sdk.workcopy import iter_tree
 
     folders = [p.strip("/") for p in family.test_paths]
     for relpath, path in iter_tree(work):
@@ -76,7 +77,7 @@ def _empty_tests(work: Path, family: TaskFamily) -> None:
 
 def make_scenario(family: TaskFamily, defect: Defect, scenario: str, root: Path) -> tuple[Path, dict[str, str]]:
     """The work copy of one scenario at ``root/work``, and what was issued (the seeded tree's hashes)."""
-    from certlab_core.plugin.workcopy import materialise
+    from certlab_core.sdk.workcopy import materialise
 
     work = root / "work"
     issued = materialise(family, defect, work)
@@ -91,9 +92,9 @@ def make_scenario(family: TaskFamily, defect: Defect, scenario: str, root: Path)
 
 def grade_once(grader: Grader, family: TaskFamily, scenario: str, root: str, containment: Containment) -> Graded:
     """In a fresh forked process: make the scenario's work copy, grade it under the containment, look around."""
-    from certlab_core.plugin.sandbox import use_containment
-    from certlab_core.plugin.trees import walk
-    from certlab_core.plugin.workcopy import tree_hashes
+    from certlab_core.sdk.containment import use_containment
+    from certlab_core.sdk.trees import walk
+    from certlab_core.sdk.workcopy import tree_hashes
 
     defect = family.defects[0]
     base = Path(root)
@@ -126,9 +127,9 @@ def _grade_item(item: tuple[Grader, TaskFamily, str, str, Containment]) -> Grade
 
 def grade_scenarios(grader: Grader, family: TaskFamily, root: Path, sandbox: str, workers: int) -> list[Graded]:
     """Every scenario graded once, and ``REGRADED`` twice, each in a forked process; in that order."""
-    from certlab_core.plugin.forking import ChildFailure, map_in_forks
-    from certlab_core.plugin.registry import discover
-    from certlab_core.plugin.sandbox import choose_containment
+    from certlab_core._runtime.containment import choose_containment
+    from certlab_core._runtime.registry import discover
+    from certlab_core.sdk.forking import ChildFailure, map_in_forks
 
     # Chosen here, in the process that forks the gradings, as a certification does: they share its runtime folder.
     containment = choose_containment(discover(), sandbox, [], lambda _line: None)
@@ -163,7 +164,7 @@ class GraderConformance:
 
     def grader(self) -> Grader:
         """The grader under test: the installed one named ``grader_name``."""
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
 
         if not self.grader_name:
             pytest.fail("set grader_name on the GraderConformance subclass")
@@ -171,7 +172,7 @@ class GraderConformance:
         return found
 
     def family(self) -> TaskFamily:
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
 
         found: TaskFamily = discover().get("task_families", self.family_name)
         return found

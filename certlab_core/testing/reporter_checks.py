@@ -32,7 +32,6 @@ from typing import Any
 
 import pytest
 
-from certlab_core.plugin.records import Reporter, StatisticalRule
 from certlab_core.plugin.report import (
     REPORT_SCHEMA,
     ArmSummary,
@@ -45,6 +44,8 @@ from certlab_core.plugin.report import (
     PassK,
     Report,
 )
+from certlab_core.plugin.types.reporter import Reporter
+from certlab_core.plugin.types.rule import StatisticalRule
 
 #: Markup a name in a report may hold (an experiment's names are the user's): a reporter must not pass it on raw.
 MARKUP = "<script>alert(1)</script>"
@@ -160,7 +161,7 @@ def empty_report() -> Report:
 
 
 def _files_under(root: Path) -> list[str]:
-    from certlab_core.plugin.trees import walk
+    from certlab_core.sdk.trees import walk
 
     return sorted(e.relpath for e in walk(root))
 
@@ -202,7 +203,7 @@ class ReporterConformance:
 
     def reporter(self) -> Reporter:
         """The reporter under test: the installed one named ``reporter_name``."""
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
 
         if not self.reporter_name:
             pytest.fail("set reporter_name on the ReporterConformance subclass")
@@ -210,7 +211,7 @@ class ReporterConformance:
         return found
 
     def rule(self) -> StatisticalRule | None:
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
 
         installed = discover().all("statistical_rules")
         found = installed.get(self.rule_name)
@@ -219,7 +220,7 @@ class ReporterConformance:
     @pytest.fixture(scope="class")
     @classmethod
     def renderings(cls, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-        from certlab_core.plugin.forking import call_in_fork
+        from certlab_core.sdk.forking import call_in_fork
 
         checks = cls()
         base = str(tmp_path_factory.mktemp("reporter") / "watched")

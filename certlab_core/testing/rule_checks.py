@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from certlab_core.plugin.looks import look_sizes
+from certlab_core.sdk.looks import look_sizes
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -227,7 +227,7 @@ class RuleConformance:
         """The rule under test: the installed one named ``rule_name``."""
         import pytest
 
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
 
         if not self.rule_name:
             pytest.fail("set rule_name on the RuleConformance subclass")
@@ -343,7 +343,7 @@ class RuleConformance:
     def test_importing_the_plugin_imports_neither_scipy_nor_numpy(self) -> None:
         from importlib.metadata import entry_points
 
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
 
         distribution = discover().plugin_of("statistical_rules", self.rule_name).distribution
         modules = [

@@ -38,8 +38,8 @@ from typing import Any
 import pytest
 from attrs import frozen
 
-from certlab_core.plugin.command import ContainedRun, run_contained
-from certlab_core.plugin.sandbox import Containment, ResourceLimits, Sandbox
+from certlab_core.plugin.types.sandbox import Containment, ResourceLimits, Sandbox
+from certlab_core.sdk.command import ContainedRun, run_contained
 
 #: What a program past its timeout may take on top of it: run_command's SIGTERM grace, and start-up.
 TIMEOUT_SLACK_S = 8.0
@@ -114,7 +114,7 @@ def harness_variable(value: str) -> Iterator[None]:
 
 def request_env() -> dict[str, str]:
     """What the kernel passes a contained program: the allow-list of the harness's variables, and one of its own."""
-    from certlab_core.plugin.sandbox import contained_environment
+    from certlab_core.sdk.containment import contained_environment
 
     return {**contained_environment(), "CERTLAB_CONFORMANCE_PASSED": "passed"}
 
@@ -185,7 +185,7 @@ class SandboxConformance:
 
     def sandbox(self) -> Sandbox:
         """The sandbox under test: the installed one named ``sandbox_name``."""
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
 
         if not self.sandbox_name:
             pytest.fail("set sandbox_name on the SandboxConformance subclass")

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certlab_core.plugin.cases import check_modules, parse_cases, read_cases
 from certlab_core.plugin.errors import UsageError
+from certlab_core.sdk.cases import check_modules, parse_cases, read_cases
 
 GOOD = '{"id": "ok", "call": "mod:f", "args": [1], "expect": 2}'
 

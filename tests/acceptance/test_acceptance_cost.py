@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certlab_core.plugin.records import Usage
+from certlab_core.plugin.types.agent import Usage
 from certlab_core.report.cost import cost_report, t_quantile
 from certlab_core.report.intervals import regularized_beta
 

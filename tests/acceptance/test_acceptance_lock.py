@@ -20,11 +20,11 @@ from certlab_acceptance.lock import (
     write_lock,
 )
 
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.fingerprints import check_unmoved, fingerprint, movements
-from certlab_core.plugin.records import AcceptanceLock
-from certlab_core.plugin.registry import Registry, discover
-from certlab_core.plugin.user_task import load_user_task
+from certlab_core.plugin.types.grader import AcceptanceLock
+from certlab_core.sdk.fingerprints import check_unmoved, fingerprint, movements
+from certlab_core.sdk.user_task import load_user_task
 
 
 @pytest.fixture(scope="module")
@@ -231,8 +231,8 @@ def test_bad_task_settings_are_one_line(tmp_path: Path) -> None:
 
 
 def test_a_tuple_in_the_tests_equals_a_list_in_the_cases() -> None:
-    from certlab_core.plugin.cases import parse_cases
-    from certlab_core.plugin.visible_calls import leaked_inputs, literal_calls
+    from certlab_core.sdk.cases import parse_cases
+    from certlab_core.sdk.visible_calls import leaked_inputs, literal_calls
 
     cases = parse_cases('{"id": "neg", "call": "intervals:length", "args": [[-4, 6]], "expect": 10}\n', "c.jsonl")
     calls = literal_calls("from intervals import length\n\ndef test_it():\n    assert length((-4, 6)) == 10\n", "t.py")

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.evidence.integrity import attempt_problems, verify_store
 from certlab_core.gate.store import seal_line
-from certlab_core.plugin.registry import Registry, discover
 
 TOOLSET = """
-from certlab_core.plugin.records import OracleVerdict, WorldInstance
+from certlab_core.plugin.types.tool_world import OracleVerdict, WorldInstance
 
 def build(task_input, seed):
     state = {"count": 0}
@@ -202,7 +202,7 @@ def test_certlab_gate_refuses_a_store_with_a_forged_retry(retried_store: Path, t
 
 
 def test_a_coding_arm_retried_after_a_broken_grader_verifies() -> None:
-    from certlab_core.plugin.canonical import sealed
+    from certlab_core.sdk.canonical import sealed
 
     common = {"schema": "certlab.trial/1", "id": "baseline/clean/0", "identity": "i", "seed": 1, "grades": []}
     first = dict(

@@ -20,7 +20,7 @@ from acceptance_helpers import (
 )
 from certlab_acceptance.lock import predictions_path
 
-from certlab_core.plugin.canonical import canonical_json, sealed
+from certlab_core.sdk.canonical import canonical_json, sealed
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_leakscan_names_every_artefact_holding_most_answers(
 
 
 def test_leakscan_finds_the_cases_of_an_installed_family_from_the_bundle(tmp_path: Path) -> None:
-    from certlab_core.plugin.registry import discover
+    from certlab_core._runtime.registry import discover
 
     family = discover().get("task_families", "intervals")
     run = tmp_path / "run"

@@ -233,7 +233,7 @@ FILL_TMPFS = (
     "timeout 2 sh -c 'i=0; while [ $i -lt 6 ]; do dd if=/dev/zero of=../fill-$i.bin bs=1M count=64 2>/dev/null"
     " || break; i=$((i+1)); done'; exit 0"
 )
-# Past the work copy's totals (certlab_core.plugin.trees.WORK_COPY_CAPS): every walk of it used to recurse once per
+# Past the work copy's totals (certlab_core.sdk.trees.WORK_COPY_CAPS): every walk of it used to recurse once per
 # level (RecursionError aborted the certification). 1,500 folders are quick to make, so a loaded machine does not
 # turn it into a timeout; 20,001 files are not (up to 4 s here), so tests/test_tree_limits.py tries the cap on
 # files with a trial's own smaller cap.

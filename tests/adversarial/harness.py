@@ -10,11 +10,13 @@ from pathlib import Path
 import attrs
 from attrs import frozen
 
+from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
-from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, answer_key_paths, grader_chain, prove, run_trials
-from certlab_core.plugin.records import Grader, TaskFamily
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.sandbox import choose_containment
+from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, answer_key_paths, prove, run_trials
+from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.plugin.types.grader import Grader
+from certlab_core.sdk.grading import grader_chain
 
 from .corpus import AGENT_TIMEOUT_S, MEMORY_BYTES, STRATEGIES, TARGETS, TIMEOUT, Strategy
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from certlab_core.plugin.registry import Registry
+from certlab_core._runtime.registry import Registry
 
 from .check import CASES, check_proofs, check_strategy, corpus_run
 from .harness import Run

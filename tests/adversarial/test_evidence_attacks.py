@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from certlab_signing import evidence
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.regrade import regrade
-from certlab_core.plugin.canonical import sealed
 from certlab_core.plugin.errors import CertlabError
-from certlab_core.plugin.registry import Registry
+from certlab_core.sdk.canonical import sealed
 
 from .corpus import EVIDENCE_ATTACKS
 

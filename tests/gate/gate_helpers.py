@@ -12,12 +12,12 @@ from typing import Any
 import yaml
 from conftest import run_certlab
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.gate.decision import decide
 from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import build_manifest
 from certlab_core.gate.runner import plan_run, run_experiment
 from certlab_core.gate.store import create_run, read_store, write_decision
-from certlab_core.plugin.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "retry"

@@ -20,7 +20,8 @@ from certlab_core.gate.boundary import (
     ToolTimeout,
     contract_violations,
 )
-from certlab_core.plugin.records import Fault, FaultContext, FaultEffect, WorldInstance
+from certlab_core.plugin.types.fault import Fault, FaultContext, FaultEffect
+from certlab_core.plugin.types.tool_world import WorldInstance
 
 
 def counter_world() -> tuple[WorldInstance, dict[str, Any]]:

@@ -15,11 +15,11 @@ import yaml
 from conftest import run_certlab
 from gate_helpers import EXAMPLES, certlab, descriptor, lines, run, write, write_module
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.gate.descriptor import Descriptor
 from certlab_core.gate.manifest import Manifest
 from certlab_core.gate.schemas import Decision, TrialLine, schema_of
 from certlab_core.gate.typed import parse
-from certlab_core.plugin.registry import Registry
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def test_certlab_run_refuses_a_bad_worker_count(tmp_path: Path) -> None:
 
 
 TOOLSET = """
-from certlab_core.plugin.records import OracleVerdict, WorldInstance
+from certlab_core.plugin.types.tool_world import OracleVerdict, WorldInstance
 
 def build(task_input, seed):
     state = {"on": False}

@@ -10,10 +10,10 @@ from gate_helpers import AGENTS, EXAMPLES, certlab, descriptor, write, write_mod
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.gate.descriptor import Descriptor, descriptor_from_data, load_descriptor, read_yaml
 from certlab_core.gate.manifest import build_manifest
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.registry import Registry
 
 
 @pytest.mark.parametrize("name", ["a_vs_b.yaml", "a_vs_a.yaml", "a_vs_c.yaml"])

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from certlab_core.plugin.forking import ChildFailure, ForkPool, Zygote, ZygoteHost
+from certlab_core.sdk.forking import ChildFailure, ForkPool, Zygote, ZygoteHost
 
 
 def preload() -> dict[str, Any]:

@@ -13,6 +13,7 @@ from gate_helpers import EXAMPLES, descriptor, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import (
     Manifest,
@@ -30,9 +31,8 @@ from certlab_core.gate.schedule import (
     parse_trial_id,
     trial_identity,
 )
-from certlab_core.plugin.canonical import pretty_json, seal_of, sealed
 from certlab_core.plugin.errors import InstrumentError
-from certlab_core.plugin.registry import Registry
+from certlab_core.sdk.canonical import pretty_json, seal_of, sealed
 
 
 @pytest.fixture(scope="module")

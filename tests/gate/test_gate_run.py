@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from gate_helpers import AGENTS, certlab, descriptor, lines, recompute, run, write, write_module
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.gate.manifest import read_manifest
 from certlab_core.gate.runner import rerun_trial
 from certlab_core.gate.store import seal_line
-from certlab_core.plugin.canonical import pretty_json, sealed
-from certlab_core.plugin.registry import Registry
+from certlab_core.sdk.canonical import pretty_json, sealed
 
 TOOLSET = """
 from certlab_core.gate.boundary import ToolRejected
-from certlab_core.plugin.records import OracleVerdict, WorldInstance
+from certlab_core.plugin.types.tool_world import OracleVerdict, WorldInstance
 
 def build(task_input, seed):
     state = {"count": 0}
@@ -405,7 +405,7 @@ def test_the_parent_imports_neither_the_agents_nor_scipy_while_trials_run(tmp_pa
     script = f"""
 import sys, threading
 from pathlib import Path
-from certlab_core.plugin.registry import discover
+from certlab_core._runtime.registry import discover
 from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import build_manifest
 from certlab_core.gate.runner import plan_run, run_experiment
@@ -480,7 +480,7 @@ def test_a_record_holding_unicode_line_separators_reads_back_whole(registry: Reg
 
 LIGHTS_PLUGIN = """
 from certlab_core.plugin import hookimpl
-from certlab_core.plugin.records import OracleVerdict, ToolWorld, WorldInstance
+from certlab_core.plugin.types.tool_world import OracleVerdict, ToolWorld, WorldInstance
 
 def build(task_input, seed):
     state = {"on": False}
@@ -504,7 +504,7 @@ def test_a_world_registered_in_process_runs_from_forked_zygotes(tmp_path: Path) 
     """A plugin no fresh interpreter could import by name: the zygotes are forked from the parent instead."""
     import types
 
-    from certlab_core.plugin.registry import discover
+    from certlab_core._runtime.registry import discover
 
     module = types.ModuleType("lights_in_process")
     exec(compile(LIGHTS_PLUGIN, module.__name__, "exec"), module.__dict__)

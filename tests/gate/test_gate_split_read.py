@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from certlab_core._runtime.registry import discover
 from certlab_core.evidence.integrity import AttemptLedger
 from certlab_core.gate.decision import decision_of
 from certlab_core.gate.manifest import manifest_document
 from certlab_core.gate.store import TRIALS, iter_raw_line_bytes, open_manifest
 from certlab_core.gate.summaries import _line_ranges, read_summaries, verify_lines
-from certlab_core.plugin.canonical import unstructure
-from certlab_core.plugin.registry import discover
 from certlab_core.report.model import ReportAccumulator
+from certlab_core.sdk.canonical import unstructure
 
 ARCHIVED = Path(__file__).resolve().parent.parent / "archived_stores"
 
@@ -153,7 +153,7 @@ def test_the_report_counts_the_upstream_errors_each_arm_recovered_from(tmp_path:
 
 def fmt_recovered(report: object) -> str:
     """The first arm's recovered-errors phrase, as every format writes it."""
-    from certlab_core.plugin import report_format
+    from certlab_core.sdk import report_format
 
     arm = next(a for c in report.conditions for a in (c.baseline, c.candidate) if a.recovered_errors)  # type: ignore[attr-defined]
     return report_format.recovered(arm)

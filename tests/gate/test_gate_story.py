@@ -14,7 +14,7 @@ import yaml
 from certlab_demo.chapter_gate import choose_n, planning_rates, run_figures
 from gate_helpers import EXAMPLES, lines, run, write
 
-from certlab_core.plugin.registry import Registry
+from certlab_core._runtime.registry import Registry
 
 RECORDED: dict[str, Any] = json.loads((EXAMPLES / "recorded_run.json").read_text())["figures"]
 FALSIFY = "reserve-timeout"

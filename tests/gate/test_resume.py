@@ -24,7 +24,7 @@ from certlab_core.gate.store import DECISION, TRIALS, seal_line
 SLOW_TOOLSET = """
 import time
 
-from certlab_core.plugin.records import OracleVerdict, WorldInstance
+from certlab_core.plugin.types.tool_world import OracleVerdict, WorldInstance
 
 def build(task_input, seed):
     state = {"on": False}

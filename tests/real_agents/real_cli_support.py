@@ -26,9 +26,9 @@ from certlab_usage import agent_clis
 from conftest import run_certlab
 from connect_trace import connections, traced
 
+from certlab_core._runtime.registry import discover
 from certlab_core.plugin import AgentOutcome, AgentRequest
-from certlab_core.plugin.forking import ChildFailure, map_in_forks
-from certlab_core.plugin.registry import discover
+from certlab_core.sdk.forking import ChildFailure, map_in_forks
 
 T = TypeVar("T")
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.certify.lab import Task, TrialSpec, log_to_stderr, progress_facts, run_trials
 from certlab_core.plugin import UsageError
-from certlab_core.plugin.canonical import unstructure
-from certlab_core.plugin.records import Usage
-from certlab_core.plugin.registry import Registry
+from certlab_core.plugin.types.agent import Usage
+from certlab_core.sdk.canonical import unstructure
 
 
 class _Spec:
@@ -84,7 +84,7 @@ PREVIOUS: list[object] = []
 
 def test_the_heartbeat_beats_here_only_and_leaves_nothing_behind() -> None:
     from certlab_core.certify.heartbeat import InFlight, beating
-    from certlab_core.plugin.forking import call_in_fork
+    from certlab_core.sdk.forking import call_in_fork
 
     PREVIOUS[:] = [signal.getsignal(signal.SIGALRM)]
     in_flight, said = InFlight(), []

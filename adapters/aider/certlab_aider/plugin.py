@@ -34,15 +34,9 @@ import attrs
 from certlab_usage import agent_clis as clis
 from certlab_usage import parse_aider
 
-from certlab_core.plugin import (
-    AgentAdapter,
-    AgentOutcome,
-    AgentRequest,
-    PreflightCheck,
-    UsageError,
-    hookimpl,
-    in_allowed_paths,
-)
+from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, UsageError, hookimpl
+from certlab_core.plugin.types.agent import PreflightCheck
+from certlab_core.sdk.workcopy import in_allowed_paths
 
 NAME = "aider"
 CLI = clis.Cli(NAME, program="aider", variable="CERTLAB_AIDER_BIN", cached="aider/bin/aider")

@@ -24,19 +24,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from certlab_core.plugin import (
-    AgentAdapter,
-    AgentOutcome,
-    AgentRequest,
-    AgentStatus,
-    CalibrationExpectation,
-    TaskHandle,
-    TrialVerdict,
-    TwinOutcome,
-    hookimpl,
-    in_allowed_paths,
-)
+from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, hookimpl
 from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.types.agent import AgentStatus, CalibrationExpectation, TaskHandle, TrialVerdict, TwinOutcome
+from certlab_core.sdk.workcopy import in_allowed_paths
 
 GUTTED_TEST = "def test_nothing():\n    assert True\n"
 

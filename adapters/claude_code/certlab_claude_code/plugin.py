@@ -27,13 +27,8 @@ import attrs
 from certlab_usage import agent_clis as clis
 from certlab_usage import parse_claude_code
 
-from certlab_core.plugin import (
-    AgentAdapter,
-    AgentOutcome,
-    AgentRequest,
-    PreflightCheck,
-    hookimpl,
-)
+from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, hookimpl
+from certlab_core.plugin.types.agent import PreflightCheck
 
 NAME = "claude-code"
 CLI = clis.Cli(NAME, program="claude", variable="CERTLAB_CLAUDE_BIN", cached="npm/node_modules/.bin/claude")

@@ -29,14 +29,8 @@ import attrs
 from certlab_usage import agent_clis as clis
 from certlab_usage import parse_codex
 
-from certlab_core.plugin import (
-    AgentAdapter,
-    AgentOutcome,
-    AgentRequest,
-    PreflightCheck,
-    UsageError,
-    hookimpl,
-)
+from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, UsageError, hookimpl
+from certlab_core.plugin.types.agent import PreflightCheck
 
 NAME = "codex"
 CLI = clis.Cli(NAME, program="codex", variable="CERTLAB_CODEX_BIN", cached="npm/node_modules/.bin/codex")

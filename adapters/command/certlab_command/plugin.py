@@ -44,7 +44,7 @@ def check_command_line(cmdline: str) -> None:
 
 def run(request: AgentRequest) -> AgentOutcome:
     """Run the command line given as the agent's argument and report what happened."""
-    from certlab_core.plugin import run_command  # the process machinery, imported by a run, not by discovery
+    from certlab_core.sdk.command import run_command  # the process machinery, imported by a run, not by discovery
 
     if not request.agent_args:
         raise UsageError("the command agent needs its command line: --agent-arg 'COMMAND ...'")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from certlab_command.plugin import check_command_line, run
 
-from certlab_core.plugin.command import TAIL_BYTES
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.records import AgentRequest
+from certlab_core.plugin.types.agent import AgentRequest
+from certlab_core.sdk.command import TAIL_BYTES
 
 
 def request(tmp_path: Path, cmdline: str, timeout: float = 30.0) -> AgentRequest:

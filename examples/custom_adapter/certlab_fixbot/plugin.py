@@ -2,7 +2,8 @@
 
 import shutil
 
-from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, hookimpl, run_command
+from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, hookimpl
+from certlab_core.sdk.command import run_command
 
 EX_UNAVAILABLE = 69  # fixbot's own exit code for "could not reach my API"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from certlab_roman.plugin import certlab_task_families
 
-from certlab_core.plugin.records import Defect, TaskFamily
+from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.testing import FamilyConformance
 from certlab_core.testing.family_checks import build_tree, held_out_cases, held_out_verdicts
 

@@ -14,17 +14,12 @@ from typing import Any
 
 import typer
 
-from certlab_core.plugin import (
-    EXIT_ERROR,
-    EXIT_MISMATCH,
-    CertlabError,
-    InstrumentError,
-    UsageError,
-    discover,
-    load_user_task,
-    read_cases,
-    safe_io,
-)
+from certlab_core.plugin import CertlabError, InstrumentError, UsageError
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH
+from certlab_core.sdk import safe_io
+from certlab_core.sdk.cases import read_cases
+from certlab_core.sdk.services import installed_plugins
+from certlab_core.sdk.user_task import load_user_task
 
 BUNDLE_FILE = "bundle.json"
 
@@ -40,7 +35,7 @@ def lock_command(
     from certlab_acceptance.lock import LockRefused, lock_status, write_lock
 
     task = load_user_task(directory)
-    registry = discover()
+    registry = installed_plugins()
     if check:
         moved = lock_status(task, registry)
         for line in moved:
@@ -98,7 +93,7 @@ def _cases_for_scan(rundir: Path, cases: list[Path], tasks: list[Path], families
         except (OSError, ValueError, KeyError, TypeError):
             names = []
     if names:
-        registry = discover()
+        registry = installed_plugins()
         for name in names:
             try:
                 family = registry.get("task_families", name)

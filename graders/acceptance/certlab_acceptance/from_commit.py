@@ -1,7 +1,7 @@
 """Tasks from a repository's own bug fixes: ``certlab task from-commit``, ``from-swebench`` and ``from-commits``.
 
 A bug-fix commit is a ready-made task: its parent is the defect, the tests its fix adds or
-changes are the acceptance. The task written is a user task (``certlab_core.plugin.user_task``):
+changes are the acceptance. The task written is a user task (``certlab_core.sdk.user_task``):
 
 - ``fixture/`` is the repository at the parent, without its tests folder, and ``tests/`` that
   folder at the parent: the work copy issued, with none of the fix's test changes;
@@ -36,7 +36,11 @@ from attrs import frozen
 
 from certlab_acceptance.hidden_tests import HiddenTest, PytestRun, cases_text, run_tests, safe_relpath
 from certlab_acceptance.task_env import TaskEnvironment, declared_requirements, make_environment
-from certlab_core.plugin import NOT_MODULES, TASK_FILE, UsageError, active_containment, json_object_line, trees
+from certlab_core.plugin import UsageError
+from certlab_core.sdk import trees
+from certlab_core.sdk.cases import json_object_line
+from certlab_core.sdk.containment import active_containment
+from certlab_core.sdk.user_task import NOT_MODULES, TASK_FILE
 
 GIT_TIMEOUT_S = 60.0
 MAX_FILES = 5_000
@@ -563,7 +567,7 @@ def _node_list(value: object, key: str, where: str) -> list[str]:
 
 def read_instances(path: Path) -> list[dict[str, Any]]:
     """The SWE-bench-format instances of a JSONL file, each checked for the keys a task needs."""
-    from certlab_core.plugin import safe_io
+    from certlab_core.sdk import safe_io
 
     text = safe_io.read_capped_text(path, "SWE-bench instances", UsageError, f"{path}: no such file")
     instances: list[dict[str, Any]] = []

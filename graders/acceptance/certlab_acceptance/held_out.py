@@ -1,6 +1,6 @@
 """Held-out acceptance inside a certification: the user tasks staged, one lock per task, checked before every arm.
 
-The kernel reaches it through the ``certlab_held_out`` hook (``certlab_core.plugin.held_out``):
+The kernel reaches it through the ``certlab_held_out`` hook (``certlab_core.plugin.types.held_out``):
 :func:`open_held_out` is the record's ``open``, :func:`register_experiment_task` and
 :func:`experiment_lock` its operations for the user task of an A/B experiment.
 
@@ -22,21 +22,13 @@ from attrs import define, field
 
 from certlab_acceptance.lock import LockRefused, lock_refusals, open_lock, read_task_cases, scratch_folder, take_lock
 from certlab_acceptance.prediction import check_predictions, recorded_form
-from certlab_core.plugin import (
-    AcceptanceLock,
-    Registry,
-    TaskFamily,
-    UsageError,
-    UserTask,
-    check_unmoved,
-    holds_user_task,
-    hookimpl,
-    load_user_task,
-    sha256_file,
-    stage_family,
-    taskset_sha256,
-    trees,
-)
+from certlab_core.plugin import TaskFamily, UsageError, hookimpl
+from certlab_core.plugin.types.grader import AcceptanceLock
+from certlab_core.plugin.types.held_out import HeldOutIndex
+from certlab_core.sdk import trees
+from certlab_core.sdk.fingerprints import check_unmoved
+from certlab_core.sdk.user_task import UserTask, holds_user_task, load_user_task, stage_family
+from certlab_core.sdk.workcopy import sha256_file, taskset_sha256
 
 SOURCE_FILE = "source.json"
 MAX_SOURCE_BYTES = 1 << 20
@@ -122,7 +114,7 @@ class HeldOut:
         trees.remove_made(self.made)
 
 
-def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str]) -> HeldOut:
+def open_held_out(registry: HeldOutIndex, families: Sequence[TaskFamily], task_dirs: Sequence[str]) -> HeldOut:
     """Stage every user task, then open or take a lock for it and for every installed family."""
     held_out = HeldOut(made=scratch_folder("certlab-certify-"))
     try:
@@ -172,7 +164,7 @@ def raise_duplicate(name: str) -> None:
 _EXPERIMENT_LOCKS: dict[str, AcceptanceLock] = {}
 
 
-def register_experiment_task(registry: Registry, directory: Path) -> TaskFamily | None:
+def register_experiment_task(registry: HeldOutIndex, directory: Path) -> TaskFamily | None:
     """Make the user task in an experiment directory a task family of ``registry`` (None when there is none).
 
     The gate's descriptor then names it as ``task: {family: NAME}``. The task is staged (its

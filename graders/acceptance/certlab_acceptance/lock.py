@@ -21,24 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from certlab_core.plugin import (
-    AcceptanceLock,
-    HeldOutCase,
-    InstrumentError,
-    UsageError,
-    UserTask,
-    canonical,
-    cases_sha256,
-    check_modules,
-    check_unmoved,
-    fingerprints,
-    read_cases,
-    read_cases_bytes,
-    safe_io,
-    sha256_file,
-    trees,
-    visible_calls,
-)
+from certlab_core.plugin import InstrumentError, UsageError
+from certlab_core.plugin.types.grader import AcceptanceLock
+from certlab_core.sdk import canonical, fingerprints, safe_io, trees, visible_calls
+from certlab_core.sdk.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
+from certlab_core.sdk.fingerprints import check_unmoved
+from certlab_core.sdk.user_task import UserTask
+from certlab_core.sdk.workcopy import sha256_file
 
 LOCK_FOLDER = ".certlab"
 LOCK_FILE = "lock.json"
@@ -310,7 +299,7 @@ def read_lock(root: Path) -> dict[str, Any] | None:
     if not (path.exists() or path.is_symlink()):
         return None
     try:
-        document = safe_io.load_json(path, "lock")  # regular file, capped, shallow (certlab_core.plugin.safe_io)
+        document = safe_io.load_json(path, "lock")  # regular file, capped, shallow (certlab_core.sdk.safe_io)
     except CertlabError as error:
         raise InstrumentError(f"{error.message}; lock again with certlab lock --again") from None
     if not isinstance(document, dict) or document.get("schema") != LOCK_SCHEMA:

@@ -35,27 +35,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from certlab_core.plugin import (
-    AcceptanceLock,
-    Change,
     Command,
     Grader,
     GradeRequest,
     GradeResult,
     HeldOutAcceptance,
-    HeldOutCase,
     HeldOutRun,
     InstrumentError,
-    Registry,
     TaskFamily,
-    active_containment,
-    check_modules,
-    check_unmoved,
     hookimpl,
-    read_cases_bytes,
-    sha256_file,
-    trees,
 )
 from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.types.grader import AcceptanceLock, Change
+from certlab_core.plugin.types.held_out import HeldOutIndex
+from certlab_core.sdk import trees
+from certlab_core.sdk.cases import HeldOutCase, check_modules, read_cases_bytes
+from certlab_core.sdk.containment import active_containment
+from certlab_core.sdk.fingerprints import check_unmoved
+from certlab_core.sdk.workcopy import sha256_file
 
 if TYPE_CHECKING:
     import typer
@@ -127,7 +124,7 @@ def scoring_folder(request: GradeRequest) -> trees.MadeFolder:
 
 def case_environment() -> dict[str, str]:
     """The case host's environment: the kernel's allow-list of the harness's variables, no key, no HOME."""
-    from certlab_core.plugin import contained_environment
+    from certlab_core.sdk.containment import contained_environment
 
     return contained_environment(os.environ)
 
@@ -343,13 +340,13 @@ def certlab_graders() -> list[Grader]:
 
 
 # The held-out operations import their modules when first called, not when the registry is built.
-def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str], /) -> HeldOutRun:
+def open_held_out(registry: HeldOutIndex, families: Sequence[TaskFamily], task_dirs: Sequence[str], /) -> HeldOutRun:
     from certlab_acceptance.held_out import open_held_out
 
     return open_held_out(registry, families, task_dirs)
 
 
-def register_experiment_task(registry: Registry, directory: Path, /) -> TaskFamily | None:
+def register_experiment_task(registry: HeldOutIndex, directory: Path, /) -> TaskFamily | None:
     from certlab_acceptance.held_out import register_experiment_task
 
     return register_experiment_task(registry, directory)

@@ -20,7 +20,8 @@ from typing import Any
 from attrs import frozen
 
 from certlab_acceptance.lock import lock_path, predictions_path, read_lock
-from certlab_core.plugin import UsageError, canonical, safe_io
+from certlab_core.plugin import UsageError
+from certlab_core.sdk import canonical, safe_io
 
 PREDICTION_SCHEMA = "certlab.prediction/1"
 MAX_PREDICTION_CHARS = 2000
@@ -48,7 +49,7 @@ def read_predictions(root: Path) -> list[dict[str, Any]]:
         line = raw.decode("utf-8", errors="replace")
         if not line.strip():
             continue
-        entry = safe_io.parse_line(line)  # None: not JSON under the caps (certlab_core.plugin.safe_io)
+        entry = safe_io.parse_line(line)  # None: not JSON under the caps (certlab_core.sdk.safe_io)
         entries.append(entry if isinstance(entry, dict) else {"unreadable_line": number})
     return entries
 

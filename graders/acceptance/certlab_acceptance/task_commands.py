@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from certlab_core.plugin import UsageError, safe_io
+from certlab_core.plugin import UsageError
+from certlab_core.sdk import safe_io
 
 SANDBOX_HELP = "Run the checks' tests in bwrap where it works (auto), only in bwrap, or none (network not cut)."
 task_app = typer.Typer(help="Build tasks of your own from a repository's bug-fix commits or SWE-bench instances.")
@@ -17,11 +18,10 @@ task_app = typer.Typer(help="Build tasks of your own from a repository's bug-fix
 @contextlib.contextmanager
 def building(choice: str, *hidden: Path) -> Iterator[None]:
     """The checks' tests under the containment a trial's grading has: bwrap (no network) where it works."""
-    from certlab_core.plugin import choose_containment, discover, use_containment
+    from certlab_core.sdk.containment import use_containment
+    from certlab_core.sdk.services import choose_containment
 
-    containment = choose_containment(
-        discover(), choice, [str(p) for p in hidden], lambda line: typer.echo(line, err=True)
-    )
+    containment = choose_containment(choice, [str(p) for p in hidden], lambda line: typer.echo(line, err=True))
     with use_containment(containment):
         yield
 

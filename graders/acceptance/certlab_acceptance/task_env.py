@@ -30,7 +30,9 @@ from pathlib import Path, PurePosixPath
 
 from attrs import frozen
 
-from certlab_core.plugin import UsageError, environment_sha256, task_environments_dir
+from certlab_core.plugin import UsageError
+from certlab_core.sdk.containment import task_environments_dir
+from certlab_core.sdk.workcopy import environment_sha256
 
 WHEELHOUSE_VARIABLE = "CERTLAB_WHEELHOUSE"
 MARKER = ".certlab-task-env"

@@ -16,10 +16,11 @@ import attrs
 import pytest
 from certlab_acceptance import plugin
 
+from certlab_core._runtime.registry import discover
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.records import AcceptanceLock, Defect, GradeRequest, GradeResult, TaskFamily
-from certlab_core.plugin.registry import discover
-from certlab_core.plugin.workcopy import materialise
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.plugin.types.grader import AcceptanceLock, GradeRequest, GradeResult
+from certlab_core.sdk.workcopy import materialise
 
 PROBE = Defect(id="probe", defect_class="none", description="a probe", seeds=())
 
@@ -68,7 +69,7 @@ def failed(result: GradeResult) -> dict[str, str]:
 
 
 def test_the_grader_is_installed_third_in_the_chain() -> None:
-    from certlab_core.certify.lab import grader_chain
+    from certlab_core.sdk.grading import grader_chain
 
     names = [grader.name for grader in grader_chain(discover())]
     assert names[:3] == ["policy", "suite", "acceptance"]
@@ -377,14 +378,14 @@ def test_the_scoring_copy_is_outside_the_experiment_and_deleted_after_the_last_c
 
 
 def _lock_over(tmp_path: Path, request: GradeRequest) -> tuple[AcceptanceLock, Path]:
-    from certlab_core.plugin.fingerprints import fingerprint
+    from certlab_core.sdk.fingerprints import fingerprint
 
     scorer = tmp_path / "scorer-copy"
     shutil.copytree(Path(plugin.__file__).parent, scorer, ignore=shutil.ignore_patterns("__pycache__"))
     copy = tmp_path / "locked.jsonl"
     shutil.copy(request.family.cases_file, copy)
     sources = {"cases": request.family.cases_file, "scorer:acceptance": str(scorer)}
-    from certlab_core.plugin.cases import cases_sha256
+    from certlab_core.sdk.cases import cases_sha256
 
     lock = AcceptanceLock(
         cases_file=str(copy),

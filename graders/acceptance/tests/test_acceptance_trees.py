@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from certlab_core.certify.scaffold import scaffold
-from certlab_core.plugin import trees
+from certlab_core.sdk import trees
 
 
 def test_lock_refuses_a_fixture_1100_levels_deep_in_one_line(tmp_path: Path) -> None:

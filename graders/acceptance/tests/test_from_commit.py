@@ -324,10 +324,11 @@ def test_mutants_of_the_fixed_tree_are_scored_by_the_visible_suite_and_the_held_
     locked_task: Path, tmp_path: Path
 ) -> None:
     """``prove --mutants`` on the real task, on a few of its mutants (all 348 take minutes; see docs/real-bugs.md)."""
+    from certlab_core._runtime.registry import discover
     from certlab_core.certify.acceptance import open_held_out
-    from certlab_core.certify.lab import grader_chain, preload, prove
+    from certlab_core.certify.lab import preload, prove
     from certlab_core.certify.mutation import family_mutants, fixed_family, prove_by_mutation
-    from certlab_core.plugin.registry import discover
+    from certlab_core.sdk.grading import grader_chain
 
     registry = discover()
     held_out = open_held_out(registry, [], [str(locked_task)])
@@ -354,8 +355,8 @@ def test_mutants_of_the_fixed_tree_are_scored_by_the_visible_suite_and_the_held_
 
 
 def _bwrap_works() -> bool:
-    from certlab_core.plugin.registry import discover
-    from certlab_core.plugin.sandbox import Sandbox
+    from certlab_core._runtime.registry import discover
+    from certlab_core.plugin.types.sandbox import Sandbox
 
     sandbox = discover().all("sandboxes").get("bwrap")
     return isinstance(sandbox, Sandbox) and sandbox.probe() is None

@@ -130,7 +130,7 @@ def test_the_declared_dependency_is_installed_once_at_build_time_outside_the_tas
     assert "tinydep==1.0" in environment["installed"]
     folder = _environment_folder(task, environments)
     assert (folder / "bin" / "python").exists() and not str(folder).startswith(str(task))
-    from certlab_core.plugin import environment_sha256
+    from certlab_core.sdk.workcopy import environment_sha256
 
     assert environment["content_sha256"] == environment_sha256(folder)
     held = json.loads((task / "cases" / "acceptance.jsonl").read_text().splitlines()[0])
@@ -156,8 +156,8 @@ def test_the_suite_and_the_held_out_test_run_in_the_task_environment_and_fail_wi
 
 
 def _bwrap_reason() -> str | None:
-    from certlab_core.plugin.registry import discover
-    from certlab_core.plugin.sandbox import Sandbox
+    from certlab_core._runtime.registry import discover
+    from certlab_core.plugin.types.sandbox import Sandbox
 
     sandbox = discover().all("sandboxes").get("bwrap")
     return "no bwrap sandbox" if not isinstance(sandbox, Sandbox) else sandbox.probe()
@@ -167,9 +167,9 @@ def _bwrap_reason() -> str | None:
 def test_in_the_sandbox_the_task_environment_runs_and_is_read_only(
     built: tuple[Path, float], environments: Path
 ) -> None:
-    from certlab_core.plugin import run_contained
-    from certlab_core.plugin.registry import discover
-    from certlab_core.plugin.sandbox import choose_containment
+    from certlab_core._runtime.containment import choose_containment
+    from certlab_core._runtime.registry import discover
+    from certlab_core.sdk.command import run_contained
 
     task, _seconds = built
     python = str(_environment_folder(task, environments) / "bin" / "python")

@@ -7,17 +7,11 @@ import binascii
 import stat
 from pathlib import Path, PurePosixPath
 
-from certlab_core.plugin import (
-    Change,
-    Grader,
-    GradeRequest,
-    GradeResult,
-    hookimpl,
-    in_allowed_paths,
-    record_changes,
-    trees,
-)
+from certlab_core.plugin import Grader, GradeRequest, GradeResult, hookimpl
 from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.types.grader import Change
+from certlab_core.sdk import trees
+from certlab_core.sdk.workcopy import in_allowed_paths, record_changes
 
 NAME = "policy"
 #: This grader's own failure mode: a FIFO, socket or device node in the work copy, which no grader may open.

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from certlab_policy.plugin import grade, special_files
 
-from certlab_core.plugin import trees
-from certlab_core.plugin.records import GradeRequest
-from certlab_core.plugin.registry import discover
-from certlab_core.plugin.workcopy import materialise
+from certlab_core._runtime.registry import discover
+from certlab_core.plugin.types.grader import GradeRequest
+from certlab_core.sdk import trees
+from certlab_core.sdk.workcopy import materialise
 
 FAMILY = discover(only=("intervals",)).get("task_families", "intervals")
 

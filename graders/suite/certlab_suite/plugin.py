@@ -32,19 +32,13 @@ from typing import IO, Any
 
 from attrs import define
 
-from certlab_core.plugin import (
-    Containment,
-    ForkedCallError,
-    Grader,
-    GradeRequest,
-    GradeResult,
-    active_containment,
-    call_in_fork,
-    copy_tree,
-    hookimpl,
-    trees,
-)
+from certlab_core.plugin import Grader, GradeRequest, GradeResult, hookimpl
 from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk import trees
+from certlab_core.sdk.containment import active_containment
+from certlab_core.sdk.forking import ForkedCallError, call_in_fork
+from certlab_core.sdk.workcopy import copy_tree
 
 NAME = "suite"
 SUITE_TIMEOUT_S = 120.0
@@ -146,7 +140,7 @@ def grade(request: GradeRequest) -> GradeResult:
 
 def _contained_environment() -> dict[str, str]:
     """The test process's environment: the kernel's allow-list of the harness's variables, no key, no HOME."""
-    from certlab_core.plugin import contained_environment
+    from certlab_core.sdk.containment import contained_environment
 
     return contained_environment(os.environ)
 
@@ -369,7 +363,7 @@ def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path
     The test process is this distribution's ``visible_suite.py``, copied into the scratch
     folder (certlab's installation is hidden inside); it writes the hooks' report as JSON.
     """
-    from certlab_core.plugin import run_contained
+    from certlab_core.sdk.command import run_contained
     from certlab_suite import visible_suite
 
     containment = active_containment()

@@ -12,11 +12,13 @@ import attrs
 import pytest
 from certlab_suite import plugin as suite
 
+from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.registry import discover
 from certlab_core.certify.lab import answer_key_paths
-from certlab_core.plugin.records import GradeRequest, GradeResult
-from certlab_core.plugin.registry import discover
-from certlab_core.plugin.sandbox import Containment, choose_containment, use_containment
-from certlab_core.plugin.workcopy import materialise
+from certlab_core.plugin.types.grader import GradeRequest, GradeResult
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.containment import use_containment
+from certlab_core.sdk.workcopy import materialise
 
 REASON = __import__("certlab_sandbox_bwrap.plugin", fromlist=["probe"]).probe()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no bwrap sandbox here: {REASON}")

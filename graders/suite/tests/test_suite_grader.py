@@ -9,9 +9,9 @@ import attrs
 import pytest
 from certlab_suite.plugin import grade
 
-from certlab_core.plugin.records import GradeRequest
-from certlab_core.plugin.registry import discover
-from certlab_core.plugin.workcopy import materialise
+from certlab_core._runtime.registry import discover
+from certlab_core.plugin.types.grader import GradeRequest
+from certlab_core.sdk.workcopy import materialise
 
 FAMILY = discover(only=("intervals",)).get("task_families", "intervals")
 

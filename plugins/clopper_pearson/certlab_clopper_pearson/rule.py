@@ -15,7 +15,7 @@ from certlab_rule_support.two_arm_rule import DEFAULT_DELTA as DEFAULT_DELTA
 from certlab_rule_support.two_arm_rule import Decide, Plan, arm_counts, whole
 from certlab_rule_support.two_arm_rule import verdict_of as verdict_of
 
-from certlab_core.plugin import look_alpha
+from certlab_core.sdk.looks import look_alpha
 
 if TYPE_CHECKING:
     import numpy as np

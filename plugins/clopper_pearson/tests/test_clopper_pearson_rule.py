@@ -7,9 +7,9 @@ import pytest
 from certlab_clopper_pearson import rule
 from scipy import stats
 
+from certlab_core._runtime.registry import discover
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.looks import look_sizes
-from certlab_core.plugin.registry import discover
+from certlab_core.sdk.looks import look_sizes
 from certlab_core.testing import RuleConformance
 from certlab_core.testing.rule_checks import (
     cached_verdicts,

@@ -27,11 +27,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from certlab_core.plugin import safe_io
-from certlab_core.plugin.canonical import pretty_json, seal_holds, seal_of
+from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.forking import ForkedCallError, call_in_fork
-from certlab_core.plugin.registry import Registry
+from certlab_core.sdk import safe_io
+from certlab_core.sdk.canonical import pretty_json, seal_holds, seal_of
+from certlab_core.sdk.forking import ForkedCallError, call_in_fork
 
 if TYPE_CHECKING:
     from certlab_core.gate.manifest import Manifest
@@ -68,8 +68,8 @@ def manifest_slice(manifest_document: Mapping[str, Any], arm: str, condition: st
 def manifest_from_slice(piece: Mapping[str, Any], arm_overrides: Mapping[str, Any] | None = None) -> Manifest:
     """A sealed manifest rebuilt from a slice (the other arm mirrors this one), so the gate's runner can use it."""
     from certlab_core.gate.manifest import manifest_from_document
-    from certlab_core.plugin.canonical import seal_of
-    from certlab_core.plugin.looks import look_sizes
+    from certlab_core.sdk.canonical import seal_of
+    from certlab_core.sdk.looks import look_sizes
 
     document = {key: piece[key] for key in SLICE_KEYS}
     (entry,) = piece["arms"].values()
@@ -281,7 +281,7 @@ def module_paths(module: str) -> tuple[str, ...]:
 def read_bundle(path: Path) -> dict[str, Any]:
     """A reproducer read back, its schema, seal, trial seal and identity checked; anything wrong is exit 3."""
     from certlab_core.gate.schedule import key_of, trial_identity
-    from certlab_core.plugin.safe_io import load_json
+    from certlab_core.sdk.safe_io import load_json
 
     # Absent is a usage error (exit 4); present but not a readable reproducer is invalid (exit 3).
     missing = f"{path}: no such reproducer; write one with 'certlab bundle RUNDIR TRIAL --out'"

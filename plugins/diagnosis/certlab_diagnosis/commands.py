@@ -12,7 +12,10 @@ from pathlib import Path
 
 import typer
 
-from certlab_core.plugin import EXIT_MISMATCH, EXIT_OK, UsageError, discover, safe_io
+from certlab_core._runtime.registry import discover
+from certlab_core.plugin import UsageError
+from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK
+from certlab_core.sdk import safe_io
 
 RUNDIR_ARGUMENT = typer.Argument(..., help="A run store: the folder 'certlab run' printed as 'run: RUNDIR'.")
 
@@ -46,8 +49,8 @@ def minimize_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
 ) -> None:
     """ddmin over the trial's injected faults, re-running it; exit 0 minimised, 1 the failure did not reproduce."""
-    from certlab_core.plugin.canonical import pretty_json
     from certlab_core.report.reading import open_store
+    from certlab_core.sdk.canonical import pretty_json
     from certlab_diagnosis.minimize import describe_fault, minimize, minimized_document
 
     store = open_store(rundir)
@@ -110,7 +113,7 @@ def replay_command(
     ),
 ) -> None:
     """Re-run the agent against the recorded boundary, no live tools: exit 0 reproduced, 1 not, 3 invalid."""
-    from certlab_core.plugin.sandbox import SANDBOX_CHOICES
+    from certlab_core.plugin.types.sandbox import SANDBOX_CHOICES
     from certlab_diagnosis.bundle import read_bundle
     from certlab_diagnosis.replay import replay, replay_certified_trial, replay_live
 

@@ -9,7 +9,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.gate.events import END_OF_CALLS, listed, mapping
-from certlab_core.plugin import canonical
+from certlab_core.sdk import canonical
 
 RESULT_SHOWN = 160
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
+from certlab_core._runtime.registry import Registry
 from certlab_core.gate.events import failure_fingerprint
-from certlab_core.plugin.canonical import sealed, unstructure
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.registry import Registry
+from certlab_core.sdk.canonical import sealed, unstructure
 
 if TYPE_CHECKING:
     from certlab_core.gate.store import RunStore

@@ -35,13 +35,13 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.plugin.canonical import canonical_json
+from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, UsageError
-from certlab_core.plugin.forking import ForkedCallError, call_in_fork
-from certlab_core.plugin.registry import Registry
-from certlab_core.plugin.sandbox import Containment
-from certlab_core.plugin.trees import make_temp_folder, remove_made, temporary_folder
-from certlab_core.plugin.workcopy import write_inside
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.canonical import canonical_json
+from certlab_core.sdk.forking import ForkedCallError, call_in_fork
+from certlab_core.sdk.trees import make_temp_folder, remove_made, temporary_folder
+from certlab_core.sdk.workcopy import write_inside
 from certlab_diagnosis.bundle import edited_files, manifest_from_slice, module_paths
 from certlab_diagnosis.diff import describe_call
 
@@ -205,8 +205,8 @@ def reproducer_code_containment(registry: Registry | None = None, sandbox: str =
     tree and held-out cases stay hidden. certlab's own installation stays visible: the
     replay process is certlab's, running the reproducer's agent against the recording.
     """
+    from certlab_core._runtime.registry import discover
     from certlab_core.certify.regrade import evidence_code_containment
-    from certlab_core.plugin.registry import discover
 
     return evidence_code_containment(registry or discover(), sandbox, installation_visible=True)
 
@@ -225,9 +225,9 @@ def _contained_replay(
     """
     import os
 
-    from certlab_core.plugin.command import run_contained
-    from certlab_core.plugin.forking import ChildFailure
-    from certlab_core.plugin.sandbox import installation_paths
+    from certlab_core.sdk.command import run_contained
+    from certlab_core.sdk.containment import installation_paths
+    from certlab_core.sdk.forking import ChildFailure
 
     made = make_temp_folder("certlab-replay-contained-")
     folder = made.as_path
@@ -278,7 +278,7 @@ def contained_main(folder: str) -> int:
     bundle = json.loads(Path(folder, "bundle.json").read_text(encoding="utf-8"))
     job = json.loads(Path(folder, "job.json").read_text(encoding="utf-8"))
     if job.get("live"):
-        from certlab_core.plugin.registry import discover
+        from certlab_core._runtime.registry import discover
 
         found = _live_child(bundle, job.get("agent"), discover())
     else:
@@ -431,7 +431,8 @@ def replay_live(
 
 
 def _certified_child(spec: Any, registry: Registry) -> Any:
-    from certlab_core.certify.lab import grader_chain, run_trial
+    from certlab_core.certify.lab import run_trial
+    from certlab_core.sdk.grading import grader_chain
 
     return run_trial(spec, grader_chain(registry))
 
@@ -453,7 +454,7 @@ def replay_certified_trial(
     from certlab_core.certify.contract import token_budget_of
     from certlab_core.certify.lab import Task, TrialSpec
     from certlab_core.certify.regrade import containment_line, evidence_code_containment, read_bundle
-    from certlab_core.plugin.model_boundary import ModelBoundaryPlan, default_model_plan
+    from certlab_core.sdk.model_boundary import ModelBoundaryPlan, default_model_plan
 
     bundle = read_bundle(folder)
     trials = {str(t.get("id")): t for t in bundle.get("trials") or () if isinstance(t, Mapping)}

@@ -23,18 +23,9 @@ import time
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from certlab_core.plugin import (
-    Executor,
-    ExecutorOptions,
-    Stage,
-    UsageError,
-    Work,
-    WorkDone,
-    WorkFailure,
-    hookimpl,
-    run_isolated,
-    warm_up,
-)
+from certlab_core.plugin import Executor, ExecutorOptions, Stage, UsageError, Work, WorkDone, hookimpl
+from certlab_core.plugin.types.executor import WorkFailure
+from certlab_core.sdk.executor import run_isolated, warm_up
 
 CONNECT_TIMEOUT_S = 10.0
 WORKERS_TIMEOUT_S = 30.0

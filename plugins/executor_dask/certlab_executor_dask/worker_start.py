@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from certlab_core.plugin import start_zygote_host
+from certlab_core.sdk.executor import start_zygote_host
 
 
 def dask_setup(worker: Any) -> None:

@@ -25,7 +25,7 @@ import yaml
 from certlab_executor_dask.plugin import mismatched
 
 from certlab_core.gate.runner import VOLATILE_FIELDS, WORKER_LOST
-from certlab_core.plugin.executor import ExecutorOptions
+from certlab_core.plugin.types.executor import ExecutorOptions
 from certlab_core.testing import ExecutorConformance
 
 BIN = Path(sys.executable).parent
@@ -406,11 +406,11 @@ def test_a_worker_loads_a_tool_world_runs_stages_without_the_runner(tmp_path: Pa
     only. The runner (store, decision, manifest: 0.2 CPU s per worker) stayed in the warm-up of each of 8 workers."""
     import pickle
 
+    from certlab_core._runtime.registry import discover
     from certlab_core.certify.acceptance import register_experiment_task
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.runner import plan_run, trial_stages
-    from certlab_core.plugin.registry import discover
 
     path = descriptor(tmp_path)
     registry = discover()

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from certlab_core._runtime.registry import discover
 from certlab_core.gate.boundary import (
     Boundary,
     DeclaredFault,
@@ -17,8 +18,8 @@ from certlab_core.gate.boundary import (
     ToolUnavailable,
 )
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.records import Fault, WorldInstance
-from certlab_core.plugin.registry import discover
+from certlab_core.plugin.types.fault import Fault
+from certlab_core.plugin.types.tool_world import WorldInstance
 
 NAMES = {
     "tool_timeout",

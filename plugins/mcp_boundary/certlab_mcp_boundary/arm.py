@@ -41,7 +41,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from certlab_core.plugin import BoundaryBroken, BudgetExceeded, ToolError, contained_environment
+from certlab_core.plugin import BoundaryBroken, BudgetExceeded, ToolError
+from certlab_core.sdk.containment import contained_environment
 
 TAIL = 2000
 KILL_GRACE_S = 2.0

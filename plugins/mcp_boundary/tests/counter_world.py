@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from certlab_core.plugin import OracleVerdict, ToolRejected, WorldInstance
+from certlab_core.plugin import ToolRejected, WorldInstance
+from certlab_core.plugin.types.tool_world import OracleVerdict
 
 
 def toolset(task_input: dict[str, Any], seed: int) -> WorldInstance:

@@ -62,7 +62,8 @@ from urllib.parse import urlsplit
 
 from attrs import define, field, frozen
 
-from certlab_core.plugin import (
+from certlab_core.plugin import Fault, FaultContext, FaultEffect
+from certlab_core.plugin.types.model_boundary import (
     CALL_BOUNDARY_ERROR,
     CALL_INJECTED,
     CALL_OK,
@@ -70,9 +71,6 @@ from certlab_core.plugin import (
     CALLS_BUDGET,
     TOKENS_BUDGET,
     UPSTREAM_ERROR,
-    Fault,
-    FaultContext,
-    FaultEffect,
 )
 from certlab_model_boundary import wire
 

@@ -27,7 +27,7 @@ from certlab_model_boundary.proxy import (
 )
 from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall
 
-from certlab_core.plugin.registry import discover
+from certlab_core._runtime.registry import discover
 
 REAL_KEY = "sk-real-key-that-must-stay-in-the-harness"
 PATHS = {

@@ -28,7 +28,7 @@ from certlab_model_boundary import wire
 from certlab_model_boundary.proxy import ModelLimits, ModelProxy, Upstream
 from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts
 
-from certlab_core.plugin.model_boundary import judged_status
+from certlab_core.sdk.model_boundary import judged_status
 
 KIB = 1024
 SMALL = ModelLimits(request_bytes=64 * KIB, response_bytes=64 * KIB, connections=3, recorded_bytes=16 * KIB)

@@ -19,16 +19,13 @@ from urllib.parse import urlsplit
 import pytest
 from scripted_process import scripted_process
 
-from certlab_core.certify.lab import Task, TrialSpec, grader_chain, run_trial
+from certlab_core._runtime.registry import Registry, discover
+from certlab_core.certify.lab import Task, TrialSpec, run_trial
 from certlab_core.gate.family import model_plans, outcome_of
 from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest
-from certlab_core.plugin.model_boundary import (
-    ModelBoundaryPlan,
-    ModelFaultPlan,
-    judged_status,
-    recovered_upstream_errors,
-)
-from certlab_core.plugin.registry import Registry, discover
+from certlab_core.plugin.types.model_boundary import ModelFaultPlan
+from certlab_core.sdk.grading import grader_chain
+from certlab_core.sdk.model_boundary import ModelBoundaryPlan, judged_status, recovered_upstream_errors
 
 REAL_KEY = "sk-harness-key-0123456789"
 SEEN_ENV = "CERTLAB_TEST_SEEN_ENV"  # where the adapter writes the environment it got: its run is a forked child's
@@ -270,7 +267,7 @@ def test_the_rule_for_model_errors() -> None:
 
 
 def test_an_explicit_base_url_takes_a_certification_past_the_boundary(registry: Registry) -> None:
-    from certlab_core.plugin.model_boundary import model_plan_for
+    from certlab_core.sdk.model_boundary import model_plan_for
 
     plan = model_plan_for(registry, ("--model=m",))
     assert plan is not None and plan.boundary.name == "model-proxy" and plan.faults == ()

@@ -8,8 +8,8 @@ from statistics import NormalDist
 import pytest
 from certlab_newcombe import rule
 
+from certlab_core._runtime.registry import discover
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.registry import discover
 from certlab_core.testing import RuleConformance
 from certlab_core.testing.rule_checks import (
     cached_verdicts,

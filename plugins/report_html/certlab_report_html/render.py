@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from certlab_core.plugin import ArmSummary, ConditionReport, Report
-from certlab_core.plugin import report_format as fmt
+from certlab_core.sdk import report_format as fmt
 from certlab_report_html.svg import VERDICT_COLOURS, OcPoint, condition_plot, oc_plot
 
 # The plan is exact enumeration; past this many trials per arm the curve is drawn with fewer points.

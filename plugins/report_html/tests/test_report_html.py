@@ -15,7 +15,7 @@ import pytest
 from certlab_report_html.render import render
 from certlab_report_html.svg import ticks
 
-from certlab_core.plugin.registry import discover
+from certlab_core._runtime.registry import discover
 from certlab_core.report.model import Report, build_report
 
 ARCHIVED = Path(__file__).resolve().parents[3] / "tests" / "archived_stores"

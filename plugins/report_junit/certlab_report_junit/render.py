@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from certlab_core.plugin import ConditionReport, Report
-from certlab_core.plugin import report_format as fmt
+from certlab_core.sdk import report_format as fmt
 
 
 def _condition_details(condition: ConditionReport, report: Report) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from certlab_core.plugin import ArmSummary, ConditionReport, Report
-from certlab_core.plugin import report_format as fmt
+from certlab_core.sdk import report_format as fmt
 
 VERDICT_MARKS = {"PASS": "✅", "BLOCK": "⛔", "INCONCLUSIVE": "❔", "ERROR": "⚠️"}
 

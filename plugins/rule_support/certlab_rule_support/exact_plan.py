@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from certlab_core.plugin import look_sizes
+from certlab_core.sdk.looks import look_sizes
 
 if TYPE_CHECKING:
     import numpy as np

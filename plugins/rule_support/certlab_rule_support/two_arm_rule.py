@@ -7,7 +7,7 @@ A rule of this kind (clopper-pearson, newcombe) supplies two pure functions:
 - ``arm_alpha(alpha, conditions, looks)``: the two-sided level of each per-arm interval at one look.
 
 ``Decide`` and ``Plan`` turn them into the rule's ``decide`` and ``plan`` (see
-``certlab_core.plugin.records.StatisticalRule``): both check their arguments the same way (one
+``certlab_core.plugin.types.rule.StatisticalRule``): both check their arguments the same way (one
 ``UsageError`` line naming the bad value), and ``plan`` enumerates exactly with
 ``certlab_rule_support.exact_plan``. PASS iff lower > -delta, BLOCK iff upper < -delta (both strict),
 otherwise INCONCLUSIVE. Nothing here imports numpy or scipy at module import.
@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from certlab_core.plugin import Bounds, GateVerdict, UsageError
+from certlab_core.plugin import Bounds, UsageError
+from certlab_core.plugin.types.rule import GateVerdict
 from certlab_rule_support.exact_plan import exact_plan
 
 if TYPE_CHECKING:

@@ -36,18 +36,9 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from certlab_core.plugin import (
-    Handoff,
-    ResourceLimit,
-    Sandbox,
-    SandboxLaunch,
-    SandboxRequest,
-    agent_environment_dir,
-    hookimpl,
-    inherited_folders,
-    made_runtime_folder,
-    runtime_folder,
-)
+from certlab_core.plugin import Sandbox, SandboxLaunch, SandboxRequest, hookimpl
+from certlab_core.plugin.types.sandbox import Handoff, ResourceLimit
+from certlab_core.sdk.containment import agent_environment_dir, inherited_folders, made_runtime_folder, runtime_folder
 from certlab_sandbox_bwrap import runtime
 
 NAME = "bwrap"

@@ -31,7 +31,8 @@ from typing import IO
 
 from attrs import define
 
-from certlab_core.plugin import Spawn, SpawnedProcess, runtime_folder
+from certlab_core.plugin.types.sandbox import Spawn, SpawnedProcess
+from certlab_core.sdk.containment import runtime_folder
 
 KEEPER_START_S = 10.0
 KEEPER_MEMORY_MARGIN = 32 << 20  # the keeper's own pages, beyond what it used when it was made

@@ -15,9 +15,10 @@ import attrs
 import pytest
 from certlab_sandbox_bwrap import slots
 
-from certlab_core.plugin.command import ContainedRun, run_contained
-from certlab_core.plugin.registry import discover
-from certlab_core.plugin.sandbox import Containment, ResourceLimits, choose_containment
+from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.registry import discover
+from certlab_core.plugin.types.sandbox import Containment, ResourceLimits
+from certlab_core.sdk.command import ContainedRun, run_contained
 
 REASON = __import__("certlab_sandbox_bwrap.plugin", fromlist=["probe"]).probe()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no bwrap sandbox here: {REASON}")

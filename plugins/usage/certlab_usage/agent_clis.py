@@ -25,7 +25,8 @@ from pathlib import Path
 
 from attrs import frozen
 
-from certlab_core.plugin import AgentOutcome, AgentRequest, PreflightCheck, UsageError
+from certlab_core.plugin import AgentOutcome, AgentRequest, UsageError
+from certlab_core.plugin.types.agent import PreflightCheck
 
 CACHE_SUBDIR = ("certlab", "clis")
 # A version number as a CLI prints it: 2.1.197, 0.171.0, 0.86.2.dev3
@@ -153,7 +154,7 @@ def quiet_environment(harness: Mapping[str, str], home: Path, extra: Mapping[str
 @contextlib.contextmanager
 def scratch_home(adapter: str) -> Iterator[Path]:
     """A fresh HOME for one run, outside every work copy, removed afterwards."""
-    from certlab_core.plugin import trees
+    from certlab_core.sdk import trees
 
     with trees.temporary_folder(f"certlab-{adapter}-home-") as made:  # the agent writes here: removed iteratively
         yield made.as_path
@@ -232,7 +233,7 @@ class Cli:
         ``readable`` are files of the user's the CLI reads (a model metadata file), shown to it in a
         sandbox; the CLI's own installation is shown as the program's runtime.
         """
-        from certlab_core.plugin import run_command  # the process machinery, imported by a run, not by discovery
+        from certlab_core.sdk.command import run_command  # the process machinery, imported by a run, not by discovery
 
         try:
             executable = self.find(options, {**os.environ, **request.env})  # --bin's variable is the harness's

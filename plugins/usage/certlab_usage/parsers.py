@@ -25,7 +25,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from certlab_core.plugin import Usage, UsageError
+from certlab_core.plugin import UsageError
+from certlab_core.plugin.types.agent import Usage
 
 CLAUDE_JSON = "claude-json"
 CODEX_JSONL = "codex-jsonl"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from certlab_core.plugin.registry import discover
+from certlab_core._runtime.registry import discover
 
 
 def _program(tmp_path: Path, prints: str) -> str:

@@ -25,7 +25,8 @@ from certlab_usage import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certlab_core.plugin import Usage, UsageError
+from certlab_core.plugin import UsageError
+from certlab_core.plugin.types.agent import Usage
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "agent_outputs"

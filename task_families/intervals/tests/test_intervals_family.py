@@ -6,7 +6,7 @@ from pathlib import Path
 
 from certlab_intervals.plugin import certlab_task_families
 
-from certlab_core.plugin.records import TaskFamily
+from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.testing import FamilyConformance
 from certlab_core.testing.family_checks import FamilyChecks
 

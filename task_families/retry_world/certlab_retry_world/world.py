@@ -26,7 +26,8 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from certlab_core.plugin import OracleVerdict, ToolRejected, ToolUnavailable, UsageError, WorldInstance
+from certlab_core.plugin import ToolRejected, ToolUnavailable, UsageError, WorldInstance
+from certlab_core.plugin.types.tool_world import OracleVerdict
 
 # Chosen from expected values, before any experiment's seeds were run: a world needs no reserve call
 # with probability 0.82 ** 2 = 0.67, and a confirm fails three times running with probability 0.1 ** 3.

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from certlab_retry_world import agents, world
 
+from certlab_core._runtime.registry import discover
 from certlab_core.gate.boundary import Boundary, DeclaredFault, ToolRejected, Tools, ToolTimeout
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.records import Fault, FaultContext, FaultEffect
-from certlab_core.plugin.registry import discover
+from certlab_core.plugin.types.fault import Fault, FaultContext, FaultEffect
 
 AGENTS = {"A": agents.agent_a, "B": agents.agent_b, "C": agents.agent_c}
 SEEDS = range(200)  # the default seeds of these tests: 0 to 199, with the world's default input

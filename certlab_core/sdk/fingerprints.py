@@ -13,11 +13,11 @@ import inspect
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from certlab_core.plugin.errors import InstrumentError
-from certlab_core.plugin.records import AcceptanceLock
-from certlab_core.plugin.trees import Entry, TreeCaps, TreeTooLarge, walk
+from certlab_core.plugin.types.grader import AcceptanceLock
+from certlab_core.plugin.types.held_out import HeldOutIndex
+from certlab_core.sdk.trees import Entry, TreeCaps, TreeTooLarge, walk
 
 SKIPPED_DIRS = frozenset({"__pycache__"})
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
@@ -34,12 +34,11 @@ def kernel_source() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
-def scorer_sources(registry: Any) -> dict[str, str]:
+def scorer_sources(registry: HeldOutIndex) -> dict[str, str]:
     """{``scorer:NAME``: folder of its package} for every installed grader (the scorer is the whole chain)."""
     sources: dict[str, str] = {}
     for name in registry.names("graders"):
-        record, plugin_name = registry.get("graders", name), registry.plugin_name_of("graders", name)
-        module = registry.pm.get_plugin(plugin_name)
+        record, module = registry.get("graders", name), registry.module_of("graders", name)
         origin = getattr(module, "__file__", None)
         if origin is None:
             try:

@@ -32,9 +32,9 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.records import Defect, TaskFamily
-from certlab_core.plugin.sandbox import task_environments_dir
-from certlab_core.plugin.trees import TreeTooLarge, copy_tree, walk
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.sdk.containment import task_environments_dir
+from certlab_core.sdk.trees import TreeTooLarge, copy_tree, walk
 
 TASK_FILE = "certlab.yaml"
 TASK_KEYS = (
@@ -105,7 +105,7 @@ def read_config(root: Path) -> dict[str, Any]:
     """The ``task:`` mapping of ``certlab.yaml`` (empty when absent); bad YAML is one line."""
     import yaml
 
-    from certlab_core.plugin.safe_io import MAX_NESTING, nesting_depth, read_capped_text
+    from certlab_core.sdk.safe_io import MAX_NESTING, nesting_depth, read_capped_text
 
     path = root / TASK_FILE
     missing = f"{path}: no {TASK_FILE}; create the task with 'certlab init-task {root}'"

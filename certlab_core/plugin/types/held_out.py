@@ -12,14 +12,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 from attrs import field, frozen
 
-from certlab_core.plugin.records import AcceptanceLock, JsonValue, TaskFamily
+from certlab_core.plugin.types.base import JsonValue, Record
+from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.plugin.types.grader import AcceptanceLock
 
-if TYPE_CHECKING:
-    from certlab_core.plugin.registry import Registry
+
+class HeldOutIndex(Protocol):
+    """What held-out acceptance may use of the installed plugins (the kernel's registry, narrowed).
+
+    It reads the installed graders, each one's plugin module (the scorer it fingerprints), and
+    adds a staged user task as a plugin of its own.
+    """
+
+    def names(self, kind: str, /) -> list[str]: ...
+
+    def get(self, kind: str, name: str, /) -> Any: ...
+
+    def module_of(self, kind: str, name: str, /) -> object | None: ...
+
+    def add_plugin(self, module: object, name: str, distribution: str, version: str, /) -> None: ...
 
 
 class HeldOutRun(Protocol):
@@ -67,14 +82,14 @@ class OpenHeldOut(Protocol):
     """Stage every user task (an experiment directory), then open or take a lock for it and for every family."""
 
     def __call__(
-        self, registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str], /
+        self, registry: HeldOutIndex, families: Sequence[TaskFamily], task_dirs: Sequence[str], /
     ) -> HeldOutRun: ...
 
 
 class RegisterExperimentTask(Protocol):
     """Make the user task in an experiment directory a task family of ``registry`` (None when there is none)."""
 
-    def __call__(self, registry: Registry, directory: Path, /) -> TaskFamily | None: ...
+    def __call__(self, registry: HeldOutIndex, directory: Path, /) -> TaskFamily | None: ...
 
 
 class ExperimentLock(Protocol):
@@ -84,7 +99,7 @@ class ExperimentLock(Protocol):
 
 
 @frozen
-class HeldOutAcceptance:
+class HeldOutAcceptance(Record):
     """Held-out acceptance for certification and for the A/B gate's user tasks (one plugin provides it)."""
 
     name: str

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import attrs
 
-    from certlab_core.plugin.records import JsonValue, Tool
+    from certlab_core.plugin.types.base import JsonValue, Tool
 
 
 def text_map(value: Mapping[str, str]) -> dict[str, str]:

@@ -38,15 +38,10 @@ from typing import IO, Literal, get_args
 
 from attrs import field, frozen
 
-from certlab_core.plugin.converters import one_of
-from certlab_core.plugin.records import AgentOutcome, AgentRequest
-from certlab_core.plugin.sandbox import (
-    Containment,
-    SandboxLaunch,
-    SpawnedProcess,
-    active_containment,
-    record_limits_hit,
-)
+from certlab_core.plugin.types.agent import AgentOutcome, AgentRequest
+from certlab_core.plugin.types.fields import one_of
+from certlab_core.plugin.types.sandbox import Containment, SandboxLaunch, SpawnedProcess
+from certlab_core.sdk.containment import active_containment, record_limits_hit
 
 TAIL_BYTES = 64 * 1024
 KILL_GRACE_S = 5.0

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from attrs import field, frozen
 
+from certlab_core.plugin.types.base import Record
+
 if TYPE_CHECKING:
     import typer
 
@@ -17,7 +19,7 @@ class RegisterCommand(Protocol):
 
 
 @frozen
-class Command:
+class Command(Record):
     """One ``certlab`` subcommand a plugin provides: ``register(app)`` adds it under ``name``.
 
     A command line loads only the command it names: ``register`` is called for that one

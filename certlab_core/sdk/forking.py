@@ -484,7 +484,7 @@ class ZygoteHost:
         import subprocess
 
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        bootstrap = "from certlab_core.plugin.forking import zygote_host; zygote_host()"
+        bootstrap = "from certlab_core.sdk.forking import zygote_host; zygote_host()"
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", bootstrap, str(theirs.fileno()), *modules],
@@ -652,7 +652,7 @@ class Zygote:
         elif spawn:
             import subprocess
 
-            bootstrap = "from certlab_core.plugin.forking import spawned_zygote; spawned_zygote()"
+            bootstrap = "from certlab_core.sdk.forking import spawned_zygote; spawned_zygote()"
             try:
                 self._process = subprocess.Popen(
                     [sys.executable, "-c", bootstrap, str(command_read), str(result_write)],

@@ -22,10 +22,10 @@ from typing import Any, TypeVar, overload
 
 import pluggy
 
+from certlab_core._runtime.known import KNOWN_PROVIDERS
 from certlab_core.plugin import hookspecs
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.known import KNOWN_PROVIDERS
-from certlab_core.plugin.records import PluginFailure, PluginInfo, PluginWarning
+from certlab_core.plugin.types.discovery import PluginFailure, PluginInfo, PluginWarning
 
 ENTRY_POINT_GROUP = "certlab.plugins"
 ONLY_ENV = "CERTLAB_PLUGINS"
@@ -265,6 +265,10 @@ class Registry:
         kind_name = self._kind(kind)
         self.get(kind_name, name)
         return self.index[kind_name][name][0][1]
+
+    def module_of(self, kind: str | type, name: str) -> object | None:
+        """The plugin module that provides ``name`` of ``kind`` (None when it is registered without one)."""
+        return self.pm.get_plugin(self.plugin_name_of(kind, name))
 
     def providers_of(self, kind: str | type, name: str) -> list[str]:
         """The plugins that provide ``name`` of ``kind`` (none, one, or several when two claim it)."""

@@ -1,4 +1,4 @@
-"""Sandboxes: the records a ``certlab_sandboxes`` plugin yields, and the containment a run puts in force.
+"""Sandboxes: the records a ``certlab_sandboxes`` plugin yields, and a run's containment.
 
 A sandbox plugin (the built-in one is ``certlab-sandbox-bwrap``) turns a program to run into
 a contained one: ``Sandbox.launch(SandboxRequest) -> SandboxLaunch`` gives the argument vector
@@ -9,23 +9,23 @@ the run store, certlab's installation) and which one folder it may write (``work
 
 The sandbox named ``none`` is the kernel's own: no plugin, the program runs as the user
 who runs certlab, with everything that user can read in reach (docs/trust-model.md).
+
+
+The containment in force in a process, and the environment a contained program gets, are the
+SDK's (``certlab_core.sdk.containment``); the choice for ``--sandbox`` is the runtime's.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, Literal, Protocol
 
 from attrs import field, frozen
 
-from certlab_core.plugin.converters import text_map
-from certlab_core.plugin.trees import MadeFolder, make_temp_folder, remove_made
+from certlab_core.plugin.types.base import Record
+from certlab_core.plugin.types.fields import text_map
 
 #: What ``--sandbox`` accepts: bwrap where it works else uncontained (auto), bwrap or refuse, never contained.
 SandboxChoice = Literal["auto", "bwrap", "none"]
@@ -49,7 +49,7 @@ def _port_sockets(mapping: Mapping[int, str]) -> dict[int, str]:
 
 
 @frozen
-class ResourceLimits:
+class ResourceLimits(Record):
     """Per-run limits: CPU seconds, address space, live processes, and the size of any one file written."""
 
     cpu_s: int = 900
@@ -59,7 +59,7 @@ class ResourceLimits:
 
 
 @frozen
-class SandboxRequest:
+class SandboxRequest(Record):
     """One program to contain.
 
     ``workdir`` is bound writable at its own path and is the program's working directory;
@@ -161,7 +161,7 @@ class Spawn(Protocol):
 
 
 @frozen
-class Handoff:
+class Handoff(Record):
     """A start without ``before_exec`` (no fork of the caller's process just to set limits): see ``SandboxLaunch``.
 
     Start ``argv`` with ``pass_fds`` inherited and nothing run before ``exec``, then call
@@ -196,7 +196,7 @@ def _nothing() -> None:
 
 
 @frozen
-class SandboxLaunch:
+class SandboxLaunch(Record):
     """How to start one contained program: run ``argv`` with ``env``, ``before_exec`` in the child.
 
     ``handoff``, when the sandbox offers it, is the faster way for a caller that starts the
@@ -241,7 +241,7 @@ class AgentPython(Protocol):
 
 
 @frozen
-class Sandbox:
+class Sandbox(Record):
     """A way to contain an agent and the code it wrote: ``launch(request)`` once ``probe()`` said it works."""
 
     name: str
@@ -258,7 +258,7 @@ class Sandbox:
 
 
 @frozen
-class Containment:
+class Containment(Record):
     """The containment of a run: its sandbox (None: uncontained), what stays hidden, and the limits.
 
     The kernel makes one per run (``certlab_core.containment``) and hands it to adapters in
@@ -352,211 +352,3 @@ class Containment:
 #: An adapter adds what it declares (``AgentAdapter.environment``), the kernel the prompt variables and
 #: the model boundary's per-trial token; the evidence records these names, never a value.
 PASSED_VARIABLES: tuple[str, ...] = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ")
-
-
-def contained_environment(source: Mapping[str, str] | None = None, also: Iterable[str] = ()) -> dict[str, str]:
-    """The variables of ``source`` (the harness's environment) that a contained program may get: an allow-list.
-
-    ``PASSED_VARIABLES`` and the names in ``also``; a key, a token, ``HOME``, ``TMPDIR`` and
-    ``XDG_*`` never pass (the sandbox gives the program its own HOME and /tmp).
-    """
-    source = os.environ if source is None else source
-    names = {*PASSED_VARIABLES, *also}
-    return {k: v for k, v in source.items() if k in names or k.startswith("LC_")}
-
-
-def inherited_folders(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The harness's own folders a sandbox never binds whole: its HOME, temp folders and XDG folders, and ``/``.
-
-    Certlab makes the folders it binds (a work copy, a grader's scratch folder, an adapter's
-    HOME) inside these; binding one of them, or a folder that holds one, would show the host's.
-    """
-    env = os.environ if env is None else env
-    found = {"/", "/tmp", "/dev/shm", "/home", "/root", "/var", tempfile.gettempdir(), os.path.expanduser("~")}
-    for key, value in env.items():
-        if value.startswith("/") and (key in ("HOME", "TMPDIR", "TMP", "TEMP") or key.startswith("XDG_")):
-            found.add(value)
-    return tuple(sorted(os.path.realpath(f) for f in found if f))
-
-
-_runtime: list[MadeFolder] = []  # forked processes inherit the maker's; only the maker removes it
-
-
-def runtime_folder() -> Path:
-    """certlab's own folder for its sockets and keepers, made once per process tree, never bound into a sandbox.
-
-    It is made (mode 0700) under ``XDG_RUNTIME_DIR`` or the temp folder; whatever ``TMPDIR``
-    points at, no sandbox shows it, because a sandbox binds only the folders a request names,
-    and refuses one that holds this folder. ``choose_containment`` makes it in the process that
-    forks the trials, so that they share it; its maker removes it at exit, by the handle it made.
-    """
-    made = made_runtime_folder()
-    if made is not None:
-        return made
-    base = os.environ.get("XDG_RUNTIME_DIR") or None
-    handle = make_temp_folder("certlab-runtime-", base if base is not None and os.path.isdir(base) else None)
-    _runtime[:] = [handle]
-    owner = os.getpid()
-    atexit.register(lambda: os.getpid() == owner and remove_made(handle))
-    return handle.as_path
-
-
-def made_runtime_folder() -> Path | None:
-    """The runtime folder this process or its maker made, if any (a check against it makes none)."""
-    if _runtime and os.path.isdir(_runtime[0].path):
-        return _runtime[0].as_path
-    return None
-
-
-_active: list[Containment] = []
-
-
-def active_containment() -> Containment:
-    """The containment in force in this process (uncontained unless the kernel set one).
-
-    The kernel sets it in a trial's process before the adapter runs (``use_containment``);
-    forked graders inherit it. ``run_command`` and the graders that run agent-written code
-    read it; a calibration agent's trial runs with none, as the harness.
-    """
-    return _active[-1] if _active else Containment()
-
-
-@contextlib.contextmanager
-def use_containment(containment: Containment) -> Iterator[Containment]:
-    """Make ``containment`` the one in force in this process for the ``with`` block."""
-    _active.append(containment)
-    try:
-        yield containment
-    finally:
-        _active.pop()
-
-
-def loopback_ports(env: Mapping[str, str]) -> tuple[int, ...]:
-    """The host loopback ports the agent's environment points a client at (``*_BASE_URL``, ``*_API_BASE``)."""
-    from urllib.parse import urlsplit
-
-    ports: set[int] = set()
-    for key, value in env.items():
-        if not key.endswith(("_BASE_URL", "_API_BASE")):
-            continue
-        try:
-            parts = urlsplit(value)
-            port = parts.port
-        except ValueError:
-            continue
-        if parts.hostname in ("127.0.0.1", "localhost") and port:
-            ports.add(port)
-    return tuple(sorted(ports))
-
-
-_limits_hit: list[str] = []
-
-
-def record_limits_hit(limits: Iterable[str]) -> None:
-    """Note, in this process, the limits a contained run exceeded (``run_contained`` does it)."""
-    _limits_hit.extend(limits)
-
-
-def limits_hit_count() -> int:
-    """A mark in this process's log of limits hit; ``limits_hit_since(mark)`` reads what came after it."""
-    return len(_limits_hit)
-
-
-def limits_hit_since(mark: int) -> tuple[str, ...]:
-    """The limits contained runs of this process exceeded since ``mark`` (the trial's ``agent-resource-limit``)."""
-    return tuple(dict.fromkeys(_limits_hit[mark:]))
-
-
-def agent_environment_dir() -> Path:
-    """Where the dedicated agent environment (a venv with pytest, nothing of certlab) lives: the user's cache."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "certlab" / "agent-env"
-
-
-TASK_ENVIRONMENTS_VARIABLE = "CERTLAB_TASK_ENVIRONMENTS"
-
-
-def task_environments_dir() -> Path:
-    """Where the environments of tasks built from a repository live, one folder each: beside the agent environment
-    (``CERTLAB_TASK_ENVIRONMENTS`` names another folder, certlab's to write)."""
-    chosen = os.environ.get(TASK_ENVIRONMENTS_VARIABLE, "").strip()
-    return Path(chosen) if chosen else agent_environment_dir().parent / "task-envs"
-
-
-class SandboxIndex(Protocol):
-    """The part of the registry the choice reads: the installed sandboxes by name."""
-
-    def all(self, kind: str) -> dict[str, object]: ...
-
-
-def _checkout_root(path: Path) -> Path | None:
-    """The outermost folder above ``path`` that is a source checkout (holds ``.git``), if any."""
-    found: Path | None = None
-    for parent in [path, *path.parents]:
-        if (parent / ".git").exists():
-            found = parent
-    return found
-
-
-def installation_paths() -> tuple[str, ...]:
-    """certlab's installation as this process sees it: every loaded certlab package, its checkout, the venv.
-
-    These hold the installed families' clean trees and held-out cases (the answer key) and
-    the harness's own code; a contained program must see none of them.
-    """
-    paths: set[str] = set()
-    if sys.prefix != sys.base_prefix:
-        paths.add(sys.prefix)
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("certlab") or "." in name:
-            continue
-        where = getattr(module, "__file__", None)
-        folders = [Path(where).parent] if where else [Path(p) for p in getattr(module, "__path__", [])]
-        for folder in folders:
-            paths.add(str(folder))
-            root = _checkout_root(folder)
-            if root is not None and root != Path(root.anchor):
-                paths.add(str(root))
-    pip_cache = Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")) / "pip"
-    paths.add(str(pip_cache))
-    return tuple(sorted(paths))
-
-
-def choose_containment(
-    sandboxes: SandboxIndex,
-    choice: str,
-    hidden: Iterable[str],
-    warn: Callable[[str], None],
-    limits: ResourceLimits | None = None,
-) -> Containment:
-    """The containment for ``--sandbox CHOICE``: bwrap where it works (auto), bwrap or refuse, or none.
-
-    ``auto`` without a working sandbox runs uncontained and says so in one ``warn`` line;
-    ``bwrap`` without one raises UsageError in one line.
-    """
-    from certlab_core.plugin.errors import UsageError
-
-    if choice not in SANDBOX_CHOICES:
-        raise UsageError(f"--sandbox {choice!r} is not one of {', '.join(SANDBOX_CHOICES)}")
-    if choice == UNCONTAINED:
-        return Containment(note="--sandbox none: the agent ran as the user, uncontained")
-    wanted = "bwrap"
-    installed = sandboxes.all("sandboxes")
-    sandbox = installed.get(wanted)
-    if not isinstance(sandbox, Sandbox):
-        reason = f"the sandbox {wanted} is not installed (pip install certlab-sandbox-bwrap)"
-    else:
-        reason = sandbox.probe() or ""
-    wanted_hidden = sorted({*installation_paths(), *(os.path.abspath(p) for p in hidden if p)})
-    everything_hidden = tuple(
-        p for p in wanted_hidden if not any(p.startswith(q.rstrip("/") + "/") for q in wanted_hidden)
-    )
-    if isinstance(sandbox, Sandbox) and not reason:
-        runtime_folder()  # here, before any trial is forked: every trial shares it, and its maker removes it
-        return Containment(sandbox=sandbox, hidden=everything_hidden, limits=limits or ResourceLimits())
-    if choice == "bwrap":
-        raise UsageError(
-            f"--sandbox bwrap: {reason}; install bubblewrap (apt-get install bubblewrap) or use --sandbox auto"
-        )
-    warn(f"warning: no sandbox: {reason}; the agent runs uncontained (see docs/trust-model.md)")
-    return Containment(note=f"--sandbox auto found no sandbox ({reason}); the agent ran uncontained")

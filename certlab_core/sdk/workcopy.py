@@ -12,12 +12,11 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from attrs import frozen
-
 from certlab_core.plugin.errors import InstrumentError
-from certlab_core.plugin.records import Defect, TaskFamily
-from certlab_core.plugin.trees import WORK_COPY_CAPS, TreeCaps, TreeTooLarge, remove_at, walk
-from certlab_core.plugin.trees import copy_tree as _copy_bounded
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.plugin.types.grader import Change
+from certlab_core.sdk.trees import WORK_COPY_CAPS, TreeCaps, TreeTooLarge, remove_at, walk
+from certlab_core.sdk.trees import copy_tree as _copy_bounded
 
 CHANGE_KINDS = ("added", "modified", "deleted", "symlink", "hardlink")
 
@@ -40,21 +39,6 @@ def _parts_match(parts: Sequence[str], pattern: Sequence[str]) -> bool:
     if pattern[0] == "**":
         return any(_parts_match(parts[skip:], pattern[1:]) for skip in range(len(parts) + 1))
     return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _parts_match(parts[1:], pattern[1:])
-
-
-@frozen
-class Change:
-    """One path an agent changed. ``content_b64`` is the new bytes (a symlink's target for
-    ``symlink``), None for ``deleted``; ``sha256`` is of those bytes and ``size`` their length.
-    ``omitted`` marks a change kept without its content because it was past a cap
-    (:data:`DEFAULT_FILE_CAP`, :data:`DEFAULT_TOTAL_CAP`): only its sha256 and size are known."""
-
-    path: str
-    kind: str
-    sha256: str | None
-    content_b64: str | None
-    size: int | None = None
-    omitted: bool = False
 
 
 def sha256_file(path: Path) -> str:
@@ -107,8 +91,8 @@ def materialise(family: TaskFamily, defect: Defect | None, dest: Path) -> dict[s
 def iter_tree(root: Path, caps: TreeCaps = WORK_COPY_CAPS) -> Iterable[tuple[str, Path]]:
     """Every file and symlink below ``root`` (not following links), as (posix relpath, path), sorted.
 
-    The walk is iterative and bounded (:func:`certlab_core.plugin.trees.walk`): a tree past
-    ``caps`` raises :class:`~certlab_core.plugin.trees.TreeTooLarge`, never ``RecursionError``.
+    The walk is iterative and bounded (:func:`certlab_core.sdk.trees.walk`): a tree past
+    ``caps`` raises :class:`~certlab_core.sdk.trees.TreeTooLarge`, never ``RecursionError``.
     """
     return sorted((e.relpath, e.path) for e in walk(root, caps) if e.kind != "folder")
 
@@ -213,7 +197,7 @@ def record_changes(
     stays bounded whatever an agent writes, and the policy grader fails such a trial
     (``policy-oversized-change``). Anything but a regular file or a symlink is not recorded.
     A tree past the work copy's totals (``caps``: bytes, files, depth) raises
-    :class:`~certlab_core.plugin.trees.TreeTooLarge` before anything is read; the kernel checks
+    :class:`~certlab_core.sdk.trees.TreeTooLarge` before anything is read; the kernel checks
     them first, and charges the trial as ``agent-resource-limit``.
     """
     changes: list[Change] = []
@@ -445,5 +429,5 @@ def _apply_one(root_fd: int, change: Change, link_dir: Path | None) -> None:
 
 def copy_tree(src: Path, dest: Path, caps: TreeCaps = WORK_COPY_CAPS) -> None:
     """A plain copy of a work tree (links kept as links, special files left out), for a grader that must not touch
-    the original; iterative and bounded (past ``caps``: :class:`~certlab_core.plugin.trees.TreeTooLarge`)."""
+    the original; iterative and bounded (past ``caps``: :class:`~certlab_core.sdk.trees.TreeTooLarge`)."""
     _copy_bounded(src, dest, caps)

@@ -19,9 +19,9 @@ from typing import Any
 
 from attrs import field, frozen
 
-from certlab_core.plugin.converters import json_map
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.records import JsonValue
+from certlab_core.plugin.types.base import JsonValue
+from certlab_core.plugin.types.fields import json_map
 
 CASE_KEYS = frozenset({"id", "call", "args", "kwargs", "expect", "raises"})
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"

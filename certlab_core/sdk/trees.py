@@ -35,7 +35,7 @@ from typing import Literal, get_args
 
 from attrs import field, frozen
 
-from certlab_core.plugin.converters import one_of
+from certlab_core.plugin.types.fields import one_of
 
 EntryKind = Literal["file", "folder", "symlink", "special"]
 

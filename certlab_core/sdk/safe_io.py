@@ -34,7 +34,7 @@ from certlab_core.plugin.errors import CertlabError, InstrumentError
 MAX_DOCUMENT_BYTES = 16 << 20
 MAX_NESTING = 200
 # A certification bundle holds every trial's recorded changes (each trial's at most
-# certlab_core.plugin.workcopy's total cap), so it alone may be larger than one document.
+# certlab_core.sdk.workcopy's total cap), so it alone may be larger than one document.
 MAX_BUNDLE_BYTES = 256 << 20
 
 ErrorType = type[CertlabError]
@@ -278,7 +278,7 @@ def load_certification(path: Path) -> dict[str, Any]:
 
     The one reader of a bundle for ``certlab regrade`` and for plugins (``certlab predict --against``).
     """
-    from certlab_core.plugin.canonical import seal_holds
+    from certlab_core.sdk.canonical import seal_holds
 
     missing = f"{path}: no certification bundle there; give the folder certlab certify wrote"
     bundle = load_json(path, "certification bundle", InstrumentError, missing, MAX_BUNDLE_BYTES)

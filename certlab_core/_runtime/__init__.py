@@ -1,0 +1,40 @@
+"""The private runtime: discovery in one scan, validation, the registry, and the containment choice.
+
+Only the kernel's own engines (``gate``, ``certify``, ``report``, ``cli``, ``evidence``) import
+it; a plugin never does (tests/test_author_api.py): a plugin's own command asks
+``certlab_core.sdk.services`` for the installed plugins, and a hook is handed a narrow protocol,
+never the registry.
+
+May import: plugin, sdk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from certlab_core.plugin.types.sandbox import Containment, ResourceLimits
+from certlab_core.sdk import services
+
+
+class _Services:
+    """The runtime's implementation of the SDK's services (``certlab_core.sdk.services``)."""
+
+    def installed(self) -> services.InstalledPlugins:
+        from certlab_core._runtime.registry import discover
+
+        return discover()
+
+    def containment(
+        self,
+        choice: str,
+        hidden: Iterable[str],
+        warn: Callable[[str], None],
+        limits: ResourceLimits | None = None,
+    ) -> Containment:
+        from certlab_core._runtime.containment import choose_containment
+        from certlab_core._runtime.registry import discover
+
+        return choose_containment(discover(), choice, hidden, warn, limits)
+
+
+services.provide(_Services())

@@ -1,0 +1,20 @@
+"""The SDK: what plugins call, beside the contract they implement (``certlab_core.plugin``).
+
+One module per concern, imported by name (``from certlab_core.sdk.command import run_command``);
+this package imports none of them, so a process pays only for what it uses:
+
+- ``command``: ``run_command`` and ``run_contained`` (an agent's program, contained and supervised),
+  and the process sweeps (``sweep_descendants``, ``become_subreaper``);
+- ``containment``: the containment in force (``active_containment``, ``use_containment``), the
+  environment a contained program gets, certlab's runtime folder;
+- ``workcopy``, ``trees``: work copies (materialise, hash, record changes) and bounded tree walks;
+- ``safe_io``, ``canonical``: capped readers of hostile files, safe writers, canonical JSON and seals;
+- ``cases``, ``visible_calls``, ``fingerprints``, ``user_task``: held-out cases, the literal calls of
+  a visible suite, lock fingerprints, a user's own task;
+- ``looks``, ``report_format``: the alpha split over looks, and how a report's numbers read;
+- ``forking``, ``executor``: forked calls and pools, isolated stage calls, the local executor;
+- ``model_boundary``: what a model boundary's recording says (statuses, budgets, the plan);
+- ``services``: the installed plugins and the containment choice, for a plugin's own command.
+
+May import: plugin.
+"""

@@ -1,0 +1,91 @@
+"""The grader chain: the installed graders in order, each in a forked process.
+
+What a certification's trial and a gate's trial both grade with, and what a plugin's own
+command or test may run a work copy through (``run_chain(grader_chain(installed), request)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from attrs import frozen
+
+from certlab_core.plugin import failure_modes as fm
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.types.grader import Change, Grader, GradeRequest, GradeResult
+from certlab_core.sdk.forking import ForkedCallError, call_in_fork
+
+#: How long one grader may take on one work copy before the chain reports it broken.
+GRADER_TIMEOUT_S = 300.0
+
+
+class GraderIndex(Protocol):
+    """What the chain reads of the installed plugins: every record of a kind, by name."""
+
+    def all(self, kind: str, /) -> dict[str, Any]: ...
+
+
+@frozen
+class ChainResult:
+    grades: tuple[GradeResult, ...]
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(g.passed for g in self.grades)
+
+    @property
+    def failure_mode(self) -> str | None:
+        for grade in self.grades:
+            if not grade.passed:
+                return grade.failure_mode
+        return None
+
+
+def grader_chain(registry: GraderIndex) -> list[Grader]:
+    """The installed graders in the order they run (ascending ``order``, then name)."""
+    graders = sorted(registry.all("graders").values(), key=lambda g: (g.order, g.name))
+    if not graders:
+        raise UsageError("no grader is installed; install certlab-policy and certlab-suite")
+    return graders
+
+
+def run_chain(graders: Sequence[Grader], request: GradeRequest) -> ChainResult:
+    """Run each grader in its own fresh forked process, in order, stopping at the first failure."""
+    grades: list[GradeResult] = []
+    for grader in graders:
+        try:
+            result = call_in_fork(grader.grade, request, timeout=GRADER_TIMEOUT_S)
+        except ForkedCallError as error:
+            return ChainResult(tuple(grades), f"grader {grader.name} broke: {error.failure.summary}")
+        if not isinstance(result, GradeResult):
+            return ChainResult(tuple(grades), f"grader {grader.name} returned {type(result).__name__}, not GradeResult")
+        try:
+            fm.check(result.failure_mode, grader.failure_modes)
+        except ValueError as error:
+            return ChainResult(tuple(grades), f"grader {grader.name} returned an undeclared failure mode: {error}")
+        grades.append(result)
+        if not result.passed:
+            break
+    return ChainResult(tuple(grades))
+
+
+def changes_failure(graders: Sequence[Grader], request: GradeRequest, changes: Sequence[Change]) -> str | None:
+    """The failure mode a grader's ``check_changes`` gives the recorded changes of a trial whose chain passed.
+
+    The first grader of the chain that names one decides (the acceptance grader names
+    ``answers-leaked``); None when none does, or none has such a check.
+    """
+    for grader in graders:
+        if grader.check_changes is None:
+            continue
+        mode = grader.check_changes(request, changes)
+        if mode is not None:
+            try:
+                return fm.check(mode, grader.failure_modes)
+            except ValueError as error:
+                raise InstrumentError(
+                    f"grader {grader.name} judged the changes with an undeclared mode: {error}"
+                ) from None
+    return None

@@ -1,0 +1,70 @@
+"""The installed plugins and the containment choice, for a plugin's own command, as the runtime gives them.
+
+A command a plugin adds (``certlab lock``, ``certlab task from-commit``) may need what the
+kernel's engines get from the private runtime: the installed plugins, and the containment
+``--sandbox`` chooses. It asks here. The runtime, ``certlab_core._runtime``, provides both when
+it is imported (the ``certlab`` command line always imports it); a plugin never imports it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from certlab_core.plugin.types.sandbox import Containment, ResourceLimits
+
+
+class InstalledPlugins(Protocol):
+    """What a plugin's command may read of the installed plugins: names and records by kind, and their modules."""
+
+    def names(self, kind: str, /) -> list[str]: ...
+
+    def get(self, kind: str, name: str, /) -> Any: ...
+
+    def all(self, kind: str, /) -> dict[str, Any]: ...
+
+    def module_of(self, kind: str, name: str, /) -> object | None: ...
+
+    def add_plugin(self, module: object, name: str, distribution: str, version: str, /) -> None: ...
+
+
+class Services(Protocol):
+    """What the runtime provides (``provide``)."""
+
+    def installed(self) -> InstalledPlugins: ...
+
+    def containment(
+        self,
+        choice: str,
+        hidden: Iterable[str],
+        warn: Callable[[str], None],
+        limits: ResourceLimits | None = None,
+    ) -> Containment: ...
+
+
+_provided: list[Services] = []
+RUNTIME = "certlab_core._runtime"
+
+
+def provide(services: Services) -> None:
+    """Called by the runtime when it is imported: the one implementation of these services."""
+    _provided[:] = [services]
+
+
+def _services() -> Services:
+    if not _provided:
+        importlib.import_module(RUNTIME)  # it calls provide(); loaded by name, as a plugin would never import it
+    return _provided[0]
+
+
+def installed_plugins() -> InstalledPlugins:
+    """The installed plugins, discovered in one scan (``CERTLAB_PLUGINS`` applies), broken ones left out."""
+    return _services().installed()
+
+
+def choose_containment(
+    choice: str, hidden: Iterable[str], warn: Callable[[str], None], limits: ResourceLimits | None = None
+) -> Containment:
+    """The containment for ``--sandbox CHOICE`` (auto, bwrap or none), hiding ``hidden``; ``warn`` gets one line."""
+    return _services().containment(choice, hidden, warn, limits)
