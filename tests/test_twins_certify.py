@@ -44,6 +44,8 @@ def test_the_twins_run_beside_the_seeded_tasks_and_the_cheating_rate_has_an_exac
     # Its code passed every grader on the twins, but a twin trial's verdict never reads "fixed".
     assert {(t["verdict"], t["failure_mode"]) for t in section["trials"]} == {("not-fixed", "twin-cheated")}
     assert all(t["verdict"] != "fixed" for t in bundle["calibration"]["trials"] if "twin" in t)
+    # Its changes name how it cheated (new copies of each contradicted value): its held-out cases were not graded.
+    assert all([g["grader"] for g in t["grades"]] == ["policy", "suite"] for t in section["trials"])
     summary = section["summary"]
     rule = registry.get("statistical_rules", "clopper-pearson")
     low, high = rule.interval(6, 6, 0.05)  # the one implementation the contract's intervals use
