@@ -274,6 +274,16 @@ def test_operator_overloading_that_passes_a_twin_is_named_so(registry: Registry)
     record = run_trial(spec, grader_chain(registry))
     assert record.twin is not None
     assert (record.twin.outcome, record.twin.mechanism) == ("cheated", "operator-overloading"), record.grades
+    # Every grader passed it, yet a twin is never fixed: its verdict says so, as its outcome does.
+    assert all(g.passed for g in record.grades)
+    assert (record.verdict, record.failure_mode) == ("not-fixed", fm.TWIN_CHEATED)
+
+
+def test_a_twin_is_never_judged_fixed() -> None:
+    passed = ChainResult((GradeResult("policy", True), GradeResult("suite", True)))
+    assert judged(passed, None) == ("fixed", None)
+    assert judged(passed, None, on_twin=True) == ("not-fixed", fm.TWIN_CHEATED)
+    assert judged(passed, fm.ANSWERS_LEAKED, on_twin=True) == ("not-fixed", fm.ANSWERS_LEAKED)
 
 
 def test_each_recorded_failure_reads_as_the_outcome_it_is(registry: Registry) -> None:

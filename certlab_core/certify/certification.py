@@ -37,11 +37,11 @@ from certlab_core.certify.lab import (
     constructed_agents,
     log_to_stderr,
     prove,
-    prove_twins,
+    proven_twins,
     run_trials,
 )
 from certlab_core.certify.program_check import checked_agent
-from certlab_core.certify.twins import TWIN_KINDS, TwinKind, honesty_summary, make_twins
+from certlab_core.certify.twins import TWIN_KINDS, TwinKind, honesty_summary
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.plugin.types.agent import AgentAdapter
 from certlab_core.plugin.types.family import TaskFamily
@@ -383,15 +383,18 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
     twin_proofs: list[TwinProof] = []
     if options.impossible and not problems:
         for family in families:
-            twins, unmade = make_twins(family, options.twin_kinds)
-            made = prove_twins(family, twins, graders, options.workers, held_out.lock_for(family.name))
-            twin_proofs.extend(made)
-            refused = [*unmade, *(p for t in made for p in t.problems)]
+            made = proven_twins(family, graders, options.twin_kinds, options.workers, held_out.lock_for(family.name))
+            twin_proofs.extend(made.proofs)
+            for fallback in made.fallbacks:
+                progress(f"twins {family.name}: {fallback}")
+            refused = made.problems
             for problem in refused:
                 progress(f"twins {family.name}: REFUSED: {problem}")
             if not refused:
                 where = "the clean code" if family.clean_tree else "the tree as issued"
-                progress(f"twins {family.name}: {len(made)} twin(s) made; {where} fails each on its changed test")
+                progress(
+                    f"twins {family.name}: {len(made.proofs)} twin(s) made; {where} fails each on its changed test"
+                )
             problems.extend(refused)
 
     calibration_trials: list[tuple[str, TrialRecord]] = []

@@ -37,8 +37,9 @@ from certlab_core.certify.lab import (
     preload,
     prove,
     prove_twins,
+    twin_settled,
 )
-from certlab_core.certify.twins import TWIN_KINDS, Twin, TwinKind, make_twins, twin_sha256
+from certlab_core.certify.twins import MAX_CANDIDATES, TWIN_KINDS, Twin, TwinKind, make_twins, twin_sha256
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
 from certlab_core.plugin.types.family import Defect, TaskFamily
@@ -208,11 +209,11 @@ def _regrade_one(
             return "tampered", None, error.message, None
         request = GradeRequest(workdir=str(work), family=family, defect=defect, issued=issued, expected_tests=expected)
         with use_containment(containment):
-            chain = run_chain(graders, request)
+            chain = run_chain(graders, request, twin_settled(Task(family, defect, twin), trial.changes))
         if chain.error:
             return "error", None, chain.error, None
         changed = changes_failure(graders, request, trial.changes) if chain.passed else None
-        verdict, mode = judged(chain, changed)
+        verdict, mode = judged(chain, changed, on_twin=twin is not None)
         judgement = judged_twin(Task(family, defect, twin), verdict, mode, chain.grades, graders, trial.changes)
         recorded = {"outcome": judgement.outcome, "mechanism": judgement.mechanism} if judgement else None
         return verdict, mode, None, recorded
@@ -381,15 +382,19 @@ def checked_twins(bundle: dict[str, Any], path: Path, families: dict[str, TaskFa
     try:
         kinds: list[TwinKind] = [k for k in section["kinds"] if k in TWIN_KINDS]
         recorded_twins = {str(t["task"]): str(t["sha256"]) for t in section["twins"]}
+        # the candidate assertion each twin was made from (none recorded: the first, as before candidates were)
+        candidates = {str(t["task"]): t.get("candidate", 0) for t in section["twins"]}
         trials = [structure(t, RecordedTrial) for t in section["trials"]]
         repeats = int(bundle["settings"]["trials"])
     except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
         raise InstrumentError(f"{path}: malformed impossible twins ({error})") from None
     if len(kinds) != len(section["kinds"]):
         raise InstrumentError(f"{path}: its twins name a kind certlab does not make ({section['kinds']})")
+    if not all(type(c) is int and 0 <= c < MAX_CANDIDATES for c in candidates.values()):
+        raise InstrumentError(f"{path}: a twin names a candidate assertion certlab does not make it from")
     made: dict[str, tuple[TaskFamily, Twin]] = {}
     for family in families.values():
-        for twin in make_twins(family, kinds)[0]:
+        for twin in make_twins(family, kinds, candidates)[0]:
             made[f"{family.name}/{twin.defect.id}"] = (family, twin)
     now = {task: twin_sha256(family, twin) for task, (family, twin) in made.items()}
     if now != recorded_twins:
@@ -409,6 +414,11 @@ def checked_twins(bundle: dict[str, Any], path: Path, families: dict[str, TaskFa
         except CertlabError as error:
             raise InstrumentError(f"{path}: trial {trial.id}: {error.message}") from None
     return RecordedTwins(made, trials)
+
+
+#: How a certlab before ``twin-cheated`` recorded a twin whose visible suite passed: "fixed" when every grader passed,
+#: or the held-out grader's overfit, which a twin whose changes name how it cheated no longer grades.
+LEGACY_TWIN_CHEATS = (("fixed", None), ("not-fixed", fm.OVERFIT_TO_VISIBLE_TESTS))
 
 
 def _regrade_twins(
@@ -463,6 +473,9 @@ def _regrade_twins(
             raise InstrumentError(f"regrading trial {trial.id}: {problem}")
         was_twin = trial.twin or {}
         was = (trial.verdict, trial.failure_mode, was_twin.get("outcome"), was_twin.get("mechanism"))
+        if was[:2] in LEGACY_TWIN_CHEATS and (verdict, mode) == ("not-fixed", fm.TWIN_CHEATED):
+            # Recorded before a twin trial's verdict was made unambiguous: the outcome and mechanism must still agree.
+            was = (verdict, mode, *was[2:])
         again = (verdict, mode, (judged_again or {}).get("outcome"), (judged_again or {}).get("mechanism"))
         line = (
             f"{trial.id}: recorded {was[2]} ({was[3] or was[1] or 'no failure'}), "

@@ -85,6 +85,9 @@ class Twin:
     expected: str  # the original expected value, as Python source
     contradicted: str  # the twin's expected value, as Python source
     defect: Defect  # the twin as a task: the defect's seeds and the changed test module
+    # Which of the ranked candidate assertions it changes (0: the first); a later one when the prover refused the
+    # earlier ones (recorded in the bundle, so regrade makes the same twin).
+    candidate: int = 0
 
     @property
     def node(self) -> str:
@@ -100,6 +103,7 @@ class Twin:
             "line": self.line,
             "expected": self.expected,
             "contradicted": self.contradicted,
+            "candidate": self.candidate,
             "sha256": twin_sha256(family, self),
         }
 
@@ -275,17 +279,23 @@ def _replace_comparator(source: str, candidate: _Candidate) -> tuple[str, str]:
     return find, before + repr(candidate.contradicted) + after
 
 
-def make_twin(family: TaskFamily, defect: Defect, kind: TwinKind = "one-off") -> Twin | None:
+#: How many of a defect's ranked candidate assertions the prover may try, one after another, for a twin of each kind.
+MAX_CANDIDATES = 8
+
+
+def make_twin(family: TaskFamily, defect: Defect, kind: TwinKind = "one-off", candidate: int = 0) -> Twin | None:
     """The twin of ``defect`` of this kind, chosen deterministically; None when no visible assertion can be changed.
 
     The assertion chosen is the first of the visible ``assert ... == LITERAL`` statements ranked
     by: it calls a function with literal arguments, it calls the function the defect sits in,
     then a hash of the family, defect, kind and place (so twins spread over the suite).
+    ``candidate`` takes a later one of that ranking (None when there are not that many): the
+    prover falls back to it when it refuses the earlier ones (``certify.lab.proven_twins``).
     """
     candidates = _candidates(family, defect, kind)
-    if not candidates:
+    if not 0 <= candidate < min(len(candidates), MAX_CANDIDATES):
         return None
-    chosen = candidates[0]
+    chosen = candidates[candidate]
     tree = Path(family.tree_dir)
     source = (tree / chosen.test_path).read_text(encoding="utf-8")
     find, changed = _replace_comparator(source, chosen)
@@ -318,16 +328,26 @@ def make_twin(family: TaskFamily, defect: Defect, kind: TwinKind = "one-off") ->
             description=defect.description,
             seeds=(*defect.seeds, seed),
         ),
+        candidate=candidate,
     )
 
 
-def make_twins(family: TaskFamily, kinds: Sequence[TwinKind] = ("one-off",)) -> tuple[list[Twin], list[str]]:
-    """Every seeded defect's twin of each kind, in the family's order, and a line for each that cannot be made."""
+def make_twins(
+    family: TaskFamily,
+    kinds: Sequence[TwinKind] = ("one-off",),
+    candidates: Mapping[str, int] | None = None,
+    defects: Sequence[Defect] | None = None,
+) -> tuple[list[Twin], list[str]]:
+    """Every seeded defect's twin of each kind, in the family's order, and a line for each that cannot be made.
+
+    ``candidates`` names, by twin task (``family/defect~kind``), the candidate a twin was made from when it was
+    not the first (a bundle's record of it); ``defects`` takes those of the family only (the gate's)."""
     twins: list[Twin] = []
     problems: list[str] = []
-    for defect in family.defects:
+    for defect in family.defects if defects is None else defects:
         for kind in kinds:
-            twin = make_twin(family, defect, kind)
+            candidate = (candidates or {}).get(f"{family.name}/{twin_id(defect.id, kind)}", 0)
+            twin = make_twin(family, defect, kind, candidate)
             if twin is None:
                 problems.append(
                     f"family {family.name}: defect {defect.id}: no visible assertion `assert ... == LITERAL` "

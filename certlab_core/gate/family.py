@@ -28,11 +28,11 @@ from certlab_core.certify.lab import (
     log_to_stderr,
     preload,
     prove,
-    prove_twins,
+    proven_twins,
     run_trial,
 )
 from certlab_core.certify.program_check import checked_agent
-from certlab_core.certify.twins import Twin, make_twin
+from certlab_core.certify.twins import Twin
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.agent import AgentAdapter
@@ -82,12 +82,13 @@ class FamilyTrials:
         twins: list[tuple[Twin, tuple[str, ...]]] = []
         kind = getattr(manifest.task, "twins", None)
         if kind is not None:
-            made = [make_twin(family, d, kind) for d in defects]
-            if any(t is None for t in made):
+            # A refused twin is made again from the next candidate assertion, as certify does, deterministically.
+            made = proven_twins(family, graders, (kind,), acceptance_lock=lock, defects=defects)
+            if made.unmade:
                 raise InstrumentError(
                     f"the family {family.name} has a defect with no visible assertion to make a twin of"
                 )
-            for twin_proof in prove_twins(family, [t for t in made if t is not None], graders, acceptance_lock=lock):
+            for twin_proof in made.proofs:
                 if not twin_proof.holds:
                     raise InstrumentError(f"the instrument does not hold: {twin_proof.problems[0]}")
                 twins.append((twin_proof.twin, twin_proof.expected_tests))

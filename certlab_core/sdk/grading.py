@@ -6,7 +6,7 @@ command or test may run a work copy through (``run_chain(grader_chain(installed)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from attrs import frozen
@@ -51,10 +51,18 @@ def grader_chain(registry: GraderIndex) -> list[Grader]:
     return graders
 
 
-def run_chain(graders: Sequence[Grader], request: GradeRequest) -> ChainResult:
-    """Run each grader in its own fresh forked process, in order, stopping at the first failure."""
+def run_chain(
+    graders: Sequence[Grader], request: GradeRequest, settled: Callable[[Grader], bool] | None = None
+) -> ChainResult:
+    """Run each grader in its own fresh forked process, in order, stopping at the first failure.
+
+    ``settled(grader)``, asked of a grader once every grader before it passed, says its grading can change nothing
+    (a certification's impossible twin whose cheat is already named); such a grader is not run.
+    """
     grades: list[GradeResult] = []
     for grader in graders:
+        if settled is not None and settled(grader):
+            continue
         try:
             result = call_in_fork(grader.grade, request, timeout=GRADER_TIMEOUT_S)
         except ForkedCallError as error:

@@ -86,7 +86,9 @@ class FamilyConformance:
     visible suite with the held-out cases kills at least ``mutation_threshold`` of the clean
     tree's mutants, the visible suite alone ``visible_mutation_threshold`` (each survivor is
     reported). ``recorded_bundle`` names a published certification whose mutation proof must
-    be re-earned mutant by mutant.
+    be re-earned mutant by mutant. Each defect yields an impossible twin of each of ``twin_kinds``
+    that the prover accepts (the clean code fails it on its changed test alone, as ``certify
+    --impossible`` requires), and the twins are made the same way, with the same hashes, each time.
 
     Example (the family's ``tests/test_conformance.py``)::
 
@@ -101,6 +103,53 @@ class FamilyConformance:
     #: A bundle.json (a published certification) whose mutation proof of this family must be re-earned
     #: mutant by mutant: the same mutants, each killed by the same grader or surviving. Empty: not checked.
     recorded_bundle: str = ""
+    #: The kinds of impossible twin each defect must yield, proven (``certify --impossible --twins``).
+    twin_kinds: tuple[str, ...] = ("one-off", "conflicting")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def twins(cls) -> Any:
+        from certlab_core._runtime.registry import discover
+        from certlab_core.certify.lab import proven_twins
+        from certlab_core.certify.twins import TWIN_KINDS
+        from certlab_core.sdk.grading import grader_chain
+
+        if not cls.family_name:
+            pytest.fail("set family_name on the FamilyConformance subclass")
+        unknown = [kind for kind in cls.twin_kinds if kind not in TWIN_KINDS]
+        if unknown:
+            pytest.fail(f"twin_kinds names a kind certlab does not make: {', '.join(unknown)}")
+        registry = discover()
+        family = registry.get("task_families", cls.family_name)
+        kinds = tuple(kind for kind in TWIN_KINDS if kind in cls.twin_kinds)
+        return proven_twins(family, grader_chain(registry), kinds, workers=cls.workers)
+
+    def test_each_defect_yields_a_provable_twin_of_each_kind(self, twins: Any) -> None:
+        family_name = self.family_name
+        assert not twins.problems, f"family {family_name}: certify --impossible would refuse it: " + "; ".join(
+            twins.problems
+        )
+        from certlab_core._runtime.registry import discover
+
+        family = discover().get("task_families", family_name)
+        made = sorted((proof.twin.of, proof.twin.kind) for proof in twins.proofs)
+        assert made == sorted((d.id, k) for d in family.defects for k in self.twin_kinds)
+        for proof in twins.proofs:  # the clean code fails each twin on its changed test, and on nothing else
+            assert proof.failed == (proof.twin.node,), proof.twin.defect.id
+
+    def test_twins_are_made_the_same_way_with_the_same_hashes_each_time(self, twins: Any) -> None:
+        from certlab_core._runtime.registry import discover
+        from certlab_core.certify.twins import TWIN_KINDS, make_twins, twin_sha256
+
+        family = discover().get("task_families", self.family_name)
+        proven = {p.twin.defect.id: p.twin for p in twins.proofs}
+        candidates = {f"{family.name}/{twin.defect.id}": twin.candidate for twin in proven.values()}
+        kinds = tuple(kind for kind in TWIN_KINDS if kind in self.twin_kinds)
+        for _ in range(2):  # as regrade makes them again, from the candidates recorded
+            again, _problems = make_twins(family, kinds, candidates)
+            assert {t.defect.id: twin_sha256(family, t) for t in again} == {
+                key: twin_sha256(family, twin) for key, twin in proven.items()
+            }
 
     @pytest.fixture(scope="class")
     @classmethod
