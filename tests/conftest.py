@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +12,9 @@ from adversarial.figure import pytest_runtest_logreport, pytest_terminal_summary
 
 from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify, write_certification
+from certlab_core.testing import run_certlab  # noqa: F401  (the suites' helpers import it from here)
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def run_certlab(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a fresh interpreter, as a user runs it (every test suite's helpers call this one)."""
-    return subprocess.run(
-        [sys.executable, "-m", "certlab_core.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ Installed with certlab (entry point ``pytest11``), so any plugin distribution's 
 - ``certlab_plugin_manager``: a fresh pluggy manager that knows certlab's hook specs only;
 - ``certlab_temp_plugin``: register a plugin written as source text (or a module) into a
   fresh registry, and get the registry back;
+- ``run_certlab(*args)``: the certlab CLI in a fresh interpreter, as a user runs it (``cli``);
 - a conformance kit per kind of plugin that has behaviour to check, each a class to subclass
   in the plugin's own tests, naming the installed plugin (``KITS`` maps each hook to its kit):
   ``AdapterConformance`` (with ``Scenario``), ``FamilyConformance``, ``RuleConformance``,
@@ -31,6 +32,7 @@ from typing import Any
 import pytest
 
 from certlab_core.testing.adapter_checks import AdapterConformance, Scenario
+from certlab_core.testing.cli import run_certlab
 from certlab_core.testing.executor_checks import ExecutorConformance
 from certlab_core.testing.grader_checks import GraderConformance
 from certlab_core.testing.reporter_checks import ReporterConformance
@@ -47,6 +49,7 @@ __all__ = [
     "RuleConformance",
     "SandboxConformance",
     "Scenario",
+    "run_certlab",
 ]
 
 _counter = itertools.count()

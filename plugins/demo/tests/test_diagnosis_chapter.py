@@ -7,7 +7,10 @@ from pathlib import Path
 from certlab_demo import chapter_diagnosis as demo_diagnosis
 from certlab_demo.chapter_gate import A_VS_B, store_marker
 from certlab_demo.tour import CHAPTERS, DemoContext
-from diagnosis_helpers import REPO, run_certlab
+
+from certlab_core.testing import run_certlab
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_chapter_follows_the_gate_chapter() -> None:

@@ -7,8 +7,6 @@ from pathlib import Path
 from certlab_demo import chapter_acceptance as demo_acceptance
 from certlab_demo.tour import CHAPTERS, DemoContext
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def test_the_chapter_follows_the_certification_chapter() -> None:
     assert CHAPTERS.index("certlab_demo.chapter_acceptance") == CHAPTERS.index("certlab_demo.chapter_certify") + 1

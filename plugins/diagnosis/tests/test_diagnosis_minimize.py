@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from certlab_diagnosis.minimize import ddmin
-from diagnosis_helpers import FRAGILE_AGENTS, SIX_FAULTS, run_certlab, run_experiment
+from diagnosis_experiments import FRAGILE_AGENTS, SIX_FAULTS, run_certlab, run_experiment
 
 
 def test_ddmin_finds_the_two_faults_of_six_that_matter() -> None:

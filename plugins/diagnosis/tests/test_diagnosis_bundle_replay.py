@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from diagnosis_helpers import A_VS_B, run_certlab, run_experiment
+from diagnosis_experiments import A_VS_B, run_certlab, run_experiment
 
 TRIAL = "candidate/reserve-timeout/3"
 
