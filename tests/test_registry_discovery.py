@@ -373,6 +373,7 @@ def test_two_plugins_providing_one_family_name_are_both_shown_and_refused_only_w
 def test_a_plugin_adds_a_command_and_cannot_take_a_kernel_command(fresh: FreshEnv, layers: dict[str, Path]) -> None:
     hello = fresh.certlab("hello", "--name", "Ada", layers=[layers["command"]])
     assert (hello.returncode, hello.stdout) == (0, "hello, Ada, from a plugin\n"), hello.stderr
+    assert "which the kernel's own command takes" not in hello.stderr  # its own line weighs only its own command
     listed = fresh.certlab("--help", layers=[layers["command"]])
     # the command list comes from the records, so it shows the record's description (no command module loads)
     assert "hello" in listed.stdout and "Say hello" in listed.stdout

@@ -68,13 +68,13 @@ def warn_broken(registry: Any) -> None:
         print(f"certlab: warning: {failure.line()}", file=sys.stderr)
 
 
-def _plugin_commands(registry: Any, wanted: str | None) -> list[Any]:
-    """The plugins' ``Command`` records the command line takes; one warning line per one it cannot take.
+def _plugin_commands(registry: Any, wanted: str | None, names: list[str] | None = None) -> list[Any]:
+    """The plugins' ``Command`` records the command line takes (of ``names``, else all); one warning per refusal.
 
     A plugin's command may not take a kernel command's name, nor a name another plugin provides too.
     """
     taken = []
-    for name in registry.names(Command):
+    for name in registry.names(Command) if names is None else names:
         if name in KERNEL_COMMANDS:
             if name == wanted:
                 continue
@@ -119,9 +119,7 @@ def _register_all(wanted: str | None = None) -> None:
     if not alone:
         for command in builtin.certlab_commands():
             command.register(app())
-    for command in _plugin_commands(registry, wanted):
-        if alone and command.name not in alone:
-            continue
+    for command in _plugin_commands(registry, wanted, alone or None):
         try:
             command.register(app())
         except Exception as error:  # a plugin's register that breaks must not take the command line down
