@@ -35,6 +35,7 @@ from certlab_core.certify.lab import (
     answer_key_paths,
     calibrate,
     constructed_agents,
+    grading_services,
     log_to_stderr,
     prove,
     proven_twins,
@@ -47,6 +48,7 @@ from certlab_core.plugin.types.agent import AgentAdapter
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.held_out import HeldOutRun
+from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.canonical import pretty_json, sealed, unstructure
 from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.model_boundary import model_plan_for
@@ -312,7 +314,12 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
     installed = resolve_families(registry, options.families) if options.families or not options.tasks else []
     held_out = open_held_out(registry, installed, options.tasks)
     try:
-        return _certify(registry, options, progress, held_out)
+        graders = grader_chain(registry)
+        # The harness grades the proofs and the calibration uncontained: a task with an environment of its own
+        # gets warm servers in it once, for all of them (and for the trials too, under --sandbox none).
+        harness = [(Containment(), f.environment_dir) for f in held_out.families if f.environment_dir is not None]
+        with grading_services(harness, graders, max(1, options.workers)):
+            return _certify(registry, options, progress, held_out, graders)
     finally:
         held_out.close()
 
@@ -331,7 +338,9 @@ def reported_version(agent: AgentAdapter, options: CertifyOptions, progress: Pro
     return reported
 
 
-def _certify(registry: Registry, options: CertifyOptions, progress: Progress, held_out: HeldOutRun) -> CertifyResult:
+def _certify(
+    registry: Registry, options: CertifyOptions, progress: Progress, held_out: HeldOutRun, graders: list[Grader]
+) -> CertifyResult:
     families = held_out.families
     agent: AgentAdapter = registry.get("agents", options.agent)
     if agent.check_args is not None:
@@ -348,7 +357,6 @@ def _certify(registry: Registry, options: CertifyOptions, progress: Progress, he
             f"--token-budget is counted at the model boundary, and {options.agent} would run without one "
             "(a constructed agent, an adapter given --base-url, or certlab-model-boundary not installed)"
         )
-    graders = grader_chain(registry)
     hidden = [*answer_key_paths(families), str(held_out.scratch), *options.tasks, *options.hidden]
     containment = choose_containment(registry, options.sandbox, hidden, log_to_stderr)
     agent = checked_agent(agent, options.agent_args, containment, log_to_stderr)

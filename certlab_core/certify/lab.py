@@ -569,34 +569,64 @@ def run_trials(
     ``on_record`` gets each record as its trial finishes (certify's journal: certlab_core.certify.journal).
     """
     preload()
-    with grading_services(specs, graders, workers):
+    with grading_services(grading_needs(specs), graders, max(1, min(workers, len(specs)))):
         return _run_trials(specs, graders, workers, progress, on_record)
 
 
-@contextlib.contextmanager
-def grading_services(specs: Sequence[TrialSpec], graders: Sequence[Grader], workers: int) -> Iterator[None]:
-    """For the ``with`` block, each sandbox's and grader's ``serve`` runs once per sandbox the trials are contained by.
+#: The (containment, task environment) pairs whose grading services are up in this process: a nested
+#: ``grading_services`` (a calibration's trials inside certify's scope) starts only what is not.
+_served: list[tuple[Containment, str | None]] = []
 
-    Trials forked here inherit what the services started (a warm grading server in the
-    sandbox); trials on an executor's workers do not, and their graders start their own.
+
+def grading_needs(specs: Sequence[TrialSpec]) -> list[tuple[Containment, str | None]]:
+    """What the trials' gradings want served: each sandbox's environments, and each task environment uncontained.
+
+    A contained trial is graded in its sandbox, in its task's environment (None: the agent
+    environment). An uncontained one (a calibration agent's) is graded by the harness: in a
+    fork of it, or in a fresh interpreter of its task's own environment, which a warm server saves.
+    """
+    needs: list[tuple[Containment, str | None]] = []
+    for spec in specs:
+        environment = spec.task.family.environment_dir
+        if spec.containment is not None and spec.containment.contained:
+            need = (spec.containment, environment)
+        elif environment is not None:
+            need = (Containment(), environment)
+        else:
+            continue
+        if need not in needs:
+            needs.append(need)
+    return needs
+
+
+@contextlib.contextmanager
+def grading_services(
+    needs: Sequence[tuple[Containment, str | None]], graders: Sequence[Grader], slots: int
+) -> Iterator[None]:
+    """For the ``with`` block, each sandbox's ``serve`` and each grader's ``serve`` for every need not served yet.
+
+    Gradings forked here inherit what the services started (a warm grading server in the
+    sandbox, or in a task's environment); gradings on an executor's workers do not, and their
+    graders start their own.
     """
     with contextlib.ExitStack() as services:
-        if not _executors:
-            contained: list[Containment] = []
-            for spec in specs:
-                if spec.containment is not None and spec.containment.contained and spec.containment not in contained:
-                    contained.append(spec.containment)
-            for containment in contained:
-                sandbox = containment.sandbox
-                if sandbox is not None and sandbox.serve is not None:  # e.g. bwrap's slots: no cgroup move per trial
-                    services.enter_context(sandbox.serve(max(1, min(workers, len(specs)))))
-                mine = [s for s in specs if s.containment == containment]
-                environments = tuple(dict.fromkeys(s.task.family.environment_dir for s in mine))
-                for grader in graders:
-                    if grader.serve is not None:
-                        slots = max(1, min(workers, len(specs)))
-                        services.enter_context(grader.serve(containment, slots, environments))
-        yield
+        wanted = [] if _executors else [need for need in dict.fromkeys(needs) if need not in _served]
+        by_containment: dict[Containment, list[str | None]] = {}
+        for containment, environment in wanted:
+            by_containment.setdefault(containment, []).append(environment)
+        for containment, environments in by_containment.items():
+            sandbox = containment.sandbox
+            if sandbox is not None and sandbox.serve is not None:  # e.g. bwrap's slots: no cgroup move per trial
+                services.enter_context(sandbox.serve(slots))
+            for grader in graders:
+                if grader.serve is not None:
+                    services.enter_context(grader.serve(containment, slots, tuple(environments)))
+        _served.extend(wanted)
+        try:
+            yield
+        finally:
+            for need in wanted:
+                _served.remove(need)
 
 
 def _run_trials(

@@ -93,13 +93,15 @@ class Grade(Protocol):
 
 
 class GradingService(Protocol):
-    """A grader's ``serve``: what it starts once for a run of contained trials, as a context manager.
+    """A grader's ``serve``: what it starts once for a run's gradings under one containment, as a context manager.
 
-    Entered in the process that forks the trials, before the first (``slots`` trials run at
-    once) and left after the last; what it starts (a warm server inside the sandbox) is
-    inherited by every trial's grading. It must start no thread in that process. ``environments`` are the
-    task environments (``TaskFamily.environment_dir``) the run's trials are graded in, besides the agent
-    environment when a trial's task has none; a grader that runs tests serves each one.
+    Entered in the process that forks the gradings, before the first (``slots`` run at once)
+    and left after the last; what it starts (a warm server inside the sandbox) is inherited by
+    every grading forked there. It must start no thread in that process. ``environments`` are the
+    task environments (``TaskFamily.environment_dir``) the gradings run in (None: the agent
+    environment, for a task with none); a grader that runs tests serves each one. ``containment``
+    is the trials' sandbox, or uncontained: certify's proofs and calibration, graded by the
+    harness, are served once for the tasks with an environment of their own.
     """
 
     def __call__(
@@ -126,7 +128,7 @@ class Grader(Record):
     ``failure_modes`` declares every mode the grader may name: the kernel's
     (``certlab_core.plugin.failure_modes``) or modes of its own, which reports then count
     like the kernel's; a mode neither the kernel nor the grader declares is an error
-    naming the grader. ``serve``, when given, is started once per run of contained trials
+    naming the grader. ``serve``, when given, is started once per run and containment
     (``GradingService``); ``grade`` must give the same result without it.
     ``check_changes``, when given, judges the trial's recorded changes after the chain
     passed (``ChangesCheck``): the acceptance grader fails a trial whose changes hold the

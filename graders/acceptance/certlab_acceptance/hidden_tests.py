@@ -9,9 +9,11 @@ changed (FAIL_TO_PASS). Its cases file holds one line per such test::
 ``files`` are laid over a copy of the submitted work tree only when it is graded (a held-out
 version of a changed test file replaces the visible one there, never in the work copy); the
 file is written into the lock's copy with the line, so ``certlab lock`` seals it like any case.
-The tests run through ``pytest_host.py`` in a new interpreter of the agent environment, under
-the run's sandbox, with the same empty pytest configuration as the visible suite; a test holds
-when pytest reports it passed and its run exited as such a run does (``judge_tests``).
+A grading runs them as the suite grader runs the visible tests (``certlab_suite``'s ``run_tests``:
+a fork of one of the run's warm servers, in the sandbox and the task's environment, else a new
+interpreter there), with the same empty pytest configuration; building a task runs them through
+``pytest_host.py`` in a new interpreter (``run_tests`` here). A test holds when pytest reports it
+passed and its run exited as such a run does (``judge_tests``).
 """
 
 from __future__ import annotations
@@ -240,6 +242,23 @@ def run_tests(
     if found is None:
         return PytestRun(-1, {}, (f"pytest wrote no readable report (exit status {process.returncode})",))
     return PytestRun(found["exit_code"], found["outcomes"], tuple(str(e) for e in found["collect_errors"]))
+
+
+def pytest_run(report: Mapping[str, Any] | None, why: str) -> PytestRun:
+    """The run a test process's report describes (the suite grader's ``TestRun.report``, None: ``why`` none came).
+
+    A run with no report, or one whose code under test was imported from outside the copy,
+    reports exit code -1 and no outcome: nothing holds.
+    """
+    if report is None:
+        return PytestRun(-1, {}, (why,))
+    exit_code = report.get("exit_code")
+    if not isinstance(exit_code, int):
+        return PytestRun(-1, {}, ("the test process reported no exit code",))
+    strays = [str(s) for s in report.get("strays") or []]
+    if strays:
+        return PytestRun(-1, {}, ("the code under test was imported from outside the copy: " + "; ".join(strays),))
+    return PytestRun(exit_code, report["outcomes"], tuple(str(e) for e in report["collect_errors"]))
 
 
 def log_tail(scratch: Path, limit: int = 2000) -> str:

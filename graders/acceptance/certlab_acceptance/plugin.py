@@ -57,6 +57,8 @@ from certlab_core.sdk.workcopy import sha256_file
 if TYPE_CHECKING:
     import typer
 
+    from certlab_acceptance.hidden_tests import HiddenTest
+
 NAME = "acceptance"
 ORDER = 30
 CASE_TIMEOUT_S = 10.0
@@ -275,24 +277,20 @@ def grade(request: GradeRequest) -> GradeResult:
 
     raw, path = cases_data(request)
     tests = hidden_tests.read_tests_bytes(raw, path) if hidden_tests.is_hidden_tests(raw) else None
-    cases = load_cases(request) if tests is None else []
-    made = scoring_folder(request)
-    scratch = made.as_path
-    try:
-        tree = scratch / "tree"
-        trees.copy_tree(Path(request.workdir), tree, skip=("__pycache__",))
-        if tests is None:
+    if tests is not None:
+        results = _held_out_tests(request, tests)
+    else:
+        cases = load_cases(request)
+        made = scoring_folder(request)
+        scratch = made.as_path
+        try:
+            tree = scratch / "tree"
+            trees.copy_tree(Path(request.workdir), tree, skip=("__pycache__",))
             results = run_cases(cases, tree, scratch / "host.log", CASE_TIMEOUT_S, request.first_failure)
-        else:  # held-out test files: laid over this copy only, run by pytest under the run's sandbox
-            hidden_tests.lay_over(tests, tree)
-            environment = request.family.environment_dir  # the task's own, made when it was built
-            python = None if environment is None else str(Path(environment) / "bin" / "python")
-            run = hidden_tests.run_tests(tree, [test.test for test in tests], scratch, python=python)
-            results = hidden_tests.judge_tests(tests, run)
-    finally:
-        trees.remove_made(made)
-    if scratch.exists():
-        raise VerdictRefused(f"the scoring copy {scratch} could not be deleted after the last case")
+        finally:
+            trees.remove_made(made)
+        if scratch.exists():
+            raise VerdictRefused(f"the scoring copy {scratch} could not be deleted after the last case")
     if lock is not None:
         check_unmoved(lock, "after scoring")
     failed = [(case_id, got) for case_id, ok, got in results if not ok]
@@ -309,6 +307,28 @@ def grade(request: GradeRequest) -> GradeResult:
     shown = "; ".join(f"{case_id}: {got}" for case_id, got in failed[:SHOWN_FAILURES])
     more = f" (+{len(failed) - SHOWN_FAILURES} more)" if len(failed) > SHOWN_FAILURES else ""
     return GradeResult(NAME, False, fm.OVERFIT_TO_VISIBLE_TESTS, f"{summary}; failed: {shown}{more}", data)
+
+
+def _held_out_tests(request: GradeRequest, tests: Sequence[HiddenTest]) -> list[tuple[str, bool, str]]:
+    """Held-out test files, laid over a grading copy only, run by pytest as the suite grader runs the visible tests.
+
+    That is the suite grader's ``run_tests``: a fork of one of the run's warm servers (in the
+    sandbox, in the task's own environment when it has one), else a new interpreter under the
+    run's sandbox, or, uncontained, a fork of the harness.
+    """
+    from certlab_suite.plugin import run_tests
+
+    from certlab_acceptance import hidden_tests
+
+    run = run_tests(
+        request.workdir,
+        request.family.environment_dir,  # the task's own, made when it was built
+        [test.test for test in tests],
+        request.family.module_names,
+        prepare=lambda tree: hidden_tests.lay_over(tests, tree),
+        timeout_s=hidden_tests.RUN_TIMEOUT_S,
+    )
+    return hidden_tests.judge_tests(tests, hidden_tests.pytest_run(run.report, run.why))
 
 
 def leaked_answers(request: GradeRequest, changes: Sequence[Change], /) -> str | None:

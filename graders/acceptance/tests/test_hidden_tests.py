@@ -14,6 +14,7 @@ from certlab_acceptance.hidden_tests import (
     judge_tests,
     lay_over,
     parse_tests,
+    pytest_run,
     run_tests,
 )
 
@@ -119,3 +120,41 @@ def test_a_real_pytest_run_is_judged_by_its_report(tmp_path: Path, module: str, 
     ((_id, ok, what),) = judge_tests([test], run_tests(_tree(tmp_path, module), [test.test], scratch))
     assert ok is held
     assert what.startswith(got)
+
+
+@pytest.mark.parametrize(
+    ("module", "held", "got"),
+    [
+        ("def half(x):\n    return x / 2\n", True, ""),
+        ("def half(x):\n    return x * 2\n", False, "failed"),
+        ("import os\nos._exit(0)\n", False, "not run"),
+        ("import sys\nsys.exit(0)\n", False, "not run"),
+    ],
+)
+def test_graded_as_the_suite_grader_runs_its_tests_the_held_out_tests_are_judged_the_same(
+    tmp_path: Path, module: str, held: bool, got: str
+) -> None:
+    # The grader's route (certlab_suite's run_tests: uncontained, a fork of the harness), the files laid over its copy.
+    from certlab_suite.plugin import run_tests as suite_run
+
+    work = tmp_path / "work"
+    (work / "tests").mkdir(parents=True)
+    (work / "tiny.py").write_text(module)
+    test = HiddenTest(id="t", test=f"{HELD_OUT}::test_half", files={HELD_OUT: HELD_OUT_TEXT})
+    run = suite_run(str(work), None, [test.test], ("tiny",), prepare=lambda tree: lay_over([test], tree))
+    ((_id, ok, what),) = judge_tests([test], pytest_run(run.report, run.why))
+    assert ok is held
+    assert what.startswith(got)
+    assert not (work / HELD_OUT).exists(), "the held-out file was laid over the work copy, not a grading copy"
+
+
+def test_a_report_whose_code_came_from_outside_the_copy_holds_nothing() -> None:
+    a = HiddenTest(id="a", test="tests/t.py::test_a", files={})
+    report = {"exit_code": 0, "outcomes": {a.test: "passed"}, "collect_errors": [], "strays": ["tiny from /x/tiny.py"]}
+    assert judge_tests([a], pytest_run(report, ""))[0][1] is False
+    assert judge_tests([a], pytest_run(dict(report, strays=[]), ""))[0] == ("a", True, "")
+    assert judge_tests([a], pytest_run(None, "the test process did not report (timed out)"))[0] == (
+        "a",
+        False,
+        "not run (the test process did not report (timed out))",
+    )

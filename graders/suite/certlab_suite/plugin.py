@@ -26,11 +26,11 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from attrs import define
+from attrs import define, frozen
 
 from certlab_core.plugin import Grader, GradeRequest, GradeResult, hookimpl
 from certlab_core.plugin import failure_modes as fm
@@ -99,43 +99,83 @@ def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> Grad
     return GradeResult(NAME, True, None, said, data)
 
 
-def grade(request: GradeRequest) -> GradeResult:
-    """Copy the work tree, run its visible tests in a fresh process, and count the results."""
-    from certlab_suite.visible_suite import run_pytest  # the test runner, imported by a grading, not by discovery
+@frozen
+class TestRun:
+    """What one pytest run on a copy of a work tree gave: the hooks' report, or why none came, and the log's end."""
 
-    environment = request.family.environment_dir
-    if active_containment().contained or environment is not None:
-        served = _grade_on_server(request) if active_containment().contained else None
+    #: The report (``well_formed``: collected, outcomes, collect_errors, strays, exit_code), None when none came.
+    report: dict[str, Any] | None
+    #: Why no report came ("the test process did not report: ..."), empty when one did.
+    why: str
+    #: The end of pytest's log, the copy's location replaced by ``<work>``.
+    log_tail: str
+
+
+def run_tests(
+    workdir: str,
+    environment: str | None,
+    test_paths: Sequence[str],
+    module_names: Sequence[str],
+    *,
+    prepare: Callable[[Path], None] | None = None,
+    first_failure: bool = False,
+    timeout_s: float = SUITE_TIMEOUT_S,
+) -> TestRun:
+    """Run pytest on ``test_paths`` (folders, files or node ids) in a copy of ``workdir`` the way this grader runs
+    the visible tests, and return what its hooks saw.
+
+    ``prepare(tree)`` changes the copy first (the acceptance grader lays its held-out test files
+    over it there). The run is a fresh fork of one of the run's warm servers when one is up for
+    the active containment and ``environment`` (a task's own venv, None: the agent environment);
+    else, contained or in a task environment, a new interpreter under the active containment;
+    else a fork of this (the harness's) process.
+    """
+    contained = active_containment().contained
+    if contained or environment is not None:
+        served = _run_on_server(workdir, environment, test_paths, module_names, prepare, first_failure, timeout_s)
         if served is not None:
             return served
     made = trees.make_temp_folder("certlab-suite-")
     scratch = made.as_path
     try:
         tree = scratch / "tree"
-        copy_tree(Path(request.workdir), tree)
+        copy_tree(Path(workdir), tree)
+        if prepare is not None:
+            prepare(tree)
         log = scratch / "pytest.log"
-        if active_containment().contained or environment is not None:
-            return _grade_contained(request, scratch, tree, log)
+        if contained or environment is not None:
+            return _run_contained(scratch, tree, log, environment, test_paths, module_names, first_failure, timeout_s)
+        from certlab_suite.visible_suite import run_pytest  # the test runner, imported by a grading, not by discovery
+
         try:
-            run = call_in_fork(
+            report = call_in_fork(
                 run_pytest,
                 str(tree),
-                tuple(request.family.test_paths),
-                tuple(request.family.module_names),
+                tuple(test_paths),
+                tuple(module_names),
                 str(log),
-                request.first_failure,
-                timeout=SUITE_TIMEOUT_S,
+                first_failure,
+                timeout=timeout_s,
             )
         except ForkedCallError as error:
-            return GradeResult(
-                NAME,
-                False,
-                fm.SUITE_NOT_RUN,
-                f"the test process did not report: {error.failure.summary}\n" + _tail(log, tree),
-            )
-        return judge(run, tuple(request.expected_tests), _tail(log, tree))
+            return TestRun(None, f"the test process did not report: {error.failure.summary}", _tail(log, tree))
+        return TestRun(report, "", _tail(log, tree))
     finally:
         trees.remove_made(made)  # the graded code wrote here: iterative, and only the folder made
+
+
+def grade(request: GradeRequest) -> GradeResult:
+    """Copy the work tree, run its visible tests in a fresh process, and count the results."""
+    run = run_tests(
+        request.workdir,
+        request.family.environment_dir,
+        request.family.test_paths,
+        request.family.module_names,
+        first_failure=request.first_failure,
+    )
+    if run.report is None:
+        return GradeResult(NAME, False, fm.SUITE_NOT_RUN, f"{run.why}\n" + run.log_tail)
+    return judge(run.report, tuple(request.expected_tests), run.log_tail)
 
 
 def _contained_environment() -> dict[str, str]:
@@ -150,18 +190,15 @@ def environment_python(environment: str) -> str:
     return str(Path(environment) / "bin" / "python")
 
 
-def _not_reported(how: str, log: Path, tree: Path) -> GradeResult:
-    return GradeResult(NAME, False, fm.SUITE_NOT_RUN, f"the test process did not report ({how})\n" + _tail(log, tree))
-
-
-def _judged_text(text: str, request: GradeRequest, log: Path, tree: Path) -> GradeResult:
+def _reported(text: str, log: Path, tree: Path) -> TestRun:
+    """The run a contained test process's report text describes (it may come from anyone: checked first)."""
     try:
         report = json.loads(text)
     except ValueError:
         report = None
     if not well_formed(report):
-        return _not_reported("its report is not one", log, tree)
-    return judge(report, tuple(request.expected_tests), _tail(log, tree))
+        return TestRun(None, "the test process did not report (its report is not one)", _tail(log, tree))
+    return TestRun(report, "", _tail(log, tree))
 
 
 # ----------------------------------------------------------------------------- the run's grading servers
@@ -196,7 +233,11 @@ _servers: list[GradingServer] = []
 @contextlib.contextmanager
 def serve(containment: Containment, slots: int, environments: tuple[str | None, ...] = (None,)) -> Iterator[None]:
     """Start ``slots`` grading servers inside ``containment`` for each environment (None: the agent environment's)
-    for the ``with`` block (the kernel's ``serve`` hook): a task's tests run in its own environment's pytest."""
+    for the ``with`` block (the kernel's ``serve`` hook): a task's tests run in its own environment's pytest.
+
+    Uncontained (the harness grading a proof or a calibration), only task environments get servers, each
+    grading a fork of it with no namespaces of its own (as a fresh interpreter would run); the agent
+    environment's gradings are forks of the harness there already."""
     from certlab_suite import suite_server, visible_suite
 
     made = trees.make_temp_folder("certlab-suite-servers-")
@@ -207,19 +248,21 @@ def serve(containment: Containment, slots: int, environments: tuple[str | None, 
         shutil.copyfile(str(module.__file__), runner / Path(str(module.__file__)).name)
     started: list[GradingServer] = []
     try:
-        chosen = [(environment, n) for environment in dict.fromkeys(environments) for n in range(slots)]
+        contained = containment.contained
+        served = [e for e in dict.fromkeys(environments) if contained or e is not None]
+        chosen = [(environment, n) for environment in served for n in range(slots)]
         for number, (environment, _slot) in enumerate(chosen):
             folder = base / f"grading-{number}"
             folder.mkdir()
             python = containment.python() if environment is None else environment_python(environment)
-            argv = [python, "-I", str(runner / "suite_server.py"), suite_server.FRESH_FLAG]
+            argv = [python, "-I", str(runner / "suite_server.py"), *((suite_server.FRESH_FLAG,) if contained else ())]
             launch = containment.launch(
                 argv,
                 str(folder),
                 _contained_environment(),
                 writable=(str(folder),),
                 readable=(str(runner),),
-                nested_namespaces=True,  # each grading's own mount and IPC namespace: nothing outlives it
+                nested_namespaces=contained,  # each grading's own mount and IPC namespace: nothing outlives it
             )
             with (base / f"server-{number}.log").open("ab") as log:
                 process = subprocess.Popen(
@@ -327,37 +370,57 @@ def _ask(server: GradingServer, message: dict[str, Any], timeout_s: float) -> di
             return reply
 
 
-def _grade_on_server(request: GradeRequest) -> GradeResult | None:
-    """The grading on one of the run's servers, in a fresh fork of it in the sandbox; None when none is in reach."""
-    with _a_free_server(active_containment(), request.family.environment_dir) as server:
+def _run_on_server(
+    workdir: str,
+    environment: str | None,
+    test_paths: Sequence[str],
+    module_names: Sequence[str],
+    prepare: Callable[[Path], None] | None,
+    first_failure: bool,
+    timeout_s: float,
+) -> TestRun | None:
+    """The run on one of the run's servers, in a fresh fork of it (in the sandbox); None when none is in reach."""
+    with _a_free_server(active_containment(), environment) as server:
         if server is None:
             return None
         try:
             _empty(server.folder)
             tree, log = server.folder / "tree", server.folder / "pytest.log"
-            copy_tree(Path(request.workdir), tree)
+            copy_tree(Path(workdir), tree)
+            if prepare is not None:
+                prepare(tree)
             message = {
                 "id": uuid.uuid4().hex,
                 "tree": str(tree),
                 "log": str(log),
-                "modules": list(request.family.module_names),
-                "test_paths": list(request.family.test_paths),
-                "timeout_s": SUITE_TIMEOUT_S,
-                "first_failure": request.first_failure,
+                "modules": list(module_names),
+                "test_paths": list(test_paths),
+                "timeout_s": timeout_s,
+                "first_failure": first_failure,
             }
-            reply = _ask(server, message, SUITE_TIMEOUT_S + SERVER_GRACE_S)
+            reply = _ask(server, message, timeout_s + SERVER_GRACE_S)
             if reply is None:  # gone or silent (the graded code may have killed it): graded afresh, without it
                 server.broken.touch()
                 return None
             text = reply.get("report_text")
             if not isinstance(text, str):
-                return _not_reported(str(reply.get("failure") or "no report"), log, tree)
-            return _judged_text(text, request, log, tree)
+                how = str(reply.get("failure") or "no report")
+                return TestRun(None, f"the test process did not report ({how})", _tail(log, tree))
+            return _reported(text, log, tree)
         finally:
             _empty(server.folder)
 
 
-def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path) -> GradeResult:
+def _run_contained(
+    scratch: Path,
+    tree: Path,
+    log: Path,
+    environment: str | None,
+    test_paths: Sequence[str],
+    module_names: Sequence[str],
+    first_failure: bool,
+    timeout_s: float,
+) -> TestRun:
     """The agent's code under the run's sandbox: a new interpreter of the agent environment, out of the key's reach.
 
     The test process is this distribution's ``visible_suite.py``, copied into the scratch
@@ -372,27 +435,28 @@ def _grade_contained(request: GradeRequest, scratch: Path, tree: Path, log: Path
     script = runner / "visible_suite.py"
     shutil.copyfile(visible_suite.__file__, script)
     result = scratch / "result.json"
-    env = _contained_environment()
-    environment = request.family.environment_dir
     argv = [
         containment.python() if environment is None else environment_python(environment),
         "-I",
         str(script),
-        *((visible_suite.FIRST_FAILURE_FLAG,) if request.first_failure else ()),
+        *((visible_suite.FIRST_FAILURE_FLAG,) if first_failure else ()),
         str(result),
         str(tree),
         str(log),
-        ",".join(request.family.module_names),
-        *request.family.test_paths,
+        ",".join(module_names),
+        *test_paths,
     ]
+    env = _contained_environment()
     ran = run_contained(
-        argv, cwd=str(tree), env=env, timeout_s=SUITE_TIMEOUT_S, containment=containment, writable=(str(scratch),)
+        argv, cwd=str(tree), env=env, timeout_s=timeout_s, containment=containment, writable=(str(scratch),)
     )
     try:
         text = result.read_text(encoding="utf-8")
     except OSError:
-        return _not_reported(ran.detail or f"exit status {ran.exit_code}", log, tree)
-    return _judged_text(text, request, log, tree)
+        return TestRun(
+            None, f"the test process did not report ({ran.detail or f'exit status {ran.exit_code}'})", _tail(log, tree)
+        )
+    return _reported(text, log, tree)
 
 
 @hookimpl

@@ -47,9 +47,19 @@ def request(tmp_path: Path, name: str, suffix: str = "", seeded: bool = False) -
 
 
 def on_server(req: GradeRequest) -> GradeResult:
-    result = suite._grade_on_server(req)
-    assert result is not None, "the grading did not run on the run's server"
-    return result
+    family = req.family
+    run = suite._run_on_server(
+        req.workdir,
+        family.environment_dir,
+        family.test_paths,
+        family.module_names,
+        None,
+        req.first_failure,
+        suite.SUITE_TIMEOUT_S,
+    )
+    assert run is not None, "the grading did not run on the run's server"
+    assert run.report is not None, run.why
+    return suite.judge(run.report, tuple(req.expected_tests), run.log_tail)
 
 
 def test_a_served_grading_gives_the_verdicts_of_a_fresh_interpreter(served: Containment, tmp_path: Path) -> None:
@@ -156,3 +166,28 @@ def test_asked_for_the_first_failure_alone_a_contained_grading_stops_there_with_
     passed = [int(result.detail.split("/")[0]) for result in (full, on_the_server, fresh)]
     assert {(r.passed, r.failure_mode) for r in (full, on_the_server, fresh)} == {(False, "suite-failed")}
     assert passed[1] == passed[2] < passed[0], passed
+
+
+def test_held_out_node_ids_run_on_the_server_with_the_files_laid_over_its_copy_only(
+    served: Containment, tmp_path: Path
+) -> None:
+    # The acceptance grader's held-out test files go this way: a fork of the warm server, not a new interpreter.
+    work = tmp_path / "work"
+    materialise(FAMILY, None, work)
+    held_out = "tests/test_held_out.py"
+    text = (
+        "from intervals import *  # noqa\n\n\ndef test_on_the_server():\n"
+        "    assert b'suite_server.py' in open('/proc/self/cmdline', 'rb').read()\n"
+    )
+
+    def lay(tree: Path) -> None:
+        (tree / held_out).write_text(text)
+
+    node = f"{held_out}::test_on_the_server"
+    run = suite.run_tests(str(work), None, [node], FAMILY.module_names, prepare=lay)
+    assert run.report is not None, run.why
+    assert (run.report["exit_code"], run.report["outcomes"]) == (0, {node: "passed"}), run.log_tail
+    assert not (work / held_out).exists()
+    suite._servers.clear()  # no server in reach: a new interpreter in the sandbox, where the same test fails
+    fresh = suite.run_tests(str(work), None, [node], FAMILY.module_names, prepare=lay)
+    assert fresh.report is not None and fresh.report["outcomes"] == {node: "failed"}, fresh.why
