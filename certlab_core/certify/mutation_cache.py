@@ -27,7 +27,7 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -257,3 +257,23 @@ def measure_and_store(
     if key is not None:
         store(key, proof)
     return proof
+
+
+def mutation_step(
+    family: TaskFamily,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    workers: int,
+    lock: AcceptanceLock | None,
+    minimum: float | None,
+    progress: Callable[[str], None],
+    minimum_visible: float | None = None,
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """Certify's step: the family's mutation proof (from the cache when nothing that decides it changed, else
+    graded now), said through ``progress``; ``(bundle record, refusals, warnings)``."""
+    proof, key, cached = measured_proof(family, graders, expected, workers, lock)
+    for line in mutation.report_lines(family, proof, diffs=False):
+        progress(line + (f" (measured earlier on the same inputs: cache {key[:12]})" if cached and key else ""))
+    refusals, warnings = mutation.assessment(proof, minimum, minimum_visible)
+    document = mutation.mutation_document(family, proof, minimum, key, cached, minimum_visible)
+    return document, refusals, warnings

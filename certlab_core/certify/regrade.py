@@ -350,7 +350,7 @@ def regrade(
         lines.extend(twin_lines)
         mismatches.extend(twin_mismatches)
     if mutants:
-        from certlab_core.certify.mutation import recheck_bundle
+        from certlab_core.certify.proving import recheck_bundle
 
         mutation_lines, mutation_mismatches = recheck_bundle(bundle, families, graders, expected, workers, progress)
         lines.extend(mutation_lines)

@@ -12,6 +12,7 @@ import typer
 from certlab_core._runtime.registry import Registry, discover, refuse_broken
 from certlab_core.certify.certification import (
     CertifyOptions,
+    certify_into,
     check_output_dir,
     cpu_workers,
     output_lock,
@@ -107,7 +108,7 @@ def certify_command(
     ),
 ) -> None:
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
-    from certlab_core.certify.journal import TrialJournal, certify_into, notice_interrupt
+    from certlab_core.certify.journal import TrialJournal, notice_interrupt
     from certlab_core.cli.signing_cmd import check_key_reach, check_sign_key, sign_evidence
 
     if resume is not None:
@@ -286,7 +287,7 @@ def prove_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the scores, not the survivors' diffs."),
 ) -> None:
     """Prove the instrument: the clean tree passes, each seeded tree fails; with --mutants, score it against mutants."""
-    from certlab_core.certify.mutation import prove_families
+    from certlab_core.certify.proving import prove_families
 
     registry = discover()
     result = prove_families(
