@@ -22,6 +22,7 @@ from certlab_core.certify.heartbeat import heartbeat_interval
 from certlab_core.certify.lab import log_to_stderr
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, cheating_line
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.plugin.types.sandbox import Containment
 
 
 def twin_kinds_of(text: str, impossible: bool) -> tuple[TwinKind, ...]:
@@ -200,7 +201,7 @@ def _warn(line: str) -> None:
     typer.echo(line, err=True)
 
 
-def _containment_of(registry: Registry, out: Path, sandbox: str, resumed: bool) -> Any:
+def _containment_of(registry: Registry, out: Path, sandbox: str, resumed: bool) -> Containment:
     """The containment the certification's trials will run under (a resumed one: the journal's ``--sandbox``)."""
     from certlab_core._runtime.containment import choose_containment
     from certlab_core.certify.journal import TrialJournal
