@@ -213,6 +213,50 @@ def test_the_direction_check_sees_an_import_inside_a_function(tmp_path: Path) ->
     assert kernel_imports(module) == [(2, "gate"), (3, "cli")]
 
 
+FIRST_LINE_MAX = 80
+
+
+def first_line_problem(source: str) -> str | None:
+    """What is wrong with a module's first line, the start of a docstring that says in one line what the module
+    is for: no docstring first, a line over FIRST_LINE_MAX characters (quotes included), or a summary that runs
+    on to a second line. None when it is right."""
+    body = ast.parse(source).body
+    docstring = body[0] if body else None
+    if not (
+        isinstance(docstring, ast.Expr)
+        and isinstance(docstring.value, ast.Constant)
+        and isinstance(docstring.value.value, str)
+        and docstring.lineno == 1
+    ):
+        return "its first line opens no docstring"
+    first = source.splitlines()[0]
+    if len(first) > FIRST_LINE_MAX:
+        return f"its first line is {len(first)} characters (at most {FIRST_LINE_MAX}): {first}"
+    summary = docstring.value.value.splitlines()
+    if len(summary) > 1 and summary[1].strip():
+        return f"its summary runs on past the first line: {summary[1].strip()}"
+    return None
+
+
+def test_every_kernel_module_says_in_a_short_first_line_what_it_is_for() -> None:
+    # Each subpackage's __init__ too: its one line says what the subpackage is for.
+    wrong = [
+        f"{path.relative_to(KERNEL.parent)}: {problem}"
+        for path in sorted(KERNEL.rglob("*.py"))
+        if (problem := first_line_problem(path.read_text(encoding="utf-8"))) is not None
+    ]
+    assert wrong == [], f"{len(wrong)} modules: " + "; ".join(wrong)
+
+
+def test_the_first_line_check_sees_what_is_wrong() -> None:
+    assert first_line_problem('"""A module for this."""\n') is None
+    assert first_line_problem('"""A module for this.\n\nMore about it.\n"""\n') is None
+    assert first_line_problem('"""' + "x" * 75 + '"""\n') is not None  # 81 with its quotes
+    assert first_line_problem('"""A summary that\nruns on.\n"""\n') is not None
+    assert first_line_problem("import os\n") is not None
+    assert first_line_problem('# a comment\n"""A module."""\n') is not None
+
+
 def test_the_kernel_imports_no_plugin_distributions_package() -> None:
     # The kernel knows no concrete piece: held-out acceptance, say, only through the certlab_held_out hook.
     reaching = []

@@ -1,4 +1,4 @@
-"""Certification: an agent run on a family's tasks, graded only on what it left, and the evidence for it.
+"""Certification: an agent run on a family's tasks, graded on what it left.
 
 ``lab`` runs one trial (adapter, sandbox, grader chain) and proves and calibrates the
 instrument with constructed agents; ``certification`` runs a whole certification and writes its

@@ -1,4 +1,4 @@
-"""Certification: prove, calibrate, run the agent, and write the sealed evidence bundle and its contract."""
+"""Certification: prove, calibrate, run the agent, write bundle and contract."""
 
 from __future__ import annotations
 

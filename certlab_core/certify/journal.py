@@ -1,4 +1,4 @@
-"""Crash-safe certifications: each finished trial is journalled in --out; ``certify --resume OUT`` runs only the rest.
+"""Crash-safe certify: each trial journalled in --out; --resume runs the rest.
 
 Real agents take minutes per trial. ``certlab certify`` writes ``OUT/trials.journal.jsonl`` as
 it goes: once the agent's trials are scheduled, a line with the certification's options and one

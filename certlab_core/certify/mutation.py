@@ -1,4 +1,4 @@
-"""The instrument's mutation proof: generate a tree's mutants deterministically and score the graders against them.
+"""The mutation proof: a tree's mutants, made deterministically, and graded.
 
 "The clean tree passes and each seeded tree fails" shows that the suite sees the seeded
 defects; the mutation proof measures what else it would let through. Each mutant is one

@@ -1,4 +1,4 @@
-"""A family's measured mutation proof, kept in certlab's cache and reused while nothing that decides it changed.
+"""Measured mutation proofs, cached and reused while no input of them moved.
 
 The mutants are a function of the tree, and each mutant's verdict a function of the tree,
 the visible suite, the held-out cases, the graders and the interpreter. So a certification

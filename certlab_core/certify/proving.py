@@ -1,4 +1,4 @@
-"""``certlab prove`` and ``regrade --mutants``: the instrument's proofs, mutants included, on demand.
+"""``certlab prove`` and ``regrade --mutants``: the proofs, on demand.
 
 Certify proves and calibrates inside its own run (``certification``, with the mutation step
 of ``mutation_cache``); these are the commands that prove the families and user tasks alone,

@@ -1,4 +1,4 @@
-"""Regrade: re-earn every verdict of a certification bundle from its recorded changes, without the agent.
+"""Regrade: re-earn a bundle's verdicts from its recorded changes, no agent.
 
 Regrading runs the code the bundle holds: each trial's recorded changes are applied to a
 freshly issued tree and the graders run its tests, which import that code. It runs only in

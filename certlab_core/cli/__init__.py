@@ -1,4 +1,4 @@
-"""The ``certlab`` command line: one typer app; every command, the kernel's too, comes from ``certlab_commands``.
+"""The ``certlab`` command line: one typer app, fed by ``certlab_commands``.
 
 May import: any part of the kernel.
 """

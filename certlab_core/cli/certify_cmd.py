@@ -1,4 +1,4 @@
-"""``certlab certify`` and ``certlab regrade``: issue a capability contract, and re-earn it later."""
+"""``certlab certify`` and ``regrade``: issue a contract, and re-earn it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``certlab run``, ``certlab gate``, ``certlab schema`` and ``certlab init``: the A/B reliability gate.
+"""``certlab run``, ``gate``, ``schema`` and ``init``: the A/B reliability gate.
 
 ``run`` validates and seals a descriptor, runs its trials into a new run store and exits
 with the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3; usage errors 4); ``gate``
