@@ -1,4 +1,4 @@
-"""The kernel's folders show its architecture: a few subpackages, each saying what it may import, and held to it."""
+"""The kernel's layout: a few subpackages, held to their imports; no cycle."""
 
 from __future__ import annotations
 
