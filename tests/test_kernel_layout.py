@@ -248,6 +248,38 @@ def test_every_kernel_module_says_in_a_short_first_line_what_it_is_for() -> None
     assert wrong == [], f"{len(wrong)} modules: " + "; ".join(wrong)
 
 
+REPOSITORY = KERNEL.parent
+DISTRIBUTION_FOLDERS = ("adapters", "graders", "plugins", "task_families")
+
+
+def distribution_modules() -> list[Path]:
+    """Every module of the shipped plugin distributions' packages, but a family's issued tree (under ``family/``,
+    the code an agent is handed, hashed into the family's taskset)."""
+    packages = sorted(
+        package
+        for folder in DISTRIBUTION_FOLDERS
+        for package in (REPOSITORY / folder).glob("*/certlab_*")
+        if (package / "__init__.py").is_file()
+    )
+    return [
+        path
+        for package in packages
+        for path in sorted(package.rglob("*.py"))
+        if "family" not in path.relative_to(package).parts[:-1]
+    ]
+
+
+def test_every_distribution_module_says_in_a_short_first_line_what_it_is_for() -> None:
+    modules = distribution_modules()
+    assert len(modules) > 50, "the distributions' packages were not found"
+    wrong = [
+        f"{path.relative_to(REPOSITORY)}: {problem}"
+        for path in modules
+        if (problem := first_line_problem(path.read_text(encoding="utf-8"))) is not None
+    ]
+    assert wrong == [], f"{len(wrong)} modules: " + "; ".join(wrong)
+
+
 def test_the_first_line_check_sees_what_is_wrong() -> None:
     assert first_line_problem('"""A module for this."""\n') is None
     assert first_line_problem('"""A module for this.\n\nMore about it.\n"""\n') is None
