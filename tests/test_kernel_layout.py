@@ -249,7 +249,7 @@ def test_every_kernel_module_says_in_a_short_first_line_what_it_is_for() -> None
 
 
 REPOSITORY = KERNEL.parent
-DISTRIBUTION_FOLDERS = ("adapters", "graders", "plugins", "task_families")
+DISTRIBUTION_FOLDERS = ("adapters", "graders", "plugins", "task_families", "examples")
 
 
 def distribution_modules() -> list[Path]:
