@@ -4,7 +4,8 @@ The mutants are a function of the tree, and each mutant's verdict a function of 
 the visible suite, the held-out cases, the graders and the interpreter. So a certification
 need not grade them again when none of those moved: ``measured_proof`` looks the proof up
 under a digest of all of them (:func:`proof_key`) and grades the mutants only on a miss,
-storing what it measured. A changed byte of any input is a new key, so a stale score is never
+storing what it measured (``mutation_step`` is that look-up as certify's step, said, assessed
+and recorded). A changed byte of any input is a new key, so a stale score is never
 served. ``certlab prove --mutants``, ``regrade --mutants`` and ``FamilyConformance`` always
 grade afresh (and store what they measured).
 
