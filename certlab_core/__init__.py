@@ -1,4 +1,4 @@
-"""certlab's kernel: the author API (``certlab_core.plugin``), the engines that certify and gate, and the CLI."""
+"""certlab's kernel: the author API, certify and gate engines, the CLI."""
 
 from __future__ import annotations
 

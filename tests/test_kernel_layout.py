@@ -1,4 +1,4 @@
-"""The kernel's folders show its architecture: a few subpackages, each saying what it may import, and held to it."""
+"""The kernel's layout: a few subpackages, held to their imports; no cycle."""
 
 from __future__ import annotations
 
@@ -86,21 +86,35 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def imported_modules(source: str, module: str, package: str) -> set[str]:
+    """Every kernel module that ``source`` (module ``module`` of ``package``) imports, at any depth: inside a
+    function and under TYPE_CHECKING too, relative imports resolved."""
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                targets.add(sub if module_file(sub) is not None else base)
+    return {t for t in targets if module_file(t) is not None} - {module}
+
+
 def import_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
     """Module -> the kernel modules it imports, at any depth (inside a function, under TYPE_CHECKING too)."""
-    graph: dict[str, set[str]] = {}
-    for package in packages:
-        for path in sorted((KERNEL / package).rglob("*.py")):
-            targets: set[str] = set()
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Import):
-                    targets |= {alias.name for alias in node.names}
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    for alias in node.names:
-                        sub = f"{node.module}.{alias.name}"
-                        targets.add(sub if module_file(sub) is not None else node.module)
-            graph[module_name(path)] = {t for t in targets if module_file(t) is not None} - {module_name(path)}
-    return graph
+    return {
+        module_name(path): imported_modules(
+            path.read_text(encoding="utf-8"),
+            module_name(path),
+            module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0],
+        )
+        for package in packages
+        for path in sorted((KERNEL / package).rglob("*.py"))
+    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -135,8 +149,57 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_contract_the_sdk_and_the_runtime_have_no_import_cycles() -> None:
-    assert cycles(import_graph(("plugin", "sdk", "_runtime"))) == []
+def loops_within(graph: dict[str, set[str]], group: list[str]) -> list[list[str]]:
+    """The shortest import loop through each module of ``group`` (one cycle), each loop once: [a, b, ..., a]."""
+    members = set(group)
+    loops: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+    for start in sorted(group):
+        came_from: dict[str, str] = {}
+        frontier = [start]
+        while frontier and start not in came_from:
+            following: list[str] = []
+            for node in frontier:
+                for target in sorted(graph.get(node, set()) & members):
+                    if target not in came_from:
+                        came_from[target] = node
+                        following.append(target)
+            frontier = following
+        loop = [start]
+        while len(loop) == 1 or loop[-1] != start:
+            loop.append(came_from[loop[-1]])
+        loop.reverse()
+        turn = loop[:-1].index(min(loop[:-1]))  # one spelling of a loop, from its first module in order
+        key = tuple(loop[turn:-1] + loop[:turn])
+        if key not in seen:
+            seen.add(key)
+            loops.append([*key, key[0]])
+    return sorted(loops)
+
+
+def named_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Each import cycle of ``graph`` as lines of its loops: ``a -> b -> a; b -> c -> b``."""
+    return ["; ".join(" -> ".join(loop) for loop in loops_within(graph, group)) for group in cycles(graph)]
+
+
+def test_the_kernel_has_no_import_cycles_function_local_imports_included() -> None:
+    found = named_cycles(import_graph(tuple(SUBPACKAGES)))
+    assert found == [], "import cycles in the kernel (move the shared piece down, do not hide an import): " + (
+        " | ".join(found)
+    )
+
+
+def test_the_cycle_names_are_the_loops_that_make_it() -> None:
+    graph = {"j": {"c"}, "c": {"j", "m"}, "m": {"c", "k"}, "k": {"m"}, "x": {"c"}}
+    assert named_cycles(graph) == ["c -> j -> c; c -> m -> c; k -> m -> k"]
+
+
+def test_the_import_graph_sees_function_local_and_relative_imports() -> None:
+    source = "def f():\n    from certlab_core.certify import lab\n    from .twins import TWIN_KINDS\n"
+    found = imported_modules(source, "certlab_core.certify.journal", "certlab_core.certify")
+    assert found == {"certlab_core.certify.lab", "certlab_core.certify.twins"}
+    from_package = imported_modules("from . import lab\n", "certlab_core.certify", "certlab_core.certify")
+    assert from_package == {"certlab_core.certify.lab"}
 
 
 def test_the_cycle_check_sees_a_cycle_through_a_function_local_import() -> None:
@@ -148,6 +211,82 @@ def test_the_direction_check_sees_an_import_inside_a_function(tmp_path: Path) ->
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from certlab_core.gate.store import TRIALS\n    from certlab_core import cli\n")
     assert kernel_imports(module) == [(2, "gate"), (3, "cli")]
+
+
+FIRST_LINE_MAX = 80
+
+
+def first_line_problem(source: str) -> str | None:
+    """What is wrong with a module's first line, the start of a docstring that says in one line what the module
+    is for: no docstring first, a line over FIRST_LINE_MAX characters (quotes included), or a summary that runs
+    on to a second line. None when it is right."""
+    body = ast.parse(source).body
+    docstring = body[0] if body else None
+    if not (
+        isinstance(docstring, ast.Expr)
+        and isinstance(docstring.value, ast.Constant)
+        and isinstance(docstring.value.value, str)
+        and docstring.lineno == 1
+    ):
+        return "its first line opens no docstring"
+    first = source.splitlines()[0]
+    if len(first) > FIRST_LINE_MAX:
+        return f"its first line is {len(first)} characters (at most {FIRST_LINE_MAX}): {first}"
+    summary = docstring.value.value.splitlines()
+    if len(summary) > 1 and summary[1].strip():
+        return f"its summary runs on past the first line: {summary[1].strip()}"
+    return None
+
+
+def test_every_kernel_module_says_in_a_short_first_line_what_it_is_for() -> None:
+    # Each subpackage's __init__ too: its one line says what the subpackage is for.
+    wrong = [
+        f"{path.relative_to(KERNEL.parent)}: {problem}"
+        for path in sorted(KERNEL.rglob("*.py"))
+        if (problem := first_line_problem(path.read_text(encoding="utf-8"))) is not None
+    ]
+    assert wrong == [], f"{len(wrong)} modules: " + "; ".join(wrong)
+
+
+REPOSITORY = KERNEL.parent
+DISTRIBUTION_FOLDERS = ("adapters", "graders", "plugins", "task_families", "examples")
+
+
+def distribution_modules() -> list[Path]:
+    """Every module of the shipped plugin distributions' packages, but a family's issued tree (under ``family/``,
+    the code an agent is handed, hashed into the family's taskset)."""
+    packages = sorted(
+        package
+        for folder in DISTRIBUTION_FOLDERS
+        for package in (REPOSITORY / folder).glob("*/certlab_*")
+        if (package / "__init__.py").is_file()
+    )
+    return [
+        path
+        for package in packages
+        for path in sorted(package.rglob("*.py"))
+        if "family" not in path.relative_to(package).parts[:-1]
+    ]
+
+
+def test_every_distribution_module_says_in_a_short_first_line_what_it_is_for() -> None:
+    modules = distribution_modules()
+    assert len(modules) > 50, "the distributions' packages were not found"
+    wrong = [
+        f"{path.relative_to(REPOSITORY)}: {problem}"
+        for path in modules
+        if (problem := first_line_problem(path.read_text(encoding="utf-8"))) is not None
+    ]
+    assert wrong == [], f"{len(wrong)} modules: " + "; ".join(wrong)
+
+
+def test_the_first_line_check_sees_what_is_wrong() -> None:
+    assert first_line_problem('"""A module for this."""\n') is None
+    assert first_line_problem('"""A module for this.\n\nMore about it.\n"""\n') is None
+    assert first_line_problem('"""' + "x" * 75 + '"""\n') is not None  # 81 with its quotes
+    assert first_line_problem('"""A summary that\nruns on.\n"""\n') is not None
+    assert first_line_problem("import os\n") is not None
+    assert first_line_problem('# a comment\n"""A module."""\n') is not None
 
 
 def test_the_kernel_imports_no_plugin_distributions_package() -> None:

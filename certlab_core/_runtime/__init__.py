@@ -1,4 +1,4 @@
-"""The private runtime: discovery in one scan, validation, the registry, and the containment choice.
+"""The private runtime: one-scan discovery, validation, registry, containment.
 
 Only the kernel's own engines (``gate``, ``certify``, ``report``, ``cli``, ``evidence``) import
 it; a plugin never does (tests/test_author_api.py): a plugin's own command asks

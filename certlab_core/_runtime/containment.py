@@ -1,4 +1,4 @@
-"""The choice of containment for ``--sandbox``: bwrap where it works, or uncontained, or refuse."""
+"""The ``--sandbox`` choice: bwrap where it works, none, or refuse."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The built-in plugin names the kernel refers to: its defaults, and which distribution provides each name.
+"""The built-in plugin names the kernel uses: defaults, and who provides each.
 
 The kernel runs no built-in plugin of its own; it only names some, as a default or in a message.
 """

@@ -1,4 +1,4 @@
-"""Plugin discovery (one scan of the `certlab.plugins` entry points) and the per-kind index of records.
+"""Plugin discovery (one scan of ``certlab.plugins``) and the records by kind.
 
 Discovery survives bad plugins: a plugin that fails to import, that implements a hook no spec
 defines (as tox's ``check_pending``), whose hook raises, or whose hook returns anything but

@@ -1,11 +1,12 @@
-"""Certification: an agent run on a family's tasks, graded only on what it left, and the evidence for it.
+"""Certification: an agent run on a family's tasks, graded on what it left.
 
 ``lab`` runs one trial (adapter, sandbox, grader chain) and proves and calibrates the
 instrument with constructed agents; ``certification`` runs a whole certification and writes its
 bundle and contract (``contract``), crash-safe through ``journal``, with a ``heartbeat`` on the
 console while trials run; ``acceptance`` reaches the sealed held-out acceptance cases through
 the ``certlab_held_out`` hook (their locks, leak scan and predictions are certlab-acceptance's);
-``mutation`` scores the suite against generated mutants; ``regrade`` and ``publication``
+``mutation`` scores the suite against generated mutants, kept by ``mutation_cache``, and
+``proving`` runs ``certlab prove``; ``regrade`` and ``publication``
 re-derive and compare published bundles; ``scaffold`` writes a user's own task (read by
 ``certlab_core.sdk.user_task``).
 

@@ -1,4 +1,4 @@
-"""Held-out acceptance as the kernel reaches it: the ``certlab_held_out`` plugin's operations, or unscored cases.
+"""Held-out acceptance as the kernel reaches it: a plugin's, or cases unscored.
 
 The kernel knows no lock, no leak scan and no prediction: a plugin (certlab-acceptance)
 returns them as a ``HeldOutAcceptance`` record. Without one, a certification runs with no

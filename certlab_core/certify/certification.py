@@ -1,4 +1,4 @@
-"""Certification: prove, calibrate, run the agent, and write the sealed evidence bundle and its contract."""
+"""Certification: prove, calibrate, run the agent, write bundle and contract."""
 
 from __future__ import annotations
 
@@ -43,13 +43,13 @@ from certlab_core.certify.lab import (
 )
 from certlab_core.certify.program_check import checked_agent
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, honesty_summary
-from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, InstrumentError, UsageError
 from certlab_core.plugin.types.agent import AgentAdapter
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.held_out import HeldOutRun
 from certlab_core.plugin.types.sandbox import Containment
-from certlab_core.sdk.canonical import pretty_json, sealed, unstructure
+from certlab_core.sdk.canonical import pretty_json, sealed, structure, unstructure
 from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.model_boundary import model_plan_for
 from certlab_core.sdk.safe_io import CERTIFICATION_SCHEMA
@@ -324,6 +324,31 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         held_out.close()
 
 
+def certify_into(
+    out: Path, resumed: bool, registry: Registry, options: CertifyOptions, progress: Progress
+) -> CertifyResult:
+    """Certify with a journal in ``out``: a new one (refused if one is there), or, ``resumed``, the one left there.
+
+    A resumed certification takes every option from the journal but ``workers`` (the CLI's).
+    """
+    from certlab_core.certify.journal import TrialJournal
+
+    journal = TrialJournal(out)
+    if resumed:
+        stored = journal.reopen()
+        try:
+            journalled: CertifyOptions = structure(stored, CertifyOptions)
+        except Exception as error:  # cattrs' exception groups for a wrong shape
+            raise InstrumentError(
+                f"{journal.path}: the journalled options are not certify's ({type(error).__name__}); "
+                "start a new --out folder"
+            ) from None
+        options = attrs.evolve(journalled, workers=options.workers)
+    else:
+        journal.start()
+    return certify(registry, attrs.evolve(options, journal=str(out)), progress)
+
+
 def reported_version(agent: AgentAdapter, options: CertifyOptions, progress: Progress) -> str | None:
     """The version the agent's program reports (its adapter's ``version``), with a warning line when
     ``--agent-version`` says another; None when the adapter cannot tell."""
@@ -563,7 +588,8 @@ def _mutation_proofs(
 ) -> dict[str, dict[str, Any]]:
     """The mutation proof of every family with a clean tree (measured, or from certlab's cache); with
     ``--no-mutants``, each is recorded as not measured."""
-    from certlab_core.certify.mutation import mutation_step, not_measured_document
+    from certlab_core.certify.mutation import not_measured_document
+    from certlab_core.certify.mutation_cache import mutation_step
 
     records: dict[str, dict[str, Any]] = {}
     for family, proof in zip(families, proofs, strict=True):
@@ -673,7 +699,6 @@ def bundle_sha256(path: Path) -> str:
 
 def load_json(path: Path, what: str) -> Any:
     """A bundle (or other document certify wrote) read as hostile input: ``plugin.safe_io``'s caps, exit 3."""
-    from certlab_core.plugin.errors import InstrumentError
     from certlab_core.sdk.safe_io import MAX_BUNDLE_BYTES
     from certlab_core.sdk.safe_io import load_json as load_capped
 

@@ -1,4 +1,4 @@
-"""The heartbeat of a long run: every so often, a line naming the trials in flight and how long each has run.
+"""A long run's heartbeat: now and then, the trials in flight and their ages.
 
 Progress is printed as each trial finishes; a real agent's trial takes minutes, and nothing
 finishes meanwhile. While ``beating`` is in force, a line such as ``still running:

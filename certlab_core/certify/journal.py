@@ -1,4 +1,4 @@
-"""Crash-safe certifications: each finished trial is journalled in --out; ``certify --resume OUT`` runs only the rest.
+"""Crash-safe certify: each trial journalled in --out; --resume runs the rest.
 
 Real agents take minutes per trial. ``certlab certify`` writes ``OUT/trials.journal.jsonl`` as
 it goes: once the agent's trials are scheduled, a line with the certification's options and one
@@ -17,11 +17,8 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import attrs
-
-from certlab_core._runtime.registry import Registry
 from certlab_core.certify.lab import Progress, TrialRecord, TrialSpec, run_trials
 from certlab_core.evidence.record_file import (
     count_recorded,
@@ -32,9 +29,6 @@ from certlab_core.evidence.record_file import (
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.sdk.canonical import canonical_json, seal_holds, sealed, structure, unstructure
-
-if TYPE_CHECKING:
-    from certlab_core.certify.certification import CertifyOptions
 
 JOURNAL_FILE = "trials.journal.jsonl"
 JOURNAL_SCHEMA = "certlab.certify-journal/1"
@@ -194,27 +188,3 @@ def notice_interrupt(out: Path) -> None:
         )
 
     notice_interrupt_line(said)
-
-
-def certify_into(out: Path, resumed: bool, registry: Registry, options: CertifyOptions, progress: Progress) -> Any:
-    """Certify with a journal in ``out``: a new one (refused if one is there), or, ``resumed``, the one left there.
-
-    A resumed certification takes every option from the journal but ``workers`` (the CLI's).
-    Returns certify's CertifyResult.
-    """
-    from certlab_core.certify.certification import CertifyOptions, certify
-
-    journal = TrialJournal(out)
-    if resumed:
-        stored = journal.reopen()
-        try:
-            journalled: CertifyOptions = structure(stored, CertifyOptions)
-        except Exception as error:  # cattrs' exception groups for a wrong shape
-            raise InstrumentError(
-                f"{journal.path}: the journalled options are not certify's ({type(error).__name__}); "
-                "start a new --out folder"
-            ) from None
-        options = attrs.evolve(journalled, workers=options.workers)
-    else:
-        journal.start()
-    return certify(registry, attrs.evolve(options, journal=str(out)), progress)

@@ -1,4 +1,4 @@
-"""The certification engine: prove the instrument, calibrate with constructed agents, run and grade trials."""
+"""The certification engine: prove, calibrate, run and grade the trials."""
 
 from __future__ import annotations
 

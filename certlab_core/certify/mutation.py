@@ -1,4 +1,4 @@
-"""The instrument's mutation proof: generate a tree's mutants deterministically and score the graders against them.
+"""The mutation proof: a tree's mutants, made deterministically, and graded.
 
 "The clean tree passes and each seeded tree fails" shows that the suite sees the seeded
 defects; the mutation proof measures what else it would let through. Each mutant is one
@@ -57,7 +57,6 @@ import attrs
 from attrs import frozen
 
 from certlab_core._runtime.known import HELD_OUT_GRADER
-from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, Grader, GradeRequest, GradeResult
@@ -902,17 +901,7 @@ def report_lines(family: TaskFamily, proof: MutationProof, diffs: bool = True) -
     return lines
 
 
-# ----------------------------------------------------------------------------- certlab prove, and the step certify runs
-
-
-@frozen
-class ProveReport:
-    """What ``certlab prove`` found: lines to print, the survivors' diffs, warnings and refusals."""
-
-    lines: tuple[str, ...]
-    details: tuple[str, ...]
-    warnings: tuple[str, ...]
-    problems: tuple[str, ...]
+# ----------------------------------------------------------------------------- a user task's fixed tree, the floors
 
 
 def fixed_family(family: TaskFamily, fixed: Path, dest: Path) -> TaskFamily:
@@ -950,160 +939,3 @@ def check_minimums(minimum: float | None, minimum_visible: float | None) -> None
     """Both refusal floors are shares from 0 to 1; one line naming the flag otherwise."""
     check_minimum(minimum)
     check_minimum(minimum_visible, "--min-visible-mutation-score", "0.8")
-
-
-def mutation_step(
-    family: TaskFamily,
-    graders: Sequence[Grader],
-    expected: tuple[str, ...],
-    workers: int,
-    lock: AcceptanceLock | None,
-    minimum: float | None,
-    progress: Callable[[str], None],
-    minimum_visible: float | None = None,
-) -> tuple[dict[str, Any], list[str], list[str]]:
-    """The family's mutation proof (from certlab's cache when nothing that decides it changed, else graded now),
-    said through ``progress``; ``(bundle record, refusals, warnings)``."""
-    from certlab_core.certify.mutation_cache import measured_proof  # it builds on this module
-
-    proof, key, cached = measured_proof(family, graders, expected, workers, lock)
-    for line in report_lines(family, proof, diffs=False):
-        progress(line + (f" (measured earlier on the same inputs: cache {key[:12]})" if cached and key else ""))
-    refusals, warnings = assessment(proof, minimum, minimum_visible)
-    document = mutation_document(family, proof, minimum, key, cached, minimum_visible)
-    return document, refusals, warnings
-
-
-def _fixed_tree_passes(
-    family: TaskFamily,
-    fixed: Path,
-    graders: Sequence[Grader],
-    expected: tuple[str, ...],
-    lock: AcceptanceLock | None,
-    scratch: Path,
-) -> tuple[list[str], list[str]]:
-    """The fixed tree of a user task must pass the whole chain: the visible tests expected of the tree as
-    issued (all it collects, when the proof left that open) and the held-out cases alike."""
-    clean = clean_run(fixed_family(family, fixed, scratch / "fixed-check"), graders, expected, lock)
-    if not clean.passed:
-        return [], [
-            f"task {family.name}: --fixed {fixed}: " + clean.problem.replace("the clean tree", "the fixed tree")
-        ]
-    line = f"prove {family.name}: the fixed tree passes {len(clean.collected)} visible tests and the held-out cases"
-    return [line], []
-
-
-def prove_families(
-    registry: Registry,
-    names: Sequence[str],
-    tasks: Sequence[str],
-    workers: int,
-    mutants: bool = False,
-    min_mutation_score: float | None = None,
-    fixed: str | None = None,
-    min_visible_mutation_score: float | None = None,
-) -> ProveReport:
-    """The instrument's proof of each family (and user task), and with ``mutants`` its mutation proof.
-
-    ``fixed`` is the fixed tree of the one user task given: its mutants are then made and
-    graded against the task's own suite and held-out cases (:func:`fixed_family`). The two
-    minimums refuse as :func:`assessment` says.
-    """
-    from certlab_core.certify.acceptance import open_held_out
-    from certlab_core.certify.certification import resolve_families
-    from certlab_core.certify.lab import preload, prove
-    from certlab_core.certify.mutation_cache import measure_and_store
-    from certlab_core.sdk.grading import grader_chain
-
-    check_minimums(min_mutation_score, min_visible_mutation_score)
-    if fixed is not None and (len(tasks) != 1 or names):
-        raise UsageError("--fixed DIR goes with exactly one --task DIR (and no --family): it is that task's fixed tree")
-    installed = resolve_families(registry, names) if names or not tasks else []
-    graders = grader_chain(registry)
-    held_out = open_held_out(registry, installed, tasks)
-    lines: list[str] = []
-    details: list[str] = []
-    warnings: list[str] = []
-    problems: list[str] = []
-    try:
-        preload()
-        for family in held_out.families:
-            lock = held_out.lock_for(family.name)
-            proof = prove(family, graders, workers=workers, acceptance_lock=lock)
-            if proof.holds and family.clean_tree:
-                lines.append(
-                    f"prove {family.name}: the clean tree passes {len(proof.expected_tests)} tests; "
-                    f"all {len(proof.seeded)} seeded defects are caught"
-                )
-            elif proof.holds:
-                lines.append(f"prove {family.name}: the fixture as issued fails its grading")
-            problems.extend(proof.problems)
-            if proof.holds and not family.clean_tree and fixed is not None:
-                fixed_line, fixed_problem = _fixed_tree_passes(
-                    family, Path(fixed), graders, proof.expected_tests, lock, held_out.scratch
-                )
-                lines.extend(fixed_line)
-                problems.extend(fixed_problem)
-            if not mutants or not proof.holds:
-                continue
-            expected = proof.expected_tests
-            if not family.clean_tree and fixed is None:
-                warnings.append(f"task {family.name}: no fixed tree is given (--fixed DIR), so no mutant is made of it")
-                continue
-            if not family.clean_tree and fixed is not None:
-                # graded against the tests expected of the tree as issued (the suite collects them when the
-                # proof left them open): a test that tree skips is not asked of a mutant either
-                family = fixed_family(family, Path(fixed), held_out.scratch / "fixed")
-            mutation = measure_and_store(family, graders, expected, workers, lock)
-            report = report_lines(family, mutation)
-            lines.extend(line for line in report if line.startswith("mutants "))
-            details.extend(line for line in report if not line.startswith("mutants "))
-            refusals, warned = assessment(mutation, min_mutation_score, min_visible_mutation_score)
-            problems.extend(refusals)
-            warnings.extend(warned)
-        held_out.check("after the proof")
-    finally:
-        held_out.close()
-    return ProveReport(tuple(lines), tuple(details), tuple(warnings), tuple(problems))
-
-
-def recheck_bundle(
-    bundle: dict[str, Any],
-    families: dict[str, TaskFamily],
-    graders: Sequence[Grader],
-    expected: dict[str, tuple[str, ...]],
-    workers: int,
-    progress: Callable[[str], None],
-) -> tuple[list[str], list[str]]:
-    """``regrade --mutants``: grade every recorded family's mutants again; ``(lines, mismatches)``."""
-    from certlab_core.certify.mutation_cache import measure_and_store
-
-    lines: list[str] = []
-    mismatches: list[str] = []
-    for entry in bundle.get("instrument") or []:
-        if not isinstance(entry, dict) or entry.get("family") not in families:
-            continue
-        name = str(entry["family"])
-        recorded = entry.get("mutation")
-        if not isinstance(recorded, dict) or recorded.get("measured") is False:
-            why = f" (not measured: {recorded.get('why')})" if isinstance(recorded, dict) else ""
-            lines.append(f"mutants {name}: the bundle records no mutation proof to re-check{why}")
-            continue
-        family = families[name]
-        proof = measure_and_store(family, graders, expected[name], workers)
-        differences = list(proof.problems) if proof.problems else recheck(family, recorded, proof)
-        line = (
-            f"mutants {name}: recorded {percent(_recorded_score(recorded))} of {recorded.get('mutants')} mutants, "
-            f"re-earned {percent(proof.score)} of {proof.count}"
-        )
-        progress(("consistent " if not differences else "MISMATCH   ") + line)
-        if differences:
-            mismatches.extend(f"mutants {name}: {d}" for d in differences)
-        else:
-            lines.append(line)
-    return lines, mismatches
-
-
-def _recorded_score(recorded: dict[str, Any]) -> float | None:
-    score = recorded.get("score")
-    return float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None

@@ -1,10 +1,11 @@
-"""A family's measured mutation proof, kept in certlab's cache and reused while nothing that decides it changed.
+"""Measured mutation proofs, cached and reused while no input of them moved.
 
 The mutants are a function of the tree, and each mutant's verdict a function of the tree,
 the visible suite, the held-out cases, the graders and the interpreter. So a certification
 need not grade them again when none of those moved: ``measured_proof`` looks the proof up
 under a digest of all of them (:func:`proof_key`) and grades the mutants only on a miss,
-storing what it measured. A changed byte of any input is a new key, so a stale score is never
+storing what it measured (``mutation_step`` is that look-up as certify's step, said, assessed
+and recorded). A changed byte of any input is a new key, so a stale score is never
 served. ``certlab prove --mutants``, ``regrade --mutants`` and ``FamilyConformance`` always
 grade afresh (and store what they measured).
 
@@ -27,7 +28,7 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -257,3 +258,23 @@ def measure_and_store(
     if key is not None:
         store(key, proof)
     return proof
+
+
+def mutation_step(
+    family: TaskFamily,
+    graders: Sequence[Grader],
+    expected: tuple[str, ...],
+    workers: int,
+    lock: AcceptanceLock | None,
+    minimum: float | None,
+    progress: Callable[[str], None],
+    minimum_visible: float | None = None,
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """Certify's step: the family's mutation proof (from the cache when nothing that decides it changed, else
+    graded now), said through ``progress``; ``(bundle record, refusals, warnings)``."""
+    proof, key, cached = measured_proof(family, graders, expected, workers, lock)
+    for line in mutation.report_lines(family, proof, diffs=False):
+        progress(line + (f" (measured earlier on the same inputs: cache {key[:12]})" if cached and key else ""))
+    refusals, warnings = mutation.assessment(proof, minimum, minimum_visible)
+    document = mutation.mutation_document(family, proof, minimum, key, cached, minimum_visible)
+    return document, refusals, warnings

@@ -1,4 +1,4 @@
-"""Before the first trial: can the agent's own programs start inside the containment? Else it is unavailable.
+"""Before the first trial: can the agent's programs start in the containment?
 
 An adapter names the programs its ``run`` starts (``AgentAdapter.programs``). Each is
 resolved as the sandbox resolves it (its interpreter, venv, ``node_modules`` or prefix) and

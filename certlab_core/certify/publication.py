@@ -1,4 +1,4 @@
-"""The published record: COMPARISON.md and registry.json, compiled mechanically from committed bundles."""
+"""The published record: COMPARISON.md and registry.json, from bundles."""
 
 from __future__ import annotations
 

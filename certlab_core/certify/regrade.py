@@ -1,4 +1,4 @@
-"""Regrade: re-earn every verdict of a certification bundle from its recorded changes, without the agent.
+"""Regrade: re-earn a bundle's verdicts from its recorded changes, no agent.
 
 Regrading runs the code the bundle holds: each trial's recorded changes are applied to a
 freshly issued tree and the graders run its tests, which import that code. It runs only in
@@ -350,7 +350,7 @@ def regrade(
         lines.extend(twin_lines)
         mismatches.extend(twin_mismatches)
     if mutants:
-        from certlab_core.certify.mutation import recheck_bundle
+        from certlab_core.certify.proving import recheck_bundle
 
         mutation_lines, mutation_mismatches = recheck_bundle(bundle, families, graders, expected, workers, progress)
         lines.extend(mutation_lines)

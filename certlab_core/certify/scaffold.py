@@ -1,4 +1,4 @@
-"""``certlab init-task``: scaffold a small, working task of a user's own, ready to lock and certify."""
+"""``certlab init-task``: scaffold a small, working task of a user's own."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Impossible twins: a seeded task whose visible tests contradict its specification, so that no honest fix passes.
+"""Impossible twins: seeded tasks whose tests contradict the spec; none passes.
 
 A twin is derived from one seeded defect of a family (or from a user's task), deterministically:
 

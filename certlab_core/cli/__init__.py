@@ -1,4 +1,4 @@
-"""The ``certlab`` command line: one typer app; every command, the kernel's too, comes from ``certlab_commands``.
+"""The ``certlab`` command line: one typer app, fed by ``certlab_commands``.
 
 May import: any part of the kernel.
 """
@@ -21,6 +21,8 @@ ROOT_OPTIONS = (("--debug", "Show the full traceback of an error."), ("--help", 
 
 if TYPE_CHECKING:
     import typer
+
+    from certlab_core._runtime.registry import Registry
 
 KERNEL_PLUGIN = "certlab"  # the name of the kernel's built-in command plugin in the registry
 KERNEL_COMMANDS = frozenset(name for commands in COMMAND_MODULES.values() for name in commands)
@@ -62,18 +64,18 @@ def _click_exceptions() -> Any:
     return exceptions
 
 
-def warn_broken(registry: Any) -> None:
+def warn_broken(registry: Registry) -> None:
     """A warning line on stderr per plugin that failed to load: the plugin, its distribution and its error."""
     for failure in registry.failures:
         print(f"certlab: warning: {failure.line()}", file=sys.stderr)
 
 
-def _plugin_commands(registry: Any, wanted: str | None, names: list[str] | None = None) -> list[Any]:
+def _plugin_commands(registry: Registry, wanted: str | None, names: list[str] | None = None) -> list[Command]:
     """The plugins' ``Command`` records the command line takes (of ``names``, else all); one warning per refusal.
 
     A plugin's command may not take a kernel command's name, nor a name another plugin provides too.
     """
-    taken = []
+    taken: list[Command] = []
     for name in registry.names(Command) if names is None else names:
         if name in KERNEL_COMMANDS:
             if name == wanted:
@@ -95,7 +97,7 @@ def _plugin_commands(registry: Any, wanted: str | None, names: list[str] | None 
     return taken
 
 
-def _discover_with_kernel() -> Any:
+def _discover_with_kernel() -> Registry:
     from certlab_core._runtime.registry import discover
     from certlab_core.cli import builtin
 

@@ -1,4 +1,4 @@
-"""The kernel's own CLI commands, provided through the ``certlab_commands`` hook like any plugin's.
+"""The kernel's own commands, provided through ``certlab_commands``.
 
 One module per command group, each with ``register(app)``. This module is the kernel's
 built-in command plugin: the CLI registers it beside the installed plugins, so a plugin's

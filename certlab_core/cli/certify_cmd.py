@@ -1,4 +1,4 @@
-"""``certlab certify`` and ``certlab regrade``: issue a capability contract, and re-earn it later."""
+"""``certlab certify`` and ``regrade``: issue a contract, and re-earn it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import typer
 from certlab_core._runtime.registry import Registry, discover, refuse_broken
 from certlab_core.certify.certification import (
     CertifyOptions,
+    certify_into,
     check_output_dir,
     cpu_workers,
     output_lock,
@@ -21,6 +22,7 @@ from certlab_core.certify.heartbeat import heartbeat_interval
 from certlab_core.certify.lab import log_to_stderr
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, cheating_line
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.plugin.types.sandbox import Containment
 
 
 def twin_kinds_of(text: str, impossible: bool) -> tuple[TwinKind, ...]:
@@ -107,7 +109,7 @@ def certify_command(
     ),
 ) -> None:
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
-    from certlab_core.certify.journal import TrialJournal, certify_into, notice_interrupt
+    from certlab_core.certify.journal import TrialJournal, notice_interrupt
     from certlab_core.cli.signing_cmd import check_key_reach, check_sign_key, sign_evidence
 
     if resume is not None:
@@ -199,7 +201,7 @@ def _warn(line: str) -> None:
     typer.echo(line, err=True)
 
 
-def _containment_of(registry: Registry, out: Path, sandbox: str, resumed: bool) -> Any:
+def _containment_of(registry: Registry, out: Path, sandbox: str, resumed: bool) -> Containment:
     """The containment the certification's trials will run under (a resumed one: the journal's ``--sandbox``)."""
     from certlab_core._runtime.containment import choose_containment
     from certlab_core.certify.journal import TrialJournal
@@ -286,7 +288,7 @@ def prove_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the scores, not the survivors' diffs."),
 ) -> None:
     """Prove the instrument: the clean tree passes, each seeded tree fails; with --mutants, score it against mutants."""
-    from certlab_core.certify.mutation import prove_families
+    from certlab_core.certify.proving import prove_families
 
     registry = discover()
     result = prove_families(

@@ -1,4 +1,4 @@
-"""``certlab compare``: compile COMPARISON.md and registry.json from a folder of published certifications."""
+"""``certlab compare``: COMPARISON.md and registry.json from certifications."""
 
 from __future__ import annotations
 

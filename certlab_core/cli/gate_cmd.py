@@ -1,4 +1,4 @@
-"""``certlab run``, ``certlab gate``, ``certlab schema`` and ``certlab init``: the A/B reliability gate.
+"""``certlab run``, ``gate``, ``schema`` and ``init``: the A/B reliability gate.
 
 ``run`` validates and seals a descriptor, runs its trials into a new run store and exits
 with the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3; usage errors 4); ``gate``
@@ -16,9 +16,11 @@ import attrs
 import typer
 
 from certlab_core.plugin.errors import EXIT_ERROR, UsageError
+from certlab_core.plugin.types.sandbox import Containment  # loaded with the contract already
 
 if TYPE_CHECKING:
     from certlab_core._runtime.registry import Registry
+    from certlab_core.gate.manifest import Manifest
 
 SCHEMA_DOCUMENTS = ("descriptor", "manifest", "trial", "decision")
 
@@ -176,18 +178,17 @@ def run_command(
     raise typer.Exit(int(decision["exit_code"]))
 
 
-def _arms_containment(registry: Any, manifest: Any) -> Any:
+def _arms_containment(registry: Registry, manifest: Manifest) -> Containment:
     """The containment of the run's arms: the sealed ``--sandbox`` for a family's coding arms; a tool world's agents
     run in the harness's own processes, uncontained."""
     from certlab_core._runtime.containment import choose_containment
-    from certlab_core.plugin.types.sandbox import Containment
 
     if manifest.task.kind != "family":
         return Containment()
-    return choose_containment(registry, getattr(manifest, "sandbox", "none"), [], lambda _line: None)
+    return choose_containment(registry, manifest.sandbox, [], lambda _line: None)
 
 
-def _decide_and_write(folder: Path, registry: Any) -> dict[str, Any]:
+def _decide_and_write(folder: Path, registry: Registry) -> dict[str, Any]:
     from certlab_core.gate.decision import decide
     from certlab_core.gate.store import TRIALS, iter_raw_lines, open_manifest, write_decision
 

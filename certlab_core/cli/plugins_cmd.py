@@ -1,4 +1,4 @@
-"""``certlab plugins``: each plugin, its distribution and version, what it provides, and what is wrong with any.
+"""``certlab plugins``: each plugin, what it provides, and what is wrong.
 
 It always runs: a broken plugin is listed, not fatal. ``--check`` exits 1 when any plugin
 is broken or has a warning (a misspelt hook, a hook without ``@hookimpl``, a name two

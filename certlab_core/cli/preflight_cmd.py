@@ -1,4 +1,4 @@
-"""``certlab preflight --agent NAME``: check that a real agent can run, before a live run spends time and money.
+"""``certlab preflight``: check that a real agent can run, before a live run.
 
 The adapter's own checks come first (``AgentAdapter.preflight``: its binary, the version it
 prints, the base URL it will call, whether its credentials are set); then one smoke call runs

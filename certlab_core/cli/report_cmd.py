@@ -1,4 +1,4 @@
-"""``certlab report`` and ``rederive``: a run store's verdict explained, and its decision re-derived byte for byte.
+"""``certlab report`` and ``rederive``: a verdict explained and re-derived.
 
 Both read the run store through the gate's own reader. Going from a verdict to its cause
 (``diff``, ``minimize``, ``bundle``, ``replay``) is the certlab-diagnosis plugin's.

@@ -1,4 +1,4 @@
-"""``certlab keygen``, ``sign`` and ``verify``: who produced a folder of evidence, and that none of it moved since.
+"""``certlab keygen``, ``sign``, ``verify``: who signed evidence; none moved.
 
 The signing itself lives in the ``certlab-signing`` distribution (``certlab_signing.evidence``);
 without it these commands, and ``--sign-key`` of ``certify`` and ``run``, say what to install.

@@ -1,4 +1,4 @@
-"""``certlab stats bounds``, ``plan`` and ``selfcheck``: a statistical rule's bounds, power and error rates.
+"""``certlab stats bounds``, ``plan``, ``selfcheck``: a rule's bounds and power.
 
 The rule comes from the registry (``--rule``, default ``clopper-pearson``); nothing here knows
 any rule's arithmetic. Wilson intervals are printed beside the rule's for reading only.

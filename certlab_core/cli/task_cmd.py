@@ -1,5 +1,7 @@
-"""``certlab init-task``: scaffold a working task of a user's own (its lock, leak scan and predictions are the
-acceptance plugin's commands, certlab-acceptance)."""
+"""``certlab init-task``: scaffold a working task of a user's own.
+
+Its lock, leak scan and predictions are the acceptance plugin's commands (certlab-acceptance).
+"""
 
 from __future__ import annotations
 

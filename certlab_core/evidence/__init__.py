@@ -1,4 +1,4 @@
-"""Evidence on disk: the attempt ledger and record files; the canonical form and readers live in the author API.
+"""Evidence on disk: the attempt ledger and append-only record files.
 
 Everything certlab writes as evidence (manifests, run stores, bundles, journals) is written in
 the canonical form and read by the hardened readers of ``certlab_core.sdk.canonical`` and

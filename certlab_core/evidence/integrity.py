@@ -1,4 +1,4 @@
-"""Verification of a run store's attempts: a record is written once, and a retry only follows an infrastructure error.
+"""A run store's attempts checked: each written once, retried only after infra.
 
 It reads the documented store format (``docs/run-store.md``) on its own: ``manifest.json``
 for the infrastructure exit codes, and ``trials.jsonl`` line by line. For every trial the

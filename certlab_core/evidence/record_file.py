@@ -1,4 +1,4 @@
-"""Append-only record files (a run's trials.jsonl, a certification's journal): one writer, a torn tail cut, Ctrl-C said.
+"""Append-only record files: one writer, a torn tail cut, Ctrl-C said.
 
 The writer holds an ``flock`` on the file's folder, which the kernel drops with the process,
 so a killed writer leaves no lock behind, and every child forked after it closes its copy of

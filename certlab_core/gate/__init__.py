@@ -1,4 +1,4 @@
-"""The A/B reliability gate: descriptor, sealed manifest, schedule, tool boundary, trial runner, run store, decision.
+"""The A/B reliability gate: from descriptor to sealed manifest to decision.
 
 A coding arm's trial is a certification trial (``certify.lab``), run and graded the same way.
 

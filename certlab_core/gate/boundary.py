@@ -1,4 +1,4 @@
-"""The tool boundary: an agent's only way to a world's tools; it records every call, applies budgets, injects faults.
+"""The tool boundary, an agent's only way to tools: records, budgets, faults.
 
 An agent receives a :class:`Tools` and calls ``tools.call(name, **args)`` (and, when the world
 has a decision channel, ``tools.decide(question, options)``). Each crossing becomes one event

@@ -1,4 +1,4 @@
-"""The gate's decision: a pure function of the sealed manifest and the verified summaries of its trials.
+"""The gate's decision: a pure function of the manifest and trial summaries.
 
 The lines are read and verified by ``certlab_core.gate.summaries`` (each must hold its seal,
 name a scheduled trial, carry that trial's identity and the manifest's seal, and number its

@@ -1,4 +1,4 @@
-"""The experiment descriptor (certlab.yaml): its records, which are its JSON Schema, and reading it with clear errors.
+"""The experiment descriptor (certlab.yaml): its records, schema and reading.
 
 Loading checks shape and values that need nothing installed; what needs the plugins (the
 world's tools, the fault and rule names, the agents' imports) is checked when the manifest

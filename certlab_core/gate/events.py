@@ -1,4 +1,4 @@
-"""Recorded boundary events: their marks and a failed trial's fingerprint, as the report and the decision read them.
+"""Recorded boundary events: their marks and a failed trial's fingerprint.
 
 Events are the ``events`` of a trial line (see docs/run-store.md). Two events are the same
 crossing when everything but their ``seq`` is equal as JSON values: the same call (kind,

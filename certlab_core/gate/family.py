@@ -1,4 +1,4 @@
-"""Coding arms in the gate: a family's seeded defects, agents run through their adapters, graded by the grader chain.
+"""Coding arms in the gate: family defects, adapter agents, the grader chain.
 
 Index ``i`` of both arms works on the family's ``i mod D``-th selected defect. The instrument
 is proven once before the first trial (the clean tree passes, each seeded tree fails), as

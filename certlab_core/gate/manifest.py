@@ -1,4 +1,4 @@
-"""The sealed manifest: a checked descriptor resolved against the installed plugins, sealed before the first trial.
+"""The sealed manifest: a checked descriptor resolved against the plugins.
 
 ``build_manifest`` checks everything that needs the plugins (tools, faults, rule, agents)
 and returns the manifest record; ``seal_manifest`` and ``read_manifest`` write and read

@@ -1,4 +1,4 @@
-"""``module:function`` references of a descriptor: resolving them, and checking them in a child process.
+"""A descriptor's ``module:function`` references: resolved, checked in a child.
 
 The parent never imports the code under test: references are checked in a forked child
 (they must import and be callable; a toolset is built once to learn its tools), and each

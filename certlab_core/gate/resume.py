@@ -1,4 +1,4 @@
-"""Crash-safe run stores: one writer at a time, a torn last line cut, and the trials already recorded never run twice.
+"""Crash-safe run stores: one writer, a torn line cut, no trial run twice.
 
 A run killed with ``kill -9`` leaves a store whose trials.jsonl holds every trial recorded so
 far, sealed, and at most one torn last line (the write in progress). ``certlab run --resume

@@ -1,4 +1,4 @@
-"""The trial runner: each trial in a fresh process, its oracle in another, records appended as trials finish.
+"""The trial runner: each trial in a fresh process, its oracle in another.
 
 The parent holds the registry, the manifest and the plugins' records and never imports the
 code under test. Each arm has a zygote: a fresh, lean interpreter (or, when a plugin is not

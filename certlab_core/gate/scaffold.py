@@ -1,4 +1,4 @@
-"""``certlab init``: check an experiment's references in a child process and write a small smoke descriptor."""
+"""``certlab init``: check references in a child, write a smoke descriptor."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The schedule a manifest implies: trial ids, shared seeds, the interleaved order, and each trial's identity hash.
+"""A manifest's schedule: trial ids, seeds, the interleaved order, hashes.
 
 A trial id reads ``ARM/CONDITION/INDEX``; index ``i`` runs with seed ``seed + i`` in both arms
 and every condition; the order interleaves arms (for each look, each index, each condition:

@@ -1,4 +1,4 @@
-"""The records of the run store's trial lines and decision, and the JSON Schema of every document of the gate.
+"""The run store's trial and decision records, and the gate's JSON Schemas.
 
 The runner and the decision build plain dicts for speed; the tests parse every line and
 decision they produce with these records (``certlab_core.gate.typed.parse``), so the

@@ -1,4 +1,4 @@
-"""The run store: a folder with manifest.json, trials.jsonl (append-only, a sealed line per attempt), decision.json.
+"""The run store: manifest.json, trials.jsonl (append-only), decision.json.
 
 The formats are documented in docs/run-store.md; this module writes and reads them.
 """

@@ -1,4 +1,4 @@
-"""Reading a run store's trials.jsonl: every line verified, and each trial's last attempt kept as a typed summary.
+"""Reading trials.jsonl: every line verified, each trial's last attempt kept.
 
 This is the byte-level fast path of the gate, behind one function, :func:`read_summaries`: the
 file is mapped and read as bytes, split at a newline between this process and a forked worker;

@@ -1,4 +1,4 @@
-"""What runs inside a trial's process and its oracle's: a lean module, so the processes trials fork from stay small.
+"""What runs in a trial's process and its oracle's, kept lean to fork from.
 
 It imports the boundary, the records and the plugins a trial needs, nothing else of the
 gate (no manifest, no cattrs, no registry): an arm's zygote may be a fresh interpreter that

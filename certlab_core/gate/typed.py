@@ -1,4 +1,4 @@
-"""Typed documents: build attrs records from untrusted JSON or YAML data with one line per error, and their JSON Schema.
+"""Typed documents: attrs records from untrusted JSON or YAML, and their schema.
 
 The attrs classes are the one source of a document's shape: :func:`parse` checks data
 against them (an unknown key, a wrong type, a missing key, each reported with its path and

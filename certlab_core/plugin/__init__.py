@@ -1,4 +1,4 @@
-"""The contract: the hook specs, the records on one base, the errors and the report a reporter renders.
+"""The contract: hook specs, records on one base, errors, the report model.
 
 ``from certlab_core.plugin import hookimpl, TaskFamily, ...`` gives a plugin author what the
 hooks exchange with the kernel; what a plugin calls (``run_command``, the work-copy helpers,

@@ -1,4 +1,4 @@
-"""Exit codes and the one exception type that the CLI turns into a single clear line."""
+"""Exit codes and the one exception the CLI turns into a single clear line."""
 
 from __future__ import annotations
 

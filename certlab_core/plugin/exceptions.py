@@ -1,4 +1,4 @@
-"""The exceptions a tool world raises to refuse a call, and the two the boundary raises to end a trial.
+"""Exceptions: a tool world's refusal of a call, the boundary's end of a trial.
 
 A world's tool raises one of the ``ToolError`` family to refuse or fail a call; the agent
 receives it through the tool boundary. ``BudgetExceeded`` and ``BoundaryBroken`` are the

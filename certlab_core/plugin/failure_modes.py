@@ -1,4 +1,4 @@
-"""The kernel's failure modes, kept in this one place; a grader may add its own by declaring them.
+"""The kernel's failure modes, in one place; a grader may declare its own.
 
 A grader names one mode per failure: one of the kernel's below, or one it declares in
 ``Grader.failure_modes``. A grader that returns a mode that is neither makes the trial an

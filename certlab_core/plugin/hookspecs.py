@@ -1,4 +1,4 @@
-"""The hook specifications every certlab plugin implements; each docstring holds a complete example plugin.
+"""The hook specifications; each docstring holds a complete example plugin.
 
 Every ``certlab_<kind>`` spec returns a list of named, frozen records (see
 ``certlab_core.plugin.types``); the kernel indexes them by ``name`` per kind, refuses a name

@@ -1,4 +1,4 @@
-"""The report model a reporter renders: per condition and arm, what a run store says (built by the kernel).
+"""The report model a reporter renders: per condition and arm, what a run says.
 
 Reporter plugins (``certlab_reporters``) receive a ``Report``; they read it and never
 re-run or re-decide anything.

@@ -1,4 +1,4 @@
-"""The report of a run store: its model (counts, bounds, clusters of failures, fault firings, cost) and its text.
+"""A run store's report: its model (counts, bounds, clusters, cost) and text.
 
 ``reading`` reads a store the way the gate does; ``model`` builds the :class:`Report` a reporter
 plugin renders; ``text``, ``intervals`` and ``cost`` are its parts; ``files`` writes the reports

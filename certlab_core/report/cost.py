@@ -1,4 +1,4 @@
-"""Cost and tokens per arm, with intervals, and the comparisons the figures can and cannot support.
+"""Cost and tokens per arm, with intervals, and what the figures can support.
 
 Given each arm's per-trial ``Usage`` reports (None for a trial that reported nothing),
 :func:`cost_report` gives, per arm and per quantity (dollars, input, output and cached

@@ -1,4 +1,4 @@
-"""The JUnit and Markdown files ``certlab run`` and ``certlab gate`` write on request, through the reporter plugins.
+"""The JUnit and Markdown files run and gate write, through reporter plugins.
 
 ``--junit`` and ``--markdown`` name the ``junit`` and ``markdown`` reporters
 (``certlab_reporters``, certlab-report-junit and certlab-report-markdown): the kernel has no

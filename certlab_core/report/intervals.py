@@ -1,4 +1,4 @@
-"""Per-arm intervals shown in reports for reading: exact Clopper-Pearson and Wilson score (pure Python, no scipy).
+"""Per-arm intervals for reading: exact Clopper-Pearson and Wilson score.
 
 Neither decides anything: the verdict comes from the sealed statistical rule. Both are at a
 two-sided level ``alpha``; ``n = 0`` gives the whole ``[0, 1]``.

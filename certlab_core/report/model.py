@@ -1,4 +1,4 @@
-"""The report model: what a run store says, per condition and arm, built from the manifest, the trials and the decision.
+"""The report model: what a run store says, per condition and arm.
 
 ``build_report`` is a pure function of the manifest, the trial lines and the decision the
 gate computes from them (docs/run-store.md). It only counts and summarises: the verdict

@@ -1,4 +1,4 @@
-"""Reading a run store for diagnosis: the verified store, its recomputed decision, one trial, and the report.
+"""Reading a run store for diagnosis: store, decision, one trial, the report.
 
 Everything here goes through the gate's own reader and decision (``certlab_core.gate``), so
 a report, a diff or a bundle sees exactly the seals and schedule checks the gate does.

@@ -1,4 +1,4 @@
-"""The plain-text report ``certlab report RUNDIR`` prints when no reporter plugin is named."""
+"""The plain-text report ``certlab report`` prints without a reporter plugin."""
 
 from __future__ import annotations
 

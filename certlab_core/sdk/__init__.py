@@ -1,4 +1,4 @@
-"""The SDK: what plugins call, beside the contract they implement (``certlab_core.plugin``).
+"""The SDK: what plugins call, beside the contract (``certlab_core.plugin``).
 
 One module per concern, imported by name (``from certlab_core.sdk.command import run_command``);
 this package imports none of them, so a process pays only for what it uses:

@@ -1,4 +1,4 @@
-"""Canonical JSON for records (one cattrs converter) and the sha256 seals computed over it (the author API's)."""
+"""Canonical JSON for records (one cattrs converter) and the seals over it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Held-out acceptance cases: the record, and the strict reader of ``acceptance.jsonl`` (one case a line).
+"""Held-out acceptance cases: the record, and acceptance.jsonl's strict reader.
 
 A line is ``{"id", "call": "module:function", "args", "kwargs", "expect"}``, or ``"raises":
 "ExceptionName"`` in place of ``expect``. ``args`` (a list) and ``kwargs`` (an object) may

@@ -1,4 +1,4 @@
-"""The adapter SDK's ``run_command``: run an agent's program once, contained, and say what happened.
+"""``run_command``: run an agent's program once, contained; say what happened.
 
 An adapter that drives a command-line agent builds its argument vector and calls
 ``run_command(request, argv)``. The program starts in the work copy, in a new process

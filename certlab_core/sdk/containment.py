@@ -1,4 +1,4 @@
-"""The containment in force in a process, the environment a contained program gets, runtime folders."""
+"""Containment in force, a contained program's environment, runtime folders."""
 
 from __future__ import annotations
 

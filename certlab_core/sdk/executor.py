@@ -1,4 +1,4 @@
-"""Isolated calls: run one stage call in a fresh forked process, and the local executor.
+"""Isolated calls: one stage call in a fresh forked process; the local executor.
 
 The records an executor plugin returns are the contract's (``certlab_core.plugin.types.executor``); this is
 the machinery the local executor and ``run_isolated`` share: zygotes forked ahead, one per stage.

@@ -1,4 +1,4 @@
-"""Fingerprints of the held-out cases, the scorer and the kernel's own files, and the check that none moved.
+"""Fingerprints of cases, scorer and kernel files, and the check none moved.
 
 A fingerprint set maps a label to a sha256. Labels read ``GROUP`` for a single file (the
 cases) or ``GROUP/RELPATH`` for each file below a folder (the kernel package, each

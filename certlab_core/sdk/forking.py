@@ -1,4 +1,4 @@
-"""Fresh processes forked from a lean, preloaded parent: one call, or a pool of them, results over pipes.
+"""Fresh processes forked from a lean, preloaded parent: one call, or a pool.
 
 The parent must not have started a thread before it forks (checked), so a child never
 inherits a lock held by a thread that does not exist in it.

@@ -1,4 +1,4 @@
-"""Pre-registered looks: how many trials per arm each look sees, and the share of alpha each look spends.
+"""Pre-registered looks: trials per arm at each look, and the alpha it spends.
 
 A design with ``n`` trials per arm and ``looks`` equally spaced looks evaluates its rule at
 look ``j`` (1-based) on the first ``ceil(j * n / looks)`` trials of each arm, spends

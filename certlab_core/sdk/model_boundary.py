@@ -1,4 +1,4 @@
-"""What a model boundary's recording means: statuses, budgets, and the plan of a run.
+"""What a model boundary's recording means: statuses, budgets, a run's plan.
 
 :func:`judged_status` is the one rule for what a model error means. The recording keeps a
 status for every model call (``call_statuses``: ``ok``, ``upstream-429``, ``upstream-unreachable``,

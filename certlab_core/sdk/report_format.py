@@ -1,4 +1,4 @@
-"""How a report's numbers read, in one place: rates, intervals, bounds and the reason a condition got its verdict."""
+"""How a report's numbers read: rates, intervals, bounds, verdict reasons."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hardened reading of files that may be hostile: regular files only, capped in size and nesting, one clear line.
+"""Reading files that may be hostile: regular files, capped, one clear line.
 
 Every file certlab reads back (a manifest, a trials store, a decision, a certification bundle,
 a reproducer, a descriptor) may have been made by someone who wants the reader to hang, run

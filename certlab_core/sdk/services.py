@@ -1,4 +1,4 @@
-"""The installed plugins and the containment choice, for a plugin's own command, as the runtime gives them.
+"""The installed plugins and containment choice, for a plugin's own command.
 
 A command a plugin adds (``certlab lock``, ``certlab task from-commit``) may need what the
 kernel's engines get from the private runtime: the installed plugins, and the containment

@@ -1,4 +1,4 @@
-"""Bounded trees: walk, copy and delete folders iteratively, by descriptor, with caps, and never with RecursionError.
+"""Bounded trees: walk, copy and delete folders iteratively, with caps.
 
 Python 3.11's ``os.walk``, ``shutil.rmtree``, ``shutil.copytree`` and ``Path.rglob`` recurse once
 per level, so a tree an agent makes 3,000 levels deep raises ``RecursionError`` in each of them

@@ -1,4 +1,4 @@
-"""A user's own task, as an experiment directory, read into a TaskFamily that certlab can certify on.
+"""A user's own task, an experiment directory, read into a TaskFamily.
 
 The directory holds ``certlab.yaml``, ``fixture/`` (the code, with a defect or a missing
 feature), ``tests/`` (the visible tests), ``PROMPT.md`` and ``cases/acceptance.jsonl`` (the

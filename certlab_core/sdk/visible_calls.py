@@ -1,4 +1,4 @@
-"""The literal calls of a visible test suite, read from its syntax trees, to refuse held-out inputs it shows.
+"""A visible suite's literal calls, to refuse held-out inputs it shows.
 
 A call counts when every argument is a literal: a constant, a list, tuple or dict of
 literals, a negated number, a name bound to a literal (at module level or once in the same

@@ -1,4 +1,4 @@
-"""Work copies: materialise an issued tree, hash it, and record exactly what an agent changed in it."""
+"""Work copies: materialise a tree, hash it, record what an agent changed."""
 
 from __future__ import annotations
 

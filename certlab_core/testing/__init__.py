@@ -1,4 +1,4 @@
-"""certlab's pytest plugin: fixtures for plugin authors and a conformance kit per kind of plugin.
+"""certlab's pytest plugin: fixtures for authors and a conformance kit per kind.
 
 Installed with certlab (entry point ``pytest11``), so any plugin distribution's tests can use:
 

@@ -1,4 +1,4 @@
-"""``AdapterConformance``: the checks every agent adapter runs against itself, as ``FamilyConformance`` is for families.
+"""``AdapterConformance``: the checks every agent adapter runs on itself.
 
 A third party's adapter subclasses it in its own tests and says how to make its agent
 misbehave; pytest then checks four things against the installed adapter:

@@ -1,4 +1,4 @@
-"""``ExecutorConformance``: the checks every executor runs against itself, as ``AdapterConformance`` is for adapters.
+"""``ExecutorConformance``: the checks every executor runs on itself.
 
 An executor plugin subclasses it in its own tests, naming the executor and the options its
 session starts with; pytest then opens real sessions and checks the promise every executor

@@ -1,4 +1,4 @@
-"""Checks a task family's own tests run on itself: seeded trees, the visible suite and held-out cases in subprocesses.
+"""A task family's checks on itself: seeded trees, suite and held-out cases.
 
 A family proves itself here without the lab: each check builds a tree on disk and runs it
 in a fresh interpreter, so nothing of the test process (its plugins, its imports) can

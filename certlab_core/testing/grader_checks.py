@@ -1,4 +1,4 @@
-"""``GraderConformance``: the checks every grader runs against itself, as ``FamilyConformance`` is for families.
+"""``GraderConformance``: the checks every grader runs on itself.
 
 A grader plugin subclasses it in its own tests, naming the grader (and, optionally, the
 failure mode it must give on each of the scenarios below); pytest then grades real work

@@ -1,4 +1,4 @@
-"""``ReporterConformance``: the checks every reporter runs against itself, as ``AdapterConformance`` is for adapters.
+"""``ReporterConformance``: the checks every reporter runs on itself.
 
 A reporter plugin subclasses it in its own tests, naming the reporter; pytest then renders
 two reports, one with every part filled (a BLOCK over two conditions, faults, failure

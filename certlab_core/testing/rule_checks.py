@@ -1,4 +1,4 @@
-"""What a statistical rule's tests check it against: its exact ``plan`` step by step and by simulation, its imports.
+"""What a rule's tests check: its exact ``plan``, stepwise and simulated.
 
 Both references call the rule's own ``decide`` for every pair of counts, so they test that
 ``plan`` enumerates what ``decide`` would say, look by look, stopping at the first decisive

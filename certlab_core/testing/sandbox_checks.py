@@ -1,4 +1,4 @@
-"""``SandboxConformance``: the checks every sandbox runs against itself, as ``AdapterConformance`` is for adapters.
+"""``SandboxConformance``: the checks every sandbox runs on itself.
 
 A sandbox plugin subclasses it in its own tests, naming the sandbox; pytest then runs real
 programs through it the way the kernel does (``run_contained`` under a ``Containment`` that

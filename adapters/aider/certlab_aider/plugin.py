@@ -1,4 +1,4 @@
-"""The aider adapter: aider run headless (``--message``) in the work copy, judged by what it leaves and what it printed.
+"""The aider adapter: aider headless (``--message``) in the work copy.
 
 aider gets the task's prompt, the files it may change named explicitly (the ``--file``
 options, else the literal paths of the task's edit policy that exist in the work copy), no

@@ -1,1 +1,1 @@
-"""certlab's constructed agents, whose scores are known in advance and so prove the instrument."""
+"""certlab's constructed agents: known scores that prove the instrument."""

@@ -1,4 +1,4 @@
-"""The constructed agents: each scores exactly what it must, or the instrument is broken.
+"""The constructed agents: each scores exactly what it must, or it is broken.
 
 - ``null`` changes nothing: it must fix no defect;
 - ``oracle`` restores the clean text of the seeded files (on a task built from a bug-fix commit, the

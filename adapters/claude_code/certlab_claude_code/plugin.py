@@ -1,4 +1,4 @@
-"""The claude-code adapter: Claude Code run headless (``claude -p``) in the work copy, judged by what it leaves.
+"""The claude-code adapter: ``claude -p``, headless, in the work copy.
 
 The CLI gets the task's prompt, tools restricted to reading, editing and running the suite
 (``Read, Glob, Grep, Edit, Write, Bash(python -m pytest:*)``) with edits accepted, a fresh

@@ -1,4 +1,4 @@
-"""The codex adapter: the Codex CLI run headless (``codex exec --json``) in the work copy, always under a timeout.
+"""The codex adapter: ``codex exec --json`` in the work copy, under a timeout.
 
 Each run gets a fresh ``HOME`` and a generated ``CODEX_HOME/config.toml``: one model provider
 whose ``base_url`` is the option or the harness's ``OPENAI_BASE_URL`` (the model boundary puts

@@ -1,1 +1,1 @@
-"""certlab's command adapter: run any command-line agent in the task's work copy."""
+"""certlab's command adapter: any command-line agent in the work copy."""

@@ -1,4 +1,4 @@
-"""The command adapter: ``/bin/sh -c CMDLINE`` in the work copy, in its own process session.
+"""The command adapter: ``/bin/sh -c CMDLINE`` in the work copy, own session.
 
 A user of the SDK's ``run_command``: exit code 75 means the agent's own infrastructure
 failed (``unavailable``); no other exit code decides anything; the timeout, the process

@@ -1,4 +1,4 @@
-"""The contract's record types, one module per kind of plugin, all on one base (``base.Record``).
+"""The contract's record types, one module per kind, on one base (``Record``).
 
 ``certlab_core.plugin`` re-exports each hook's record and the values its main callable
 exchanges; the rest of a kind (its protocols, ``Literal`` word sets and secondary records)

@@ -1,4 +1,4 @@
-"""Agents: the adapter record, the request it runs and the outcome it returns."""
+"""Agents: the adapter record, the request it runs, the outcome it returns."""
 
 from __future__ import annotations
 

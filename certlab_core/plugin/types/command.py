@@ -1,4 +1,4 @@
-"""The record a plugin returns to add a subcommand to the ``certlab`` command line (``certlab_commands``)."""
+"""The record that adds a subcommand to ``certlab`` (``certlab_commands``)."""
 
 from __future__ import annotations
 

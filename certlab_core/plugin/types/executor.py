@@ -1,4 +1,4 @@
-"""Executors: where trials run; the records an executor plugin returns, the session it opens.
+"""Executors: where trials run; their records and the session they open.
 
 The kernel hands an executor units of work and receives their results; it never learns how
 they ran. A unit (:class:`Work`) names a :class:`Stage` (what kind of work: a trial of one

@@ -1,4 +1,4 @@
-"""Task families: the record a ``certlab_task_families`` plugin yields, its defects and seeds."""
+"""Task families: the ``certlab_task_families`` record, defects and seeds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed converters for record fields, and the check of a ``Literal`` field's word.
+"""Typed converters for record fields, and the check of a ``Literal``'s word.
 
 Each converter takes any mapping and keeps a plain ``dict`` of the same types. attrs calls a
 field's converter with whatever the caller passed; a typed function (not a lambda) lets the

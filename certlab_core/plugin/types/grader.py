@@ -1,4 +1,4 @@
-"""Graders: the record, the request a grader judges, its result and the changes it may check."""
+"""Graders: the record, the request judged, the result, the changes checked."""
 
 from __future__ import annotations
 

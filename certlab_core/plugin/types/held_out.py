@@ -1,4 +1,4 @@
-"""Held-out acceptance as the kernel sees it: the operations one plugin gives it through ``certlab_held_out``.
+"""Held-out acceptance as the kernel sees it: ``certlab_held_out``'s operations.
 
 The kernel scores the held-out cases of a family or a user task under a lock: a copy of the
 cases and the fingerprints of what decides the score, taken before the first arm and checked

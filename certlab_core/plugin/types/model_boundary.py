@@ -1,4 +1,4 @@
-"""The model boundary's seam: the record a plugin yields, what a run hands it, its words.
+"""The model boundary's seam: its record, what a run hands it, its words.
 
 A model boundary stands between an agent's CLI and its model API for one agent run. The
 kernel opens a session (``ModelBoundary.open(ModelRun)``) before the adapter runs, gives the

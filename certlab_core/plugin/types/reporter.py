@@ -1,4 +1,4 @@
-"""Reporters: the record a ``certlab_reporters`` plugin yields, and its render callable."""
+"""Reporters: the ``certlab_reporters`` record and its render callable."""
 
 from __future__ import annotations
 

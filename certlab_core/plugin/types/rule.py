@@ -1,4 +1,4 @@
-"""Statistical rules: the record, its bounds and verdict, and the callables plan and selfcheck use."""
+"""Statistical rules: record, bounds, verdict, what plan and selfcheck use."""
 
 from __future__ import annotations
 

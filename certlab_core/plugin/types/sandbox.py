@@ -1,4 +1,4 @@
-"""Sandboxes: the records a ``certlab_sandboxes`` plugin yields, and a run's containment.
+"""Sandboxes: the ``certlab_sandboxes`` records, and a run's containment.
 
 A sandbox plugin (the built-in one is ``certlab-sandbox-bwrap``) turns a program to run into
 a contained one: ``Sandbox.launch(SandboxRequest) -> SandboxLaunch`` gives the argument vector

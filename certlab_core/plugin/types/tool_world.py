@@ -1,4 +1,4 @@
-"""Tool worlds: the record, the world a trial builds, its oracle and its tools."""
+"""Tool worlds: the record, a trial's world, its oracle and its tools."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""A certlab adapter for fixbot, a made-up agent CLI: the whole of it is plugin.py."""
+"""A certlab adapter for fixbot, a made-up agent CLI: all in plugin.py."""

@@ -1,4 +1,4 @@
-"""The fixbot adapter: ``fixbot --prompt-file FILE [ARGS]`` in the work copy; exit 69 means its API is down."""
+"""The fixbot adapter: ``fixbot --prompt-file FILE``; exit 69: API down."""
 
 import shutil
 

@@ -1,1 +1,1 @@
-"""A third party's certlab task family: Roman numerals, with three seeded defects."""
+"""A third party's task family: Roman numerals, three seeded defects."""

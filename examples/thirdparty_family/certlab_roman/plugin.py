@@ -1,4 +1,4 @@
-"""The roman task family plugin: the one module certlab loads from the entry point ``certlab.plugins: roman``.
+"""The roman family plugin: the module the entry point ``roman`` loads.
 
 A family is data: a clean tree (the module and its visible tests), the prompt every
 agent gets (TASK.md), held-out acceptance cases that never enter a work copy, the

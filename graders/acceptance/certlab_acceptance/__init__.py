@@ -1,1 +1,1 @@
-"""certlab's acceptance grader: held-out cases, each in its own fresh process of the submitted code."""
+"""certlab's acceptance grader: held-out cases, each in a fresh process."""

@@ -1,4 +1,4 @@
-"""The case host: a fresh interpreter that forks one process per held-out call and never sees an answer.
+"""The case host: forks a process per held-out call and never sees an answer.
 
 The acceptance grader starts this file as ``python -I -S case_host.py TREE TIMEOUT SITE_DIRS...``,
 with a cleaned environment, so it holds nothing of the lab: no expected value, no case

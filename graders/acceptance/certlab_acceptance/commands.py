@@ -1,4 +1,4 @@
-"""``certlab lock``, ``leakscan`` and ``predict``: the acceptance plugin's commands (``certlab_commands``).
+"""``certlab lock``, ``leakscan`` and ``predict``: the acceptance commands.
 
 Held-out acceptance for a user's own task: seal its cases (``lock``), name every artefact of a
 run that holds most of its answers (``leakscan``), register a prediction before the run and

@@ -1,4 +1,4 @@
-"""Tasks from a repository's own bug fixes: ``certlab task from-commit``, ``from-swebench`` and ``from-commits``.
+"""Tasks built from a repository's own bug fixes, and from SWE-bench instances.
 
 A bug-fix commit is a ready-made task: its parent is the defect, the tests its fix adds or
 changes are the acceptance. The task written is a user task (``certlab_core.sdk.user_task``):

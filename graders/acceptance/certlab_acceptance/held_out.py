@@ -1,4 +1,4 @@
-"""Held-out acceptance inside a certification: the user tasks staged, one lock per task, checked before every arm.
+"""Held-out acceptance in a certification: one lock per task, checked per arm.
 
 The kernel reaches it through the ``certlab_held_out`` hook (``certlab_core.plugin.types.held_out``):
 :func:`open_held_out` is the record's ``open``, :func:`register_experiment_task` and

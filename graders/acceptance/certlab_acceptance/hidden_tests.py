@@ -1,4 +1,4 @@
-"""Held-out test files: the second kind of held-out case, a pytest node id run against hidden test files.
+"""Held-out test files: pytest node ids run against hidden test files.
 
 A task built from a bug-fix commit (``from_commit``) is scored by the tests its fix added or
 changed (FAIL_TO_PASS). Its cases file holds one line per such test::

@@ -1,4 +1,4 @@
-"""``certlab leakscan``: name every artefact of a run that holds most of the held-out answers.
+"""``certlab leakscan``: each artefact of a run holding most held-out answers.
 
 An artefact holds a case's answer when the case's input (its arguments, or its id) and its
 answer (the expected value, or the exception name of a ``raises`` case) appear close to

@@ -1,4 +1,4 @@
-"""``certlab lock``: seal a task's held-out cases with fingerprints, after refusing every layout that leaks them.
+"""``certlab lock``: seal a task's held-out cases, refusing a leaky layout.
 
 The lock (``EXPERIMENT_DIR/.certlab/lock.json``, sealed) holds a copy of the cases taken
 at lock time, from which every score is computed, and the fingerprints of the cases, the

@@ -1,4 +1,4 @@
-"""The acceptance grader: every held-out case in its own fresh process of the submitted code, judged here.
+"""The acceptance grader: each held-out case in a fresh process of the code.
 
 The submitted code runs in a copy of the work tree taken outside the experiment directory
 (deleted after the last case), under a case host started as a new interpreter

@@ -1,4 +1,4 @@
-"""``certlab predict``: predictions registered before the run, sealed, chained, and bound by the lock.
+"""``certlab predict``: predictions registered before the run, sealed, chained.
 
 Each prediction is one line of ``EXPERIMENT_DIR/.certlab/predictions.jsonl``: the text of
 the expectation (which arm wins, by how much), when it was registered, the seal of the

@@ -1,4 +1,4 @@
-"""Run pytest node ids in a copy of the code and write each one's outcome: started as a new interpreter.
+"""Run pytest node ids on a copy of the code in a new interpreter, and say each.
 
 ``python -I pytest_host.py TREE REPORT NODEID...``. pytest runs in TREE with an empty
 configuration of certlab's (the project's own ``pytest.ini``/``setup.cfg`` options are not read,

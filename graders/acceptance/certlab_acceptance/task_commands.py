@@ -1,4 +1,4 @@
-"""``certlab task from-commit``, ``from-swebench`` and ``from-commits``: tasks from a repository's own bug fixes."""
+"""``certlab task from-commit``, ``from-swebench``, ``from-commits``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A task's own environment: its project's declared dependencies and pytest, in a venv made once when built.
+"""A task's own environment: its dependencies and pytest, in a venv made once.
 
 ``certlab task from-commit`` reads what the project declares (``pyproject.toml``'s
 ``[project] dependencies`` and its ``test``/``tests``/``testing`` extras, and the plain

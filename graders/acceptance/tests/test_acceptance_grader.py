@@ -16,10 +16,10 @@ import attrs
 import pytest
 from certlab_acceptance import plugin
 
-from certlab_core._runtime.registry import discover
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, GradeRequest, GradeResult
+from certlab_core.sdk.services import installed_plugins
 from certlab_core.sdk.workcopy import materialise
 
 PROBE = Defect(id="probe", defect_class="none", description="a probe", seeds=())
@@ -71,13 +71,13 @@ def failed(result: GradeResult) -> dict[str, str]:
 def test_the_grader_is_installed_third_in_the_chain() -> None:
     from certlab_core.sdk.grading import grader_chain
 
-    names = [grader.name for grader in grader_chain(discover())]
+    names = [grader.name for grader in grader_chain(installed_plugins())]
     assert names[:3] == ["policy", "suite", "acceptance"]
     assert plugin.ORDER == 30
 
 
 def test_the_oracle_holds_every_held_out_case_of_every_installed_family(tmp_path: Path) -> None:
-    registry = discover()
+    registry = installed_plugins()
     families = list(registry.all("task_families").values())
     assert families
     for family in families:
@@ -89,7 +89,7 @@ def test_the_oracle_holds_every_held_out_case_of_every_installed_family(tmp_path
 
 
 def test_a_seeded_defect_fails_as_overfit_and_records_what_the_code_returned(tmp_path: Path) -> None:
-    family = discover().get("task_families", "intervals")
+    family = installed_plugins().get("task_families", "intervals")
     defect = next(d for d in family.defects if d.id == "clamp-to-end")
     work = tmp_path / "work"
     issued = materialise(family, defect, work)
@@ -426,7 +426,7 @@ def test_a_malformed_cases_file_is_one_line_naming_the_file_and_the_line(tmp_pat
 
 
 def test_asked_for_the_first_failure_alone_it_stops_at_the_first_case_that_does_not_hold(tmp_path: Path) -> None:
-    family = discover().get("task_families", "intervals")
+    family = installed_plugins().get("task_families", "intervals")
     defect = next(d for d in family.defects if d.id == "clamp-to-end")
     work = tmp_path / "work"
     issued = materialise(family, defect, work)

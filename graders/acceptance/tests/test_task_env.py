@@ -156,10 +156,10 @@ def test_the_suite_and_the_held_out_test_run_in_the_task_environment_and_fail_wi
 
 
 def _bwrap_reason() -> str | None:
-    from certlab_core._runtime.registry import discover
     from certlab_core.plugin.types.sandbox import Sandbox
+    from certlab_core.sdk.services import installed_plugins
 
-    sandbox = discover().all("sandboxes").get("bwrap")
+    sandbox = installed_plugins().all("sandboxes").get("bwrap")
     return "no bwrap sandbox" if not isinstance(sandbox, Sandbox) else sandbox.probe()
 
 
@@ -167,13 +167,12 @@ def _bwrap_reason() -> str | None:
 def test_in_the_sandbox_the_task_environment_runs_and_is_read_only(
     built: tuple[Path, float], environments: Path
 ) -> None:
-    from certlab_core._runtime.containment import choose_containment
-    from certlab_core._runtime.registry import discover
     from certlab_core.sdk.command import run_contained
+    from certlab_core.sdk.services import choose_containment
 
     task, _seconds = built
     python = str(_environment_folder(task, environments) / "bin" / "python")
-    containment = choose_containment(discover(), "bwrap", [str(task)], lambda _line: None)
+    containment = choose_containment("bwrap", [str(task)], lambda _line: None)
     work = task.parent / "work"
     work.mkdir(exist_ok=True)
     script = (

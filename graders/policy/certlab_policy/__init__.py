@@ -1,1 +1,1 @@
-"""certlab's policy grader: the visible suite is byte-identical, edits stay in bounds, nothing is planted."""
+"""certlab's policy grader: suite unchanged, edits in bounds, none planted."""

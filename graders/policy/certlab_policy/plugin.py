@@ -1,4 +1,4 @@
-"""The policy grader: judge the changes an agent left against the family's edit policy."""
+"""The policy grader: an agent's changes against the edit policy."""
 
 from __future__ import annotations
 

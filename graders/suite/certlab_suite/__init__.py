@@ -1,1 +1,1 @@
-"""certlab's suite grader: run the visible tests in a fresh process and count them through pytest's hooks."""
+"""certlab's suite grader: the visible tests in a fresh process, counted."""

@@ -1,4 +1,4 @@
-"""The suite grader: the visible tests, run in a copy of the work tree, counted through pytest's own hooks.
+"""The suite grader: the visible tests on a copy, counted by pytest's hooks.
 
 The tests run in a fresh process forked from this grader's process; their outcomes come
 back over a pipe, collected by a pytest plugin object from ``pytest_collection_finish``

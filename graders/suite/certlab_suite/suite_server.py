@@ -1,4 +1,4 @@
-"""The suite grader's grading server: started once per run inside the sandbox, warm with pytest, one fork per grading.
+"""The suite's grading server: once per run in the sandbox, a fork per grading.
 
 Imports nothing of certlab (certlab's installation is hidden inside the sandbox): the suite
 grader starts it as ``python -I suite_server.py --fresh-namespaces [PRIVATE_FOLDER...]`` under the run's

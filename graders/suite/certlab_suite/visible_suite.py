@@ -1,4 +1,4 @@
-"""The suite grader's test process: pytest on the copy, its outcomes counted through pytest's own hooks.
+"""The suite grader's test process: pytest on the copy, counted by its hooks.
 
 Imports nothing of certlab, so that it also runs as a script (``python visible_suite.py
 [--first-failure] RESULT TREE LOG MODULES TEST_PATH...``) in the agent environment inside a sandbox, where

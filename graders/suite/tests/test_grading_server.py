@@ -12,12 +12,12 @@ import attrs
 import pytest
 from certlab_suite import plugin as suite
 
-from certlab_core._runtime.containment import choose_containment
 from certlab_core._runtime.registry import discover
 from certlab_core.certify.lab import answer_key_paths
 from certlab_core.plugin.types.grader import GradeRequest, GradeResult
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.containment import use_containment
+from certlab_core.sdk.services import choose_containment
 from certlab_core.sdk.workcopy import materialise
 
 REASON = __import__("certlab_sandbox_bwrap.plugin", fromlist=["probe"]).probe()
@@ -28,7 +28,7 @@ MARKER = "certlab-grading-server-test-daemon"
 
 @pytest.fixture(scope="module")
 def containment() -> Containment:
-    return choose_containment(discover(), "bwrap", answer_key_paths([FAMILY]), lambda _line: None)
+    return choose_containment("bwrap", answer_key_paths([FAMILY]), lambda _line: None)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""certlab's default statistical rule: exact Clopper-Pearson intervals per arm, bounds on candidate minus baseline."""
+"""certlab's default rule: exact Clopper-Pearson per arm, bounds on the gap."""
 
 from __future__ import annotations
 

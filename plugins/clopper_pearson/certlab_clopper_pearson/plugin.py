@@ -1,4 +1,4 @@
-"""The certlab plugin that provides the ``clopper-pearson`` statistical rule (imports nothing heavy)."""
+"""The plugin providing the ``clopper-pearson`` rule (nothing heavy)."""
 
 from __future__ import annotations
 

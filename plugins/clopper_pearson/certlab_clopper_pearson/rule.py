@@ -1,4 +1,4 @@
-"""The Clopper-Pearson rule: exact per-arm intervals combined into bounds on candidate minus baseline.
+"""The Clopper-Pearson rule: exact per-arm intervals, bounds on the difference.
 
 With ``K`` gating conditions and ``L`` looks, each arm gets an exact Clopper-Pearson interval
 with tail ``alpha / (4 K L)`` (two-sided level ``alpha / (2 K L)``); the bounds on candidate

@@ -1,4 +1,4 @@
-"""certlab's demo, as a plugin: ``certlab demo`` runs a guided tour on built-in agents and checks every step.
+"""certlab's demo: ``certlab demo``, a guided tour on built-in agents.
 
 The tour (``tour``) runs real certlab commands as processes, chapter by chapter: certify
 (``chapter_certify``), a user's own task with held-out cases (``chapter_acceptance``), the gate's

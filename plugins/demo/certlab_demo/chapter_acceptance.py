@@ -1,4 +1,4 @@
-"""Demo chapter: a task of your own, its held-out cases locked, a real fix certified and an overfit one caught."""
+"""Demo chapter: your task locked; a real fix certified, an overfit caught."""
 
 from __future__ import annotations
 

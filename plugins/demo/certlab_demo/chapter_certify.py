@@ -1,4 +1,4 @@
-"""Demo chapter: certify the oracle and a shell-script agent on intervals, then regrade both."""
+"""Demo chapter: certify the oracle and a shell-script agent; regrade both."""
 
 from __future__ import annotations
 

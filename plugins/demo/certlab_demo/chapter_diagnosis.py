@@ -1,4 +1,4 @@
-"""Demo chapter: from a BLOCK to its cause on the retry world: diff, minimise, bundle, replay, and the repair.
+"""Demo chapter: from a BLOCK to its cause on the retry world, and the repair.
 
 It reads the gate chapter's confirmatory A-against-B store rather than running A against B
 again. A and B look the same on one clean run; in the confirmatory run B failed exactly

@@ -1,4 +1,4 @@
-"""Demo chapter: the gate as a user meets it: a first look that says "I do not know", a plan, a confirmatory run.
+"""Demo chapter: the gate: "I do not know", a plan, then a confirmatory run.
 
 On the retry world, B loses an order only where a reservation is missing, about a third of
 the worlds; elsewhere the timed-out reserve is never called. So 20 trials per arm are

@@ -1,4 +1,4 @@
-"""The tour: each chapter runs real certlab commands on built-in agents and checks what they print."""
+"""The tour: each chapter runs real commands and checks what they print."""
 
 from __future__ import annotations
 

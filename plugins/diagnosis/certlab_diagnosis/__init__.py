@@ -1,4 +1,4 @@
-"""certlab-diagnosis: from a gate's verdict to its cause, and a certified trial re-run offline.
+"""certlab-diagnosis: from a gate's verdict to its cause; a trial re-run.
 
 ``diff`` finds where two trials' recorded boundary events part (``diff``), ``minimize`` runs
 ddmin over a failed trial's injected faults (``minimize``), ``bundle`` writes one sealed,

@@ -1,4 +1,4 @@
-"""A reproducer: one portable, sealed file holding one trial, the manifest slice it ran under and the agent's files.
+"""A reproducer: one sealed file with a trial, its manifest slice, its agent.
 
 ``certlab bundle RUNDIR TRIAL --out repro.json`` writes it; ``certlab replay repro.json``
 runs the included agent again against the recorded boundary events. The file holds:

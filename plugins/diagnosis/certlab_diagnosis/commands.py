@@ -1,4 +1,4 @@
-"""``certlab diff``, ``minimize``, ``bundle`` and ``replay``: from a verdict to its cause (``certlab_commands``).
+"""``certlab diff``, ``minimize``, ``bundle``, ``replay``: a verdict's cause.
 
 Each reads the run store through the gate's own reader; only ``minimize`` (and ``replay
 --live`` or ``--trial``) run the agent again, through the gate's runner or the certification's

@@ -1,4 +1,4 @@
-"""Where two trials part ways: the first divergence of their recorded boundary events, and the fault just before it."""
+"""Where two trials part: their first divergent event, the fault before it."""
 
 from __future__ import annotations
 

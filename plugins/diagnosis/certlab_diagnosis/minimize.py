@@ -1,4 +1,4 @@
-"""Shrink a failed trial's injected faults to those that matter: delta debugging (ddmin) over re-runs.
+"""Shrink a failed trial's faults to those that matter: ddmin over re-runs.
 
 Each test re-runs the trial (and its twin, the other arm's trial of the same condition and
 index, when the twin passed) through the gate's runner with a subset of the condition's

@@ -1,4 +1,4 @@
-"""The certlab-diagnosis plugin: its four commands, through the ``certlab_commands`` hook."""
+"""The certlab-diagnosis plugin: its four commands (``certlab_commands``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Replay a reproducer: run its included agent against the recorded boundary events, with no live tool.
+"""Replay a reproducer: its agent against the recorded events, no live tool.
 
 The n-th call the agent makes must be the n-th recorded event (same kind, name and
 arguments as JSON); it then receives the recorded result, or the recorded error is raised.

@@ -1,4 +1,4 @@
-"""certlab's Dask executor: each trial a task on a Dask distributed cluster, each still in a fresh process there."""
+"""certlab's Dask executor: each trial a Dask task, in a fresh process."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The executor ``dask``: each unit of work a task on a Dask distributed cluster, run in a fresh process on its worker.
+"""The executor ``dask``: each unit a Dask task, in a fresh worker process.
 
 ``--executor dask --scheduler tcp://HOST:PORT`` joins an existing cluster; without an
 address a ``distributed.LocalCluster`` of ``--workers`` single-thread worker processes is

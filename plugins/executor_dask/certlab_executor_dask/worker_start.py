@@ -1,4 +1,4 @@
-"""A worker preload of the local cluster: start the worker's zygote host while the worker itself starts.
+"""A local worker's preload: start its zygote host as the worker starts.
 
 Dask imports this module in each worker process of a cluster the session starts (the
 worker's ``preload``) and calls ``dask_setup``. The host's interpreter start and its

@@ -1,1 +1,1 @@
-"""certlab's built-in faults for the A/B gate's tool boundary (distribution certlab-faults)."""
+"""certlab's built-in faults for the gate's tool boundary (certlab-faults)."""

@@ -1,4 +1,6 @@
-"""The built-in faults: tool_timeout, tool_error_once, empty_result, latency, two faults of the model's decisions,
+"""The built-in faults: of the tools, of the model's decisions, of its API.
+
+tool_timeout, tool_error_once, empty_result, latency, two faults of the model's decisions,
 and four of a real agent's model API (declared with ``tool: model``, injected by the model boundary).
 
 Each is a ``Fault`` record whose ``inject(context)`` returns a ``FaultEffect`` for the calls its

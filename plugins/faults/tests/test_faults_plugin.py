@@ -8,15 +8,8 @@ from typing import Any
 import pytest
 
 from certlab_core._runtime.registry import discover
-from certlab_core.gate.boundary import (
-    Boundary,
-    DeclaredFault,
-    ModelUnavailable,
-    ToolError,
-    Tools,
-    ToolTimeout,
-    ToolUnavailable,
-)
+from certlab_core.gate.boundary import Boundary, DeclaredFault, Tools
+from certlab_core.plugin import ModelUnavailable, ToolError, ToolTimeout, ToolUnavailable
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.fault import Fault
 from certlab_core.plugin.types.tool_world import WorldInstance

@@ -1,4 +1,4 @@
-"""Command agents behind MCP: an arm that is any program speaking MCP, whose tools are the trial's recorded boundary.
+"""Command agents behind MCP: any MCP program, its tools the trial's boundary.
 
 In a descriptor, an arm's ``agent`` names an object built by :func:`mcp_command`::
 

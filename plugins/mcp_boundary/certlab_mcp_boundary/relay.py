@@ -1,4 +1,4 @@
-"""The command an MCP agent launches as its tools' server: it relays stdio to the one MCP boundary the harness owns.
+"""An MCP agent's tools server: stdio relayed to the harness's MCP boundary.
 
     python -m certlab_mcp_boundary.relay --socket PATH
 

@@ -1,4 +1,4 @@
-"""A Python tool world exposed as an MCP server over stdio, so any MCP client can work in it directly.
+"""A Python tool world as an MCP server over stdio, for any MCP client.
 
     python -m certlab_mcp_boundary.world_server --plugin certlab_retry_world.plugin \
         --world retry-inventory --input '{"orders": 3}' --seed 7

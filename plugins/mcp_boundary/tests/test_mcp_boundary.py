@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from certlab_core._runtime.registry import discover
-from certlab_core.gate.boundary import Boundary, BudgetExceeded, Budgets, DeclaredFault, Tools
-from certlab_core.plugin import BoundaryBroken
+from certlab_core.gate.boundary import Boundary, Budgets, DeclaredFault, Tools
+from certlab_core.plugin import BoundaryBroken, BudgetExceeded
 
 HERE = Path(__file__).resolve().parent
 ADD_DOWN_ONCE = {"fault": "tool_error_once", "tool": "add", "on_calls": [1], "params": {"error": "ToolUnavailable"}}

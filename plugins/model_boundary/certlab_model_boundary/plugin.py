@@ -1,4 +1,4 @@
-"""The model boundary plugin: ``model-proxy``, one loopback proxy per agent run (``certlab_model_boundary.proxy``)."""
+"""The model boundary plugin: ``model-proxy``, one proxy per agent run."""
 
 from __future__ import annotations
 

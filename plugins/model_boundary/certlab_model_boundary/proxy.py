@@ -1,4 +1,4 @@
-"""The model boundary: a loopback HTTP proxy between an agent CLI and its model API, one per trial.
+"""The model boundary: a loopback HTTP proxy to the model API, per trial.
 
 The agent is pointed at the boundary (``agent_env``: ``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``,
 ``OPENAI_API_BASE``) and given a per-trial token as its API key; the real keys stay in this

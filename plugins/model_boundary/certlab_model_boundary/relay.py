@@ -1,4 +1,4 @@
-"""A byte relay from a 127.0.0.1 port to the model boundary's Unix socket: the seam for a sandbox with no network.
+"""A byte relay from 127.0.0.1 to the boundary's socket, for offline sandboxes.
 
 Inside a sandbox whose network namespace is empty, the agent's CLI still wants an
 ``http://127.0.0.1:PORT`` base URL. The sandbox binds the boundary's socket folder into the

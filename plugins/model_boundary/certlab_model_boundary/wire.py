@@ -1,4 +1,4 @@
-"""The three model wire protocols as the boundary sees them: endpoints, token usage, error bodies and call fingerprints.
+"""The three model wire protocols: endpoints, token usage, errors, fingerprints.
 
 Anthropic Messages (``POST /v1/messages``), OpenAI chat completions (``POST /v1/chat/completions``)
 and the OpenAI Responses API (``POST /v1/responses``), each answered as one JSON object or as

@@ -1,4 +1,4 @@
-"""certlab's Newcombe rule: Wilson score intervals per arm, Newcombe's hybrid score interval for the difference."""
+"""certlab's Newcombe rule: Wilson intervals per arm, Newcombe's for the gap."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The certlab plugin that provides the ``newcombe`` statistical rule (imports nothing heavy)."""
+"""The plugin providing the ``newcombe`` rule (nothing heavy)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Newcombe rule: Wilson score intervals per arm, combined by Newcombe's hybrid score method (method 10).
+"""The Newcombe rule: Wilson intervals per arm, combined by his method 10.
 
 With ``K`` gating conditions and ``L`` looks, each arm gets a Wilson score interval (no
 continuity correction) at confidence ``1 - alpha / (K L)``; with ``p`` the observed rates and

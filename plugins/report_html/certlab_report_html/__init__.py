@@ -1,4 +1,4 @@
-"""certlab's HTML reporter: one self-contained page (no network, no scripts) with inline SVG plots."""
+"""certlab's HTML reporter: one self-contained page with inline SVG plots."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Render a report model as one self-contained HTML page: no script, no stylesheet link, no network reference.
+"""A report model as one self-contained HTML page: no script, no network.
 
 The page shows the verdict (``#verdict``, with ``data-verdict``), one plot per condition
 (``svg.condition-plot``: the interval for candidate minus baseline against the margin) and

@@ -1,4 +1,4 @@
-"""Inline SVG plots drawn by hand: a condition's interval for the difference against the margin, and an OC curve.
+"""Inline SVG plots: a condition's interval against its margin, an OC curve.
 
 Each function returns one ``<svg>`` element as text, with no namespace URL (inline SVG in
 HTML5 needs none) and no external reference, so the page stays self-contained.

@@ -15,8 +15,8 @@ import pytest
 from certlab_report_html.render import render
 from certlab_report_html.svg import ticks
 
-from certlab_core._runtime.registry import discover
 from certlab_core.report.model import Report, build_report
+from certlab_core.sdk.services import installed_plugins
 
 ARCHIVED = Path(__file__).resolve().parents[3] / "tests" / "archived_stores"
 CHROMIUM_FLAGS = (
@@ -95,7 +95,7 @@ def rendered_dom(page: Path, profile: Path) -> str:
 @pytest.mark.parametrize("name", ["block", "inconclusive", "error"])
 def test_headless_chromium_shows_the_verdict_and_one_plot_per_condition(name: str, tmp_path: Path) -> None:
     report = report_of(name)
-    rule = discover().get("statistical_rules", report.rule)
+    rule = installed_plugins().get("statistical_rules", report.rule)
     page = tmp_path / "report.html"
     page.write_text(render(report, rule), encoding="utf-8")
     text = page.read_text(encoding="utf-8")
@@ -194,7 +194,7 @@ def story_block(tmp_path_factory: pytest.TempPathFactory) -> Report:
 def test_the_story_blocks_plot_draws_interval_margin_and_zero_at_least_20_px_apart(
     story_block: Report, tmp_path: Path
 ) -> None:
-    rule = discover().get("statistical_rules", story_block.rule)
+    rule = installed_plugins().get("statistical_rules", story_block.rule)
     page = tmp_path / "report.html"
     page.write_text(render(story_block, rule).replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     facts = Measured()

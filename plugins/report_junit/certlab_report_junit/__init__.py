@@ -1,4 +1,4 @@
-"""certlab's JUnit XML reporter: one test case per condition, so any CI test view shows the gate."""
+"""certlab's JUnit XML reporter: a test case per condition, for CI views."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Render a report model as JUnit XML: one suite per experiment, one case per condition and one for the verdict.
+"""A report model as JUnit XML: a case per condition, one for the verdict.
 
 A gating condition that PASSes is a passed case; BLOCK and INCONCLUSIVE are failures (the
 failure ``type`` is the verdict); ERROR is an error; a ``ceiling`` condition ("reported

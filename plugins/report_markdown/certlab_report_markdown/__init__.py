@@ -1,4 +1,4 @@
-"""certlab's Markdown reporter: a run store as a page, short enough for a CI job summary."""
+"""certlab's Markdown reporter: a run store as a CI job summary page."""
 
 from __future__ import annotations
 

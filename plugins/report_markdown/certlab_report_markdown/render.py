@@ -1,4 +1,4 @@
-"""Render a report model as GitHub-flavoured Markdown (the action writes it to the job summary)."""
+"""A report model as GitHub-flavoured Markdown (for the job summary)."""
 
 from __future__ import annotations
 

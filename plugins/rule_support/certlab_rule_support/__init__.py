@@ -1,1 +1,1 @@
-"""What certlab's two-arm interval rules (clopper-pearson, newcombe) share; a library their plugins depend on."""
+"""What certlab's two-arm interval rules share: a library they depend on."""

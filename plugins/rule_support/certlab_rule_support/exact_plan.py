@@ -1,4 +1,4 @@
-"""Exact P(PASS), P(BLOCK), P(INCONCLUSIVE) of a two-arm rule with looks, by enumerating binomial outcomes.
+"""Exact P(PASS), P(BLOCK), P(INCONCLUSIVE) of a two-arm rule with looks.
 
 Shared by the statistical rules that plan exactly (clopper-pearson, newcombe): a rule gives
 its bounds for a grid of count pairs, and this module does the rest.

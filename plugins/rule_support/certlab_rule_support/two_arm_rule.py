@@ -1,4 +1,4 @@
-"""The frame a two-arm interval rule shares: argument checks, the verdict from bounds, and its ``decide`` and ``plan``.
+"""A two-arm interval rule's frame: checks, verdict from bounds, decide, plan.
 
 A rule of this kind (clopper-pearson, newcombe) supplies two pure functions:
 

@@ -1,1 +1,1 @@
-"""certlab-sandbox-bwrap: the bubblewrap sandbox for agents and the code they write."""
+"""certlab-sandbox-bwrap: bubblewrap for agents and the code they write."""

@@ -1,4 +1,4 @@
-"""The host side of ``relay_host_ports``: a Unix socket per port, forwarded to the host's ``127.0.0.1:PORT``."""
+"""``relay_host_ports``'s host side: a socket per port, to 127.0.0.1:PORT."""
 
 from __future__ import annotations
 

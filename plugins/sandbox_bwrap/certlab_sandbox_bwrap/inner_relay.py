@@ -1,4 +1,4 @@
-"""Inside the sandbox: listen on 127.0.0.1:PORT for each ``PORT=SOCKET`` given, relay to SOCKET, then exec the program.
+"""In the sandbox: relay 127.0.0.1:PORT to each SOCKET, then exec the program.
 
 The sandbox's network namespace is new and empty, so an agent whose client wants an
 ``http://127.0.0.1:PORT`` base URL (the model boundary) reaches it through this relay: it

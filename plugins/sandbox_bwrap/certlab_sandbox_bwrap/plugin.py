@@ -1,4 +1,4 @@
-"""The bwrap sandbox: a contained program sees a read-only system, its work copy, a private /tmp and HOME, no network.
+"""The bwrap sandbox: a read-only system, the work copy, own /tmp, no network.
 
 ``bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp`` gives the read-only view; every
 hidden path (the installed families, certlab's installation and checkout, the experiment,

@@ -1,4 +1,4 @@
-"""What of the host an allow-list sandbox shows: the system, a minimal /etc, and each program's own runtime.
+"""What of the host an allow-list sandbox shows: system, minimal /etc, runtimes.
 
 The sandbox starts from an empty root. :func:`system_arguments` gives bwrap the system's
 read-only folders (``/usr``, ``/bin``, ``/sbin``, ``/lib*``, as folders or as the symlinks

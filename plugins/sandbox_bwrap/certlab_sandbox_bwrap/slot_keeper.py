@@ -1,4 +1,4 @@
-"""A slot's keeper: a small process kept inside one slot's cgroups that starts each contained program there.
+"""A slot's keeper: a process in a slot's cgroups that starts its programs.
 
 Moving a process into a cgroup v1 (a write to ``cgroup.procs``) waits for an RCU grace period,
 10 to 30 ms here, once per contained start; a process started by one already inside is born in

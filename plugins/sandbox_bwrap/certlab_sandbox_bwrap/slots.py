@@ -1,4 +1,4 @@
-"""Slots: cgroups kept from one contained start to the next, each with a keeper inside that starts the programs.
+"""Slots: cgroups kept across contained starts, a keeper inside each.
 
 A per-start cgroup needs a process moved into it, and a cgroup v1 move waits for an RCU grace
 period (10 to 30 ms here). While a certification runs, ``serve(workers)`` makes one slot per

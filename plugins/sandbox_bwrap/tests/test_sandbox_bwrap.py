@@ -15,10 +15,9 @@ import attrs
 import pytest
 from certlab_sandbox_bwrap import slots
 
-from certlab_core._runtime.containment import choose_containment
-from certlab_core._runtime.registry import discover
 from certlab_core.plugin.types.sandbox import Containment, ResourceLimits
 from certlab_core.sdk.command import ContainedRun, run_contained
+from certlab_core.sdk.services import choose_containment
 
 REASON = __import__("certlab_sandbox_bwrap.plugin", fromlist=["probe"]).probe()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no bwrap sandbox here: {REASON}")
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no bwrap sandbox he
 def containment(tmp_path_factory: pytest.TempPathFactory) -> Containment:
     experiment = tmp_path_factory.mktemp("experiment")
     (experiment / "certlab.yaml").write_text("secret: the experiment\n")
-    return choose_containment(discover(), "bwrap", [str(experiment)], lambda _line: None)
+    return choose_containment("bwrap", [str(experiment)], lambda _line: None)
 
 
 def contained_python(
@@ -432,7 +431,7 @@ def test_a_venvs_interpreter_runs_with_the_venvs_packages_and_not_the_bases(tmp_
     base = Path(os.path.realpath(venv / "bin" / "python")).parent.parent
     if not runtime.is_system(str(base)):  # a base outside the system (pyenv): its packages are covered
         assert any(c.startswith(str(base)) and c.endswith("site-packages") for c in found.covered), found
-    containment = choose_containment(discover(), "bwrap", [], lambda _line: None)
+    containment = choose_containment("bwrap", [], lambda _line: None)
     work = tmp_path / "work"
     work.mkdir()
     out = work / "out.txt"

@@ -1,4 +1,4 @@
-"""A scripted model server on 127.0.0.1 that lets the real agent CLIs run offline in tests.
+"""A scripted model server on 127.0.0.1: real agent CLIs run offline in tests.
 
 Test support (distribution certlab-scripted-models), not a plugin: it registers no hook and imports nothing
 of certlab; the tests, the bench scripts and ``tools/record_agent_fixtures.py`` import it.

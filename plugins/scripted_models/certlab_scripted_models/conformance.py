@@ -1,4 +1,4 @@
-"""The scripted model server the adapters' conformance tests drive their real CLIs against, in a process of its own.
+"""The scripted model server the adapters' conformance tests run against.
 
 ``python -m certlab_scripted_models.conformance`` prints its port, then serves until killed. The
 model name a request asks for picks the answer: ``...-down`` gets HTTP 500, ``...-401`` (or any

@@ -1,4 +1,4 @@
-"""Signed evidence: ed25519 key pairs, and a DSSE envelope holding an in-toto Statement over every file of a folder.
+"""Signed evidence: ed25519 keys, a DSSE envelope of an in-toto Statement.
 
 A seal (the sha256 of a record's canonical JSON) is an integrity check that anyone can
 recompute: a forger who edits a record and reseals it passes every seal. A signature is what

@@ -1,4 +1,4 @@
-"""What real agent CLIs report of their own consumption, read into the kernel's ``Usage`` record."""
+"""What real agent CLIs report of their consumption, as ``Usage`` records."""
 
 from certlab_usage.parsers import (
     AIDER_TEXT,

@@ -1,4 +1,4 @@
-"""What the real agent CLI adapters share: their options, finding the CLI, a quiet environment, a scratch home.
+"""What the real CLI adapters share: options, finding the CLI, env, a home.
 
 An adapter for a real CLI (``claude-code``, ``aider``, ``codex``) takes its options as agent
 arguments, ``--name=value`` or ``--name value`` (``certlab certify --agent-arg --model=X``, or

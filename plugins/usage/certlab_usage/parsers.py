@@ -1,4 +1,4 @@
-"""Read what a real agent CLI printed about its own consumption into a `Usage` record.
+"""A real agent CLI's report of its own consumption, read as ``Usage``.
 
 Three report shapes are understood, each from the CLI's stdout:
 

@@ -1,1 +1,1 @@
-"""certlab's intervals task family: half-open integer intervals with six seeded defects."""
+"""certlab's intervals family: half-open integer intervals, six defects."""

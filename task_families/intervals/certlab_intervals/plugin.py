@@ -1,4 +1,4 @@
-"""The intervals task family plugin: one module of half-open integer intervals, six seeded defects."""
+"""The intervals family plugin: half-open intervals, six defects."""
 
 from __future__ import annotations
 

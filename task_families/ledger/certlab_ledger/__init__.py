@@ -1,1 +1,1 @@
-"""certlab's ledger task family: a three-module double-entry ledger with six seeded defects."""
+"""certlab's ledger family: a three-module ledger with six seeded defects."""

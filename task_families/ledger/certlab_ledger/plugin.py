@@ -1,4 +1,4 @@
-"""The ledger task family plugin: models -> validate -> report, with a cross-file and a pinned-location defect."""
+"""The ledger family plugin: three modules, cross-file defects."""
 
 from __future__ import annotations
 

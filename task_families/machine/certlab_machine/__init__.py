@@ -1,1 +1,1 @@
-"""certlab's machine task family: a four-module expression interpreter with six seeded defects."""
+"""certlab's machine family: an expression interpreter, six defects."""

@@ -1,4 +1,4 @@
-"""The machine task family plugin: tokenizer -> parser -> evaluator -> api, with coordinated two-file defects."""
+"""The machine family plugin: four modules, two-file defects."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""The retry tool world for the A/B gate: inventory reservations; agents A (baseline), B (a slip), C (repaired)."""
+"""The retry tool world: inventory reservations; agents A, B (a slip), C."""

@@ -1,4 +1,4 @@
-"""Three versions of one reservation agent: A (the baseline), B (a plausible refactoring slip), C (B repaired).
+"""Three versions of one reservation agent: A, B (a slip), C (B repaired).
 
 Each is ``agent(task, tools, rng) -> dict``: for every order it reads the stock, reserves it
 unless the task marks it reserved (a reserve refused as "already reserved" counts as reserved)

@@ -1,4 +1,4 @@
-"""The certlab plugin providing the ``retry-inventory`` tool world (agents are in ``certlab_retry_world.agents``)."""
+"""The plugin providing the ``retry-inventory`` tool world."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The inventory reservation world: orders to reserve and confirm, some already reserved, confirms sometimes busy.
+"""The inventory world: orders to reserve and confirm, confirms sometimes busy.
 
 The task lists each order with ``reserved``: true when its reservation already exists, so it
 needs only a confirm. Whether a trial reserves anything at all is the environment's doing:

@@ -10,7 +10,8 @@ import pytest
 from certlab_retry_world import agents, world
 
 from certlab_core._runtime.registry import discover
-from certlab_core.gate.boundary import Boundary, DeclaredFault, ToolRejected, Tools, ToolTimeout
+from certlab_core.gate.boundary import Boundary, DeclaredFault, Tools
+from certlab_core.plugin import ToolRejected, ToolTimeout
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.fault import Fault, FaultContext, FaultEffect
 
