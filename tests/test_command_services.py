@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -153,3 +155,26 @@ def test_a_bundle_view_finds_a_certifications_trial_and_names_others_for_a_wrong
     assert bundle.trial(first["id"]) == first
     with pytest.raises(UsageError, match="holds no trial 'nope/none/1'; its trials are "):
         bundle.trial("nope/none/1")
+
+
+CHILD = """
+import json
+from pathlib import Path
+
+
+def main(services, store, out):
+    view = services.open_store(Path(store))
+    line = view.trial("candidate/reserve-timeout/0")
+    same = services.trial_identity(view.manifest, line["id"]) == line["identity"]
+    Path(out).write_text(json.dumps([line["outcome"], same]))
+    return 3
+"""
+
+
+def test_a_child_interpreter_gets_services_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "served_child.py").write_text(CHILD)
+    argv = services_for().child_argv("served_child:main", str(STORE), str(tmp_path / "out.json"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    ran = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert ran.returncode == 3, ran.stderr
+    assert json.loads((tmp_path / "out.json").read_text()) == ["failure", True]

@@ -92,8 +92,9 @@ document and each trial's checked line) or a certification (`open_bundle`, a `Bu
 re-run a trial for real (`rerun_trial`, optionally under other faults), replay an agent
 against a recording (`load_agent`, `replay_tools`) or a certification's trial against its
 recorded model calls (`replay_certified`), judge an ending as the runner does (`judge`), give a
-trial's identity and a failure's fingerprint, and recompute a run's decision
-(`recompute_decision`). Manifests and lines cross as the JSON the evidence holds, checked by
+trial's identity and a failure's fingerprint, recompute a run's decision
+(`recompute_decision`), and start a fresh interpreter that runs the command's own code with
+services of its own (`child_argv`, for code that must run inside a sandbox). Manifests and lines cross as the JSON the evidence holds, checked by
 the kernel whenever a service is given one. `certlab diff`, `minimize`, `bundle` and `replay`
 (certlab-diagnosis) are built on them alone. Their reference is below, with `Command`.
 """

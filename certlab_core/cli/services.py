@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from certlab_core.gate.store import RunStore
     from certlab_core.plugin.types.services import BundleView, Services, StoreView
 
+CHILD_MODULE = "certlab_core.cli.child"  # the fresh interpreter of child_argv
 # How long building a trial's world to learn its agent's task may take, and the margin a certified re-run gets.
 WORLD_TIMEOUT_S = 120.0
 GRADING_MARGIN_S = 600.0
@@ -230,6 +231,11 @@ class KernelServices:
         from certlab_core.certify.regrade import containment_line
 
         return containment_line(containment, what)
+
+    def child_argv(self, function: str, /, *args: str) -> list[str]:
+        import sys
+
+        return [sys.executable, "-s", "-m", CHILD_MODULE, function, *args]
 
     def replay_certified(
         self, bundle: BundleView, trial_id: str, /, sandbox: str = "auto", task: Path | None = None

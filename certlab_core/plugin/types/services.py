@@ -172,6 +172,16 @@ class Services(Protocol):
         """The line a reader prints: it ran the code ``what`` holds, and how it was contained."""
         ...
 
+    def child_argv(self, function: str, /, *args: str) -> list[str]:
+        """The command line of a fresh Python interpreter that calls ``function(services, *args)`` and exits with
+        the number it returns: ``function`` is ``module:name``, and ``services`` are the child's own.
+
+        For a command's code that must run in a new process, such as inside a sandbox
+        (``run_contained``): the child starts without the user's site folder (``-s``), and
+        discovers the installed plugins only when a service needs them.
+        """
+        ...
+
     def replay_certified(
         self, bundle: BundleView, trial_id: str, /, sandbox: str = "auto", task: Path | None = None
     ) -> CertifiedReplay:

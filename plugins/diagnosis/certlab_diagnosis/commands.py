@@ -114,17 +114,12 @@ def commands(services: Services) -> dict[str, Callable[..., None]]:
             help="Run the code replayed (a reproducer's, or with --trial the certification's agent) in bwrap where it "
             "works (auto), only in bwrap, or none.",
         ),
-        # The replay's own contained child: ``certlab replay FOLDER --contained`` inside the sandbox (replay.py).
-        contained: bool = typer.Option(False, "--contained", hidden=True),
-        search_path: list[str] = typer.Option([], "--search-path", hidden=True),
     ) -> None:
         """Re-run the agent against the recorded boundary, no live tools: exit 0 reproduced, 1 not, 3 invalid."""
         from certlab_core.plugin.types.sandbox import SANDBOX_CHOICES
         from certlab_diagnosis.bundle import read_bundle
-        from certlab_diagnosis.replay import contained_main, replay, replay_certified_trial, replay_live
+        from certlab_diagnosis.replay import replay, replay_certified_trial, replay_live
 
-        if contained:
-            raise typer.Exit(contained_main(str(bundle_path), services, search_path))
         if agent and not live:
             raise UsageError("--agent needs --live: the recording can only answer the agent that made it")
         if sandbox not in SANDBOX_CHOICES:

@@ -200,6 +200,7 @@ def reproducer_code_containment(services: Services, sandbox: str = "auto") -> Co
 
 def _contained_replay(
     bundle: Mapping[str, Any],
+    services: Services,
     containment: Containment,
     timeout_s: float,
     live: bool = False,
@@ -209,8 +210,8 @@ def _contained_replay(
 
     Its own temp folder is the one folder it may write. A live re-run is also shown the
     experiment's folder read-only (the world and agent references resolve against it). The
-    new interpreter is ``certlab replay FOLDER --contained``, so that it gets the kernel's
-    services as this command did.
+    new interpreter is the services' ``child_argv``, which runs :func:`contained_main` with
+    services of its own.
     """
     import os
 
@@ -229,11 +230,10 @@ def _contained_replay(
             shown.append(descriptor_dir)
         # Not -I: the reproducer's agent may import modules from the folders PYTHONPATH names, as it did when it
         # ran; those folders are shown read-only (an answer key inside one stays hidden). -s: no user site.
-        argv = [sys.executable, "-s", "-m", "certlab_core.cli", "replay", str(folder), "--contained"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("CERTLAB_")}
         search = tuple(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p))
-        for entry in search:  # the sandbox drops PYTHONPATH from the environment; the child puts these on sys.path
-            argv += ["--search-path", entry]
+        # The sandbox drops PYTHONPATH from the environment; the child puts these on sys.path.
+        argv = services.child_argv("certlab_diagnosis.replay:contained_main", str(folder), *search)
         env["TMPDIR"] = str(folder)
         with (folder / "replay.log").open("wb") as log:
             ran = run_contained(
@@ -263,7 +263,7 @@ def _contained_replay(
         remove_made(made)  # iteratively, whatever the replayed code left there
 
 
-def contained_main(folder: str, services: Services, search: Sequence[str] = ()) -> int:
+def contained_main(services: Services, folder: str, *search: str) -> int:
     """In the sandbox: replay ``folder/bundle.json`` (or re-run it live, as ``job.json`` says) into ``result.json``.
 
     ``search`` are the folders PYTHONPATH named where the replay was asked for (read-only here).
@@ -290,7 +290,7 @@ def replay(bundle: Mapping[str, Any], services: Services, sandbox: str = "auto")
     seconds = float(bundle["manifest"]["budgets"].get("seconds") or 60.0)
     try:
         if containment.contained:
-            found = _contained_replay(bundle, containment, seconds + KILL_GRACE_S)
+            found = _contained_replay(bundle, services, containment, seconds + KILL_GRACE_S)
         else:
             found = call_in_fork(_replay_child, bundle, services, timeout=seconds + KILL_GRACE_S)
     except ForkedCallError as error:
@@ -381,7 +381,7 @@ def replay_live(
     started = time.monotonic()
     try:
         if containment.contained:
-            line = _contained_replay(bundle, containment, LIVE_TIMEOUT_S, live=True, agent=agent)
+            line = _contained_replay(bundle, services, containment, LIVE_TIMEOUT_S, live=True, agent=agent)
         else:
             line = call_in_fork(_live_child, bundle, agent, services, timeout=LIVE_TIMEOUT_S)
     except ForkedCallError as error:
