@@ -84,19 +84,20 @@ callable field follows, and every SDK function's parameters.
 
 A command (`certlab_commands`) that reads evidence or runs a trial again does not import the
 kernel's engines: it gets the kernel's `Services` (`from certlab_core.plugin import Services`).
-Its `register` takes them as a second, required positional parameter, `register(app,
-services)`; the kernel reads the signature and passes them, and calls any other `register` as
-`register(app)`, as it always has. The command keeps them for when it runs (a closure, as the `certlab_commands` example
-shows). They open a run store (`open_store`, a `StoreView`: the sealed manifest as a JSON
-document and each trial's checked line) or a certification (`open_bundle`, a `BundleView`),
-re-run a trial for real (`rerun_trial`, optionally under other faults), replay an agent
-against a recording (`load_agent`, `replay_tools`) or a certification's trial against its
-recorded model calls (`replay_certified`), judge an ending as the runner does (`judge`), give a
-trial's identity and a failure's fingerprint, recompute a run's decision
+Its `register` takes them as a second, required positional parameter, `register(app, services)`;
+the kernel reads the signature and passes them, and calls any other `register` as
+`register(app)`, as it always has. The command keeps them for when it runs (a closure, as the
+`certlab_commands` example shows). They open a run store (`open_store`, a `StoreView`: the
+sealed manifest as a JSON document and each trial's checked line) or a certification
+(`open_bundle`, a `BundleView`), re-run a trial for real (`rerun_trial`, optionally under other
+faults), replay an agent against a recording (`load_agent`, `replay_tools`) or a certification's
+trial against its recorded model calls (`replay_certified`), judge an ending as the runner does
+(`judge`), give a trial's identity and a failure's fingerprint, recompute a run's decision
 (`recompute_decision`), and start a fresh interpreter that runs the command's own code with
-services of its own (`child_argv`, for code that must run inside a sandbox). Manifests and lines cross as the JSON the evidence holds, checked by
-the kernel whenever a service is given one. `certlab diff`, `minimize`, `bundle` and `replay`
-(certlab-diagnosis) are built on them alone. Their reference is below, with `Command`.
+services of its own (`child_argv`, for code that must run inside a sandbox). Manifests and lines
+cross as the JSON the evidence holds, checked by the kernel whenever a service is given one.
+`certlab diff`, `minimize`, `bundle` and `replay` (certlab-diagnosis) are built on them alone.
+Their reference is below, with `Command`.
 """
 
 REFERENCE = "## Reference"
