@@ -355,7 +355,13 @@ def signature_text(name: str, function: typing.Any, drop_self: bool = False) -> 
 
 def protocol_reference(name: str, protocol: type) -> str:
     lines = [f"#### `{name}` (protocol)", "", summary(protocol), "", "```python"]
-    for member_name, member in members(protocol):
+    for index, (member_name, member) in enumerate(members(protocol)):
+        # A member that documents itself gets its first paragraph above it, as an SDK function does.
+        line = summary(member.fget if isinstance(member, property) else member) if member_name != "__call__" else ""
+        if line:
+            if index:
+                lines.append("")
+            lines += textwrap.wrap(rst_to_markdown(line), WIDTH - 2, initial_indent="# ", subsequent_indent="# ")
         if isinstance(member, property):
             returned = annotation_text(inspect.signature(member.fget).return_annotation)  # type: ignore[arg-type]
             lines.append(f"{member_name}: {returned}  # read-only")
