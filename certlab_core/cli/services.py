@@ -237,18 +237,20 @@ class KernelServices:
 
         return [sys.executable, "-s", "-m", CHILD_MODULE, function, *args]
 
-    def replay_certified(
-        self, bundle: BundleView, trial_id: str, /, sandbox: str = "auto", task: Path | None = None
-    ) -> CertifiedReplay:
+    def register_task(self, directory: Path, /) -> None:
         from certlab_core.certify.acceptance import register_experiment_task
+
+        register_experiment_task(self.registry, directory)
+
+    def replay_certified(
+        self, bundle: BundleView, trial_id: str, /, sandbox: str = "auto", hidden: Sequence[str] = ()
+    ) -> CertifiedReplay:
         from certlab_core.certify.contract import token_budget_of
         from certlab_core.certify.lab import Task, TrialSpec
         from certlab_core.sdk.forking import ForkedCallError, call_in_fork
         from certlab_core.sdk.model_boundary import ModelBoundaryPlan, default_model_plan
 
         registry = self.registry
-        if task is not None:
-            register_experiment_task(registry, task)
         trial = bundle.trial(trial_id)
         events = [e for e in ((trial.get("model") or {}).get("events") or ()) if isinstance(e, Mapping)]
         plan = default_model_plan(registry)
@@ -261,8 +263,7 @@ class KernelServices:
             raise UsageError(
                 f"the installed family {family.name} has no defect {defect_id!r}; install the bundle's version"
             )
-        hidden = [str(bundle.folder.resolve()), *([str(task.resolve())] if task is not None else [])]
-        containment = self.evidence_containment(sandbox, hidden)
+        containment = self.evidence_containment(sandbox, [str(bundle.folder.resolve()), *hidden])
         line = self.containment_line(containment, "the certification's agent")
         document = bundle.document
         agent = document.get("agent") or {}

@@ -182,12 +182,19 @@ class Services(Protocol):
         """
         ...
 
+    def register_task(self, directory: Path, /) -> None:
+        """Make the user task in an experiment folder one of the installed families, for the services that follow
+        (``replay_certified`` of a certification made on it); nothing when the folder holds no user task."""
+        ...
+
     def replay_certified(
-        self, bundle: BundleView, trial_id: str, /, sandbox: str = "auto", task: Path | None = None
+        self, bundle: BundleView, trial_id: str, /, sandbox: str = "auto", hidden: Sequence[str] = ()
     ) -> CertifiedReplay:
         """Re-run a certification's trial offline: its adapter in a fresh work copy, every model call answered from the
-        trial's recording, then graded; ``task`` is a user task's experiment folder (registered, and hidden).
+        trial's recording, then graded, contained as the certification ran it.
 
-        A ``UsageError`` when the trial's family, defect or a model boundary is not installed.
+        The certification's folder is out of the agent's reach, and ``hidden`` (a user task's
+        experiment folder). A ``UsageError`` when the trial's family, defect or a model boundary
+        is not installed.
         """
         ...

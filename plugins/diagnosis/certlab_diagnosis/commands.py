@@ -127,7 +127,10 @@ def commands(services: Services) -> dict[str, Callable[..., None]]:
         if trial:
             if live:
                 raise UsageError("--trial replays a certification's recorded model calls; it takes no --live")
-            result = replay_certified_trial(bundle_path, trial, services, sandbox, task)
+            if task is not None:
+                services.register_task(task)
+            hidden = (str(task.resolve()),) if task is not None else ()
+            result = replay_certified_trial(bundle_path, trial, services, sandbox, hidden)
             for line in result.lines:
                 typer.echo(line)
             raise typer.Exit(result.exit_code)

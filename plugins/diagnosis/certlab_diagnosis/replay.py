@@ -229,7 +229,7 @@ def _contained_replay(
         if live and isinstance(descriptor_dir, str) and os.path.isdir(descriptor_dir):
             shown.append(descriptor_dir)
         # Not -I: the reproducer's agent may import modules from the folders PYTHONPATH names, as it did when it
-        # ran; those folders are shown read-only (an answer key inside one stays hidden). -s: no user site.
+        # ran; those folders are shown read-only (an answer key inside one stays hidden). child_argv: -s, no user site.
         env = {k: v for k, v in os.environ.items() if not k.startswith("CERTLAB_")}
         search = tuple(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p))
         # The sandbox drops PYTHONPATH from the environment; the child puts these on sys.path.
@@ -410,14 +410,14 @@ def replay_live(
 
 
 def replay_certified_trial(
-    folder: Path, trial_id: str, services: Services, sandbox: str = "auto", task: Path | None = None
+    folder: Path, trial_id: str, services: Services, sandbox: str = "auto", hidden: Sequence[str] = ()
 ) -> ReplayResult:
     """Re-run one trial of a certification offline: the same adapter in a fresh work copy, every model call answered
     from the trial's recording by the model boundary, no upstream at all; then grade what it left.
 
     The agent runs contained as a certification runs it (``--sandbox``: bwrap where it works
     by default): the installed families' clean trees and held-out cases, the certification
-    folder (which holds the trial's own recorded changes) and ``task`` (a user task's
+    folder (which holds the trial's own recorded changes) and ``hidden`` (a user task's
     experiment directory) are out of its reach. Invalid (exit 3) when the trial holds no
     model recording or the agent asked something the recording does not hold (it left the
     recorded path); reproduced (exit 0) when the recorded verdict and failure mode come
@@ -431,7 +431,7 @@ def replay_certified_trial(
     if not events:
         lines.append("invalid: the trial holds no model recording (its agent ran without the model boundary)")
         return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
-    replayed = services.replay_certified(bundle, trial_id, sandbox, task)
+    replayed = services.replay_certified(bundle, trial_id, sandbox, hidden)
     lines.append(replayed.containment)
     if replayed.failure is not None:
         lines.append(f"invalid: the replay process failed ({replayed.failure})")
