@@ -24,28 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_FOLDERS = ("adapters", "graders", "plugins", "task_families", "examples")
 # A kernel companion reaches past the author API into the kernel modules named here: it is released with the
 # kernel and pins its exact version. Every other plugin imports the contract and the SDK alone. The list is exact both
-# ways, so a companion's reach grows only where this file says so.
-COMPANIONS: dict[str, frozenset[str]] = {
-    "plugins/diagnosis": frozenset(
-        {
-            # It hands the registry to the engines it replays with (rerun_trial, plan_run), which take the runtime's
-            # Registry; the only plugin that may name the runtime, until commands get the kernel issue's services.
-            "certlab_core._runtime.registry",
-            "certlab_core.certify.acceptance",
-            "certlab_core.certify.contract",
-            "certlab_core.certify.lab",
-            "certlab_core.certify.regrade",
-            "certlab_core.gate",
-            "certlab_core.gate.events",
-            "certlab_core.gate.manifest",
-            "certlab_core.gate.references",
-            "certlab_core.gate.runner",
-            "certlab_core.gate.schedule",
-            "certlab_core.gate.store",
-            "certlab_core.report.reading",
-        }
-    ),
-}
+# ways, so a companion's reach grows only where this file says so. It is empty: diagnosis, the last companion, works
+# through the services its commands are given (certlab_core.plugin.Services).
+COMPANIONS: dict[str, frozenset[str]] = {}
 
 
 def imported_modules(path: Path) -> list[str]:
@@ -139,11 +120,24 @@ def test_a_companion_reaches_exactly_the_kernel_modules_declared_for_it(folder: 
     assert sorted(COMPANIONS[folder] - set(reached)) == [], f"{folder}: declared but no longer imported"
 
 
-@pytest.mark.parametrize("folder", sorted(COMPANIONS))
-def test_a_companion_pins_the_kernels_exact_version(folder: str) -> None:
+def test_a_plugin_pins_the_kernels_exact_version_only_as_a_companion() -> None:
+    """A companion is released with the kernel, so it pins its exact version; every other plugin asks for
+    ``certlab>=...`` as a third party's would. ``certlab-all`` pins the set it releases, so it is not one."""
     kernel_version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    project = tomllib.loads((ROOT / folder / "pyproject.toml").read_text())["project"]
-    assert f"certlab=={kernel_version}" in project["dependencies"], project["dependencies"]
+    wrong = []
+    projects = sorted(path for folder in PLUGIN_FOLDERS for path in (ROOT / folder).glob("*/pyproject.toml"))
+    assert len(projects) >= 20
+    for path in projects:
+        folder = str(path.parent.relative_to(ROOT))
+        if folder == "plugins/all":
+            continue
+        dependencies = tomllib.loads(path.read_text())["project"].get("dependencies", [])
+        exact = [d for d in dependencies if d.replace(" ", "").startswith("certlab==")]
+        if folder in COMPANIONS and exact != [f"certlab=={kernel_version}"]:
+            wrong.append(f"{folder} is a companion but asks for {exact or 'no exact version'}")
+        elif folder not in COMPANIONS and exact:
+            wrong.append(f"{folder} pins {exact[0]}: it imports only the author API, so ask for certlab>=")
+    assert wrong == []
 
 
 def test_the_contract_imports_nothing_else_of_the_kernel() -> None:

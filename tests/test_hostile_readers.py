@@ -177,7 +177,9 @@ def _read_certification(path: Path) -> object:
 def _read_reproducer(path: Path) -> object:
     from certlab_diagnosis.bundle import read_bundle
 
-    return read_bundle(path)
+    from certlab_core.cli.services import services_for
+
+    return read_bundle(path, services_for())
 
 
 def _read_descriptor(path: Path) -> object:
@@ -428,8 +430,10 @@ REPRODUCER_SHAPE = json.dumps(
 def test_the_reproducer_reader_takes_any_bytes(scratch: Path, data: bytes) -> None:
     from certlab_diagnosis.bundle import read_bundle
 
+    from certlab_core.cli.services import services_for
+
     (scratch / "repro.json").write_bytes(data)
-    refuses_cleanly(lambda: read_bundle(scratch / "repro.json"), (EXIT_ERROR,))
+    refuses_cleanly(lambda: read_bundle(scratch / "repro.json", services_for()), (EXIT_ERROR,))
 
 
 @PROPERTY

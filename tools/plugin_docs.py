@@ -63,11 +63,9 @@ or while a plugin that cannot even be imported is installed: uninstall it, or le
 
 The contract and the SDK are the whole of what a plugin may import; the kernel's runtime
 (`certlab_core._runtime`: discovery, the registry) is private, and a hook is handed a narrow
-protocol, never the registry. The repository's own plugins are held to it
-(tests/test_author_api.py), with one declared exception: `certlab-diagnosis`, a
-*kernel companion* that reads the gate's run stores and re-runs trials through the kernel's
-runner. It pins the kernel's exact version, and the test names every kernel module it imports.
-A plugin of yours that needs more than the author API should ask for it there, not reach past it.
+protocol, never the registry. The repository's own plugins are held to it, every one of them
+(tests/test_author_api.py). A plugin of yours that needs more than the author API should ask for
+it there, not reach past it.
 
 Every example below is complete, and the test suite runs each one as a plugin. Complete
 distributions to copy: `examples/thirdparty_family/` (a task family) and
@@ -81,6 +79,25 @@ the same kits in their own tests.
 
 [The reference](#reference) after the hooks lists every record's fields, every protocol a
 callable field follows, and every SDK function's parameters.
+
+## Services for commands that work on run stores and certifications
+
+A command (`certlab_commands`) that reads evidence or runs a trial again does not import the
+kernel's engines: it gets the kernel's `Services` (`from certlab_core.plugin import Services`).
+Its `register` takes them as a second, required positional parameter, `register(app, services)`;
+the kernel reads the signature and passes them, and calls any other `register` as
+`register(app)`, as it always has. The command keeps them for when it runs (a closure, as the
+`certlab_commands` example shows). They open a run store (`open_store`, a `StoreView`: the
+sealed manifest as a JSON document and each trial's checked line) or a certification
+(`open_bundle`, a `BundleView`), re-run a trial for real (`rerun_trial`, optionally under other
+faults), replay an agent against a recording (`load_agent`, `replay_tools`) or a certification's
+trial against its recorded model calls (`replay_certified`), judge an ending as the runner does
+(`judge`), give a trial's identity and a failure's fingerprint, recompute a run's decision
+(`recompute_decision`), and start a fresh interpreter that runs the command's own code with
+services of its own (`child_argv`, for code that must run inside a sandbox). Manifests and lines
+cross as the JSON the evidence holds, checked by the kernel whenever a service is given one.
+`certlab diff`, `minimize`, `bundle` and `replay` (certlab-diagnosis) are built on them alone.
+Their reference is below, with `Command`.
 """
 
 REFERENCE = "## Reference"
@@ -338,7 +355,13 @@ def signature_text(name: str, function: typing.Any, drop_self: bool = False) -> 
 
 def protocol_reference(name: str, protocol: type) -> str:
     lines = [f"#### `{name}` (protocol)", "", summary(protocol), "", "```python"]
-    for member_name, member in members(protocol):
+    for index, (member_name, member) in enumerate(members(protocol)):
+        # A member that documents itself gets its first paragraph above it, as an SDK function does.
+        line = summary(member.fget if isinstance(member, property) else member) if member_name != "__call__" else ""
+        if line:
+            if index:
+                lines.append("")
+            lines += textwrap.wrap(rst_to_markdown(line), WIDTH - 2, initial_indent="# ", subsequent_indent="# ")
         if isinstance(member, property):
             returned = annotation_text(inspect.signature(member.fget).return_annotation)  # type: ignore[arg-type]
             lines.append(f"{member_name}: {returned}  # read-only")

@@ -10,7 +10,8 @@ import shutil
 import sys
 import textwrap
 import traceback
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from certlab_core.cli.builtin import COMMAND_MODULES
 from certlab_core.plugin.errors import EXIT_USAGE, CertlabError
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     import typer
 
     from certlab_core._runtime.registry import Registry
+    from certlab_core.plugin.types.command import RegisterCommand, RegisterServedCommand
 
 KERNEL_PLUGIN = "certlab"  # the name of the kernel's built-in command plugin in the registry
 KERNEL_COMMANDS = frozenset(name for commands in COMMAND_MODULES.values() for name in commands)
@@ -104,6 +106,32 @@ def _discover_with_kernel() -> Registry:
     return discover(extra=[(KERNEL_PLUGIN, builtin)])
 
 
+def takes_services(register: Callable[..., None]) -> bool:
+    """Whether a command's ``register`` takes the services: a second positional parameter, ``register(app, services)``.
+
+    Only a required one: a ``register`` that worked as ``register(app)`` is called so still (one
+    whose second parameter has a default, takes ``*args``, or has no signature to read).
+    """
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(register).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 and positional[1].default is inspect.Parameter.empty
+
+
+def register_command(command: Command, registry: Any | None) -> None:
+    """Add a plugin's command to the app: ``register(app, services)`` when it takes them, else ``register(app)``."""
+    if takes_services(command.register):
+        from certlab_core.cli.services import services_for
+
+        cast("RegisterServedCommand", command.register)(app(), services_for(registry))
+    else:
+        cast("RegisterCommand", command.register)(app())
+
+
 def _register_all(wanted: str | None = None) -> None:
     """Register the installed plugins' commands (``certlab_commands``) and the kernel's; one line per refusal.
 
@@ -120,10 +148,10 @@ def _register_all(wanted: str | None = None) -> None:
     alone = [wanted] if wanted is not None and wanted in provided and wanted not in KERNEL_COMMANDS else []
     if not alone:
         for command in builtin.certlab_commands():
-            command.register(app())
+            register_command(command, registry)
     for command in _plugin_commands(registry, wanted, alone or None):
         try:
-            command.register(app())
+            register_command(command, registry)
         except Exception as error:  # a plugin's register that breaks must not take the command line down
             source = registry.describe_source(registry.plugin_name_of(Command, command.name))
             print(
@@ -181,7 +209,7 @@ def _register_for(args: list[str]) -> None:
     if name in KERNEL_COMMANDS:
         if name != "plugins":  # which lists them itself
             _warn_load_failures()
-        next(c for c in builtin.certlab_commands() if c.name == name).register(app())
+        register_command(next(c for c in builtin.certlab_commands() if c.name == name), None)
         return
     _register_all(name)
 

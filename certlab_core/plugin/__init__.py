@@ -14,7 +14,8 @@ What this package exports, by one rule:
   ``Sandbox``, ``ModelBoundary``, ``Command``, ``HeldOutAcceptance``;
 - the values a kind's main callable is given and gives back (``AgentRequest`` and
   ``AgentOutcome`` for an adapter's ``run``, ``GradeRequest`` and ``GradeResult`` for a
-  grader's ``grade``, ...), and the ``Defect`` and ``Seed`` a family is made of;
+  grader's ``grade``, ``Services`` for a command's ``register``, ...), and the ``Defect`` and
+  ``Seed`` a family is made of;
 - the errors, the tool boundary's exceptions, and the report model with every type it holds;
 - one namespace per family of constants: ``ExitCode``, ``ModelCall`` (a model call's status),
   ``Budget`` (a model boundary's budgets) and ``failure_modes`` (the kernel's failure modes);
@@ -23,8 +24,8 @@ What this package exports, by one rule:
 Everything else a kind defines (the protocols of its callables, its ``Literal`` word sets, its
 secondary records) is imported from its kind module, ``certlab_core.plugin.types.<kind>``:
 ``family``, ``agent``, ``grader``, ``rule``, ``reporter``, ``tool_world``, ``fault``,
-``executor``, ``sandbox``, ``model_boundary``, ``command``, ``held_out`` (and ``base``,
-``fields``, ``discovery``). The hook specs, each with a complete example plugin, are in
+``executor``, ``sandbox``, ``model_boundary``, ``command``, ``held_out``, ``services`` (and
+``base``, ``fields``, ``discovery``). The hook specs, each with a complete example plugin, are in
 ``certlab_core.plugin.hookspecs``. Everything here is imported eagerly, and no module of the
 contract imports another part of the kernel, nor, at any depth, itself again.
 
@@ -68,6 +69,7 @@ from certlab_core.plugin.types.model_boundary import Budget, ModelBoundary, Mode
 from certlab_core.plugin.types.reporter import Reporter
 from certlab_core.plugin.types.rule import Bounds, StatisticalRule
 from certlab_core.plugin.types.sandbox import Sandbox, SandboxLaunch, SandboxRequest
+from certlab_core.plugin.types.services import Services
 from certlab_core.plugin.types.tool_world import ToolWorld, WorldInstance
 
 __all__ = [
@@ -114,6 +116,7 @@ __all__ = [
     "SandboxLaunch",
     "SandboxRequest",
     "Seed",
+    "Services",
     "Stage",
     "StatisticalRule",
     "TaskFamily",

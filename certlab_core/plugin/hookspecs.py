@@ -398,19 +398,33 @@ def certlab_commands() -> list[Command]:
     plugin's command may not reuse one of their names. Only the command a command line names
     is registered, so import what it needs inside ``register`` or the command itself.
 
+    A command that works on run stores or certifications takes the kernel's ``Services`` as
+    the second positional parameter of its register, ``register(app, services)``: the kernel
+    reads the signature and passes them (open a store or a bundle, re-run or replay a trial,
+    judge an ending, recompute a decision), and the command never imports the engines.
+
     Example plugin::
 
+        from pathlib import Path
         import typer
-        from certlab_core.plugin import Command, hookimpl
+        from certlab_core.plugin import Command, Services, hookimpl
 
         def register(app: typer.Typer) -> None:
             @app.command("hello", help="Say hello (an example command).")
             def hello(name: str = "world") -> None:
                 print(f"hello, {name}")
 
+        def register_verdict(app: typer.Typer, services: Services, /) -> None:
+            @app.command("verdict", help="A trial's outcome and its run's verdict, recomputed (an example).")
+            def verdict(rundir: Path, trial: str) -> None:
+                store = services.open_store(rundir)
+                decision = services.recompute_decision(store)
+                print(f"{trial}: {store.trial(trial)['outcome']}; the run: {decision['verdict']}")
+
         @hookimpl
         def certlab_commands() -> list[Command]:
-            return [Command(name="hello", description="say hello", register=register)]
+            return [Command(name="hello", description="say hello", register=register),
+                    Command(name="verdict", description="a trial's outcome", register=register_verdict)]
     """
     raise NotImplementedError
 

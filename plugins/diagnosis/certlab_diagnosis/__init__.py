@@ -5,7 +5,7 @@ ddmin over a failed trial's injected faults (``minimize``), ``bundle`` writes on
 portable reproducer of a trial (``bundle``), and ``replay`` re-runs it against its recording,
 or a certification's trial against its recorded model calls (``replay``).
 
-A kernel companion: unlike a third party's plugin, it imports parts of the kernel beyond the
-author API (the gate's store, runner and events, the certification's lab), so it is released
-with the kernel at the same version. tests/test_author_api.py lists what it may import.
+An ordinary plugin: it imports the contract and the SDK alone, and works on run stores and
+certifications through the services the kernel hands its commands' ``register(app, services)``
+(``certlab_core.plugin.Services``).
 """

@@ -21,21 +21,18 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.sdk import safe_io
 from certlab_core.sdk.canonical import pretty_json, seal_holds, seal_of
-from certlab_core.sdk.forking import ForkedCallError, call_in_fork
 
 if TYPE_CHECKING:
-    from certlab_core.gate.manifest import Manifest
-    from certlab_core.gate.store import RunStore
+    from certlab_core.plugin import Services
+    from certlab_core.plugin.types.services import StoreView
 
 BUNDLE_SCHEMA = "certlab.repro/1"
 SLICE_KEYS = (
@@ -65,10 +62,11 @@ def manifest_slice(manifest_document: Mapping[str, Any], arm: str, condition: st
     return piece
 
 
-def manifest_from_slice(piece: Mapping[str, Any], arm_overrides: Mapping[str, Any] | None = None) -> Manifest:
-    """A sealed manifest rebuilt from a slice (the other arm mirrors this one), so the gate's runner can use it."""
-    from certlab_core.gate.manifest import manifest_from_document
-    from certlab_core.sdk.canonical import seal_of
+def manifest_from_slice(piece: Mapping[str, Any], arm_overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A sealed manifest document rebuilt from a slice (the other arm mirrors this one), for the kernel's services.
+
+    The services check it as they check manifest.json (``read_bundle`` has them check it first).
+    """
     from certlab_core.sdk.looks import look_sizes
 
     document = {key: piece[key] for key in SLICE_KEYS}
@@ -83,7 +81,7 @@ def manifest_from_slice(piece: Mapping[str, Any], arm_overrides: Mapping[str, An
         "gating_conditions": sum(1 for c in piece["conditions"] if c["gating"]),
     }
     document["seal"] = seal_of(document)
-    return manifest_from_document(document, "the reproducer's manifest slice")
+    return document
 
 
 # --------------------------------------------------------------------------- included files
@@ -138,58 +136,32 @@ def included_file(path: Path, module: str) -> dict[str, Any]:
     return {"module": module, "path": relative, "sha256": hashlib.sha256(data).hexdigest(), "text": text}
 
 
-# --------------------------------------------------------------------------- the agent's input
-
-
-def _agent_task(manifest: Manifest, registry: Registry, seed: int) -> Any:
-    """In a child: build the trial's world (no tool is called) and return the task its agent received."""
-    from certlab_core.gate import boundary
-    from certlab_core.gate.references import callable_reference
-    from certlab_core.gate.runner import plan_run
-
-    plan = plan_run(manifest, registry)
-    builder = plan.world.build if plan.world is not None else None
-    if builder is None:
-        assert manifest.task.world is not None
-        builder = callable_reference(manifest.task.world, manifest.descriptor_dir)
-    instance = builder(json.loads(json.dumps(manifest.task.input)), seed)
-    return boundary.to_json(instance.task)
-
-
-def agent_task(manifest: Manifest, registry: Registry, seed: int) -> Any:
-    try:
-        return call_in_fork(_agent_task, manifest, registry, seed, timeout=120.0)
-    except ForkedCallError as error:
-        raise InstrumentError(f"building the trial's world to learn its task failed: {error.failure.summary}") from None
-
-
 # --------------------------------------------------------------------------- writing and reading
 
 
 def make_bundle(
-    store: RunStore, trial: Mapping[str, Any], registry: Registry, include: Sequence[Path]
+    store: StoreView, trial: Mapping[str, Any], services: Services, include: Sequence[Path]
 ) -> dict[str, Any]:
     """The sealed reproducer of one trial line of ``store``."""
-    from certlab_core.gate.manifest import manifest_document
-
     manifest = store.manifest
-    if manifest.task.kind != "tool-world":
+    if manifest["task"]["kind"] != "tool-world":
         raise UsageError(
-            f"{trial['id']} is a coding trial (task family {manifest.task.family}); reproducers replay a tool "
+            f"{trial['id']} is a coding trial (task family {manifest['task']['family']}); reproducers replay a tool "
             "boundary, so bundle a tool-world trial"
         )
-    arm = manifest.arms[trial["arm"]]
-    if not arm.agent:
+    arm = manifest["arms"][trial["arm"]]
+    if not arm.get("agent"):
         raise UsageError(f"{trial['id']}: its arm runs an adapter, not a Python agent; only Python agents replay")
-    module_name = arm.agent.partition(":")[0]
-    source = _module_file(module_name, manifest.descriptor_dir)
+    reference = str(arm["agent"])
+    module_name = reference.partition(":")[0]
+    source = _module_file(module_name, manifest["descriptor_dir"])
     if source is None:
         raise UsageError(
             f"the agent module {module_name} has no source file to include; "
             "install it, or run from the descriptor's folder"
         )
     files = [included_file(source, module_name)]
-    if arm.source_sha256 and files[0]["sha256"] != arm.source_sha256:
+    if arm.get("source_sha256") and files[0]["sha256"] != arm["source_sha256"]:
         raise UsageError(
             f"{source} changed since the run (its sha256 differs from the sealed one); the bundle would not hold the "
             "agent that ran: restore that version first"
@@ -198,19 +170,19 @@ def make_bundle(
     for path in include:
         if path.suffix != ".py":
             raise UsageError(f"--include {path}: only Python source files are included (replay loads them as modules)")
-        name = _module_name_of(path, manifest.descriptor_dir)
+        name = _module_name_of(path, manifest["descriptor_dir"])
         if name != module_name and all(f["module"] != name for f in extra):
             extra.append(included_file(path, name))
     document = {
         "schema": BUNDLE_SCHEMA,
-        "experiment": manifest.experiment,
+        "experiment": manifest["experiment"],
         "run": store.folder.name,
-        "manifest_seal": manifest.seal,
-        "manifest": manifest_slice(manifest_document(manifest), trial["arm"], trial["condition"]),
+        "manifest_seal": manifest["seal"],
+        "manifest": manifest_slice(manifest, trial["arm"], trial["condition"]),
         "trial": dict(trial),
         "agent": {
-            "reference": arm.agent,
-            "task": agent_task(manifest, registry, int(trial["seed"])),
+            "reference": reference,
+            "task": services.agent_task(manifest, int(trial["seed"])),
             "rng_seed": int(trial["seed"]),
         },
         "files": extra + files,  # loaded in this order on replay: helpers first, the agent's module last
@@ -278,9 +250,8 @@ def module_paths(module: str) -> tuple[str, ...]:
     return (f"{base}.py", f"{base}/__init__.py")
 
 
-def read_bundle(path: Path) -> dict[str, Any]:
+def read_bundle(path: Path, services: Services) -> dict[str, Any]:
     """A reproducer read back, its schema, seal, trial seal and identity checked; anything wrong is exit 3."""
-    from certlab_core.gate.schedule import key_of, trial_identity
     from certlab_core.sdk.safe_io import load_json
 
     # Absent is a usage error (exit 4); present but not a readable reproducer is invalid (exit 3).
@@ -307,8 +278,9 @@ def read_bundle(path: Path) -> dict[str, Any]:
         if not seal_holds(trial):
             raise InstrumentError(f"{path}: the trial's own seal does not match its record")
         manifest = manifest_from_slice(document["manifest"])
-        key = key_of(manifest, trial["id"])
-        if key is None or trial_identity(manifest, key) != trial["identity"]:
+        services.check_manifest(manifest, "the reproducer's manifest slice")
+        identity = services.trial_identity(manifest, trial["id"])
+        if identity is None or identity != trial["identity"]:
             raise InstrumentError(f"{path}: the manifest slice does not give the trial its recorded identity")
         for entry in document["files"]:
             if not isinstance(entry["text"], str) or not isinstance(entry["module"], str):

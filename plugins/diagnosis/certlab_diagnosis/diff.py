@@ -8,10 +8,20 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.gate.events import END_OF_CALLS, listed, mapping
 from certlab_core.sdk import canonical
 
 RESULT_SHOWN = 160
+END_OF_CALLS = "end of calls"
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else an empty one (a trial line is read from disk)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def listed(value: Any) -> list[Mapping[str, Any]]:
+    """The mappings in ``value`` when it is a list, else none (a trial line is read from disk)."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
 
 
 def event_key(event: Mapping[str, Any]) -> bytes:

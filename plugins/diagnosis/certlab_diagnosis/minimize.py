@@ -1,7 +1,7 @@
 """Shrink a failed trial's faults to those that matter: ddmin over re-runs.
 
 Each test re-runs the trial (and its twin, the other arm's trial of the same condition and
-index, when the twin passed) through the gate's runner with a subset of the condition's
+index, when the twin passed) through the kernel's services with a subset of the condition's
 fault declarations, and asks whether the failure keeps its fingerprint (failure mode plus
 first diverging event, as the report clusters it). ddmin (Zeller and Hildebrandt) returns a
 subset from which no single fault can be removed, provided the agent repeats itself; the
@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from certlab_core._runtime.registry import Registry
-from certlab_core.gate.events import failure_fingerprint
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.sdk.canonical import sealed, unstructure
+from certlab_core.sdk.canonical import sealed
 
 if TYPE_CHECKING:
-    from certlab_core.gate.store import RunStore
+    from certlab_core.plugin import Services
+    from certlab_core.plugin.types.services import StoreView
 
 MINIMIZED_SCHEMA = "certlab.minimized/1"
 Subset = tuple[int, ...]
@@ -87,31 +86,32 @@ class Minimized:
 class FaultTester:
     """Re-runs a trial (and its passing twin) under fault subsets, caching ddmin's answers and keeping every check."""
 
-    def __init__(self, store: RunStore, trial: Mapping[str, Any], twin: Mapping[str, Any] | None, registry: Registry):
+    def __init__(
+        self, store: StoreView, trial: Mapping[str, Any], twin: Mapping[str, Any] | None, services: Services
+    ) -> None:
         self.store = store
         self.trial = trial
         self.twin_id = str(twin["id"]) if twin is not None and twin.get("outcome") == "success" else None
-        self.registry = registry
-        self.declared = store.manifest.condition(trial["condition"]).faults
+        self.services = services
+        condition = next(c for c in store.manifest["conditions"] if c["name"] == trial["condition"])
+        self.declared: tuple[Mapping[str, Any], ...] = tuple(condition["faults"])
         self.target: str | None = None
         self.checks: list[Check] = []
         self._cache: dict[Subset, bool] = {}
 
     def fingerprint(self, subset: Subset) -> str | None:
         """The failure's fingerprint with only the faults ``subset``; None when the trial does not fail."""
-        from certlab_core.gate.runner import rerun_trial
-
         faults = [self.declared[i] for i in subset]
         manifest = self.store.manifest
-        line = rerun_trial(manifest, str(self.trial["id"]), self.registry, faults=faults)
+        line = self.services.rerun_trial(manifest, str(self.trial["id"]), faults=faults)
         if line.get("outcome") == "error":
             raise InstrumentError(f"re-running {self.trial['id']} hit an infrastructure error: {line.get('error')}")
         if line.get("outcome") != "failure":
             return None
         twin = None
         if self.twin_id is not None:
-            twin = rerun_trial(manifest, self.twin_id, self.registry, faults=faults)
-        return failure_fingerprint(line, twin)[0]
+            twin = self.services.rerun_trial(manifest, self.twin_id, faults=faults)
+        return self.services.failure_fingerprint(line, twin)
 
     def check(self, subset: Subset) -> bool:
         """A fresh re-run (never cached), recorded in ``checks``."""
@@ -128,29 +128,27 @@ class FaultTester:
 
 
 def minimize(
-    store: RunStore, trial_id: str, registry: Registry, progress: Callable[[str], None] = lambda _m: None
+    store: StoreView, trial_id: str, services: Services, progress: Callable[[str], None] = lambda _m: None
 ) -> Minimized:
     """Shrink the faults of the failed trial ``trial_id`` while its failure keeps its fingerprint."""
-    from certlab_core.report.reading import trial_line
-
-    trial = trial_line(store, trial_id)
+    trial = store.trial(trial_id)
     if trial.get("outcome") != "failure":
         raise UsageError(f"{trial_id} did not fail (its outcome is {trial.get('outcome')}); minimise a failed trial")
-    if store.manifest.task.kind != "tool-world":
+    if store.manifest["task"]["kind"] != "tool-world":
         raise UsageError(f"{trial_id} is a coding trial; faults, and so minimisation, exist only for tool worlds")
     other = "candidate" if trial["arm"] == "baseline" else "baseline"
     twin_id = f"{other}/{trial['condition']}/{trial['index']}"
     try:
-        twin = trial_line(store, twin_id)
+        twin = store.trial(twin_id)
     except UsageError:
         twin = None
-    tester = FaultTester(store, trial, twin, registry)
-    declared = tuple(unstructure(d) for d in tester.declared)
+    tester = FaultTester(store, trial, twin, services)
+    declared = tuple(dict(d) for d in tester.declared)
     if not declared:
         raise UsageError(
             f"{trial_id} ran under condition {trial['condition']}, which injects no faults; nothing to minimise"
         )
-    recorded = failure_fingerprint(trial, twin)[0]
+    recorded = services.failure_fingerprint(trial, twin)
     everything = tuple(range(len(declared)))
     tester.target = recorded
     progress(
@@ -192,14 +190,14 @@ def _declaration(declared: Sequence[Mapping[str, Any]], index: int) -> dict[str,
     return {"index": index, **dict(declared[index])}
 
 
-def minimized_document(store: RunStore, found: Minimized) -> dict[str, Any]:
+def minimized_document(store: StoreView, found: Minimized) -> dict[str, Any]:
     """The sealed ``min.json`` document."""
     return sealed(
         {
             "schema": MINIMIZED_SCHEMA,
-            "experiment": store.manifest.experiment,
+            "experiment": store.manifest["experiment"],
             "run": store.folder.name,
-            "manifest_seal": store.manifest.seal,
+            "manifest_seal": store.manifest["seal"],
             "trial": found.trial,
             "fingerprint": found.fingerprint,
             "result": found.result,

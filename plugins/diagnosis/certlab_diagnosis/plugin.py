@@ -1,4 +1,7 @@
-"""The certlab-diagnosis plugin: its four commands (``certlab_commands``)."""
+"""The certlab-diagnosis plugin: its four commands (``certlab_commands``).
+
+Each ``register`` takes the kernel's services as its second parameter, which the commands work through.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from certlab_core.plugin import Command, hookimpl
 
 if TYPE_CHECKING:
     import typer
+
+    from certlab_core.plugin import Services
 
 # Each command's one line for ``certlab --help``, which lists them without importing certlab_diagnosis.commands.
 DESCRIPTIONS = {
@@ -21,10 +26,10 @@ DESCRIPTIONS = {
 def _registering(name: str) -> Command:
     """The record of the command ``name``: its function is imported only when a command line needs it."""
 
-    def register(app: typer.Typer, /) -> None:
-        from certlab_diagnosis.commands import COMMANDS
+    def register(app: typer.Typer, services: Services, /) -> None:
+        from certlab_diagnosis.commands import commands
 
-        app.command(name)(COMMANDS[name])
+        app.command(name)(commands(services)[name])
 
     return Command(name=name, description=DESCRIPTIONS[name], register=register)
 

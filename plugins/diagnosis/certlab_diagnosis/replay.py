@@ -8,7 +8,7 @@ Otherwise the agent made exactly the recorded calls, so the world ended in the r
 state; the replay reproduces the trial when the agent also ended the same way (the same
 outcome and failure mode, and the same exception for a crash), exit 0, else exit 1.
 
-``--live`` instead re-runs the trial for real through the gate's runner (the same world,
+``--live`` instead re-runs the trial for real through the kernel's services (the same world,
 seed and faults, optionally with another agent): exit 0 when the recorded outcome and failure
 mode come back, 1 when they do not (for a failure's reproducer, 1 means the agent now copes).
 
@@ -31,12 +31,11 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from certlab_core._runtime.registry import Registry
-from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK, UsageError
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH, EXIT_OK
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.canonical import canonical_json
 from certlab_core.sdk.forking import ForkedCallError, call_in_fork
@@ -44,6 +43,9 @@ from certlab_core.sdk.trees import make_temp_folder, remove_made, temporary_fold
 from certlab_core.sdk.workcopy import write_inside
 from certlab_diagnosis.bundle import edited_files, manifest_from_slice, module_paths
 from certlab_diagnosis.diff import describe_call
+
+if TYPE_CHECKING:
+    from certlab_core.plugin import Services
 
 KILL_GRACE_S = 5.0
 
@@ -66,18 +68,18 @@ class _Deadline(BaseException):
 
 
 class RecordedBoundary:
-    """Answers an agent's calls from a recording, in order, and notes the first departure from it."""
+    """Answers an agent's calls from a recording, in order, and notes the first departure from it.
+
+    :meth:`answer` is what the services' ``replay_tools`` asks for each call: the recorded event,
+    whose result the agent gets (or whose error it is raised).
+    """
 
     def __init__(self, events: Sequence[Mapping[str, Any]]) -> None:
         self.events = list(events)
         self.position = 0
         self.departure: str | None = None
 
-    def cross(self, kind: str, name: str, raw_args: Mapping[str, Any]) -> Any:
-        from certlab_core.gate import boundary
-        from certlab_core.plugin import exceptions
-
-        args = boundary.to_json(raw_args)
+    def answer(self, kind: str, name: str, args: Any) -> Mapping[str, Any]:
         wanted = {"kind": kind, "name": name, "args": args}
         if self.position >= len(self.events):
             self.departure = (
@@ -92,17 +94,7 @@ class RecordedBoundary:
             )
             raise ReplayDeparture(self.departure)
         self.position += 1
-        if event.get("status") == "error":
-            error = event.get("error") or {}
-            exception = boundary.BOUNDARY_ERRORS.get(str(error.get("type")), exceptions.ToolError)
-            raise exception(str(error.get("message", "")))
-        return json.loads(json.dumps(event.get("result")))
-
-    def call_tool(self, name: str, args: Mapping[str, Any]) -> Any:
-        return self.cross("tool", name, args)
-
-    def decide(self, question: str, options: Sequence[str]) -> Any:
-        return self.cross("decision", "decide", {"question": question, "options": [str(o) for o in options]})
+        return event
 
 
 # --------------------------------------------------------------------------- loading the included files
@@ -139,10 +131,8 @@ def _on_deadline(_signum: int, _frame: Any) -> None:
     raise _Deadline()
 
 
-def _replay_child(bundle: Mapping[str, Any]) -> dict[str, Any]:
+def _replay_child(bundle: Mapping[str, Any], services: Services) -> dict[str, Any]:
     """In a child: load the included files, run the agent against the recording, and say how it ended."""
-    from certlab_core.gate import boundary
-    from certlab_core.gate.references import resolve
     from certlab_core.plugin import exceptions
 
     piece = bundle["manifest"]
@@ -152,10 +142,10 @@ def _replay_child(bundle: Mapping[str, Any]) -> dict[str, Any]:
     with temporary_folder("certlab-replay-") as made:
         try:
             load_included(bundle["files"], made.as_path)
-            agent = resolve(bundle["agent"]["reference"], piece.get("descriptor_dir"))
+            agent = services.load_agent(bundle["agent"]["reference"], piece.get("descriptor_dir"))
         except Exception as error:
             return {"load_error": f"{type(error).__name__}: {error}"}
-        tools = boundary.Tools(recorded.call_tool, recorded.decide, tuple(piece["task"].get("tools") or ()))
+        tools = services.replay_tools(recorded.answer, tuple(piece["task"].get("tools") or ()))
         seconds = float(piece["budgets"].get("seconds") or 60.0)
         previous = signal.signal(signal.SIGALRM, _on_deadline)
         signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -197,22 +187,20 @@ def _exception_type(detail: str) -> str:
     return detail.partition(":")[0].strip()
 
 
-def reproducer_code_containment(registry: Registry | None = None, sandbox: str = "auto") -> Containment:
-    """The containment the reproducer's code runs under (``--sandbox``); see ``evidence_code_containment``.
+def reproducer_code_containment(services: Services, sandbox: str = "auto") -> Containment:
+    """The containment the reproducer's code runs under (``--sandbox``); see ``Services.evidence_containment``.
 
     Inside it the reproducer's agent sees a read-only system, writes only in its own temp
     folder, has no network and its processes die with it; every installed family's clean
     tree and held-out cases stay hidden. certlab's own installation stays visible: the
     replay process is certlab's, running the reproducer's agent against the recording.
     """
-    from certlab_core._runtime.registry import discover
-    from certlab_core.certify.regrade import evidence_code_containment
-
-    return evidence_code_containment(registry or discover(), sandbox, installation_visible=True)
+    return services.evidence_containment(sandbox, installation_visible=True)
 
 
 def _contained_replay(
     bundle: Mapping[str, Any],
+    services: Services,
     containment: Containment,
     timeout_s: float,
     live: bool = False,
@@ -221,7 +209,9 @@ def _contained_replay(
     """:func:`_replay_child` (or, ``live``, :func:`_live_child`) in a new interpreter inside ``containment``.
 
     Its own temp folder is the one folder it may write. A live re-run is also shown the
-    experiment's folder read-only (the world and agent references resolve against it).
+    experiment's folder read-only (the world and agent references resolve against it). The
+    new interpreter is the services' ``child_argv``, which runs :func:`contained_main` with
+    services of its own.
     """
     import os
 
@@ -239,11 +229,11 @@ def _contained_replay(
         if live and isinstance(descriptor_dir, str) and os.path.isdir(descriptor_dir):
             shown.append(descriptor_dir)
         # Not -I: the reproducer's agent may import modules from the folders PYTHONPATH names, as it did when it
-        # ran; those folders are shown read-only (an answer key inside one stays hidden). -s: no user site.
-        argv = [sys.executable, "-s", "-m", "certlab_diagnosis.replay", str(folder)]
+        # ran; those folders are shown read-only (an answer key inside one stays hidden). child_argv: -s, no user site.
         env = {k: v for k, v in os.environ.items() if not k.startswith("CERTLAB_")}
         search = tuple(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p))
-        argv += list(search)  # the sandbox drops PYTHONPATH from the environment; the child puts these on sys.path
+        # The sandbox drops PYTHONPATH from the environment; the child puts these on sys.path.
+        argv = services.child_argv("certlab_diagnosis.replay:contained_main", str(folder), *search)
         env["TMPDIR"] = str(folder)
         with (folder / "replay.log").open("wb") as log:
             ran = run_contained(
@@ -273,35 +263,26 @@ def _contained_replay(
         remove_made(made)  # iteratively, whatever the replayed code left there
 
 
-def contained_main(folder: str) -> int:
-    """In the sandbox: replay ``folder/bundle.json`` (or re-run it live, as ``job.json`` says) into ``result.json``."""
+def contained_main(services: Services, folder: str, *search: str) -> int:
+    """In the sandbox: replay ``folder/bundle.json`` (or re-run it live, as ``job.json`` says) into ``result.json``.
+
+    ``search`` are the folders PYTHONPATH named where the replay was asked for (read-only here).
+    """
+    sys.path.extend(search)
     bundle = json.loads(Path(folder, "bundle.json").read_text(encoding="utf-8"))
     job = json.loads(Path(folder, "job.json").read_text(encoding="utf-8"))
-    if job.get("live"):
-        from certlab_core._runtime.registry import discover
-
-        found = _live_child(bundle, job.get("agent"), discover())
-    else:
-        found = _replay_child(bundle)
+    found = _live_child(bundle, job.get("agent"), services) if job.get("live") else _replay_child(bundle, services)
     Path(folder, "result.json").write_text(json.dumps(found), encoding="utf-8")
     return 0
 
 
-def _containment_line(containment: Containment) -> str:
-    from certlab_core.certify.regrade import containment_line
-
-    return containment_line(containment, "this reproducer")
-
-
-def replay(bundle: Mapping[str, Any], sandbox: str = "auto") -> ReplayResult:
+def replay(bundle: Mapping[str, Any], services: Services, sandbox: str = "auto") -> ReplayResult:
     """Replay the reproducer's agent against its recording (in a fresh process, contained as ``sandbox`` says)."""
-    from certlab_core.gate.runner import classify
-
     trial = bundle["trial"]
-    containment = reproducer_code_containment(sandbox=sandbox)
+    containment = reproducer_code_containment(services, sandbox)
     lines = [
         f"replay {trial['id']} of {bundle['experiment']} (recorded: {_outcome(trial)})",
-        _containment_line(containment),
+        services.containment_line(containment, "this reproducer"),
     ]
     edited = edited_files(bundle)
     if edited:
@@ -309,9 +290,9 @@ def replay(bundle: Mapping[str, Any], sandbox: str = "auto") -> ReplayResult:
     seconds = float(bundle["manifest"]["budgets"].get("seconds") or 60.0)
     try:
         if containment.contained:
-            found = _contained_replay(bundle, containment, seconds + KILL_GRACE_S)
+            found = _contained_replay(bundle, services, containment, seconds + KILL_GRACE_S)
         else:
-            found = call_in_fork(_replay_child, bundle, timeout=seconds + KILL_GRACE_S)
+            found = call_in_fork(_replay_child, bundle, services, timeout=seconds + KILL_GRACE_S)
     except ForkedCallError as error:
         lines.append(f"invalid: the replay process failed ({error.failure.summary})")
         return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
@@ -337,7 +318,7 @@ def replay(bundle: Mapping[str, Any], sandbox: str = "auto") -> ReplayResult:
         "uncaught_tool_error": ending["uncaught_tool_error"],
     }
     # The same calls leave the world in the same state, so the oracle's recorded verdict stands.
-    replayed, mode, problem = classify(manifest, outcome, trial.get("oracle"), None)
+    replayed, mode, problem = services.judge(manifest, outcome, trial.get("oracle"))
     if replayed == "error" and trial.get("oracle") is None:
         # The recorded trial never reached the oracle, so no recorded verdict covers this ending.
         replayed, mode = "unjudged", None
@@ -370,20 +351,18 @@ def _outcome(trial: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- live
 
 
-def _live_child(bundle: Mapping[str, Any], agent: str | None, registry: Registry) -> dict[str, Any]:
-    from certlab_core.gate.runner import rerun_trial
-
+def _live_child(bundle: Mapping[str, Any], agent: str | None, services: Services) -> dict[str, Any]:
     with temporary_folder("certlab-replay-") as made:
         load_included(bundle["files"], made.as_path)
         manifest = manifest_from_slice(bundle["manifest"], {"agent": agent} if agent else None)
-        return rerun_trial(manifest, bundle["trial"]["id"], registry)
+        return services.rerun_trial(manifest, bundle["trial"]["id"])
 
 
 LIVE_TIMEOUT_S = 600.0
 
 
 def replay_live(
-    bundle: Mapping[str, Any], registry: Registry, agent: str | None = None, sandbox: str = "auto"
+    bundle: Mapping[str, Any], services: Services, agent: str | None = None, sandbox: str = "auto"
 ) -> ReplayResult:
     """Re-run the reproducer's trial for real (same world, seed and faults), with its agent or ``agent``.
 
@@ -394,17 +373,17 @@ def replay_live(
 
     trial = bundle["trial"]
     who = agent or bundle["agent"]["reference"]
-    containment = reproducer_code_containment(registry, sandbox)
+    containment = reproducer_code_containment(services, sandbox)
     lines = [
         f"live re-run of {trial['id']} of {bundle['experiment']} with {who} (recorded: {_outcome(trial)})",
-        _containment_line(containment),
+        services.containment_line(containment, "this reproducer"),
     ]
     started = time.monotonic()
     try:
         if containment.contained:
-            line = _contained_replay(bundle, containment, LIVE_TIMEOUT_S, live=True, agent=agent)
+            line = _contained_replay(bundle, services, containment, LIVE_TIMEOUT_S, live=True, agent=agent)
         else:
-            line = call_in_fork(_live_child, bundle, agent, registry, timeout=LIVE_TIMEOUT_S)
+            line = call_in_fork(_live_child, bundle, agent, services, timeout=LIVE_TIMEOUT_S)
     except ForkedCallError as error:
         lines.append(f"invalid: the live re-run failed ({error.failure.summary})")
         return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
@@ -430,15 +409,8 @@ def replay_live(
 # --------------------------------------------------------------------------- a real agent's certified trial
 
 
-def _certified_child(spec: Any, registry: Registry) -> Any:
-    from certlab_core.certify.lab import run_trial
-    from certlab_core.sdk.grading import grader_chain
-
-    return run_trial(spec, grader_chain(registry))
-
-
 def replay_certified_trial(
-    folder: Path, trial_id: str, registry: Registry, sandbox: str = "auto", hidden: Sequence[str] = ()
+    folder: Path, trial_id: str, services: Services, sandbox: str = "auto", hidden: Sequence[str] = ()
 ) -> ReplayResult:
     """Re-run one trial of a certification offline: the same adapter in a fresh work copy, every model call answered
     from the trial's recording by the model boundary, no upstream at all; then grade what it left.
@@ -451,74 +423,29 @@ def replay_certified_trial(
     recorded path); reproduced (exit 0) when the recorded verdict and failure mode come
     back, else not reproduced (exit 1).
     """
-    from certlab_core.certify.contract import token_budget_of
-    from certlab_core.certify.lab import Task, TrialSpec
-    from certlab_core.certify.regrade import containment_line, evidence_code_containment, read_bundle
-    from certlab_core.sdk.model_boundary import ModelBoundaryPlan, default_model_plan
-
-    bundle = read_bundle(folder)
-    trials = {str(t.get("id")): t for t in bundle.get("trials") or () if isinstance(t, Mapping)}
-    if trial_id not in trials:
-        known = ", ".join(sorted(trials)[:5]) + (", ..." if len(trials) > 5 else "")
-        raise UsageError(f"{folder} holds no trial {trial_id!r}; its trials are {known}")
-    trial = trials[trial_id]
+    bundle = services.open_bundle(folder)
+    trial = bundle.trial(trial_id)
     recorded = f"{trial.get('verdict')} ({trial.get('failure_mode') or 'no failure'})"
     lines = [f"replay {trial_id} of {folder} offline (recorded: {recorded})"]
     events = [e for e in ((trial.get("model") or {}).get("events") or ()) if isinstance(e, Mapping)]
     if not events:
         lines.append("invalid: the trial holds no model recording (its agent ran without the model boundary)")
         return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
-    plan = default_model_plan(registry)
-    if plan is None:
-        raise UsageError("replaying a model recording needs a model boundary; install certlab-model-boundary")
-    family = registry.get("task_families", str(trial.get("family")))
-    defect_id = str(trial.get("task", "")).partition("/")[2]
-    defect = next((d for d in family.defects if d.id == defect_id), None)
-    if defect is None:
-        raise UsageError(
-            f"the installed family {family.name} has no defect {defect_id!r}; install the bundle's version"
-        )
-    containment = evidence_code_containment(registry, sandbox, [str(folder.resolve()), *hidden])
-    lines.append(containment_line(containment, "the certification's agent"))
-    agent = bundle.get("agent") or {}
-    expected = next(
-        (p.get("expected_tests") for p in bundle.get("instrument") or () if p.get("family") == family.name), ()
-    )
-    spec = TrialSpec(
-        task=Task(family, defect),
-        agent=registry.get("agents", str(agent.get("adapter"))),
-        repeat=int(trial.get("repeat") or 1),
-        agent_args=tuple(str(a) for a in agent.get("args") or ()),
-        agent_timeout_s=float((bundle.get("settings") or {}).get("agent_timeout_s") or 600.0),
-        expected_tests=tuple(expected or ()),
-        # The recorded trial's token budget refuses the same call again (its tokens are the recorded ones).
-        model_boundary=ModelBoundaryPlan(
-            plan.boundary, replay=tuple(events), max_tokens=token_budget_of(bundle.get("settings"))
-        ),
-        containment=containment,
-    )
-    try:
-        record = call_in_fork(_certified_child, spec, registry, timeout=spec.agent_timeout_s + 600.0)
-    except ForkedCallError as error:
-        lines.append(f"invalid: the replay process failed ({error.failure.summary})")
+    replayed = services.replay_certified(bundle, trial_id, sandbox, hidden)
+    lines.append(replayed.containment)
+    if replayed.failure is not None:
+        lines.append(f"invalid: the replay process failed ({replayed.failure})")
         return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
-    model = record.model or {}
-    served = (model.get("replayed") or {}).get("served", 0)
-    if model.get("departure"):
-        lines.append(f"invalid: the agent left the recording at {model['departure']}")
+    if replayed.departure:
+        lines.append(f"invalid: the agent left the recording at {replayed.departure}")
         return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
-    if served < len(events):
-        lines.append(f"invalid: the agent stopped after {served} of {len(events)} recorded model calls")
+    if replayed.served < len(events):
+        lines.append(f"invalid: the agent stopped after {replayed.served} of {len(events)} recorded model calls")
         return ReplayResult("invalid", EXIT_ERROR, tuple(lines))
-    replayed = f"{record.verdict} ({record.failure_mode or 'no failure'})"
+    again = f"{replayed.verdict} ({replayed.failure_mode or 'no failure'})"
     lines.append(f"the agent made exactly the {len(events)} recorded model calls, answered from the recording")
-    if (record.verdict, record.failure_mode) == (trial.get("verdict"), trial.get("failure_mode")):
-        lines.append(f"reproduced: {replayed}")
+    if (replayed.verdict, replayed.failure_mode) == (trial.get("verdict"), trial.get("failure_mode")):
+        lines.append(f"reproduced: {again}")
         return ReplayResult("reproduced", EXIT_OK, tuple(lines))
-    lines.append(f"not reproduced: recorded {recorded}, replayed {replayed}")
+    lines.append(f"not reproduced: recorded {recorded}, replayed {again}")
     return ReplayResult("not-reproduced", EXIT_MISMATCH, tuple(lines))
-
-
-if __name__ == "__main__":
-    sys.path.extend(sys.argv[2:])  # the folders PYTHONPATH named where the replay was asked for (read-only here)
-    sys.exit(contained_main(sys.argv[1]))
