@@ -1,4 +1,4 @@
-"""The kernel's services for plugin commands: stores, bundles, re-runs, replays."""
+"""Services for plugin commands: stores, bundles, re-runs and replays."""
 
 from __future__ import annotations
 
