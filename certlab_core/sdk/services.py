@@ -29,8 +29,8 @@ class InstalledPlugins(Protocol):
     def add_plugin(self, module: object, name: str, distribution: str, version: str, /) -> None: ...
 
 
-class Services(Protocol):
-    """What the runtime provides (``provide``)."""
+class RuntimeServices(Protocol):
+    """What the runtime provides (``provide``): not the command services, ``certlab_core.plugin.Services``."""
 
     def installed(self) -> InstalledPlugins: ...
 
@@ -43,16 +43,16 @@ class Services(Protocol):
     ) -> Containment: ...
 
 
-_provided: list[Services] = []
+_provided: list[RuntimeServices] = []
 RUNTIME = "certlab_core._runtime"
 
 
-def provide(services: Services) -> None:
+def provide(services: RuntimeServices) -> None:
     """Called by the runtime when it is imported: the one implementation of these services."""
     _provided[:] = [services]
 
 
-def _services() -> Services:
+def _services() -> RuntimeServices:
     if not _provided:
         importlib.import_module(RUNTIME)  # it calls provide(); loaded by name, as a plugin would never import it
     return _provided[0]
