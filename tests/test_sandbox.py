@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,15 @@ from conftest import run_certlab
 from certlab_core._runtime.containment import choose_containment
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, run_trial
-from certlab_core.plugin.types.sandbox import PASSED_VARIABLES, Containment, ResourceLimits
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.types.sandbox import (
+    PASSED_VARIABLES,
+    Containment,
+    ResourceLimits,
+    Sandbox,
+    SandboxLaunch,
+    SandboxRequest,
+)
 from certlab_core.sdk.forking import call_in_fork
 from certlab_core.sdk.grading import grader_chain
 
@@ -206,3 +215,57 @@ def test_replay_of_a_certified_trial_runs_its_agent_in_the_sandbox_too(tmp_path:
     uncontained = run_certlab("replay", str(out), "--trial", first["id"], "--sandbox", "none", env=offline)
     assert uncontained.returncode == 1, uncontained.stdout + uncontained.stderr  # what the old replay did
     assert "but uncontained" in uncontained.stdout and "replayed fixed" in uncontained.stdout
+
+
+def passthrough(name: str, works: bool, auto_order: int | None, hint: str = "") -> Sandbox:
+    """A sandbox record of a third party's: it launches the program as it is (the choice is what is tested)."""
+
+    def launch(request: SandboxRequest) -> SandboxLaunch:
+        return SandboxLaunch(argv=request.argv, env=request.env)
+
+    return Sandbox(
+        name=name,
+        description=f"the {name} test sandbox",
+        probe=lambda: None if works else f"{name} does not work here",
+        launch=launch,
+        python=lambda: sys.executable,
+        auto_order=auto_order,
+        install_hint=hint,
+    )
+
+
+class Installed:
+    def __init__(self, *sandboxes: Sandbox) -> None:
+        self.sandboxes = {s.name: s for s in sandboxes}
+
+    def all(self, kind: str) -> dict[str, object]:
+        return dict(self.sandboxes) if kind == "sandboxes" else {}
+
+
+def test_any_installed_sandbox_is_chosen_by_its_name() -> None:
+    installed = Installed(passthrough("jail", True, None), passthrough("cell", True, 1))
+    chosen = choose_containment(installed, "jail", [], lambda _l: None)
+    assert chosen.contained and chosen.name == "jail"  # refused as "not one of auto, bwrap, none" before
+
+
+def test_auto_takes_the_first_working_sandbox_in_its_order_and_never_one_chosen_only_by_name() -> None:
+    installed = Installed(
+        passthrough("broken", False, 1), passthrough("cell", True, 5), passthrough("jail", True, None)
+    )
+    warnings: list[str] = []
+    chosen = choose_containment(installed, "auto", [], warnings.append)
+    assert (chosen.name, warnings) == ("cell", [])
+    only_by_name = choose_containment(Installed(passthrough("jail", True, None)), "auto", [], warnings.append)
+    assert not only_by_name.contained and len(warnings) == 1 and "no sandbox is installed" in warnings[0]
+
+
+def test_a_named_sandbox_that_does_not_work_or_is_not_installed_is_one_line() -> None:
+    installed = Installed(passthrough("cell", False, 1, hint="install cells (apt-get install cells)"))
+    with pytest.raises(UsageError) as broken:
+        choose_containment(installed, "cell", [], lambda _l: None)
+    assert broken.value.message == (
+        "--sandbox cell: cell does not work here; install cells (apt-get install cells), or use --sandbox auto"
+    )
+    with pytest.raises(UsageError) as unknown:
+        choose_containment(installed, "jail", [], lambda _l: None)
+    assert unknown.value.message == "--sandbox 'jail' is not one of auto, none or a sandbox (cell)"

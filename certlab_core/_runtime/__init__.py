@@ -36,5 +36,11 @@ class _Services:
 
         return choose_containment(discover(), choice, hidden, warn, limits)
 
+    def check_sandbox(self, choice: str) -> None:
+        from certlab_core._runtime.containment import check_choice
+        from certlab_core._runtime.registry import discover
+
+        check_choice(choice, discover().all("sandboxes"))
+
 
 services.provide(_Services())

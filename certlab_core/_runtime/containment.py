@@ -1,13 +1,17 @@
-"""The ``--sandbox`` choice: bwrap where it works, none, or refuse."""
+"""The ``--sandbox`` choice: the first sandbox that works, one by name, or none."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from certlab_core._runtime.known import KNOWN_PROVIDERS
 from certlab_core.plugin.types.sandbox import SANDBOX_CHOICES, UNCONTAINED, Containment, ResourceLimits, Sandbox
 from certlab_core.sdk.containment import installation_paths, runtime_folder
+
+#: What to install for a sandbox, named when none is installed (certlab-all's list of built-ins).
+SANDBOX_DISTRIBUTION = " or ".join(sorted(set(KNOWN_PROVIDERS["sandboxes"].values())))
 
 
 class SandboxIndex(Protocol):
@@ -23,34 +27,45 @@ def choose_containment(
     warn: Callable[[str], None],
     limits: ResourceLimits | None = None,
 ) -> Containment:
-    """The containment for ``--sandbox CHOICE``: bwrap where it works (auto), bwrap or refuse, or none.
+    """The containment for ``--sandbox CHOICE``: the first sandbox that works (auto), the one named, or none.
 
-    ``auto`` without a working sandbox runs uncontained and says so in one ``warn`` line;
-    ``bwrap`` without one raises UsageError in one line.
+    ``auto`` without a working sandbox runs uncontained and says so in one ``warn`` line; a
+    named sandbox that is not installed, or does not work here, raises UsageError in one line.
     """
     from certlab_core.plugin.errors import UsageError
 
-    if choice not in SANDBOX_CHOICES:
-        raise UsageError(f"--sandbox {choice!r} is not one of {', '.join(SANDBOX_CHOICES)}")
+    installed = {name: s for name, s in sandboxes.all("sandboxes").items() if isinstance(s, Sandbox)}
+    check_choice(choice, installed)
     if choice == UNCONTAINED:
         return Containment(note="--sandbox none: the agent ran as the user, uncontained")
-    wanted = "bwrap"
-    installed = sandboxes.all("sandboxes")
-    sandbox = installed.get(wanted)
-    if not isinstance(sandbox, Sandbox):
-        reason = f"the sandbox {wanted} is not installed (pip install certlab-sandbox-bwrap)"
-    else:
-        reason = sandbox.probe() or ""
-    wanted_hidden = sorted({*installation_paths(), *(os.path.abspath(p) for p in hidden if p)})
-    everything_hidden = tuple(
-        p for p in wanted_hidden if not any(p.startswith(q.rstrip("/") + "/") for q in wanted_hidden)
-    )
-    if isinstance(sandbox, Sandbox) and not reason:
-        runtime_folder()  # here, before any trial is forked: every trial shares it, and its maker removes it
-        return Containment(sandbox=sandbox, hidden=everything_hidden, limits=limits or ResourceLimits())
-    if choice == "bwrap":
-        raise UsageError(
-            f"--sandbox bwrap: {reason}; install bubblewrap (apt-get install bubblewrap) or use --sandbox auto"
+    if choice == "auto":
+        candidates = sorted(
+            (s for s in installed.values() if s.auto_order is not None), key=lambda s: (s.auto_order, s.name)
         )
-    warn(f"warning: no sandbox: {reason}; the agent runs uncontained (see docs/trust-model.md)")
-    return Containment(note=f"--sandbox auto found no sandbox ({reason}); the agent ran uncontained")
+    else:
+        candidates = [installed[choice]]
+    reasons: list[str] = []
+    for sandbox in candidates:
+        reason = sandbox.probe()
+        if not reason:
+            wanted_hidden = sorted({*installation_paths(), *(os.path.abspath(p) for p in hidden if p)})
+            everything_hidden = tuple(
+                p for p in wanted_hidden if not any(p.startswith(q.rstrip("/") + "/") for q in wanted_hidden)
+            )
+            runtime_folder()  # here, before any trial is forked: every trial shares it, and its maker removes it
+            return Containment(sandbox=sandbox, hidden=everything_hidden, limits=limits or ResourceLimits())
+        reasons.append(reason + (f"; {sandbox.install_hint}" if sandbox.install_hint else ""))
+    if choice != "auto":
+        raise UsageError(f"--sandbox {choice}: {reasons[0]}, or use --sandbox auto")
+    found = "; ".join(reasons) or f"no sandbox is installed (pip install {SANDBOX_DISTRIBUTION})"
+    warn(f"warning: no sandbox: {found}; the agent runs uncontained (see docs/trust-model.md)")
+    return Containment(note=f"--sandbox auto found no sandbox ({found}); the agent ran uncontained")
+
+
+def check_choice(choice: str, installed: Mapping[str, object]) -> None:
+    """Refuse in one line a ``--sandbox`` that is neither auto, none nor an installed sandbox's name."""
+    from certlab_core.plugin.errors import UsageError
+
+    if choice not in SANDBOX_CHOICES and choice not in installed:
+        names = ", ".join(sorted(installed)) or f"none installed: pip install {SANDBOX_DISTRIBUTION}"
+        raise UsageError(f"--sandbox {choice!r} is not one of {', '.join(SANDBOX_CHOICES)} or a sandbox ({names})")

@@ -91,8 +91,8 @@ def certify_command(
     sandbox: str = typer.Option(
         "auto",
         "--sandbox",
-        help="Contain the agent and its code: auto (bwrap where it works, else uncontained with a warning), "
-        "bwrap (refuse without it) or none (run as you, uncontained).",
+        help="Contain the agent and its code: auto (the first installed sandbox that works, bwrap; else uncontained "
+        "with a warning), a sandbox's name such as bwrap (refuse without it) or none (run as you, uncontained).",
     ),
     impossible: bool = typer.Option(
         False,
@@ -242,7 +242,9 @@ def regrade_command(
     folder: Path = typer.Argument(..., help="A certification folder (or its bundle.json)."),
     workers: int = typer.Option(0, "--workers", "-w", help="Regrades at once (default: the number of CPUs)."),
     sandbox: str = typer.Option(
-        "auto", "--sandbox", help="Run the bundle's code in bwrap where it works (auto), only in bwrap, or none."
+        "auto",
+        "--sandbox",
+        help="Run the bundle's code in the first sandbox that works (auto), the one named (bwrap), or none.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the result."),
     task: list[Path] = typer.Option([], "--task", help="The experiment directory of a user task the bundle certified."),

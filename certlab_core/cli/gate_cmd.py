@@ -104,8 +104,8 @@ def run_command(
     sandbox: str = typer.Option(
         "auto",
         "--sandbox",
-        help="Contain coding arms' agents and their code: auto (bwrap where it works, else uncontained with a "
-        "warning), bwrap (refuse without it) or none. Recorded in the manifest.",
+        help="Contain coding arms' agents and their code: auto (the first installed sandbox that works, bwrap; else "
+        "uncontained with a warning), a sandbox's name (refuse without it) or none. Recorded in the manifest.",
     ),
 ) -> None:
     """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""

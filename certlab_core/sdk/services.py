@@ -42,6 +42,8 @@ class RuntimeServices(Protocol):
         limits: ResourceLimits | None = None,
     ) -> Containment: ...
 
+    def check_sandbox(self, choice: str, /) -> None: ...
+
 
 _provided: list[RuntimeServices] = []
 RUNTIME = "certlab_core._runtime"
@@ -66,5 +68,11 @@ def installed_plugins() -> InstalledPlugins:
 def choose_containment(
     choice: str, hidden: Iterable[str], warn: Callable[[str], None], limits: ResourceLimits | None = None
 ) -> Containment:
-    """The containment for ``--sandbox CHOICE`` (auto, bwrap or none), hiding ``hidden``; ``warn`` gets one line."""
+    """The containment for ``--sandbox CHOICE`` (auto, a sandbox's name, or none), hiding ``hidden``; ``warn`` gets
+    one line."""
     return _services().containment(choice, hidden, warn, limits)
+
+
+def check_sandbox_choice(choice: str) -> None:
+    """Refuse in one line (UsageError) a ``--sandbox`` that is neither auto, none nor an installed sandbox's name."""
+    _services().check_sandbox(choice)

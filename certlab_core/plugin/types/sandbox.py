@@ -27,9 +27,12 @@ from attrs import field, frozen
 from certlab_core.plugin.types.base import Record
 from certlab_core.plugin.types.fields import text_map
 
-#: What ``--sandbox`` accepts: bwrap where it works else uncontained (auto), bwrap or refuse, never contained.
-SandboxChoice = Literal["auto", "bwrap", "none"]
-SANDBOX_CHOICES: tuple[SandboxChoice, ...] = ("auto", "bwrap", "none")
+#: What ``--sandbox`` accepts: ``auto`` (the first installed sandbox that works here and takes part in
+#: the choice, ``Sandbox.auto_order``, else uncontained with a warning), an installed sandbox's name
+#: (that one, or refuse), or ``none`` (never contained).
+SandboxChoice = str
+#: The words ``--sandbox`` takes besides the installed sandboxes' names.
+SANDBOX_CHOICES: tuple[str, ...] = ("auto", "none")
 #: The name a run records when nothing contained it.
 UNCONTAINED = "none"
 #: The resource limits a sandbox enforces; exceeding one is the trial's ``agent-resource-limit``.
@@ -255,6 +258,11 @@ class Sandbox(Record):
     serve: SandboxServe | None = field(default=None, eq=False, repr=False)
     #: What every launch shows of the host, before a request's own work copy, runtime and readable files.
     visible: SandboxVisible | None = field(default=None, eq=False, repr=False)
+    #: Where ``--sandbox auto`` tries it: sandboxes with an order are probed lowest first (then by name) and
+    #: the first that works is used; None: chosen only by its name.
+    auto_order: int | None = None
+    #: One line on what makes ``probe`` pass where it does not (what to install), shown when it fails.
+    install_hint: str = ""
 
 
 @frozen

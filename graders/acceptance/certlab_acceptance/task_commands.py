@@ -11,7 +11,9 @@ import typer
 from certlab_core.plugin import UsageError
 from certlab_core.sdk import safe_io
 
-SANDBOX_HELP = "Run the checks' tests in bwrap where it works (auto), only in bwrap, or none (network not cut)."
+SANDBOX_HELP = (
+    "Run the checks' tests in the first sandbox that works (auto), the one named (bwrap), or none (network not cut)."
+)
 task_app = typer.Typer(help="Build tasks of your own from a repository's bug-fix commits or SWE-bench instances.")
 
 

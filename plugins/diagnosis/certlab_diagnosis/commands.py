@@ -111,19 +111,18 @@ def commands(services: Services) -> dict[str, Callable[..., None]]:
         sandbox: str = typer.Option(
             "auto",
             "--sandbox",
-            help="Run the code replayed (a reproducer's, or with --trial the certification's agent) in bwrap where it "
-            "works (auto), only in bwrap, or none.",
+            help="Run the code replayed (a reproducer's, or with --trial the certification's agent) in the first "
+            "sandbox that works (auto), the one named (bwrap), or none.",
         ),
     ) -> None:
         """Re-run the agent against the recorded boundary, no live tools: exit 0 reproduced, 1 not, 3 invalid."""
-        from certlab_core.plugin.types.sandbox import SANDBOX_CHOICES
+        from certlab_core.sdk.services import check_sandbox_choice
         from certlab_diagnosis.bundle import read_bundle
         from certlab_diagnosis.replay import replay, replay_certified_trial, replay_live
 
         if agent and not live:
             raise UsageError("--agent needs --live: the recording can only answer the agent that made it")
-        if sandbox not in SANDBOX_CHOICES:
-            raise UsageError(f"--sandbox {sandbox!r} is not one of {', '.join(SANDBOX_CHOICES)}")
+        check_sandbox_choice(sandbox)
         if trial:
             if live:
                 raise UsageError("--trial replays a certification's recorded model calls; it takes no --live")

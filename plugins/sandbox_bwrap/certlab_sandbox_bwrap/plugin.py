@@ -485,5 +485,7 @@ def certlab_sandboxes() -> list[Sandbox]:
             python=agent_python,
             serve=serve,
             visible=visible,
+            auto_order=10,
+            install_hint="install bubblewrap (apt-get install bubblewrap)",
         )
     ]
