@@ -1,4 +1,4 @@
-"""The ``--sandbox`` choice: the first sandbox that works, one by name, or none."""
+"""``--sandbox``: the first sandbox that works, one by name, or none."""
 
 from __future__ import annotations
 
