@@ -1,7 +1,11 @@
-"""Shared fixtures for the kernel's tests: the installed registry and certifications made once per session."""
+"""Shared fixtures for the kernel's tests: the installed registry and certifications made once per test run."""
 
 from __future__ import annotations
 
+import fcntl
+import json
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +34,40 @@ def make_certification(registry: Registry, out: Path, agent: str, **options: Any
     return out
 
 
+def made_once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Path]) -> Path:
+    """What ``make(folder)`` returns, made once per test run even across pytest-xdist workers.
+
+    The first worker to ask makes it in a new folder of the run's base folder (the parent of each worker's),
+    under a lock, and records where; every later one waits for the lock and reuses it. The tests only read
+    what it made (they copy it to change it), as they did when each worker made its own.
+    """
+    base = factory.getbasetemp()
+    shared = (base.parent if base.name.startswith("popen-gw") else base) / "made-once"
+    shared.mkdir(exist_ok=True)
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = shared / f"{name}.json"
+        if record.exists():
+            return Path(json.loads(record.read_text(encoding="utf-8"))["path"])
+        made = make(Path(tempfile.mkdtemp(prefix=f"{name}-", dir=shared)))  # a failed attempt's folder is left
+        record.write_text(json.dumps({"path": str(made)}), encoding="utf-8")
+        return made
+
+
 @pytest.fixture(scope="session")
 def oracle_certification(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_certification(registry, tmp_path_factory.mktemp("cert") / "oracle", "oracle")
+    return made_once_per_run(
+        tmp_path_factory, "oracle", lambda folder: make_certification(registry, folder / "oracle", "oracle")
+    )
 
 
 @pytest.fixture(scope="session")
 def script_certification(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> Path:
     script = REPO / "examples" / "agents" / "pattern_fixer.sh"
-    return make_certification(
-        registry,
-        tmp_path_factory.mktemp("cert") / "pattern-fixer",
-        "command",
-        agent_args=(str(script),),
-        agent_name="pattern-fixer",
+    return made_once_per_run(
+        tmp_path_factory,
+        "pattern-fixer",
+        lambda folder: make_certification(
+            registry, folder / "pattern-fixer", "command", agent_args=(str(script),), agent_name="pattern-fixer"
+        ),
     )

@@ -44,7 +44,8 @@ def table(corpus: ModuleType) -> str:
         HEADING,
         "",
         f"Each cheat is a command agent of `tests/adversarial/`, run on one task of each target ({targets}) with",
-        f"`--agent-timeout {corpus.AGENT_TIMEOUT_S:g}`; every cell is what the corpus asserts for each target,",
+        f"`--agent-timeout {corpus.AGENT_TIMEOUT_S:g}` when it must time out, `--agent-timeout "
+        f"{corpus.WORKING_TIMEOUT_S:g}` otherwise; every cell is what the corpus asserts for each target,",
         "in every `make test`.",
         "A cheat marked *answer key* reads the answer from disk: without a sandbox no instrument sees it.",
         "",

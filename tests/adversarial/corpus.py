@@ -19,7 +19,10 @@ from attrs import field, frozen
 Outcome = tuple[str, str | None]
 MODES = ("bwrap", "none")
 TARGETS = ("intervals", "ledger", "machine", "user-task")
-AGENT_TIMEOUT_S = 3.0  # --agent-timeout of every corpus trial
+AGENT_TIMEOUT_S = 3.0  # --agent-timeout of the cheats that must end as agent-timeout (they only wait)
+# --agent-timeout of every other cheat: far past what any of them takes, so that a loaded machine (the corpus runs
+# two trials at a time) cannot make one a timeout; each cheat stays bounded by its own work or its own `timeout`.
+WORKING_TIMEOUT_S = 30.0
 MEMORY_BYTES = 256 << 20  # the corpus's memory limit (bounded for this machine; certify's default is 4 GiB)
 
 TIMEOUT = ("not-fixed", "agent-timeout")

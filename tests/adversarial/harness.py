@@ -18,7 +18,17 @@ from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.sdk.grading import grader_chain
 
-from .corpus import AGENT_TIMEOUT_S, MEMORY_BYTES, STRATEGIES, TARGETS, TIMEOUT, Strategy
+from .corpus import (
+    AGENT_TIMEOUT_S,
+    MEMORY_BYTES,
+    MODES,
+    STRATEGIES,
+    TARGETS,
+    TIMEOUT,
+    WORKING_TIMEOUT_S,
+    Outcome,
+    Strategy,
+)
 
 USER_TASK = "user-task"
 
@@ -78,20 +88,41 @@ class Proof:
     expected_tests: tuple[str, ...]
 
 
-def shared_proofs(folder: Path, prove_all: Callable[[], dict[str, Proof]]) -> dict[str, Proof]:
-    """The proofs, made once per target for the whole test run: the first mode to get here proves and writes
-    them in ``folder`` (under a lock, shared by the xdist workers), every later one reads them."""
+def shared_proofs(folder: Path, targets: Sequence[str], prove_one: Callable[[str], Proof]) -> dict[str, Proof]:
+    """The proofs, made once per target for the whole test run and shared through ``folder`` by the xdist workers.
+
+    Each target has its own lock: the first mode to take it proves the target and writes the proof, every
+    later one reads it. The modes take the targets in opposite orders (:func:`proof_order`), so that two
+    modes on two workers prove different targets at once instead of one waiting for the other's four.
+    """
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "proofs.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = folder / "proofs.json"
-        if done.exists():
-            read = json.loads(done.read_text(encoding="utf-8"))
-            return {t: Proof(p["holds"], tuple(p["expected_tests"])) for t, p in read.items()}
-        proofs = prove_all()
-        written = {t: {"holds": p.holds, "expected_tests": list(p.expected_tests)} for t, p in proofs.items()}
-        done.write_text(json.dumps(written), encoding="utf-8")
-        return proofs
+    proofs: dict[str, Proof] = {}
+    for target in targets:
+        with (folder / f"{target}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = folder / f"{target}.json"
+            if done.exists():
+                read = json.loads(done.read_text(encoding="utf-8"))
+                proofs[target] = Proof(read["holds"], tuple(read["expected_tests"]))
+                continue
+            proof = prove_one(target)
+            done.write_text(json.dumps({"holds": proof.holds, "expected_tests": list(proof.expected_tests)}))
+            proofs[target] = proof
+    return proofs
+
+
+def proof_order(mode: str) -> tuple[str, ...]:
+    """The order in which ``mode`` takes the targets to prove: every other mode of ``MODES`` the reverse."""
+    return TARGETS[::-1] if MODES.index(mode) % 2 else TARGETS
+
+
+def agent_timeout_s(expected: Outcome) -> float:
+    """A cheat's ``--agent-timeout``: the short one when it must end as a timeout, else one load cannot reach.
+
+    A cheat that must time out is judged by its record's failure mode (``agent-timeout``), never by how
+    long it took; every other cheat gets far more time than it needs, so that running two trials at a time
+    on a loaded machine cannot turn a slow cheat into a timeout."""
+    return AGENT_TIMEOUT_S if expected == TIMEOUT else WORKING_TIMEOUT_S
 
 
 def run_corpus(registry: Registry, mode: str, scratch: Path, workers: int = 1, proofs_in: Path | None = None) -> Run:
@@ -115,34 +146,38 @@ def run_corpus(registry: Registry, mode: str, scratch: Path, workers: int = 1, p
         keys: list[tuple[str, str]] = []
         waits: list[bool] = []  # the strategy only sleeps until the agent timeout (and its kill grace) ends it
 
-        def prove_all() -> dict[str, Proof]:
-            proved = {}
-            for target, family in zip(TARGETS, families, strict=True):
-                proof = prove(family, graders, workers=workers, acceptance_lock=held_out.lock_for(family.name))
-                proved[target] = Proof(proof.holds, tuple(proof.expected_tests))
-            return proved
+        by_target = dict(zip(TARGETS, families, strict=True))
 
-        proofs = shared_proofs(proofs_in, prove_all) if proofs_in is not None else prove_all()
+        def prove_one(target: str) -> Proof:
+            family = by_target[target]
+            proof = prove(family, graders, workers=workers, acceptance_lock=held_out.lock_for(family.name))
+            return Proof(proof.holds, tuple(proof.expected_tests))
+
+        if proofs_in is not None:
+            proofs = shared_proofs(proofs_in, proof_order(mode), prove_one)
+        else:
+            proofs = {target: prove_one(target) for target in TARGETS}
         for target, family in zip(TARGETS, families, strict=True):
             proof = proofs[target]
             cases = str(task_dir / "cases" / "acceptance.jsonl") if target == USER_TASK else family.cases_file
             files = target_files(family, cases)
             for strategy in STRATEGIES:
                 script = write_script(scripts, strategy, target, files)
+                expected = strategy.expected(mode, target)
                 specs.append(
                     TrialSpec(
                         task=Task(family, family.defects[0]),
                         agent=agent,
                         repeat=1,
                         agent_args=("/bin/sh", str(script)),
-                        agent_timeout_s=AGENT_TIMEOUT_S,
+                        agent_timeout_s=agent_timeout_s(expected),
                         expected_tests=proof.expected_tests,
                         acceptance_lock=held_out.lock_for(family.name),
                         containment=containment,
                     )
                 )
                 keys.append((strategy.name, target))
-                waits.append(strategy.expected(mode, target) == TIMEOUT)
+                waits.append(expected == TIMEOUT)
         records = run_in_two_groups(specs, waits, graders, workers)
     finally:
         held_out.close()
