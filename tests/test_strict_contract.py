@@ -17,9 +17,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+from certlab_rule_support import stats_cmd
 
 import certlab_core.plugin as api
-from certlab_core.cli import main, stats_cmd
+from certlab_core.cli import main
 from certlab_core.plugin import Bounds, StatisticalRule, TaskFamily, UsageError
 from certlab_core.plugin.types.rule import ArmAlpha
 

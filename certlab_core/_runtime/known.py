@@ -5,8 +5,8 @@ The kernel runs no built-in plugin of its own; it only names some, as a default 
 
 from __future__ import annotations
 
-#: The statistical rule a gate descriptor, a certification's contract and ``certlab stats`` use unless told.
-DEFAULT_RULE = "clopper-pearson"
+from certlab_core.plugin.types.rule import DEFAULT_RULE as DEFAULT_RULE  # the contract's, named here too
+
 #: The grader that scores held-out cases (certlab-acceptance's); every other grader is the visible side.
 HELD_OUT_GRADER = "acceptance"
 
@@ -80,5 +80,8 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "bundle": "certlab-diagnosis",
         "replay": "certlab-diagnosis",
         "demo": "certlab-demo",
+        "stats": "certlab-rule-support",
+        "plan": "certlab-rule-support",
+        "selfcheck": "certlab-rule-support",
     },
 }

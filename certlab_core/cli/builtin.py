@@ -35,12 +35,6 @@ COMMAND_MODULES: dict[str, dict[str, str]] = {
         "compare": "Write COMPARISON.md and registry.json from the committed bundles (every number read from a "
         "bundle).",
     },
-    "certlab_core.cli.stats_cmd": {
-        "stats": "Statistics of a rule: bounds from counts.",
-        "plan": "Exact P(PASS), P(BLOCK) and P(INCONCLUSIVE) of each design, by enumerating every binomial outcome.",
-        "selfcheck": "The rule's own operating characteristics by exact enumeration; exit 3 if an error rate "
-        "exceeds its limit.",
-    },
     "certlab_core.cli.gate_cmd": {
         "run": "Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3).",
         "gate": "Recompute the verdict from a run store alone; the exit code is the verdict.",

@@ -1,4 +1,4 @@
-"""Per-arm intervals for reading: exact Clopper-Pearson and Wilson score.
+"""Per-arm intervals for reading: exact Clopper-Pearson, and pass^k.
 
 Neither decides anything: the verdict comes from the sealed statistical rule. Both are at a
 two-sided level ``alpha``; ``n = 0`` gives the whole ``[0, 1]``.
@@ -7,7 +7,8 @@ two-sided level ``alpha``; ``n = 0`` gives the whole ``[0, 1]``.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
+
+from certlab_core.sdk.wilson import wilson as wilson  # the report shows it beside the exact one
 
 _BISECTION_STEPS = 100
 _CF_ITERATIONS = 300
@@ -75,17 +76,6 @@ def clopper_pearson(successes: int, n: int, alpha: float) -> tuple[float, float]
     low = 0.0 if successes == 0 else beta_quantile(alpha / 2.0, successes, n - successes + 1)
     high = 1.0 if successes == n else beta_quantile(1.0 - alpha / 2.0, successes + 1, n - successes)
     return low, high
-
-
-def wilson(successes: int, n: int, alpha: float) -> tuple[float, float]:
-    """The Wilson score interval (no continuity correction) at two-sided level ``alpha``."""
-    if n == 0:
-        return 0.0, 1.0
-    z = -NormalDist().inv_cdf(alpha / 2.0)
-    spread = z * math.sqrt(z * z + 4.0 * successes * (n - successes) / n)
-    low = 0.0 if successes == 0 else (2.0 * successes + z * z - spread) / (2.0 * (n + z * z))
-    high = 1.0 if successes == n else (2.0 * successes + z * z + spread) / (2.0 * (n + z * z))
-    return max(0.0, low), min(1.0, high)
 
 
 def pass_hat_k(successes: int, n: int, k: int) -> float | None:

@@ -11,7 +11,8 @@ this package imports none of them, so a process pays only for what it uses:
 - ``safe_io``, ``canonical``: capped readers of hostile files, safe writers, canonical JSON and seals;
 - ``cases``, ``visible_calls``, ``fingerprints``, ``user_task``: held-out cases, the literal calls of
   a visible suite, lock fingerprints, a user's own task;
-- ``looks``, ``report_format``: the alpha split over looks, and how a report's numbers read;
+- ``looks``, ``report_format``, ``wilson``: the alpha split over looks, how a report's numbers read, and
+  the Wilson interval shown beside a rule's for reading;
 - ``forking``, ``executor``: forked calls and pools, isolated stage calls, the local executor;
 - ``model_boundary``: what a model boundary's recording says (statuses, budgets, the plan);
 - ``services``: the installed plugins and the containment choice, for a plugin's own command.

@@ -10,6 +10,9 @@ from certlab_core.plugin.types.base import Record
 from certlab_core.plugin.types.fields import one_of
 
 GateVerdict = Literal["PASS", "BLOCK", "INCONCLUSIVE"]
+#: The rule a gate descriptor, a certification's contract and ``certlab stats`` use unless told (the
+#: distribution certlab-clopper-pearson provides it).
+DEFAULT_RULE = "clopper-pearson"
 GATE_VERDICTS: tuple[GateVerdict, ...] = get_args(GateVerdict)
 
 

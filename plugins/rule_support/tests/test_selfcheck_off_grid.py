@@ -24,9 +24,10 @@ import numpy as np
 import pytest
 from certlab_clopper_pearson import rule as clopper_pearson
 from certlab_newcombe import rule as newcombe
-from conftest import run_certlab
 from numpy.typing import NDArray
 from scipy import special
+
+from certlab_core.testing import run_certlab
 
 ALPHA, DELTA = 0.05, 0.10
 STEP = 0.01

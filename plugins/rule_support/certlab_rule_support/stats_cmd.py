@@ -14,11 +14,10 @@ from typing import Any
 
 import typer
 
-from certlab_core._runtime.known import DEFAULT_RULE
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.types.rule import StatisticalRule
-from certlab_core.report.intervals import wilson
+from certlab_core.plugin.types.rule import DEFAULT_RULE, StatisticalRule
 from certlab_core.sdk.looks import look_sizes
+from certlab_core.sdk.wilson import wilson
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_DELTA = 0.10
@@ -130,9 +129,9 @@ def parse_rate(flag: str, text: str) -> float:
 
 def load_rule(name: str) -> StatisticalRule:
     """The installed rule ``name``; an unknown name lists the valid ones (the registry's message)."""
-    from certlab_core._runtime.registry import discover
+    from certlab_core.sdk.services import installed_plugins
 
-    rule: StatisticalRule = discover().get("statistical_rules", name)
+    rule: StatisticalRule = installed_plugins().get("statistical_rules", name)
     return rule
 
 
@@ -435,9 +434,15 @@ def selfcheck(
         typer.echo(f"selfcheck: {rule.name} holds its error rates at alpha {alpha:g} over the grid")
 
 
-def register(app: typer.Typer) -> None:
+def register_stats(app: typer.Typer) -> None:
     stats = typer.Typer(help="Statistics of a rule: bounds from counts.", no_args_is_help=True)
     stats.command("bounds")(bounds)
     app.add_typer(stats, name="stats")
+
+
+def register_plan(app: typer.Typer) -> None:
     app.command("plan")(plan)
+
+
+def register_selfcheck(app: typer.Typer) -> None:
     app.command("selfcheck")(selfcheck)

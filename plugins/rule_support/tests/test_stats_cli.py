@@ -9,11 +9,11 @@ import sys
 import textwrap
 
 import pytest
-from conftest import run_certlab
 
 from certlab_core.cli import main
 from certlab_core.plugin.errors import UsageError
 from certlab_core.sdk.looks import look_alpha, look_sizes
+from certlab_core.testing import run_certlab
 
 
 def certlab(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -41,7 +41,7 @@ def test_look_sizes_refuse_impossible_designs(n: object, looks: object) -> None:
 
 def test_look_helpers_and_the_stats_commands_import_nothing_heavy() -> None:
     code = (
-        "import sys, certlab_core.sdk.looks, certlab_core.cli.stats_cmd\n"
+        "import sys, certlab_core.sdk.looks, certlab_rule_support.stats_cmd\n"
         "heavy = [m for m in ('scipy', 'numpy') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
