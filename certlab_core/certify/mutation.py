@@ -46,6 +46,7 @@ import io
 import math
 import resource
 import shutil
+import signal
 import tempfile
 import time
 import tokenize
@@ -559,6 +560,12 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _killed_at_cpu_limit(result: object) -> bool:
+    """Whether a grading says its test process was killed by SIGXCPU: the CPU limit stopped it, whatever this
+    process's count of its children's CPU time says (CI once counted less than the limit at a load of 4)."""
+    return isinstance(result, GradeResult) and f"killed by signal {signal.SIGXCPU.value}" in result.detail
+
+
 def _grade_within(grade: Callable[[GradeRequest], GradeResult], request: GradeRequest, cpu_s: int | None) -> Any:
     """In the grader's fresh process: cap the CPU time of it and of every process it starts, then grade."""
     if cpu_s is not None:
@@ -591,7 +598,7 @@ def _stages(graders: Sequence[Grader], request: GradeRequest, limits: dict[str, 
             failure = error.failure
         cpu = _children_cpu_s() - cpu_before
         passed = isinstance(result, GradeResult) and result.passed
-        if cpu_limit is not None and cpu >= cpu_limit and not passed:
+        if cpu_limit is not None and not passed and (cpu >= cpu_limit or _killed_at_cpu_limit(result)):
             detail = f"grader {grader.name} used its {cpu_limit} CPU-second limit"
             return MutantResult("", "timeout", grader.name, None, detail), stages, ()
         if failure is not None:
