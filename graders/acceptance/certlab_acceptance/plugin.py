@@ -326,6 +326,7 @@ def _held_out_tests(request: GradeRequest, tests: Sequence[HiddenTest]) -> list[
         [test.test for test in tests],
         request.family.module_names,
         prepare=lambda tree: hidden_tests.lay_over(tests, tree),
+        outcomes_only=True,  # the grade records each test's outcome, never what a failure said
         timeout_s=hidden_tests.RUN_TIMEOUT_S,
     )
     return hidden_tests.judge_tests(tests, hidden_tests.pytest_run(run.report, run.why))

@@ -158,3 +158,23 @@ def test_a_report_whose_code_came_from_outside_the_copy_holds_nothing() -> None:
         False,
         "not run (the test process did not report (timed out))",
     )
+
+
+def test_outcomes_alone_give_the_same_outcomes_with_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The held-out grading records outcomes only, so it asks for no traceback and no assert rewriting (cheaper).
+    from certlab_suite.plugin import run_tests as suite_run
+
+    work = tmp_path / "work"
+    (work / "tests").mkdir(parents=True)
+    (work / "tiny.py").write_text("def half(x):\n    return x * 2\n")
+    test = HiddenTest(id="t", test=f"{HELD_OUT}::test_half", files={HELD_OUT: HELD_OUT_TEXT})
+    with capsys.disabled():  # the forked run's pytest writes its log through sys.stdout, which capture replaces
+        runs = [
+            suite_run(str(work), None, [test.test], ("tiny",), prepare=lambda t: lay_over([test], t), outcomes_only=o)
+            for o in (False, True)
+        ]
+    assert [r.report and r.report["outcomes"] for r in runs] == [{test.test: "failed"}] * 2
+    full, alone = (r.log_tail for r in runs)
+    assert "def test_half" in full and "def test_half" not in alone

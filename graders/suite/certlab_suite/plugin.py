@@ -119,20 +119,25 @@ def run_tests(
     *,
     prepare: Callable[[Path], None] | None = None,
     first_failure: bool = False,
+    outcomes_only: bool = False,
     timeout_s: float = SUITE_TIMEOUT_S,
 ) -> TestRun:
     """Run pytest on ``test_paths`` (folders, files or node ids) in a copy of ``workdir`` the way this grader runs
     the visible tests, and return what its hooks saw.
 
     ``prepare(tree)`` changes the copy first (the acceptance grader lays its held-out test files
-    over it there). The run is a fresh fork of one of the run's warm servers when one is up for
-    the active containment and ``environment`` (a task's own venv, None: the agent environment);
-    else, contained or in a task environment, a new interpreter under the active containment;
-    else a fork of this (the harness's) process.
+    over it there). ``outcomes_only`` formats no traceback and leaves the asserts as written (the
+    outcomes are the same, the log says less): for a caller that records outcomes alone.
+
+    The run is a fresh fork of one of the run's warm servers when one is up for the active
+    containment and ``environment`` (a task's own venv, None: the agent environment); else,
+    contained or in a task environment, a new interpreter under the active containment; else a
+    fork of this (the harness's) process.
     """
     contained = active_containment().contained
     if contained or environment is not None:
-        served = _run_on_server(workdir, environment, test_paths, module_names, prepare, first_failure, timeout_s)
+        how = (first_failure, outcomes_only)
+        served = _run_on_server(workdir, environment, test_paths, module_names, prepare, how, timeout_s)
         if served is not None:
             return served
     made = trees.make_temp_folder("certlab-suite-")
@@ -144,7 +149,8 @@ def run_tests(
             prepare(tree)
         log = scratch / "pytest.log"
         if contained or environment is not None:
-            return _run_contained(scratch, tree, log, environment, test_paths, module_names, first_failure, timeout_s)
+            how = (first_failure, outcomes_only)
+            return _run_contained(scratch, tree, log, environment, test_paths, module_names, how, timeout_s)
         from certlab_suite.visible_suite import run_pytest  # the test runner, imported by a grading, not by discovery
 
         try:
@@ -155,6 +161,7 @@ def run_tests(
                 tuple(module_names),
                 str(log),
                 first_failure,
+                outcomes_only,
                 timeout=timeout_s,
             )
         except ForkedCallError as error:
@@ -376,7 +383,7 @@ def _run_on_server(
     test_paths: Sequence[str],
     module_names: Sequence[str],
     prepare: Callable[[Path], None] | None,
-    first_failure: bool,
+    how: tuple[bool, bool],
     timeout_s: float,
 ) -> TestRun | None:
     """The run on one of the run's servers, in a fresh fork of it (in the sandbox); None when none is in reach."""
@@ -396,7 +403,8 @@ def _run_on_server(
                 "modules": list(module_names),
                 "test_paths": list(test_paths),
                 "timeout_s": timeout_s,
-                "first_failure": first_failure,
+                "first_failure": how[0],
+                "outcomes_only": how[1],
             }
             reply = _ask(server, message, timeout_s + SERVER_GRACE_S)
             if reply is None:  # gone or silent (the graded code may have killed it): graded afresh, without it
@@ -404,8 +412,8 @@ def _run_on_server(
                 return None
             text = reply.get("report_text")
             if not isinstance(text, str):
-                how = str(reply.get("failure") or "no report")
-                return TestRun(None, f"the test process did not report ({how})", _tail(log, tree))
+                failure = str(reply.get("failure") or "no report")
+                return TestRun(None, f"the test process did not report ({failure})", _tail(log, tree))
             return _reported(text, log, tree)
         finally:
             _empty(server.folder)
@@ -418,7 +426,7 @@ def _run_contained(
     environment: str | None,
     test_paths: Sequence[str],
     module_names: Sequence[str],
-    first_failure: bool,
+    how: tuple[bool, bool],
     timeout_s: float,
 ) -> TestRun:
     """The agent's code under the run's sandbox: a new interpreter of the agent environment, out of the key's reach.
@@ -439,7 +447,8 @@ def _run_contained(
         containment.python() if environment is None else environment_python(environment),
         "-I",
         str(script),
-        *((visible_suite.FIRST_FAILURE_FLAG,) if first_failure else ()),
+        *((visible_suite.FIRST_FAILURE_FLAG,) if how[0] else ()),
+        *((visible_suite.OUTCOMES_ONLY_FLAG,) if how[1] else ()),
         str(result),
         str(tree),
         str(log),

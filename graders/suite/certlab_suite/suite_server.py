@@ -160,6 +160,7 @@ def grading_child(request: dict[str, object], result_fd: int, private: list[str]
             tuple(str(m) for m in request["modules"]),  # type: ignore[attr-defined]
             str(request["log"]),
             request.get("first_failure") is True,
+            request.get("outcomes_only") is True,
         )
         for stream in (sys.stdout, sys.stderr):  # pytest's output is the log's; os._exit would not flush it
             with contextlib.suppress(Exception):

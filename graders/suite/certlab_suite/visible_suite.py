@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 FIRST_FAILURE_FLAG = "--first-failure"
+OUTCOMES_ONLY_FLAG = "--outcomes-only"
 
 
 class OutcomeCollector:
@@ -44,13 +45,20 @@ class OutcomeCollector:
 
 
 def run_pytest(
-    tree: str, test_paths: tuple[str, ...], module_names: tuple[str, ...], log: str, first_failure: bool = False
+    tree: str,
+    test_paths: tuple[str, ...],
+    module_names: tuple[str, ...],
+    log: str,
+    first_failure: bool = False,
+    outcomes_only: bool = False,
 ) -> dict[str, Any]:
     """In the fresh test process: run pytest on the copy and report what its hooks saw.
 
     With ``first_failure`` the run stops at the first failing test, formats no traceback and
     does not rewrite the tests' asserts (``-x --tb=no --assert=plain``: rewriting changes what a
     failure says, never whether an assert holds): the verdict is the same, at a fraction of the cost.
+    With ``outcomes_only`` every test runs, but with no traceback and no rewriting (``--tb=no
+    --assert=plain``): for a caller that records each test's outcome and never what a failure said.
     """
     import pytest
 
@@ -79,7 +87,8 @@ def run_pytest(
         str(ini),
         "--rootdir",
         tree,
-        *(("-x", "--tb=no", "--assert=plain") if first_failure else ()),
+        *(("-x",) if first_failure else ()),
+        *(("--tb=no", "--assert=plain") if first_failure or outcomes_only else ()),
     ]
     exit_code = pytest.main(args, plugins=[collector])
     strays: list[str] = []
@@ -100,12 +109,21 @@ def run_pytest(
 def main(argv: list[str]) -> int:
     """As a script: run the tests and write the hooks' report as JSON to the result file.
 
-    ``--first-failure`` before the other arguments stops at the first failing test (see ``run_pytest``).
+    ``--first-failure`` and ``--outcomes-only`` before the other arguments are ``run_pytest``'s flags.
     """
     arguments = argv[1:]
-    first_failure = bool(arguments) and arguments[0] == FIRST_FAILURE_FLAG
-    result, tree, log, modules, *test_paths = arguments[1:] if first_failure else arguments
-    report = run_pytest(tree, tuple(test_paths), tuple(m for m in modules.split(",") if m), log, first_failure)
+    flags: set[str] = set()
+    while arguments and arguments[0] in (FIRST_FAILURE_FLAG, OUTCOMES_ONLY_FLAG):
+        flags.add(arguments.pop(0))
+    result, tree, log, modules, *test_paths = arguments
+    report = run_pytest(
+        tree,
+        tuple(test_paths),
+        tuple(m for m in modules.split(",") if m),
+        log,
+        FIRST_FAILURE_FLAG in flags,
+        OUTCOMES_ONLY_FLAG in flags,
+    )
     Path(result).write_text(json.dumps(report), encoding="utf-8")
     return 0
 

@@ -54,7 +54,7 @@ def on_server(req: GradeRequest) -> GradeResult:
         family.test_paths,
         family.module_names,
         None,
-        req.first_failure,
+        (req.first_failure, False),
         suite.SUITE_TIMEOUT_S,
     )
     assert run is not None, "the grading did not run on the run's server"
@@ -191,3 +191,23 @@ def test_held_out_node_ids_run_on_the_server_with_the_files_laid_over_its_copy_o
     suite._servers.clear()  # no server in reach: a new interpreter in the sandbox, where the same test fails
     fresh = suite.run_tests(str(work), None, [node], FAMILY.module_names, prepare=lay)
     assert fresh.report is not None and fresh.report["outcomes"] == {node: "failed"}, fresh.why
+
+
+def test_outcomes_alone_on_the_server_leave_the_asserts_as_written(served: Containment, tmp_path: Path) -> None:
+    # A fork of the server is a fresh interpreter's: no test runner above it rewrites the module either way.
+    work = tmp_path / "work"
+    materialise(FAMILY, None, work)
+    held_out = "tests/test_held_out.py"
+
+    def lay(tree: Path) -> None:
+        (tree / held_out).write_text("def test_lists():\n    assert [1] == [2]\n")
+
+    node = f"{held_out}::test_lists"
+    full, alone = (
+        suite.run_tests(str(work), None, [node], FAMILY.module_names, prepare=lay, outcomes_only=o)
+        for o in (False, True)
+    )
+    assert full.report is not None and alone.report is not None, (full.why, alone.why)
+    assert full.report["outcomes"] == alone.report["outcomes"] == {node: "failed"}
+    assert "assert [1] == [2]" in full.log_tail  # rewritten, the failure names what it compared
+    assert "assert [1] == [2]" not in alone.log_tail and "def test_lists" not in alone.log_tail
