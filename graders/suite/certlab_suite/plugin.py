@@ -32,12 +32,13 @@ from typing import IO, Any
 
 from attrs import define, frozen
 
-from certlab_core.plugin import Grader, GradeRequest, GradeResult, hookimpl
+from certlab_core.plugin import Grader, GradeRequest, GradeResult, InstrumentError, hookimpl
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk import trees
 from certlab_core.sdk.containment import active_containment
 from certlab_core.sdk.forking import ForkedCallError, call_in_fork
+from certlab_core.sdk.safe_io import parse_json, read_capped_text
 from certlab_core.sdk.workcopy import copy_tree
 
 NAME = "suite"
@@ -57,8 +58,14 @@ def _tail(path: Path, tree: Path) -> str:
 
 
 def well_formed(report: object) -> bool:
-    """Whether a report from a contained test process has the shape ``judge`` reads (it may come from anyone)."""
-    return isinstance(report, dict) and all(isinstance(report.get(key), kind) for key, kind in REPORT_KEYS.items())
+    """Whether a test process's report has the shape ``judge`` reads, down to each name and outcome being text
+    and the exit code an integer (it may come from the graded code itself)."""
+    if not isinstance(report, dict) or not all(isinstance(report.get(k), kind) for k, kind in REPORT_KEYS.items()):
+        return False
+    outcomes = report["outcomes"]
+    texts = [*report["collected"], *report["collect_errors"], *report["strays"], *outcomes, *outcomes.values()]
+    exit_code = report.get("exit_code")
+    return (exit_code is None or type(exit_code) is int) and all(isinstance(text, str) for text in texts)
 
 
 def judge(run: dict[str, Any], expected: tuple[str, ...], log_tail: str) -> GradeResult:
@@ -136,8 +143,9 @@ def run_tests(
     """
     contained = active_containment().contained
     if contained or environment is not None:
-        how = (first_failure, outcomes_only)
-        served = _run_on_server(workdir, environment, test_paths, module_names, prepare, how, timeout_s)
+        served = _run_on_server(
+            workdir, environment, test_paths, module_names, prepare, first_failure, outcomes_only, timeout_s
+        )
         if served is not None:
             return served
     made = trees.make_temp_folder("certlab-suite-")
@@ -149,8 +157,9 @@ def run_tests(
             prepare(tree)
         log = scratch / "pytest.log"
         if contained or environment is not None:
-            how = (first_failure, outcomes_only)
-            return _run_contained(scratch, tree, log, environment, test_paths, module_names, how, timeout_s)
+            return _run_contained(
+                scratch, tree, log, environment, test_paths, module_names, first_failure, outcomes_only, timeout_s
+            )
         from certlab_suite.visible_suite import run_pytest  # the test runner, imported by a grading, not by discovery
 
         try:
@@ -166,6 +175,8 @@ def run_tests(
             )
         except ForkedCallError as error:
             return TestRun(None, f"the test process did not report: {error.failure.summary}", _tail(log, tree))
+        if not well_formed(report):
+            return TestRun(None, "the test process did not report (its report is not one)", _tail(log, tree))
         return TestRun(report, "", _tail(log, tree))
     finally:
         trees.remove_made(made)  # the graded code wrote here: iterative, and only the folder made
@@ -200,8 +211,8 @@ def environment_python(environment: str) -> str:
 def _reported(text: str, log: Path, tree: Path) -> TestRun:
     """The run a contained test process's report text describes (it may come from anyone: checked first)."""
     try:
-        report = json.loads(text)
-    except ValueError:
+        report = parse_json(text, "the test process's report")
+    except InstrumentError:  # too large, too deep, not JSON
         report = None
     if not well_formed(report):
         return TestRun(None, "the test process did not report (its report is not one)", _tail(log, tree))
@@ -305,11 +316,17 @@ def serve(containment: Containment, slots: int, environments: tuple[str | None, 
         trees.remove_made(made)
 
 
+def _same(served: Containment, wanted: Containment) -> bool:
+    """Whether a server started under ``served`` grades for ``wanted``: the same sandbox, or both uncontained (an
+    uncontained run's note, such as ``--sandbox none``'s, says why, and changes nothing of how it runs)."""
+    return served == wanted or not (served.contained or wanted.contained)
+
+
 @contextlib.contextmanager
 def _a_free_server(containment: Containment, environment: str | None) -> Iterator[GradingServer | None]:
     """A usable server of this containment and environment, held for the block (waiting for one when all are
     busy); else None."""
-    mine = [s for s in _servers if s.containment == containment and s.environment == environment and s.usable()]
+    mine = [s for s in _servers if _same(s.containment, containment) and s.environment == environment and s.usable()]
     if not mine:
         yield None
         return
@@ -383,7 +400,8 @@ def _run_on_server(
     test_paths: Sequence[str],
     module_names: Sequence[str],
     prepare: Callable[[Path], None] | None,
-    how: tuple[bool, bool],
+    first_failure: bool,
+    outcomes_only: bool,
     timeout_s: float,
 ) -> TestRun | None:
     """The run on one of the run's servers, in a fresh fork of it (in the sandbox); None when none is in reach."""
@@ -403,8 +421,8 @@ def _run_on_server(
                 "modules": list(module_names),
                 "test_paths": list(test_paths),
                 "timeout_s": timeout_s,
-                "first_failure": how[0],
-                "outcomes_only": how[1],
+                "first_failure": first_failure,
+                "outcomes_only": outcomes_only,
             }
             reply = _ask(server, message, timeout_s + SERVER_GRACE_S)
             if reply is None:  # gone or silent (the graded code may have killed it): graded afresh, without it
@@ -426,7 +444,8 @@ def _run_contained(
     environment: str | None,
     test_paths: Sequence[str],
     module_names: Sequence[str],
-    how: tuple[bool, bool],
+    first_failure: bool,
+    outcomes_only: bool,
     timeout_s: float,
 ) -> TestRun:
     """The agent's code under the run's sandbox: a new interpreter of the agent environment, out of the key's reach.
@@ -447,8 +466,8 @@ def _run_contained(
         containment.python() if environment is None else environment_python(environment),
         "-I",
         str(script),
-        *((visible_suite.FIRST_FAILURE_FLAG,) if how[0] else ()),
-        *((visible_suite.OUTCOMES_ONLY_FLAG,) if how[1] else ()),
+        *((visible_suite.FIRST_FAILURE_FLAG,) if first_failure else ()),
+        *((visible_suite.OUTCOMES_ONLY_FLAG,) if outcomes_only else ()),
         str(result),
         str(tree),
         str(log),
@@ -459,12 +478,16 @@ def _run_contained(
     ran = run_contained(
         argv, cwd=str(tree), env=env, timeout_s=timeout_s, containment=containment, writable=(str(scratch),)
     )
-    try:
-        text = result.read_text(encoding="utf-8")
-    except OSError:
+    if not result.exists() and not result.is_symlink():
         return TestRun(
             None, f"the test process did not report ({ran.detail or f'exit status {ran.exit_code}'})", _tail(log, tree)
         )
+    try:  # the graded code could write it: no link followed, no FIFO waited on, capped
+        if result.is_symlink():
+            raise InstrumentError(f"{result}: a symlink, not the report")
+        text = read_capped_text(result, "test report")
+    except InstrumentError as error:
+        return TestRun(None, f"the test process did not report ({error.message})", _tail(log, tree))
     return _reported(text, log, tree)
 
 

@@ -54,7 +54,8 @@ def on_server(req: GradeRequest) -> GradeResult:
         family.test_paths,
         family.module_names,
         None,
-        (req.first_failure, False),
+        req.first_failure,
+        False,
         suite.SUITE_TIMEOUT_S,
     )
     assert run is not None, "the grading did not run on the run's server"

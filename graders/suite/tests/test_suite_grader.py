@@ -97,3 +97,45 @@ def test_asked_for_the_first_failure_alone_the_verdict_is_the_same_and_the_run_s
     passed_in_full = int(full.detail.split("/")[0])
     # stopped at the first failing test: the tests after it did not run, so fewer passed
     assert int(first.detail.split("/")[0]) < passed_in_full
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        {"collected": [], "outcomes": {"t": ["passed"]}, "collect_errors": [], "strays": []},  # an outcome not text
+        {"collected": [1], "outcomes": {}, "collect_errors": [], "strays": []},
+        {"collected": [], "outcomes": {}, "collect_errors": [], "strays": [], "exit_code": "0"},
+        {"collected": [], "outcomes": {}, "collect_errors": [None], "strays": []},
+    ],
+)
+def test_a_report_of_the_wrong_shape_below_its_keys_is_not_one(report: dict[str, object]) -> None:
+    from certlab_suite.plugin import well_formed
+
+    assert not well_formed(report)
+    assert well_formed({"collected": ["t"], "outcomes": {"t": "passed"}, "collect_errors": [], "strays": []})
+
+
+def test_a_report_nested_too_deep_is_no_report_not_a_crash(tmp_path: Path) -> None:
+    from certlab_suite.plugin import _reported
+
+    run = _reported("[" * 100_000 + "]" * 100_000, tmp_path / "log", tmp_path)
+    assert run.report is None and "did not report" in run.why
+
+
+def test_a_report_the_graded_code_turned_into_a_symlink_is_not_read(tmp_path: Path) -> None:
+    # In a new interpreter (a task environment's: here this venv), the graded code learns the report's path from
+    # the script's arguments and links it elsewhere; the script then writes its passing report through the link.
+    from certlab_suite.plugin import run_tests
+
+    work = tmp_path / "work"
+    materialise(FAMILY, None, work)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("{}")
+    (work / "conftest.py").write_text(
+        "import os, sys\n"
+        f"os.remove(sys.argv[1]) if os.path.exists(sys.argv[1]) else None\n"
+        f"os.symlink({str(elsewhere)!r}, sys.argv[1])\n"
+    )
+    run = run_tests(str(work), sys.prefix, FAMILY.test_paths, FAMILY.module_names)
+    assert run.report is None and "a symlink" in run.why, run.why
+    assert elsewhere.read_text() != "{}", "the script did write its report through the link"
