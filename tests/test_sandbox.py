@@ -12,6 +12,7 @@ import stat
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 from conftest import run_certlab
 
@@ -269,3 +270,23 @@ def test_a_named_sandbox_that_does_not_work_or_is_not_installed_is_one_line() ->
     with pytest.raises(UsageError) as unknown:
         choose_containment(installed, "jail", [], lambda _l: None)
     assert unknown.value.message == "--sandbox 'jail' is not one of auto, none or a sandbox (cell)"
+
+
+def test_a_probe_that_raises_or_answers_nonsense_is_named_never_a_traceback() -> None:
+    def raising() -> str | None:
+        raise RuntimeError("no cells today")
+
+    broken = attrs.evolve(passthrough("cell", True, 1), probe=raising)
+    odd = attrs.evolve(passthrough("jail", True, 2), probe=lambda: 42)
+    warnings: list[str] = []
+    chosen = choose_containment(Installed(broken, odd), "auto", [], warnings.append)
+    assert not chosen.contained and len(warnings) == 1
+    assert "cell's probe raised RuntimeError: no cells today" in warnings[0]
+    assert "jail's probe returned int, not a line or None" in warnings[0]
+    with pytest.raises(UsageError, match="cell's probe raised RuntimeError"):
+        choose_containment(Installed(broken), "cell", [], lambda _l: None)
+
+
+def test_a_sandbox_record_with_an_order_that_is_no_integer_is_refused_when_made() -> None:
+    with pytest.raises(TypeError):
+        attrs.evolve(passthrough("cell", True, None), auto_order="1")

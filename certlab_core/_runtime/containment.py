@@ -46,7 +46,7 @@ def choose_containment(
         candidates = [installed[choice]]
     reasons: list[str] = []
     for sandbox in candidates:
-        reason = sandbox.probe()
+        reason = _probed(sandbox)
         if not reason:
             wanted_hidden = sorted({*installation_paths(), *(os.path.abspath(p) for p in hidden if p)})
             everything_hidden = tuple(
@@ -60,6 +60,18 @@ def choose_containment(
     found = "; ".join(reasons) or f"no sandbox is installed (pip install {SANDBOX_DISTRIBUTION})"
     warn(f"warning: no sandbox: {found}; the agent runs uncontained (see docs/trust-model.md)")
     return Containment(note=f"--sandbox auto found no sandbox ({found}); the agent ran uncontained")
+
+
+def _probed(sandbox: Sandbox) -> str | None:
+    """The sandbox's probe: None when it works here, else why not; a probe that raises or answers something
+    else than a line or None says so instead (a plugin's failure is named, never a traceback)."""
+    try:
+        reason = sandbox.probe()
+    except Exception as error:  # a third party's probe
+        return f"the sandbox {sandbox.name}'s probe raised {type(error).__name__}: {str(error)[:160]}"
+    if reason is not None and not isinstance(reason, str):
+        return f"the sandbox {sandbox.name}'s probe returned {type(reason).__name__}, not a line or None"
+    return reason or None
 
 
 def check_choice(choice: str, installed: Mapping[str, object]) -> None:

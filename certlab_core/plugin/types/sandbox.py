@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, Literal, Protocol
 
+import attrs
 from attrs import field, frozen
 
 from certlab_core.plugin.types.base import Record
@@ -260,9 +261,9 @@ class Sandbox(Record):
     visible: SandboxVisible | None = field(default=None, eq=False, repr=False)
     #: Where ``--sandbox auto`` tries it: sandboxes with an order are probed lowest first (then by name) and
     #: the first that works is used; None: chosen only by its name.
-    auto_order: int | None = None
+    auto_order: int | None = field(default=None, validator=attrs.validators.optional(attrs.validators.instance_of(int)))
     #: One line on what makes ``probe`` pass where it does not (what to install), shown when it fails.
-    install_hint: str = ""
+    install_hint: str = field(default="", validator=attrs.validators.instance_of(str))
 
 
 @frozen
