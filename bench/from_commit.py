@@ -61,10 +61,8 @@ def intervals_task(folder: Path) -> Path:
     defect = next(d for d in family.defects if d.id == FIRST_DEFECT)
     materialise(family, defect, folder / "fixture")
     materialise(family, None, folder / "oracle")
-    for tree in ("fixture", "oracle"):
-        shutil.rmtree(folder / tree / "tests") if tree == "oracle" else (folder / tree / "tests").rename(
-            folder / "tests"
-        )
+    (folder / "fixture" / "tests").rename(folder / "tests")  # the visible tests sit beside the fixture
+    shutil.rmtree(folder / "oracle" / "tests")  # the oracle is the fixed code alone, as a commit's fix is
     (folder / "cases").mkdir()
     shutil.copyfile(family.cases_file, folder / "cases" / "acceptance.jsonl")
     shutil.copyfile(family.prompt_file, folder / "PROMPT.md")

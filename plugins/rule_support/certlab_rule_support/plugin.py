@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from certlab_core.plugin import Command, hookimpl
@@ -10,38 +11,31 @@ if TYPE_CHECKING:
     import typer
 
 
-def _stats(app: typer.Typer) -> None:
-    from certlab_rule_support import stats_cmd
+def _register(which: str) -> Callable[[typer.Typer], None]:
+    """The ``register`` of one command: ``stats_cmd.register_WHICH``, imported only when that command is asked for."""
 
-    stats_cmd.register_stats(app)
+    def register(app: typer.Typer) -> None:
+        from certlab_rule_support import stats_cmd
 
+        getattr(stats_cmd, f"register_{which}")(app)
 
-def _plan(app: typer.Typer) -> None:
-    from certlab_rule_support import stats_cmd
-
-    stats_cmd.register_plan(app)
-
-
-def _selfcheck(app: typer.Typer) -> None:
-    from certlab_rule_support import stats_cmd
-
-    stats_cmd.register_selfcheck(app)
+    return register
 
 
 @hookimpl
 def certlab_commands() -> list[Command]:
     return [
-        Command(name="stats", description="Statistics of a rule: bounds from counts.", register=_stats),
+        Command(name="stats", description="Statistics of a rule: bounds from counts.", register=_register("stats")),
         Command(
             name="plan",
             description="Exact P(PASS), P(BLOCK) and P(INCONCLUSIVE) of each design, by enumerating every binomial "
             "outcome.",
-            register=_plan,
+            register=_register("plan"),
         ),
         Command(
             name="selfcheck",
             description="The rule's own operating characteristics by exact enumeration; exit 3 if an error rate "
             "exceeds its limit.",
-            register=_selfcheck,
+            register=_register("selfcheck"),
         ),
     ]
