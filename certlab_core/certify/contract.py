@@ -6,9 +6,8 @@ import math
 from collections import Counter, defaultdict
 from typing import Any
 
-from certlab_core._runtime.known import DEFAULT_RULE
+from certlab_core._runtime.intervals import NO_EXACT_INTERVAL, exact_interval
 from certlab_core._runtime.registry import Registry
-from certlab_core.plugin.errors import CertlabError
 from certlab_core.plugin.failure_modes import GIVE_UP_FILE, TWIN_CHEATED
 from certlab_core.sdk.model_boundary import describe_upstream_errors, upstream_errors
 
@@ -34,11 +33,10 @@ def rule_interval_text(registry: Registry | None, fixed: int, n: int, at_least: 
     """The installed rule's exact interval of fixed/n, as the contract prints it ("" below ``at_least`` trials)."""
     if registry is None or n < at_least:
         return ""
-    try:
-        rule = registry.get("statistical_rules", DEFAULT_RULE)
-    except CertlabError:
-        return "(install certlab-clopper-pearson for intervals)"
-    low, high = rule.interval(fixed, n, CONTRACT_ALPHA)
+    interval = exact_interval(registry)
+    if interval is None:
+        return NO_EXACT_INTERVAL
+    low, high = interval(fixed, n, CONTRACT_ALPHA)
     return f"[{low:.3f}, {high:.3f}]"
 
 

@@ -53,7 +53,7 @@ class ArmSummary(Record):
     failures: int
     errors: int
     rate: float | None
-    exact: tuple[float, float]
+    exact: tuple[float, float] | None  # None: no Clopper-Pearson rule was installed to compute it
     wilson: tuple[float, float]
     pass_k: tuple[PassK, ...] = field(converter=_tuple)
     contract_violations: int = 0

@@ -20,7 +20,7 @@ from functools import lru_cache
 from attrs import frozen
 
 from certlab_core.plugin.types.agent import Usage
-from certlab_core.report.intervals import regularized_beta
+from certlab_core.report.incomplete_beta import regularized_beta
 
 QUANTITIES = ("cost_usd", "input_tokens", "output_tokens", "cached_input_tokens")
 LABELS = {

@@ -3,7 +3,9 @@
 ``build_report`` is a pure function of the manifest, the trial lines and the decision the
 gate computes from them (docs/run-store.md). It only counts and summarises: the verdict
 and the bounds are the decision's; the per-arm exact (Clopper-Pearson) and Wilson
-intervals, at the experiment's alpha, are for reading and never decide anything.
+intervals, at the experiment's alpha, are for reading and never decide anything. The
+exact one is the installed Clopper-Pearson rule's ``interval``, handed in: the kernel
+has no second implementation of it (none installed: the report shows none).
 Reporter plugins (``certlab_reporters``) render a ``Report``; ``certlab report --json``
 prints it.
 """
@@ -38,8 +40,16 @@ from certlab_core.plugin.report import (
     Report,
 )
 from certlab_core.plugin.types.agent import Usage
+from certlab_core.plugin.types.rule import Interval
 from certlab_core.report.cost import cost_report
-from certlab_core.report.intervals import clopper_pearson, pass_hat_k, wilson
+from certlab_core.sdk.wilson import wilson
+
+
+def pass_hat_k(successes: int, n: int, k: int) -> float | None:
+    """pass^k: the unbiased estimate that ``k`` independent trials all succeed, C(s, k) / C(n, k); None if k > n."""
+    if k < 1 or k > n:
+        return None
+    return math.comb(successes, k) / math.comb(n, k)
 
 
 def _tuple(value: Iterable[Any] | None) -> tuple[Any, ...]:
@@ -249,9 +259,12 @@ class ReportAccumulator:
     proportional to the number of trials, not to the size of their recordings.
     """
 
-    def __init__(self, manifest: Mapping[str, Any], pass_k: Sequence[int] = DEFAULT_PASS_K) -> None:
+    def __init__(
+        self, manifest: Mapping[str, Any], pass_k: Sequence[int] = DEFAULT_PASS_K, exact: Interval | None = None
+    ) -> None:
         self.manifest = manifest
         self.pass_k = tuple(pass_k)
+        self.exact = exact
         self.latest: dict[str, TrialSummary] = {}
         self.errors: list[tuple[str, int, str]] = []
         self._pending: dict[tuple[str, int], dict[str, _Pending]] = {}
@@ -352,7 +365,7 @@ class ReportAccumulator:
 
     def fresh(self) -> ReportAccumulator:
         """An empty accumulator for the same manifest, to read a part of the lines elsewhere (a forked worker)."""
-        return ReportAccumulator(self.manifest, self.pass_k)
+        return ReportAccumulator(self.manifest, self.pass_k, self.exact)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Sent back from a forked worker: each kept trial as a plain tuple, which pickles far faster than a record.
@@ -362,7 +375,7 @@ class ReportAccumulator:
              t.upstream_errors)
             for t in self.latest.values()
         ]  # fmt: skip
-        return _restored, (self.manifest, self.pass_k, rows, self.errors, self._pending, self.skipped)
+        return _restored, (self.manifest, self.pass_k, self.exact, rows, self.errors, self._pending, self.skipped)
 
     def absorb(self, other: ReportAccumulator) -> None:
         """Take what an accumulator that read the lines after those read here has kept.
@@ -453,7 +466,7 @@ class ReportAccumulator:
             failures=failures,
             errors=len(trials) - decided,
             rate=successes / decided if decided else None,
-            exact=clopper_pearson(successes, decided, alpha),
+            exact=None if self.exact is None else self.exact(successes, decided, alpha),
             wilson=wilson(successes, decided, alpha),
             pass_k=[PassK(k, pass_hat_k(successes, decided, k)) for k in self.pass_k],
             contract_violations=sum(1 for t in trials if t.violated),
@@ -599,13 +612,14 @@ class ReportAccumulator:
 def _restored(
     manifest: Mapping[str, Any],
     pass_k: Sequence[int],
+    exact: Interval | None,
     rows: Sequence[tuple[Any, ...]],
     errors: list[tuple[str, int, str]],
     pending: dict[tuple[str, int], dict[str, _Pending]],
     skipped: int,
 ) -> ReportAccumulator:
     """A report accumulator from what ``ReportAccumulator.__reduce__`` sent."""
-    accumulator = ReportAccumulator(manifest, pass_k)
+    accumulator = ReportAccumulator(manifest, pass_k, exact)
     latest = accumulator.latest
     for row in rows:
         trial = latest[row[0]] = TrialSummary(*row)
@@ -638,9 +652,13 @@ def build_report(
     pass_k: Sequence[int] = DEFAULT_PASS_K,
     decision_file: str = "matches",
     earlier_runs: Sequence[EarlierRun] = (),
+    exact: Interval | None = None,
 ) -> Report:
-    """The report of one run store; ``decision`` is the gate's decision over ``manifest`` and ``lines``."""
-    accumulator = ReportAccumulator(manifest, pass_k)
+    """The report of one run store; ``decision`` is the gate's decision over ``manifest`` and ``lines``.
+
+    ``exact`` gives each arm's exact interval (the Clopper-Pearson rule's ``interval``); None: none is shown.
+    """
+    accumulator = ReportAccumulator(manifest, pass_k, exact)
     for line in lines:
         accumulator.add(line)
     return accumulator.report(decision, run=run, decision_file=decision_file, earlier_runs=earlier_runs)

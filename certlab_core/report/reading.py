@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from certlab_core._runtime.intervals import exact_interval
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
 from certlab_core.plugin.types.rule import StatisticalRule
@@ -152,7 +153,7 @@ def load_report(rundir: Path, registry: Registry, pass_k: tuple[int, ...]) -> tu
         if verdict.startswith(EARLIER_SKIPPED):
             verdict = f"{EARLIER_SKIPPED}: its decision.json is damaged"
         earlier.append(EarlierRun(run=path.name, verdict=None if verdict == "no decision" else verdict))
-    accumulator = ReportAccumulator(manifest_document(manifest), pass_k)
+    accumulator = ReportAccumulator(manifest_document(manifest), pass_k, exact_interval(registry))
     with collector_paused():
         decision = decide_file(manifest, rundir / TRIALS, rule, accumulator)
         report = accumulator.report(

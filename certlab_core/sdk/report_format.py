@@ -10,8 +10,9 @@ def level(alpha: float) -> str:
     return f"{100.0 * (1.0 - alpha):.4g}%"
 
 
-def interval(bounds: tuple[float, float]) -> str:
-    return f"[{bounds[0]:.3f}, {bounds[1]:.3f}]"
+def interval(bounds: tuple[float, float] | None) -> str:
+    """``[0.525, 0.718]``; ``–`` where there is none (no Clopper-Pearson rule installed for the exact one)."""
+    return "–" if bounds is None else f"[{bounds[0]:.3f}, {bounds[1]:.3f}]"
 
 
 def counts(arm: ArmSummary) -> str:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from certlab_core.plugin.types.agent import Usage
 from certlab_core.report.cost import cost_report, t_quantile
-from certlab_core.report.intervals import regularized_beta
+from certlab_core.report.incomplete_beta import regularized_beta
 
 
 def claude(cost: float, tokens_in: int = 1000, tokens_out: int = 100) -> Usage:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from certlab_clopper_pearson.rule import interval as exact_interval
 from certlab_diagnosis.diff import diff_trials, render_diff
 from diagnosis_helpers import ARCHIVED
 from hypothesis import given, settings
@@ -53,7 +54,7 @@ lines = st.fixed_dictionaries(
 @settings(max_examples=120, deadline=None)
 @given(st.lists(lines, max_size=8), st.lists(st.integers(0, len(REAL) - 1), max_size=5))
 def test_any_lines_give_a_report(made: list[dict[str, Any]], real: list[int]) -> None:
-    report = build_report(MANIFEST, [REAL[i] for i in real] + made, DECISION)
+    report = build_report(MANIFEST, [REAL[i] for i in real] + made, DECISION, exact=exact_interval)
     assert report.verdict == "BLOCK"
     for condition in report.conditions:
         assert condition.baseline.successes + condition.baseline.failures + condition.baseline.errors == (

@@ -198,13 +198,17 @@ def test_usage_reported_by_the_agent_is_recorded(registry: Registry, folder: Pat
 
 
 def test_the_report_reads_usage_from_a_lines_tail_as_a_whole_parse_does(registry: Registry, folder: Path) -> None:
+    from certlab_clopper_pearson.rule import interval as exact_interval
+
     from certlab_core.report.model import build_report
     from certlab_core.report.reading import load_report
 
     store, decision = run(registry, write(folder, toolset_descriptor("good", "good", n=3)), folder / "runs")
     report, _rule = load_report(store, registry, (1, 2, 4))  # reads each line's usage, its last key, alone
     manifest = json.loads((store / "manifest.json").read_text())
-    whole = build_report(manifest, lines(store), decision, run=store.name)  # parses every line whole
+    whole = build_report(  # parses every line whole
+        manifest, lines(store), decision, run=store.name, exact=exact_interval
+    )
     assert report.usage == whole.usage and report.cost == whole.cost
     assert [u.input_tokens for u in report.usage] == [30, 30] and [u.output_tokens for u in report.usage] == [6, 6]
 

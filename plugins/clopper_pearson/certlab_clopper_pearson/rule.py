@@ -3,7 +3,9 @@
 With ``K`` gating conditions and ``L`` looks, each arm gets an exact Clopper-Pearson interval
 with tail ``alpha / (4 K L)`` (two-sided level ``alpha / (2 K L)``); the bounds on candidate
 minus baseline are ``[L_c - U_b, U_c - L_b]``; PASS iff the lower bound > -delta, BLOCK iff the
-upper bound < -delta, otherwise INCONCLUSIVE. scipy and numpy are imported lazily.
+upper bound < -delta, otherwise INCONCLUSIVE. ``decide`` and ``plan`` work on arrays with
+numpy and scipy, imported lazily; ``interval``, one arm at a time, needs neither
+(``certlab_clopper_pearson.one_arm``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from certlab_rule_support.two_arm_rule import DEFAULT_DELTA as DEFAULT_DELTA
 from certlab_rule_support.two_arm_rule import Decide, Plan, arm_counts, whole
 from certlab_rule_support.two_arm_rule import verdict_of as verdict_of
 
+from certlab_clopper_pearson import one_arm
 from certlab_core.sdk.looks import look_alpha
 
 if TYPE_CHECKING:
@@ -68,8 +71,7 @@ def interval(successes: int, n: int, alpha: float = DEFAULT_ALPHA) -> tuple[floa
     """The exact Clopper-Pearson interval for ``successes`` of ``n`` at two-sided level ``alpha``."""
     wins, trials = arm_counts(successes, n, "the arm", least_n=0)
     look_alpha(alpha)  # checks 0 < alpha < 1
-    low, high = limits(wins, trials, float(alpha))
-    return float(low), float(high)
+    return one_arm.limits(wins, trials, float(alpha))
 
 
 # decide and plan: the frame every two-arm interval rule shares, over this rule's bounds and per-arm level.

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import subprocess
+import sys
+from collections.abc import Callable
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from certlab_clopper_pearson import rule
@@ -39,6 +45,42 @@ def test_interval_is_the_beta_quantiles(successes: int, n: int, alpha: float) ->
     expected_high = 1.0 if successes == n else stats.beta.isf(alpha / 2, successes + 1, n - successes)
     assert low == pytest.approx(expected_low, abs=1e-12)
     assert high == pytest.approx(expected_high, abs=1e-12)
+
+
+def _tail_minus(successes: int, n: int, p: float, tail: Fraction, *, upper: bool) -> Fraction:
+    """P(X >= x) (``upper``) or P(X <= x), minus ``tail``, in exact rational arithmetic at the double ``p``."""
+    chance = Fraction(p)
+    terms = range(successes, n + 1) if upper else range(successes + 1)
+    return sum((math.comb(n, j) * chance**j * (1 - chance) ** (n - j) for j in terms), Fraction(0)) - tail
+
+
+def _within_ulps(value: float, ulps: int, sign_at: Callable[[float], Fraction]) -> bool:
+    """True if the exact root lies within ``ulps`` doubles of ``value``: the tail crosses its target there."""
+    below = above = value
+    for _ in range(ulps):
+        below, above = math.nextafter(below, 0.0), math.nextafter(above, 1.0)
+    return sign_at(below) * sign_at(above) <= 0
+
+
+@pytest.mark.parametrize(
+    ("successes", "n"), [(3, 10), (7, 40), (1, 300), (299, 300), (130, 200), (171, 190), (150, 185), (50, 100)]
+)
+@pytest.mark.parametrize("alpha", [0.5, 0.05, 0.00625, 0.005, 1e-6])
+def test_interval_is_within_four_ulps_of_the_exact_root(successes: int, n: int, alpha: float) -> None:
+    # At most 3 ulps off over this grid; scipy's beta quantiles miss by up to 31 (130/200 at alpha 0.005).
+    low, high = rule.interval(successes, n, alpha)
+    tail = Fraction(alpha / 2)
+    assert _within_ulps(low, 4, lambda p: _tail_minus(successes, n, p, tail, upper=True))
+    assert _within_ulps(high, 4, lambda p: _tail_minus(successes, n, p, tail, upper=False))
+
+
+def test_one_interval_imports_neither_numpy_nor_scipy() -> None:
+    probe = (
+        "import sys; from certlab_clopper_pearson import rule; rule.interval(130, 200, 0.05); "
+        "print(sorted(m for m in ('numpy', 'scipy') if m in sys.modules))"
+    )
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert found.stdout.strip() == "[]"
 
 
 def test_an_arm_with_no_trials_has_the_whole_unit_interval() -> None:

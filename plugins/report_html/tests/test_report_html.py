@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from certlab_clopper_pearson.rule import interval as exact_interval
 from certlab_report_html.render import render
 from certlab_report_html.svg import ticks
 
@@ -35,7 +36,7 @@ def report_of(name: str) -> Report:
     manifest = json.loads((folder / "manifest.json").read_text())
     decision = json.loads((folder / "decision.json").read_text())
     lines = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
-    return build_report(manifest, lines, decision, run=name)
+    return build_report(manifest, lines, decision, run=name, exact=exact_interval)
 
 
 def chromium() -> str:
@@ -188,7 +189,7 @@ def story_block(tmp_path_factory: pytest.TempPathFactory) -> Report:
     manifest = json.loads((folder / "manifest.json").read_text())
     decision = json.loads((folder / "decision.json").read_text())
     lines = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
-    return build_report(manifest, lines, decision, run=folder.name)
+    return build_report(manifest, lines, decision, run=folder.name, exact=exact_interval)
 
 
 def test_the_story_blocks_plot_draws_interval_margin_and_zero_at_least_20_px_apart(

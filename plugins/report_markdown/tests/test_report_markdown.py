@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from certlab_clopper_pearson.rule import interval as exact_interval
 from certlab_report_markdown.render import cell, render
 
 from certlab_core.report.model import Report, build_report
@@ -17,7 +18,7 @@ def report_of(name: str) -> Report:
     manifest = json.loads((folder / "manifest.json").read_text())
     decision = json.loads((folder / "decision.json").read_text())
     lines = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
-    return build_report(manifest, lines, decision, run=name)
+    return build_report(manifest, lines, decision, run=name, exact=exact_interval)
 
 
 def table_rows(text: str, header: str) -> list[list[str]]:
