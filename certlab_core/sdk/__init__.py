@@ -13,7 +13,8 @@ this package imports none of them, so a process pays only for what it uses:
   a visible suite, lock fingerprints, a user's own task;
 - ``looks``, ``report_format``, ``wilson``: the alpha split over looks, how a report's numbers read, and
   the Wilson interval shown beside a rule's for reading;
-- ``forking``, ``executor``: forked calls and pools, isolated stage calls, the local executor;
+- ``forking``, ``zygote``, ``executor``: forked calls and pools, preloaded zygotes, isolated stage calls,
+  the local executor;
 - ``model_boundary``: what a model boundary's recording says (statuses, budgets, the plan);
 - ``services``: the installed plugins and the containment choice, for a plugin's own command.
 

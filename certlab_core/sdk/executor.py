@@ -26,7 +26,8 @@ from certlab_core.plugin.types.executor import (
     WorkFailure,
     nothing_to_preload,
 )
-from certlab_core.sdk.forking import ChildFailure, ForkPool, Zygote, ZygoteHost
+from certlab_core.sdk.forking import ChildFailure, ForkPool
+from certlab_core.sdk.zygote import Zygote, ZygoteHost
 
 
 def failure_of(child: ChildFailure) -> WorkFailure:

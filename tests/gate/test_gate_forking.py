@@ -7,7 +7,8 @@ import threading
 import time
 from typing import Any
 
-from certlab_core.sdk.forking import ChildFailure, ForkPool, Zygote, ZygoteHost
+from certlab_core.sdk.forking import ChildFailure, ForkPool
+from certlab_core.sdk.zygote import Zygote, ZygoteHost
 
 
 def preload() -> dict[str, Any]:

@@ -1,0 +1,418 @@
+"""Zygotes: preloaded parents that fork each call's child, and their hosts."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import pickle
+import selectors
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from certlab_core.sdk.forking import (
+    _FRAME,
+    ChildFailure,
+    _assert_single_threaded,
+    _decode,
+    _kill,
+    _read_exactly,
+    _send_frame,
+    _spawn,
+    _write_all,
+)
+
+_ZYGOTE_FDS: set[int] = set()  # the parent's ends of every live zygote's pipes
+
+
+def spawned_zygote() -> None:
+    """The entry of a zygote started as a fresh interpreter: read its setup, then serve as a forked one does."""
+    _serve_setup(int(sys.argv[1]), int(sys.argv[2]))
+
+
+def _serve_setup(command_fd: int, result_fd: int) -> None:
+    """In a new zygote (spawned, or forked by a host): read its pickled setup from its command pipe, serve, exit."""
+    code = 0
+    try:
+        (size,) = _FRAME.unpack(_read_exactly(command_fd, _FRAME.size))
+        preload, call = pickle.loads(_read_exactly(command_fd, size))
+        _zygote_main(command_fd, result_fd, preload, call)
+    except BaseException as error:
+        with contextlib.suppress(Exception):
+            _send_frame(result_fd, ("unready", f"{type(error).__name__}: {error}"))
+        code = 70
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
+
+
+def zygote_host() -> None:
+    """The entry of a zygote host: import the given modules once, then fork a zygote for each pair of pipes sent.
+
+    It reads from its socket one byte per request, with the new zygote's command pipe (read
+    end) and result pipe (write end) attached; the forked zygote reads its setup from that
+    command pipe, as a spawned one does. It ends when the process that started it closes the
+    socket (or dies); the zygotes it forked end when their own command pipes close.
+    """
+    import importlib
+    import socket
+
+    channel = socket.socket(fileno=int(sys.argv[1]))
+    for module in sys.argv[2:]:
+        with contextlib.suppress(Exception):  # a zygote that needs it reports the failure itself
+            importlib.import_module(module)
+    if threading.active_count() > 1:  # forking from here would not be safe: each zygote is then spawned
+        os._exit(70)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the zygotes
+    gc.collect()
+    gc.freeze()
+    try:
+        while True:
+            message, fds, _flags, _address = socket.recv_fds(channel, 1, 2)
+            if not message:
+                break
+            if len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            command_fd, result_fd = fds
+            if os.fork() == 0:
+                channel.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote waits for its own children
+                _serve_setup(command_fd, result_fd)
+            os.close(command_fd)
+            os.close(result_fd)
+    finally:
+        os._exit(0)
+
+
+class ZygoteHost:
+    """A fresh, lean interpreter that forks zygotes on request: one interpreter start for every stage of a process.
+
+    Spawning a zygote costs a new interpreter per stage (and per thread that serves it); a
+    host is started once, imports ``modules`` (the code the stages' functions live in, never
+    an agent's), and forks each zygote asked of it, which then runs its own preload. Such a
+    zygote talks over pipes that the asking process made, exactly as a spawned one does; it
+    is the host's child, not the asker's. Safe to use from several threads.
+    """
+
+    def __init__(self, modules: Iterable[str] = ()) -> None:
+        import socket
+        import subprocess
+
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        bootstrap = "from certlab_core.sdk.zygote import zygote_host; zygote_host()"
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", bootstrap, str(theirs.fileno()), *modules],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        except BaseException:
+            mine.close()
+            raise
+        finally:
+            theirs.close()
+        self._socket = mine
+        self._lock = threading.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return self._socket.fileno() >= 0 and self._process.poll() is None
+
+    def zygote(
+        self, preload: Callable[[], Any], call: Callable[[Any, Any], Any], start_timeout: float = 120.0
+    ) -> Zygote:
+        """A zygote forked by this host; it starts in the background: call ``wait_ready()`` before using it."""
+        return Zygote(preload, call, start_timeout, host=self)
+
+    def fork_with(self, command_fd: int, result_fd: int) -> None:
+        """Ask the host for a zygote on these pipe ends (an OSError when the host is gone)."""
+        import socket
+
+        with self._lock:
+            socket.send_fds(self._socket, [b"z"], [command_fd, result_fd])
+
+    def close(self) -> None:
+        """Stop the host (the zygotes it forked stay until their own pipes close)."""
+        with self._lock:
+            self._socket.close()
+        try:
+            self._process.wait(timeout=5.0)
+        except Exception:
+            self._process.kill()
+            self._process.wait()
+
+
+def _frames(buffer: bytearray) -> list[Any]:
+    """Complete messages at the front of ``buffer`` (consumed); a partial one stays."""
+    messages = []
+    while len(buffer) >= _FRAME.size:
+        (size,) = _FRAME.unpack_from(buffer)
+        if len(buffer) < _FRAME.size + size:
+            break
+        messages.append(pickle.loads(bytes(buffer[_FRAME.size : _FRAME.size + size])))
+        del buffer[: _FRAME.size + size]
+    return messages
+
+
+def _zygote_main(command_fd: int, result_fd: int, preload: Callable[[], Any], call: Callable[[Any, Any], Any]) -> None:
+    """In the zygote: preload once, then fork a fresh grandchild per call and pass its raw result back."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles an interrupt and closes the zygote
+    try:
+        preloaded = preload()
+        if threading.active_count() > 1:
+            raise RuntimeError("preloading started a thread; forking from it would not be safe")
+        gc.collect()
+        gc.freeze()
+    except BaseException as error:
+        _send_frame(result_fd, ("unready", f"{type(error).__name__}: {error}"))
+        return
+    _send_frame(result_fd, ("ready", os.getpid()))
+    selector = selectors.DefaultSelector()
+    selector.register(command_fd, selectors.EVENT_READ)
+    commands = bytearray()
+    running: dict[int, tuple[int, int, list[bytes], float | None]] = {}  # fd -> (call id, pid, chunks, deadline)
+    open_commands = True
+    try:
+        while open_commands or running:
+            deadlines = [d for (_c, _p, _k, d) in running.values() if d is not None]
+            wait = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+            events = selector.select(wait)
+            now = time.monotonic()
+            finished: dict[int, bool] = {}
+            for key, _mask in events:
+                fd = int(key.fd)
+                if fd == command_fd:
+                    data = os.read(fd, 1 << 16)
+                    if not data:
+                        open_commands = False
+                        selector.unregister(fd)
+                        for child_fd, (_c, pid, _k, _d) in list(running.items()):  # the parent has gone
+                            _kill(pid)
+                            finished[child_fd] = True
+                        continue
+                    commands.extend(data)
+                    for call_id, arg, timeout in _frames(commands):
+                        pid, read_fd = _spawn(call, (preloaded, arg))
+                        deadline = None if timeout is None else time.monotonic() + timeout
+                        running[read_fd] = (call_id, pid, [], deadline)
+                        selector.register(read_fd, selectors.EVENT_READ)
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    running[fd][2].append(chunk)
+                else:
+                    finished[fd] = False
+            for fd, (_c, pid, _k, deadline) in list(running.items()):
+                if deadline is not None and now >= deadline and fd not in finished:
+                    _kill(pid)
+                    finished[fd] = True
+            for fd, timed_out in finished.items():
+                call_id, pid, chunks, _d = running.pop(fd)
+                selector.unregister(fd)
+                os.close(fd)
+                data = b"".join(chunks)
+                if data and not timed_out:
+                    os.waitpid(pid, 0)
+                    _send_frame(result_fd, ("raw", call_id, data))
+                else:
+                    _kind, failure = _decode(pid, data, timed_out)
+                    _send_frame(result_fd, ("failed", call_id, failure))
+    finally:
+        for _fd, (_c, pid, _k, _d) in running.items():
+            _kill(pid)
+
+
+class Zygote:
+    """A forked child that runs ``preload()`` once, then forks a fresh grandchild for every call it is sent.
+
+    Each grandchild runs ``call(preloaded, arg)``: the work of one call happens in a fresh
+    process, as with ``ForkPool.submit``, but what ``preload`` imported is already there (the
+    code under test, which the parent itself never imports). Check ``ready`` after creating
+    it: a preload that raised, or started a thread, leaves ``ready`` false and ``problem``
+    set. Results come through ``ForkPool.submit_to`` and ``ForkPool.wait``. It is forked
+    from this process, spawned as a fresh interpreter (``Zygote.spawn``), or forked by a
+    :class:`ZygoteHost` (``host.zygote``).
+    """
+
+    def __init__(
+        self,
+        preload: Callable[[], Any],
+        call: Callable[[Any, Any], Any],
+        start_timeout: float = 120.0,
+        spawn: bool = False,
+        host: ZygoteHost | None = None,
+    ) -> None:
+        apart = spawn or host is not None  # a new interpreter, or a host's fork: the caller may have threads
+        if not apart:
+            _assert_single_threaded()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._process: Any = None
+        self._hosted = host is not None
+        setup = pickle.dumps((preload, call), protocol=pickle.HIGHEST_PROTOCOL) if apart else b""  # may refuse
+        command_read, command_write = os.pipe()
+        result_read, result_write = os.pipe()
+        if host is not None:
+            try:
+                host.fork_with(command_read, result_write)
+            except BaseException:
+                for fd in (command_write, result_read):
+                    os.close(fd)
+                raise
+            finally:
+                os.close(command_read)
+                os.close(result_write)
+            pid = 0  # known when the zygote says it is ready
+            _write_all(command_write, _FRAME.pack(len(setup)) + setup)
+        elif spawn:
+            import subprocess
+
+            bootstrap = "from certlab_core.sdk.zygote import spawned_zygote; spawned_zygote()"
+            try:
+                self._process = subprocess.Popen(
+                    [sys.executable, "-c", bootstrap, str(command_read), str(result_write)],
+                    pass_fds=(command_read, result_write),
+                    stdin=subprocess.DEVNULL,
+                )
+            except BaseException:
+                for fd in (command_write, result_read):
+                    os.close(fd)
+                raise
+            finally:
+                os.close(command_read)
+                os.close(result_write)
+            pid = int(self._process.pid)
+            _write_all(command_write, _FRAME.pack(len(setup)) + setup)
+        else:
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    os.close(command_write)
+                    os.close(result_read)
+                    for fd in _ZYGOTE_FDS:  # another zygote's pipes: holding them would keep it from seeing its end
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                    _zygote_main(command_read, result_write, preload, call)
+                except BaseException:
+                    code = 70
+                finally:
+                    os._exit(code)
+            os.close(command_read)
+            os.close(result_write)
+        self.pid = pid
+        self.command_fd = command_write
+        self.result_fd = result_read
+        _ZYGOTE_FDS.update((command_write, result_read))
+        self.closed = False
+        self._buffer = bytearray()
+        self._calls: dict[int, Any] = {}  # call id -> tag
+        self._next = 0
+        self.ready = False
+        self.problem: str | None = None
+        self._start_timeout = start_timeout
+        self._started = False
+        if not apart:
+            self.wait_ready()
+
+    def wait_ready(self) -> bool:
+        """Wait for the zygote's preload (a spawned one is waited for here, so several can start at once)."""
+        if not self._started:
+            self._started = True
+            first = self._first_message(self._start_timeout)
+            if first is not None and first[0] == "ready":
+                self.ready = True
+                self.pid = int(first[1])
+            else:
+                self.problem = first[1] if first is not None else "the zygote did not start"
+                self.close()
+        return self.ready
+
+    @classmethod
+    def spawn(cls, preload: Callable[[], Any], call: Callable[[Any, Any], Any], start_timeout: float = 120.0) -> Zygote:
+        """A zygote started as a fresh interpreter rather than forked from this process.
+
+        It holds only what ``preload`` and ``call`` import (both must pickle, as module-level
+        functions and plain data do), so forking from it is cheap. It starts in the background:
+        call ``wait_ready()`` before using it.
+        """
+        return cls(preload, call, start_timeout, spawn=True)
+
+    def _first_message(self, timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.result_fd, selectors.EVENT_READ)
+            while True:
+                messages = _frames(self._buffer)
+                if messages:
+                    return messages[0]
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not selector.select(wait):
+                    return None
+                data = os.read(self.result_fd, 1 << 16)
+                if not data:
+                    return None
+                self._buffer.extend(data)
+
+    def send(self, arg: Any, tag: Any, timeout: float | None) -> None:
+        self._next += 1
+        self._calls[self._next] = tag
+        _send_frame(self.command_fd, (self._next, arg, timeout))
+
+    def receive(self) -> list[tuple[Any, Any]]:
+        """Read what is available: each finished call's ``(tag, result or ChildFailure)``."""
+        data = os.read(self.result_fd, 1 << 16)
+        out: list[tuple[Any, Any]] = []
+        if not data:  # the zygote died: every call still out is lost
+            for tag in self._calls.values():
+                out.append((tag, ChildFailure("died", "the zygote that forks these trials died")))
+            self._calls.clear()
+            self.close()
+            return out
+        self._buffer.extend(data)
+        for message in _frames(self._buffer):
+            if message[0] == "raw":
+                _kind, call_id, raw = message
+                try:
+                    _status, value = pickle.loads(raw)
+                except Exception as error:
+                    value = ChildFailure("died", f"the forked process sent an unreadable result ({error})")
+            else:
+                _kind, call_id, value = message
+            out.append((self._calls.pop(call_id), value))
+        return out
+
+    def close(self) -> None:
+        """Stop the zygote: it kills any grandchild still running and exits."""
+        if self.closed:
+            return
+        self.closed = True
+        _ZYGOTE_FDS.difference_update((self.command_fd, self.result_fd))
+        with contextlib.suppress(OSError):
+            os.close(self.command_fd)
+        if self._hosted:
+            pass  # not this process's child: its host reaps it once it has ended
+        elif self._process is not None:
+            try:
+                self._process.wait(timeout=5.0)
+            except Exception:
+                self._process.kill()
+                self._process.wait()
+        else:
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:
+                pid, _status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    break
+                time.sleep(0.005)
+            else:
+                _kill(self.pid)
+        with contextlib.suppress(OSError):
+            os.close(self.result_fd)
