@@ -113,8 +113,8 @@ def run_command(
     from certlab_core.cli.signing_cmd import check_key_reach, check_sign_key, sign_evidence
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
+    from certlab_core.gate.progress import ProgressLine
     from certlab_core.gate.runner import (
-        ProgressLine,
         open_executor,
         plan_run,
         run_distributions,

@@ -159,7 +159,7 @@ class KernelServices:
     def judge(
         self, manifest: Mapping[str, Any], outcome: Mapping[str, Any], oracle: Mapping[str, Any] | None, /
     ) -> tuple[str, str | None, str | None]:
-        from certlab_core.gate.runner import classify
+        from certlab_core.gate.classify import classify
 
         return classify(self._manifest(manifest), outcome, oracle, None)
 

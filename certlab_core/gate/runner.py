@@ -15,7 +15,6 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
-import sys
 import threading
 import time
 from collections import deque
@@ -31,27 +30,27 @@ from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, heartbeat_interval
 from certlab_core.gate import boundary as bd
 from certlab_core.gate import trial as tr
+from certlab_core.gate.classify import WORKER_LOST, child_failure_outcome, classify, needs_oracle
 from certlab_core.gate.decision import walk
 from certlab_core.gate.descriptor import FaultDeclaration, is_reference
 from certlab_core.gate.manifest import ARMS, Manifest
+from certlab_core.gate.progress import ProgressLine
 from certlab_core.gate.resume import pending_jobs, recorded_trials
 from certlab_core.gate.schedule import Identities, key_of, look_order
 from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink
-from certlab_core.gate.trial import Job, TrialKey, TrialPlan, blank_outcome
-from certlab_core.plugin import failure_modes as fm
+from certlab_core.gate.trial import Job, TrialKey, TrialPlan
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.types.executor import Executor, ExecutorOptions, ExecutorSession, Stage, Work, WorkFailure
+from certlab_core.plugin.types.executor import Executor, ExecutorOptions, ExecutorSession, Stage, Work
 from certlab_core.plugin.types.fault import Fault
 from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.plugin.types.tool_world import ToolWorld
 from certlab_core.sdk.executor import LOCAL, LocalSession
-from certlab_core.sdk.forking import ChildFailure, ForkedCallError, call_in_fork
+from certlab_core.sdk.forking import ForkedCallError, call_in_fork
 
 ORACLE_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0
 DETAIL_LIMIT = tr.DETAIL_LIMIT
 ORACLES = "oracles"
-WORKER_LOST = "worker-lost"
 # What differs between two runs of one manifest, on any executors (and, in a coding trial's
 # ``grades``, the ``wall_s`` a grader reports in its data).
 VOLATILE_FIELDS = ("timings", "seal")
@@ -189,72 +188,6 @@ def run_oracle(plan: Plan, task: Any, snapshot: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the record
 
 
-def needs_oracle(outcome: Mapping[str, Any]) -> bool:
-    """The oracle judges only a trial whose agent completed within budget on a working world."""
-    return (
-        outcome.get("error") is None
-        and outcome["agent"]["status"] in ("completed", "exited")
-        and not outcome.get("budget_exceeded")
-        and (outcome["agent"]["status"] == "completed" or outcome["agent"]["exit_code"] == 0)
-    )
-
-
-def classify(
-    manifest: Manifest, outcome: Mapping[str, Any], oracle: Mapping[str, Any] | None, oracle_error: str | None
-) -> tuple[str, str | None, str | None]:
-    """``(outcome, failure_mode, error)`` of one attempt, from what the child and the oracle reported."""
-    agent = outcome["agent"]
-    if outcome.get("error"):
-        return "error", None, str(outcome["error"])
-    if "family_failure_mode" in outcome:  # a coding arm: the grader chain took the oracle's place
-        if agent["status"] == "timeout":
-            return "failure", fm.AGENT_TIMEOUT, None
-        if agent["status"] == "unavailable":
-            return "failure", fm.AGENT_UNAVAILABLE, None
-        if oracle is not None and oracle["passed"]:
-            return "success", None, None
-        return "failure", outcome["family_failure_mode"], None
-    if agent["status"] == "exited" and agent["exit_code"] in manifest.infra_exit_codes:
-        return (
-            "error",
-            None,
-            f"infra-exit-code: the agent exited with {agent['exit_code']}, an infrastructure exit code",
-        )
-    if agent["status"] == "timeout" or outcome.get("budget_exceeded") == "seconds":
-        return "failure", fm.AGENT_TIMEOUT, None
-    if outcome.get("budget_exceeded"):
-        return "failure", fm.BUDGET_EXCEEDED, None
-    if agent["status"] == "crashed":
-        return "failure", (fm.TOOL_FAULT_UNCAUGHT if outcome.get("uncaught_tool_error") else fm.AGENT_CRASHED), None
-    if agent["status"] == "exited" and agent["exit_code"] != 0:
-        return "failure", fm.AGENT_CRASHED, None
-    if oracle_error is not None:
-        return "error", None, f"oracle-broken: {oracle_error}"
-    if oracle is None:
-        return "error", None, "runner-broken: the trial was not judged"
-    if oracle["passed"]:
-        return "success", None, None
-    return "failure", fm.ORACLE_REJECTED, None
-
-
-def child_failure_outcome(failure: ChildFailure | WorkFailure, manifest: Manifest) -> dict[str, Any]:
-    """What a trial child that did not report stands for: killed at its deadline, died, lost with its worker, broken."""
-    outcome = blank_outcome("crashed", failure.summary[:DETAIL_LIMIT])
-    if failure.kind == WORKER_LOST:
-        outcome["error"] = f"{WORKER_LOST}: {failure.summary[:DETAIL_LIMIT]}"
-    elif failure.kind == "timeout":
-        outcome["agent"]["status"] = "timeout"
-        outcome["budget_exceeded"] = "seconds"
-    elif failure.kind == "died":
-        if failure.exit_code is not None:
-            outcome["agent"].update(status="exited", exit_code=failure.exit_code)
-            if failure.exit_code == 0:
-                outcome["agent"]["status"] = "crashed"  # left without reporting: not a completed run
-    else:
-        outcome["error"] = f"runner-broken: {failure.summary[:DETAIL_LIMIT]}"
-    return outcome
-
-
 def trial_line(
     plan: Plan,
     job: Job,
@@ -297,56 +230,6 @@ def trial_line(
         if extra in outcome:
             line[extra] = outcome[extra]
     return line
-
-
-# --------------------------------------------------------------------------- progress
-
-
-class ProgressLine:
-    """A progress bar on stderr without threads: redrawn in place on a terminal, a line per tenth otherwise."""
-
-    def __init__(self, total: int, enabled: bool = True, stream: Any = None) -> None:
-        self.total = max(1, total)
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.started = time.monotonic()
-        self.last_draw = 0.0
-        self.last_tenth = -1
-
-    def update(self, done: int, failed: int, errors: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        rate = done / max(1e-9, now - self.started)
-        if self.tty:
-            if now - self.last_draw < 0.1 and done < self.total:
-                return
-            self.last_draw = now
-            width = 30
-            filled = int(width * min(done, self.total) / self.total)
-            bar = "#" * filled + "-" * (width - filled)
-            self.stream.write(f"\r[{bar}] {done}/{self.total} trials  {failed} failed  {errors} errors  {rate:.0f}/s ")
-            self.stream.flush()
-        else:
-            tenth = 10 * done // self.total
-            if tenth != self.last_tenth:
-                self.last_tenth = tenth
-                self.stream.write(f"progress: {done}/{self.total} trials, {failed} failed, {errors} errors\n")
-                self.stream.flush()
-
-    def note(self, line: str) -> None:
-        """A line of its own (the heartbeat's), above the bar on a terminal."""
-        if not self.enabled:
-            return
-        self.stream.write(f"\r{line}\n" if self.tty else f"{line}\n")
-        self.stream.flush()
-        self.last_draw = 0.0  # the bar is drawn again at the next update
-
-    def finish(self) -> None:
-        if self.enabled and self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 # --------------------------------------------------------------------------- running

@@ -596,7 +596,8 @@ def test_a_long_trial_shows_a_heartbeat_naming_it_and_the_records_do_not(
 
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
-    from certlab_core.gate.runner import ProgressLine, plan_run, run_experiment
+    from certlab_core.gate.progress import ProgressLine
+    from certlab_core.gate.runner import plan_run, run_experiment
     from certlab_core.gate.store import create_run
 
     monkeypatch.setenv("CERTLAB_HEARTBEAT_S", "0.3")

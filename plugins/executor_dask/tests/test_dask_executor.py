@@ -24,7 +24,8 @@ import pytest
 import yaml
 from certlab_executor_dask.plugin import mismatched
 
-from certlab_core.gate.runner import VOLATILE_FIELDS, WORKER_LOST
+from certlab_core.gate.classify import WORKER_LOST
+from certlab_core.gate.runner import VOLATILE_FIELDS
 from certlab_core.plugin.types.executor import ExecutorOptions
 from certlab_core.testing import ExecutorConformance
 
