@@ -159,3 +159,42 @@ def test_the_mutation_proof_counts_only_the_held_out_graders_kills_apart_and_its
     assert cached is not None and cached.held_out_graders == ("cases",)
     older = {key: value for key, value in _document(proof).items() if key != "held_out_graders"}
     assert _proof_of(older, family_with_cases(tmp_path)) is None  # a cache written before the role is a miss
+
+
+def test_the_gate_on_a_folder_of_ones_own_task_with_no_source_installed_names_what_to_install(tmp_path: Path) -> None:
+    import json
+    import os
+
+    from certlab_acceptance.scaffold import scaffold
+
+    task = tmp_path / "thermo"
+    scaffold(task)
+    descriptor = {
+        "schema": "certlab.experiment/1",
+        "experiment": "thermo",
+        "task": {"family": "thermo"},
+        "oracle": "graders",
+        "arms": {"baseline": {"adapter": "null"}, "candidate": {"adapter": "null"}},
+        "conditions": [{"name": "clean", "bucket": "benign"}],
+        "rule": {"name": "clopper-pearson", "alpha": 0.05, "delta": 0.1, "looks": 1},
+        "n_per_arm": 2,
+        "seed": 3,
+    }
+    (task / "certlab.yaml").write_text(json.dumps(descriptor), encoding="utf-8")  # JSON is YAML
+    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite,clopper-pearson")
+    done = subprocess.run(
+        [sys.executable, "-m", "certlab_core.cli", "run", "certlab.yaml", "--out", "runs", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=task,
+        env=env,
+    )
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if line.strip()]
+    assert line == (
+        f"certlab: error: {task}: task.family 'thermo' is not installed, and no task source is installed to read "
+        "a task of your own there (pip install certlab-acceptance)"
+    )
+    assert not (task / "runs").exists()

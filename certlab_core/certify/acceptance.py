@@ -133,6 +133,21 @@ def register_experiment_task(registry: Registry, directory: Path) -> TaskFamily 
     return provider.register_experiment_task(registry, directory)
 
 
+def refuse_unread_family(registry: Registry, directory: Path, family_name: str | None) -> None:
+    """Refuse an experiment whose task family is neither installed nor known, while no task source is installed.
+
+    The family may be the experiment directory's own task, which only a task source reads: the one line says
+    what to install, where the registry would only list the installed families.
+    """
+    known = family_name is None or family_name in KNOWN_PROVIDERS.get("task_families", {})
+    if known or family_name in registry.all(TaskFamily) or registry.all(TaskSource):
+        return
+    raise UsageError(
+        f"{directory}: task.family {family_name!r} is not installed, and no task source is installed to read a "
+        f"task of your own there (pip install {_providers('task_sources')})"
+    )
+
+
 def experiment_lock(registry: Registry, family_name: str) -> AcceptanceLock | None:
     """The lock of a user task registered in this process by :func:`register_experiment_task` (None otherwise)."""
     provider = held_out_of(registry)
