@@ -23,7 +23,15 @@ from typing import Any
 from attrs import define, field
 
 from certlab_acceptance.fingerprints import check_unmoved
-from certlab_acceptance.lock import LockRefused, lock_refusals, open_lock, read_task_cases, scratch_folder, take_lock
+from certlab_acceptance.lock import (
+    LockRefused,
+    lock_refusals,
+    open_lock,
+    read_task_cases,
+    scratch_folder,
+    staged_refusals,
+    take_lock,
+)
 from certlab_acceptance.prediction import check_predictions, recorded_form
 from certlab_acceptance.user_task import SOURCE_NAME, UserTask, holds_user_task, load_user_task, stage_family
 from certlab_core.plugin import TaskFamily, UsageError, hookimpl
@@ -137,6 +145,9 @@ def open_held_out(registry: HeldOutIndex, families: Sequence[TaskFamily], task_d
             source = other_source(registry, Path(directory))
             if source is not None:
                 staged = source.stage(Path(directory), held_out.scratch / f"task-{number}")
+                refused = staged_refusals(staged, source.name)
+                if refused:
+                    raise LockRefused(refused)
                 if staged.name in names:
                     raise_duplicate(staged.name)
                 names.add(staged.name)
@@ -209,6 +220,9 @@ def register_experiment_task(registry: HeldOutIndex, directory: Path) -> TaskFam
     scratch = made.as_path
     if source is not None:
         family = source.stage(directory, scratch / "task")
+        refused = staged_refusals(family, source.name)
+        if refused:
+            raise LockRefused(refused)
         lock = take_lock(Path(family.cases_file), registry, scratch / "lock", directory)
     else:
         task = load_user_task(directory)

@@ -7,6 +7,8 @@ import shutil
 import types
 from pathlib import Path
 
+import pytest
+from certlab_acceptance.lock import LockRefused
 from certlab_acceptance.scaffold import scaffold
 
 from certlab_core._runtime.registry import discover
@@ -28,7 +30,9 @@ def folder_task(root: Path) -> Path:
     return root
 
 
-def folder_source_module() -> types.ModuleType:
+def folder_source_module(cases_in_tree: bool = False) -> types.ModuleType:
+    """A source of ``folder_task`` folders; ``cases_in_tree``: one that stages the cases inside the issued tree."""
+
     def recognises(directory: Path, /) -> bool:
         return (directory / "tree").is_dir() and (directory / "TASK.md").is_file()
 
@@ -40,7 +44,7 @@ def folder_source_module() -> types.ModuleType:
             description="a folder task",
             tree_dir=str(dest / "tree"),
             prompt_file=str(directory / "TASK.md"),
-            cases_file=str(directory / "acceptance.jsonl"),
+            cases_file=str((dest / "tree" if cases_in_tree else directory) / "acceptance.jsonl"),
             allowed_paths=["sign.py"],
             test_paths=["tests"],
             module_names=["sign"],
@@ -88,3 +92,31 @@ def test_another_sources_task_is_staged_by_it_and_locked_when_the_certification_
     finally:
         held_out.close()
     assert not held_out.scratch.exists()
+
+
+def test_another_sources_task_whose_visible_tests_call_a_held_out_input_is_refused(tmp_path: Path) -> None:
+    registry = discover()
+    registry.add_plugin(folder_source_module(), "folder-source", "folder-source", "1")
+    directory = folder_task(tmp_path / "folder")
+    (directory / "tree" / "tests" / "test_sign.py").write_text(
+        "from sign import sign\n\ndef test_sign():\n    assert sign(-2) == -1\n", encoding="utf-8"
+    )
+    with pytest.raises(LockRefused) as refused:
+        open_held_out(registry, [], [str(directory)])
+    assert refused.value.problems == (
+        "held-out case 'neg' (acceptance.jsonl:1) is also called in the visible tests: tests/test_sign.py:4 calls "
+        "sign with the same literal arguments; change the case's input",
+        "tests/test_sign.py holds 1 of the 1 held-out answers; it is issued to the agent, so the task is refused",
+    )
+
+
+def test_another_sources_task_with_its_cases_in_the_issued_tree_is_refused(tmp_path: Path) -> None:
+    registry = discover()
+    registry.add_plugin(folder_source_module(cases_in_tree=True), "folder-source", "folder-source", "1")
+    directory = folder_task(tmp_path / "folder")
+    (directory / "acceptance.jsonl").rename(directory / "tree" / "acceptance.jsonl")
+    with pytest.raises(LockRefused) as refused:
+        open_held_out(registry, [], [str(directory)])
+    assert refused.value.problems == (
+        "the folder source put the held-out cases (acceptance.jsonl) inside the issued tree; it must not",
+    )
