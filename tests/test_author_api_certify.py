@@ -190,20 +190,25 @@ def test_without_certlab_acceptance_a_certification_records_no_lock(without_acce
 
 
 def test_without_certlab_acceptance_a_task_of_your_own_is_refused_naming_what_to_install(tmp_path: Path) -> None:
+    from certlab_acceptance.scaffold import scaffold  # init-task is certlab-acceptance's command too
+
     env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
-    assert run_certlab("init-task", str(tmp_path / "task"), env=env).returncode == 0
+    scaffold(tmp_path / "task")
     done = run_certlab(
         "certify", "--task", str(tmp_path / "task"), "--agent", "null", "--out", str(tmp_path / "c"), env=env
     )
     assert done.returncode == 4, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     (line,) = [line for line in done.stderr.splitlines() if line.strip()]
-    assert line.startswith("certlab: error: --task ") and "pip install certlab-acceptance" in line
+    assert line == (
+        f"certlab: error: --task {tmp_path / 'task'}: no task source is installed to read a task of your own "
+        "(pip install certlab-acceptance)"
+    )
 
 
 def test_without_certlab_acceptance_its_commands_are_not_there(tmp_path: Path) -> None:
     env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
-    for command in ("lock", "leakscan", "predict", "task"):
+    for command in ("init-task", "lock", "leakscan", "predict", "task"):
         done = run_certlab(command, str(tmp_path), env=env)
         assert done.returncode == 4 and "Traceback" not in done.stderr, done.stderr
         assert f"unknown command '{command}'" in done.stderr and "(certlab-acceptance)" in done.stderr, done.stderr

@@ -214,7 +214,7 @@ def _read_predictions(path: Path) -> object:
 
 
 def _read_task_config(path: Path) -> object:
-    from certlab_core.sdk.user_task import read_config
+    from certlab_acceptance.user_task import read_config
 
     return read_config(path.parent)
 

@@ -172,7 +172,7 @@ FIX_COMMAND = "sed -i 's/fahrenheit - 32 \\* 5 \\/ 9/(fahrenheit - 32) * 5 \\/ 9
 
 
 def test_a_task_of_ones_own_gets_its_twin_and_regrades(tmp_path: Path) -> None:
-    from certlab_core.certify.scaffold import scaffold
+    from certlab_acceptance.scaffold import scaffold
 
     task = tmp_path / "thermo"
     scaffold(task)
@@ -285,7 +285,7 @@ def test_a_damaged_twins_section_is_one_line_and_exit_3(special_caser: Path, tmp
 
 
 def test_a_task_with_no_assertion_to_change_under_impossible_is_one_line_and_exit_3(tmp_path: Path) -> None:
-    from certlab_core.certify.scaffold import scaffold
+    from certlab_acceptance.scaffold import scaffold
 
     task = tmp_path / "thermo"
     scaffold(task)

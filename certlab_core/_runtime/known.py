@@ -7,9 +7,6 @@ from __future__ import annotations
 
 from certlab_core.plugin.types.rule import DEFAULT_RULE as DEFAULT_RULE  # the contract's, named here too
 
-#: The grader that scores held-out cases (certlab-acceptance's); every other grader is the visible side.
-HELD_OUT_GRADER = "acceptance"
-
 KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "task_families": {
         "intervals": "certlab-intervals",
@@ -70,11 +67,15 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "held_out": {
         "acceptance": "certlab-acceptance",
     },
+    "task_sources": {
+        "user-task": "certlab-acceptance",
+    },
     "commands": {
         "lock": "certlab-acceptance",
         "leakscan": "certlab-acceptance",
         "predict": "certlab-acceptance",
         "task": "certlab-acceptance",
+        "init-task": "certlab-acceptance",
         "diff": "certlab-diagnosis",
         "minimize": "certlab-diagnosis",
         "bundle": "certlab-diagnosis",

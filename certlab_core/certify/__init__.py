@@ -4,11 +4,11 @@
 instrument with constructed agents; ``certification`` runs a whole certification and writes its
 bundle and contract (``contract``), crash-safe through ``journal``, with a ``heartbeat`` on the
 console while trials run; ``acceptance`` reaches the sealed held-out acceptance cases through
-the ``certlab_held_out`` hook (their locks, leak scan and predictions are certlab-acceptance's);
+the ``certlab_held_out`` hook (their locks, leak scan and predictions are certlab-acceptance's)
+and a user's own task through the ``certlab_task_sources`` hook;
 ``mutation`` scores the suite against generated mutants, kept by ``mutation_cache``, and
 ``proving`` runs ``certlab prove``; ``regrade`` and ``publication``
-re-derive and compare published bundles; ``scaffold`` writes a user's own task (read by
-``certlab_core.sdk.user_task``).
+re-derive and compare published bundles.
 
 May import: plugin, sdk, _runtime, evidence.
 """

@@ -1,10 +1,11 @@
-"""Held-out acceptance as the kernel reaches it: a plugin's, or cases unscored.
+"""Held-out acceptance and user tasks, as the kernel reaches them in plugins.
 
-The kernel knows no lock, no leak scan and no prediction: a plugin (certlab-acceptance)
-returns them as a ``HeldOutAcceptance`` record. Without one, a certification runs with no
-lock and says that held-out cases went unscored (``certification.held_out_notices``), and a
-task of the user's own, which is proven and scored by its held-out cases, is refused naming
-what to install.
+The kernel knows no lock, no leak scan, no prediction and no layout of a user's task: a
+plugin returns held-out acceptance as a ``HeldOutAcceptance`` record, and each kind of user
+task as a ``TaskSource`` that recognises its experiment directory. Without held-out
+acceptance, a certification runs with no lock and says that held-out cases went unscored
+(``certification.held_out_notices``); a task of the user's own, which is proven and scored by
+its held-out cases, is refused in one line naming what to install.
 """
 
 from __future__ import annotations
@@ -14,16 +15,20 @@ from pathlib import Path
 
 from attrs import define, field
 
+from certlab_core._runtime.known import KNOWN_PROVIDERS
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.base import JsonValue
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock
 from certlab_core.plugin.types.held_out import HeldOutAcceptance, HeldOutRun
+from certlab_core.plugin.types.task_source import TaskSource
 from certlab_core.sdk.trees import MadeFolder, make_temp_folder, remove_made
-from certlab_core.sdk.user_task import holds_user_task
 
-PROVIDER = "certlab-acceptance"
+
+def _providers(kind: str) -> str:
+    """The distributions known to provide ``kind`` (for a message saying what to install)."""
+    return " or ".join(sorted(set(KNOWN_PROVIDERS.get(kind, {}).values()))) or "a plugin that provides it"
 
 
 def held_out_of(registry: Registry) -> HeldOutAcceptance | None:
@@ -38,10 +43,37 @@ def held_out_of(registry: Registry) -> HeldOutAcceptance | None:
     return next(iter(found.values()), None)
 
 
+def recognising_source(registry: Registry, directory: Path) -> TaskSource | None:
+    """The installed task source that recognises ``directory`` (None when none does); two are refused."""
+    found = [source for _, source in sorted(registry.all(TaskSource).items()) if source.recognises(directory)]
+    if len(found) > 1:
+        named = ", ".join(source.name for source in found)
+        raise UsageError(
+            f"{directory}: more than one task source reads this folder ({named}); leave one out with CERTLAB_PLUGINS"
+        )
+    return found[0] if found else None
+
+
+def task_source_for(registry: Registry, directory: Path, what: str) -> TaskSource:
+    """The task source that reads ``directory``; ``what`` names it in the one line that refuses a folder none reads."""
+    if not directory.is_dir():
+        raise UsageError(f"{what}: no such experiment directory" if not directory.exists() else f"{what}: not a folder")
+    source = recognising_source(registry, directory)
+    if source is not None:
+        return source
+    installed = sorted(registry.all(TaskSource))
+    if not installed:
+        raise UsageError(
+            f"{what}: no task source is installed to read a task of your own (pip install {_providers('task_sources')})"
+        )
+    raise UsageError(f"{what}: no installed task source recognises this folder (installed: {', '.join(installed)})")
+
+
 def _not_installed(what: str) -> UsageError:
+    provider = _providers("held_out")
     return UsageError(
-        f"{what}: a task of your own is proven and scored by its held-out cases, and {PROVIDER} is not installed "
-        f"(pip install {PROVIDER})"
+        f"{what}: a task of your own is proven and scored by its held-out cases, and {provider} is not installed "
+        f"(pip install {provider})"
     )
 
 
@@ -77,7 +109,12 @@ class Unscored:
 
 
 def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs: Sequence[str]) -> HeldOutRun:
-    """The locks of a certification (the plugin's ``open``), or :class:`Unscored` when none is installed."""
+    """The locks of a certification (the plugin's ``open``), or :class:`Unscored` when none is installed.
+
+    Every ``--task`` folder must be one an installed task source reads, before anything is staged.
+    """
+    for directory in task_dirs:
+        task_source_for(registry, Path(directory), f"--task {directory}")
     provider = held_out_of(registry)
     if provider is not None:
         return provider.open(registry, families, task_dirs)
@@ -87,16 +124,39 @@ def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs:
 
 
 def register_experiment_task(registry: Registry, directory: Path) -> TaskFamily | None:
-    """Make the user task in an experiment directory a family of ``registry``; None when the folder holds none."""
+    """Make the user task in an experiment directory a family of ``registry``; None when no source reads the folder."""
+    if recognising_source(registry, directory) is None:
+        return None
     provider = held_out_of(registry)
-    if provider is not None:
-        return provider.register_experiment_task(registry, directory)
-    if holds_user_task(directory):
+    if provider is None:
         raise _not_installed(str(directory))
-    return None
+    return provider.register_experiment_task(registry, directory)
+
+
+def refuse_unread_family(registry: Registry, directory: Path, family_name: str | None) -> None:
+    """Refuse an experiment whose task family is neither installed nor known, while no task source is installed.
+
+    The family may be the experiment directory's own task, which only a task source reads: the one line says
+    what to install, where the registry would only list the installed families.
+    """
+    known = family_name is None or family_name in KNOWN_PROVIDERS.get("task_families", {})
+    if known or family_name in registry.all(TaskFamily) or registry.all(TaskSource):
+        return
+    raise UsageError(
+        f"{directory}: task.family {family_name!r} is not installed, and no task source is installed to read a "
+        f"task of your own there (pip install {_providers('task_sources')})"
+    )
 
 
 def experiment_lock(registry: Registry, family_name: str) -> AcceptanceLock | None:
     """The lock of a user task registered in this process by :func:`register_experiment_task` (None otherwise)."""
     provider = held_out_of(registry)
     return provider.experiment_lock(family_name) if provider is not None else None
+
+
+def check_lock(registry: Registry, lock: AcceptanceLock, moment: str) -> None:
+    """Raise InstrumentError (ERROR) naming what moved since ``lock``, through the plugin that took it."""
+    provider = held_out_of(registry)
+    if provider is None:  # a lock exists only where a provider took it: its absence now is a changed installation
+        raise _not_installed(f"{moment}: the lock of {lock.experiment_dir or lock.cases_file}")
+    provider.check_lock(lock, moment)

@@ -22,7 +22,6 @@ from attrs import frozen
 
 from certlab_core import __version__
 from certlab_core._runtime.containment import choose_containment
-from certlab_core._runtime.known import HELD_OUT_GRADER
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
 from certlab_core.certify.lab import (
@@ -50,7 +49,7 @@ from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.held_out import HeldOutRun
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.canonical import pretty_json, sealed, structure, unstructure
-from certlab_core.sdk.grading import grader_chain
+from certlab_core.sdk.grading import grader_chain, scores_held_out
 from certlab_core.sdk.model_boundary import model_plan_for
 from certlab_core.sdk.safe_io import CERTIFICATION_SCHEMA
 from certlab_core.sdk.workcopy import sha256_file, taskset_sha256
@@ -71,7 +70,7 @@ class CertifyOptions:
     trials: int = 1
     workers: int = 2
     origin_note: str = ""
-    tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (certlab_core.sdk.user_task)
+    tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (read by a task source)
     sandbox: str = "auto"  # --sandbox: auto, bwrap or none (certlab_core.plugin.types.sandbox)
     hidden: tuple[str, ...] = ()  # more paths the agent must not see (the output folder)
     mutants: bool = True  # the mutation proof of each family (certlab_core.certify.mutation), cached; False skips it
@@ -164,7 +163,7 @@ def trial_document(record: TrialRecord) -> dict[str, Any]:
 
 def held_out_notices(families: Sequence[TaskFamily], graders: Sequence[Grader]) -> list[str]:
     """What the certification cannot claim with the graders installed: held-out cases nobody scores."""
-    if any(grader.name == HELD_OUT_GRADER for grader in graders):
+    if any(scores_held_out(grader) for grader in graders):
         return []
     unscored = [f.name for f in families if _has_cases(Path(f.cases_file))]
     if not unscored:

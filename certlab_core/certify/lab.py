@@ -16,7 +16,6 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-from certlab_core._runtime.known import HELD_OUT_GRADER
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, clock, heartbeat_interval
 from certlab_core.certify.twins import (
@@ -45,10 +44,17 @@ from certlab_core.sdk.containment import (
     use_containment,
 )
 from certlab_core.sdk.forking import ChildFailure, ForkedCallError, PendingCall, call_in_fork, map_in_forks
-from certlab_core.sdk.grading import ChainResult, changes_failure, run_chain
+from certlab_core.sdk.grading import ChainResult, changes_failure, run_chain, scores_held_out
 from certlab_core.sdk.model_boundary import ModelBoundaryPlan, judged_outcome, spent_budget
-from certlab_core.sdk.trees import WORK_COPY_CAPS, TreeCaps, make_temp_folder, over_caps, remove_made, temporary_folder
-from certlab_core.sdk.user_task import test_files
+from certlab_core.sdk.trees import (
+    WORK_COPY_CAPS,
+    TreeCaps,
+    make_temp_folder,
+    over_caps,
+    remove_made,
+    temporary_folder,
+    visible_test_modules,
+)
 from certlab_core.sdk.workcopy import apply_seeds, materialise, record_changes
 
 VERDICTS = ("fixed", "not-fixed", "unavailable")
@@ -284,8 +290,7 @@ def twin_settled(task: Task, changes: Sequence[Change]) -> Callable[[Grader], bo
 
     def settled(grader: Grader) -> bool:
         return (
-            grader.name == HELD_OUT_GRADER
-            and suite_pass_mechanism(task.family, twin, changes, None) != "visible-suite-passed"
+            scores_held_out(grader) and suite_pass_mechanism(task.family, twin, changes, None) != "visible-suite-passed"
         )
 
     return settled
@@ -1043,7 +1048,7 @@ def prove_issued(
             skipped = grade.data.get("skipped")
             left_out = {str(node) for node in skipped} if isinstance(skipped, list | tuple) else set()
             collected = tuple(str(node) for node in nodes if str(node) not in left_out)
-    modules = test_files(Path(family.tree_dir), family.test_paths)
+    modules = visible_test_modules(Path(family.tree_dir), family.test_paths)
     complete = bool(collected) and all(any(c.startswith(m + "::") for c in collected) for m in modules)
     if left_out and complete and issued.failure_mode == fm.SUITE_FAILED:
         # the suite failed the tree only by what it skips: what catches its defect is graded without them

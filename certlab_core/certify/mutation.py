@@ -57,12 +57,12 @@ from typing import Any, Literal
 import attrs
 from attrs import frozen
 
-from certlab_core._runtime.known import HELD_OUT_GRADER
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, Grader, GradeRequest, GradeResult
 from certlab_core.sdk.command import become_subreaper, sweep_descendants
 from certlab_core.sdk.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
+from certlab_core.sdk.grading import held_out_names
 from certlab_core.sdk.workcopy import in_allowed_paths, materialise, taskset_sha256
 
 #: The name of the operator set; a recorded proof is re-checked only under the same one.
@@ -458,6 +458,7 @@ class MutationProof:
     stage_cpu_limits_s: tuple[tuple[str, int], ...] = ()
     wall_s: float = 0.0
     problems: tuple[str, ...] = ()
+    held_out_graders: tuple[str, ...] = ()  # the graders of the held-out role: their kills are not the suite's
 
     @property
     def count(self) -> int:
@@ -469,7 +470,7 @@ class MutationProof:
 
     @property
     def killed_by_suite(self) -> int:
-        return sum(1 for r in self.results if r.killed and r.grader != HELD_OUT_GRADER)
+        return sum(1 for r in self.results if r.killed and r.grader not in self.held_out_graders)
 
     @property
     def score(self) -> float | None:
@@ -489,7 +490,7 @@ class MutationProof:
     @property
     def suite_survivors(self) -> tuple[Mutant, ...]:
         """The mutants the visible suite lets through: the survivors and those only the held-out cases kill."""
-        through = {r.mutant for r in self.results if r.outcome == "survived" or r.grader == HELD_OUT_GRADER}
+        through = {r.mutant for r in self.results if r.outcome == "survived" or r.grader in self.held_out_graders}
         return tuple(m for m in self.mutants if m.id in through)
 
     def below(self, minimum: float) -> bool:
@@ -735,6 +736,7 @@ def prove_by_mutation(
         stage_cpu_limits_s=tuple(sorted((name, limit.cpu_s) for name, limit in limits.items())),
         wall_s=round(time.monotonic() - started, 3),
         problems=tuple(problems),
+        held_out_graders=tuple(sorted(held_out_names(graders))),
     )
 
 
@@ -917,7 +919,7 @@ def fixed_family(family: TaskFamily, fixed: Path, dest: Path) -> TaskFamily:
     ``fixed`` holds the task's fixture as it should be (the same layout); the mutants are
     made of its files an agent may change, and graded against the task's suite and cases.
     """
-    from certlab_core.sdk.user_task import test_files
+    from certlab_core.sdk.trees import visible_test_modules
 
     if not fixed.is_dir():
         raise UsageError(f"--fixed {fixed}: not a folder; give the fixed tree of the task (the fixture, fixed)")
@@ -932,7 +934,7 @@ def fixed_family(family: TaskFamily, fixed: Path, dest: Path) -> TaskFamily:
             shutil.copytree(source, tree / test_path, symlinks=True)
         elif source.is_file():
             shutil.copy2(source, tree / test_path)
-    if not test_files(tree, family.test_paths):
+    if not visible_test_modules(tree, family.test_paths):
         raise UsageError(f"--fixed {fixed}: the task's visible tests could not be placed in it")
     return attrs.evolve(family, tree_dir=str(tree), clean_tree=True)
 

@@ -125,6 +125,7 @@ def _document(proof: MutationProof) -> dict[str, Any]:
         "stage_timeouts_s": [list(item) for item in proof.stage_timeouts_s],
         "stage_cpu_limits_s": [list(item) for item in proof.stage_cpu_limits_s],
         "wall_s": proof.wall_s,
+        "held_out_graders": list(proof.held_out_graders),
     }
 
 
@@ -160,6 +161,7 @@ def _proof_of(document: Any, family: TaskFamily) -> MutationProof | None:
             stage_timeouts_s=tuple((str(n), float(s)) for n, s in document["stage_timeouts_s"]),
             stage_cpu_limits_s=tuple((str(n), int(s)) for n, s in document["stage_cpu_limits_s"]),
             wall_s=float(document["wall_s"]),
+            held_out_graders=tuple(str(name) for name in document["held_out_graders"]),
         )
     except (KeyError, TypeError, ValueError):
         return None

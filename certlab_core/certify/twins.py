@@ -24,12 +24,12 @@ from typing import Any, Literal, Protocol
 
 from attrs import frozen
 
-from certlab_core._runtime.known import HELD_OUT_GRADER
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.types.agent import TWIN_OUTCOMES, TwinOutcome
 from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
 from certlab_core.plugin.types.grader import Change, Grader, GradeResult
-from certlab_core.sdk.user_task import test_files
+from certlab_core.sdk.grading import scores_held_out
+from certlab_core.sdk.trees import visible_test_modules
 from certlab_core.sdk.workcopy import in_allowed_paths, taskset_sha256
 
 TwinKind = Literal["one-off", "conflicting"]
@@ -227,7 +227,7 @@ def _candidates(family: TaskFamily, defect: Defect, kind: TwinKind) -> list[_Can
     tree = Path(family.tree_dir)
     near = _enclosing_names(family, defect)
     found: list[_Candidate] = []
-    for test_path in test_files(tree, family.test_paths):
+    for test_path in visible_test_modules(tree, family.test_paths):
         try:
             source = (tree / test_path).read_text(encoding="utf-8")
             module = ast.parse(source)
@@ -374,7 +374,7 @@ def clean_code_twin(twin: Twin, family: TaskFamily) -> Defect:
 
 def visible_passed(grades: Sequence[GradeResult], graders: Sequence[Grader]) -> bool:
     """Whether every grader of the visible side (all but the held-out one) ran and passed."""
-    visible = [g.name for g in graders if g.name != HELD_OUT_GRADER]
+    visible = [g.name for g in graders if not scores_held_out(g)]
     passed = {g.grader for g in grades if g.passed}
     return bool(visible) and all(name in passed for name in visible)
 

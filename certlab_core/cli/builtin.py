@@ -47,9 +47,6 @@ COMMAND_MODULES: dict[str, dict[str, str]] = {
         "rederive": "Regenerate decision.json from the manifest and the trials; exit 0 identical (or written), "
         "1 differs.",
     },
-    "certlab_core.cli.task_cmd": {
-        "init-task": "Scaffold a small working task of your own: fixture, visible tests, prompt, held-out cases.",
-    },
     "certlab_core.cli.signing_cmd": {
         "keygen": "Make an ed25519 key pair for signing evidence; keep NAME.key out of every repository and "
         "folder you sign.",

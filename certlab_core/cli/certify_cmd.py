@@ -253,13 +253,14 @@ def regrade_command(
     ),
 ) -> None:
     """Re-earn every verdict of a bundle from its recorded changes: consistent, stale or mismatch."""
-    from certlab_core.certify.acceptance import register_experiment_task
+    from certlab_core.certify.acceptance import register_experiment_task, task_source_for
     from certlab_core.certify.regrade import regrade
 
     registry = discover()
     for directory in task:
+        source = task_source_for(registry, directory, f"--task {directory}")
         if register_experiment_task(registry, directory) is None:
-            raise UsageError(f"--task {directory}: no task of your own there (certlab.yaml, fixture/, cases/)")
+            raise UsageError(f"--task {directory}: the {source.name} source staged no task there")
     progress = (lambda _m: None) if quiet else log_to_stderr
     result = regrade(registry, folder, workers or cpu_workers(), progress, mutants=mutants, sandbox=sandbox)
     for line in result.lines:

@@ -132,7 +132,7 @@ def run_command(
     registry = discover()
     refuse_broken(registry, "run")  # before any trial: never a verdict from less than is installed
     _check_reporters(registry, junit, markdown)
-    from certlab_core.certify.acceptance import register_experiment_task  # a task of the user's own, in this folder
+    from certlab_core.certify.acceptance import refuse_unread_family, register_experiment_task  # a user's own task
     from certlab_core.evidence.record_file import raise_if_interrupted
     from certlab_core.gate.resume import notice_interrupt, open_for_resume
 
@@ -143,7 +143,8 @@ def run_command(
         if descriptor is None:
             raise UsageError("give the experiment descriptor (certlab run certlab.yaml), or --resume RUNDIR")
         spec = load_descriptor(descriptor)
-        register_experiment_task(registry, descriptor.resolve().parent)
+        if register_experiment_task(registry, descriptor.resolve().parent) is None:
+            refuse_unread_family(registry, descriptor.resolve().parent, spec.task.family)
         manifest = build_manifest(spec, descriptor, registry)
         if manifest.task.kind == "family":  # the arms run external programs: seal the containment they get
             from certlab_core._runtime.containment import choose_containment

@@ -20,7 +20,7 @@ import attrs
 from attrs import field, frozen
 
 from certlab_core._runtime.containment import choose_containment
-from certlab_core.certify.acceptance import experiment_lock
+from certlab_core.certify.acceptance import check_lock, experiment_lock
 from certlab_core.certify.lab import (
     Task,
     TrialSpec,
@@ -41,7 +41,6 @@ from certlab_core.plugin.types.grader import AcceptanceLock, Grader
 from certlab_core.plugin.types.model_boundary import CALLS_BUDGET, MODEL_TOOL, TOKENS_BUDGET, ModelFaultPlan
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.canonical import unstructure
-from certlab_core.sdk.fingerprints import check_unmoved
 from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.model_boundary import ModelBoundaryPlan, default_model_plan, upstream_errors
 
@@ -78,7 +77,7 @@ class FamilyTrials:
             raise InstrumentError(f"the instrument does not hold for {family.name}: {proof.problems[0]}")
         if lock is not None:  # the arms interleave, so "before every arm" is before the first trial of either
             for side in manifest.arms:
-                check_unmoved(lock, f"before the {side} arm ({family.name})")
+                check_lock(registry, lock, f"before the {side} arm ({family.name})")
         twins: list[tuple[Twin, tuple[str, ...]]] = []
         kind = getattr(manifest.task, "twins", None)
         if kind is not None:

@@ -26,6 +26,7 @@ from certlab_core.plugin.types.model_boundary import ModelBoundary
 from certlab_core.plugin.types.reporter import Reporter
 from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.plugin.types.sandbox import Sandbox
+from certlab_core.plugin.types.task_source import TaskSource
 from certlab_core.plugin.types.tool_world import ToolWorld
 
 PROJECT = "certlab"
@@ -437,8 +438,9 @@ def certlab_held_out() -> list[HeldOutAcceptance]:
     of every family, and returns the run's locks (``HeldOutRun``), which the kernel checks
     before every arm and after the last trial and records in the bundle;
     ``register_experiment_task`` and ``experiment_lock`` do the same for the user task of an
-    A/B experiment. One plugin provides it (certlab-acceptance); without one, certify says
-    that held-out cases are unscored and a task of the user's own cannot be run.
+    A/B experiment, and ``check_lock`` checks the gate's lock before each arm. One plugin
+    provides it (certlab-acceptance); without one, certify says that held-out cases are
+    unscored and a task of the user's own cannot be run.
 
     Example plugin::
 
@@ -469,6 +471,44 @@ def certlab_held_out() -> list[HeldOutAcceptance]:
         def certlab_held_out() -> list[HeldOutAcceptance]:
             return [HeldOutAcceptance(name="unlocked", description="held-out cases scored without a lock",
                                       open=open_run, register_experiment_task=lambda registry, directory: None,
-                                      experiment_lock=lambda name: None)]
+                                      experiment_lock=lambda name: None, check_lock=lambda lock, moment: None)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_task_sources() -> list[TaskSource]:
+    """Return the kinds of user task this plugin reads: an experiment directory staged as a family.
+
+    certify's ``--task DIR``, regrade's ``--task DIR`` and the A/B gate's descriptor folder ask
+    every source whether it ``recognises`` the folder; the one that does reads it with ``stage``
+    (the issued tree built below a new folder) into a ``TaskFamily``, which held-out acceptance locks
+    and certify proves and runs like an installed family. certlab-acceptance provides
+    ``user-task`` (``certlab.yaml``, ``fixture/``, ``tests/``, ``cases/``); with no source
+    installed, a ``--task`` folder is refused in one line naming it.
+
+    Example plugin::
+
+        import shutil
+        from pathlib import Path
+        from certlab_core.plugin import Defect, TaskFamily, TaskSource, hookimpl
+
+        def recognises(directory: Path) -> bool:  # a folder holding tree/, TASK.md and acceptance.jsonl
+            return (directory / "tree").is_dir() and (directory / "TASK.md").is_file()
+
+        def stage(directory: Path, dest: Path) -> TaskFamily:
+            shutil.copytree(directory / "tree", dest / "tree")
+            return TaskFamily(
+                name=directory.name.lower(), version="0", description="a folder of the user's own",
+                tree_dir=str(dest / "tree"), prompt_file=str(directory / "TASK.md"),
+                cases_file=str(directory / "acceptance.jsonl"), allowed_paths=["*.py"], test_paths=["tests"],
+                module_names=["sign"], clean_tree=False,
+                defects=[Defect(id="as-issued", defect_class="user-task", description="the tree as issued",
+                                seeds=[])],
+            )
+
+        @hookimpl
+        def certlab_task_sources() -> list[TaskSource]:
+            return [TaskSource(name="folder", description="tree/ and TASK.md", recognises=recognises, stage=stage)]
     """
     raise NotImplementedError

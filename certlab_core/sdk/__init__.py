@@ -7,10 +7,11 @@ this package imports none of them, so a process pays only for what it uses:
   and the process sweeps (``sweep_descendants``, ``become_subreaper``);
 - ``containment``: the containment in force (``active_containment``, ``use_containment``), the
   environment a contained program gets, certlab's runtime folder;
-- ``workcopy``, ``trees``: work copies (materialise, hash, record changes) and bounded tree walks;
+- ``workcopy``, ``trees``: work copies (materialise, hash, record changes), bounded tree walks and the
+  test modules below a tree's test paths;
 - ``safe_io``, ``canonical``: capped readers of hostile files, safe writers, canonical JSON and seals;
-- ``cases``, ``visible_calls``, ``fingerprints``, ``user_task``: held-out cases, the literal calls of
-  a visible suite, lock fingerprints, a user's own task;
+- ``cases``, ``visible_calls``: held-out cases and the literal calls of a visible suite (what the
+  family test kit checks; locks, fingerprints and user tasks are certlab-acceptance's);
 - ``looks``, ``report_format``, ``wilson``: the alpha split over looks, how a report's numbers read, and
   the Wilson interval shown beside a rule's for reading;
 - ``forking``, ``zygote``, ``executor``: forked calls and pools, preloaded zygotes, isolated stage calls,

@@ -13,7 +13,7 @@ from attrs import frozen
 
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.types.grader import Change, Grader, GradeRequest, GradeResult
+from certlab_core.plugin.types.grader import HELD_OUT_ROLE, Change, Grader, GradeRequest, GradeResult
 from certlab_core.sdk.forking import ForkedCallError, call_in_fork
 
 #: How long one grader may take on one work copy before the chain reports it broken.
@@ -49,6 +49,16 @@ def grader_chain(registry: GraderIndex) -> list[Grader]:
     if not graders:
         raise UsageError("no grader is installed; install certlab-policy and certlab-suite")
     return graders
+
+
+def scores_held_out(grader: Grader) -> bool:
+    """Whether the grader declares the held-out role (it scores the held-out cases); every other is the visible side."""
+    return grader.role == HELD_OUT_ROLE
+
+
+def held_out_names(graders: Sequence[Grader]) -> frozenset[str]:
+    """The names of the graders that declare the held-out role."""
+    return frozenset(grader.name for grader in graders if scores_held_out(grader))
 
 
 def run_chain(

@@ -29,12 +29,13 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Literal, get_args
 
 from attrs import field, frozen
 
+from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.fields import one_of
 
 EntryKind = Literal["file", "folder", "symlink", "special"]
@@ -517,3 +518,27 @@ def _unlink_folder_retry(fd: int, name: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def visible_test_modules(tree: Path, test_paths: Sequence[str]) -> list[str]:
+    """The test modules pytest would collect below a tree's test paths (``test_*.py``, ``*_test.py``), relative.
+
+    A tree too large to walk is one UsageError (exit 4).
+    """
+    found: list[str] = []
+    for test_path in test_paths:
+        root = tree / test_path
+        if root.is_file():
+            candidates = [root]
+        elif root.is_dir():
+            try:
+                listed = [e for e in walk(root) if e.kind != "folder" and e.relpath.endswith(".py")]
+            except TreeTooLarge as error:
+                raise UsageError(f"{root} holds {error.message}; a task's tests must fit in a work copy") from None
+            candidates = [e.path for e in sorted(listed, key=lambda e: e.relpath.split("/"))]
+        else:
+            candidates = []
+        for file in candidates:
+            if file.name.startswith("test_") or file.name.endswith("_test.py"):
+                found.append(file.relative_to(tree).as_posix())
+    return found

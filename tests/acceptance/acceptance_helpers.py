@@ -25,7 +25,7 @@ def certlab(*args: str, cwd: Path | None = None, timeout: float = 900) -> subpro
 
 def scaffold_task(folder: Path) -> Path:
     """A fresh scaffolded task (``certlab init-task``), written by the library call the CLI uses."""
-    from certlab_core.certify.scaffold import scaffold
+    from certlab_acceptance.scaffold import scaffold
 
     scaffold(folder)
     return folder

@@ -45,7 +45,7 @@ class Run:
 
 def make_user_task(root: Path) -> Path:
     """The task ``certlab init-task`` writes (its scaffold, called in this process)."""
-    from certlab_core.certify.scaffold import scaffold
+    from certlab_acceptance.scaffold import scaffold
 
     task = root / USER_TASK
     scaffold(task)

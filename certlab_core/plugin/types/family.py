@@ -71,7 +71,7 @@ class TaskFamily(Record):
     test_paths: tuple[str, ...] = field(converter=_tuple)
     module_names: tuple[str, ...] = field(converter=_tuple)
     defects: tuple[Defect, ...] = field(converter=_tuple)
-    # False for a user's own task (``certlab_core.sdk.user_task``): the tree as issued holds the
+    # False for a user's own task (staged by a task source, ``types.task_source``): the tree as issued holds the
     # defect and no fixed tree is known, so proving means the issued tree fails its grading.
     clean_tree: bool = True
     # A task of the user's own that knows its answer (one built from a bug-fix commit): the fixture as it

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
 
+import attrs
 from attrs import field, frozen
 
 from certlab_core.plugin.types.base import JsonValue, Record
 from certlab_core.plugin.types.family import Defect, TaskFamily
-from certlab_core.plugin.types.fields import json_map, text_map
+from certlab_core.plugin.types.fields import json_map, one_of, text_map
 from certlab_core.plugin.types.sandbox import Containment
 
 
 def _tuple(value: Sequence[Any] | None) -> tuple[Any, ...]:
     return tuple(value or ())
+
+
+#: The part a grader plays that the kernel asks for by name: ``held_out`` scores the held-out cases (the
+#: acceptance grader); a grader with no role is the visible side (the suite, the policy).
+GraderRole = Literal["held_out"]
+GRADER_ROLES: tuple[str, ...] = get_args(GraderRole)
+HELD_OUT_ROLE: GraderRole = "held_out"
 
 
 # --------------------------------------------------------------------------- graders
@@ -132,7 +140,8 @@ class Grader(Record):
     (``GradingService``); ``grade`` must give the same result without it.
     ``check_changes``, when given, judges the trial's recorded changes after the chain
     passed (``ChangesCheck``): the acceptance grader fails a trial whose changes hold the
-    held-out answers as ``answers-leaked``.
+    held-out answers as ``answers-leaked``. ``role`` is the part the kernel asks for by name
+    (:data:`GRADER_ROLES`): ``held_out`` marks the grader of the held-out cases; None, the visible side.
     """
 
     name: str
@@ -142,3 +151,4 @@ class Grader(Record):
     failure_modes: tuple[str, ...] = field(converter=_tuple, default=())
     serve: GradingService | None = field(default=None, eq=False, repr=False)
     check_changes: ChangesCheck | None = field(default=None, eq=False, repr=False)
+    role: GraderRole | None = field(default=None, validator=attrs.validators.optional(one_of(GRADER_ROLES)))

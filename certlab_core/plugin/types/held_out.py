@@ -5,7 +5,9 @@ cases and the fingerprints of what decides the score, taken before the first arm
 before every arm and after the last trial. It knows none of that itself; the plugin that
 returns a :class:`HeldOutAcceptance` (certlab-acceptance) opens the locks of a certification
 (``open``), stages and locks the user task of an A/B experiment (``register_experiment_task``,
-``experiment_lock``). Without one, held-out cases are unscored and the certification says so.
+``experiment_lock``), and checks a lock (``check_lock``). It stages a user task through the
+task source that recognises its folder (``certlab_core.plugin.types.task_source``). Without
+one, held-out cases are unscored and the certification says so.
 """
 
 from __future__ import annotations
@@ -98,6 +100,12 @@ class ExperimentLock(Protocol):
     def __call__(self, family_name: str, /) -> AcceptanceLock | None: ...
 
 
+class CheckLock(Protocol):
+    """Raise InstrumentError (ERROR) naming what moved since ``lock`` was taken; ``moment`` says when it was checked."""
+
+    def __call__(self, lock: AcceptanceLock, moment: str, /) -> None: ...
+
+
 @frozen
 class HeldOutAcceptance(Record):
     """Held-out acceptance for certification and for the A/B gate's user tasks (one plugin provides it)."""
@@ -107,3 +115,4 @@ class HeldOutAcceptance(Record):
     open: OpenHeldOut = field(eq=False, repr=False)
     register_experiment_task: RegisterExperimentTask = field(eq=False, repr=False)
     experiment_lock: ExperimentLock = field(eq=False, repr=False)
+    check_lock: CheckLock = field(eq=False, repr=False)

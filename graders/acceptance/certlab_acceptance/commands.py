@@ -1,8 +1,8 @@
-"""``certlab lock``, ``leakscan`` and ``predict``: the acceptance commands.
+"""``init-task``, ``lock``, ``leakscan``, ``predict``: the user-task commands.
 
-Held-out acceptance for a user's own task: seal its cases (``lock``), name every artefact of a
-run that holds most of its answers (``leakscan``), register a prediction before the run and
-check it after (``predict``). Each command imports what it runs inside it.
+A user's own task: scaffold a working one (``init-task``), seal its cases (``lock``), name every
+artefact of a run that holds most of its answers (``leakscan``), register a prediction before the
+run and check it after (``predict``). Each command imports what it runs inside it.
 """
 
 from __future__ import annotations
@@ -14,14 +14,27 @@ from typing import Any
 
 import typer
 
+from certlab_acceptance.user_task import load_user_task
 from certlab_core.plugin import CertlabError, InstrumentError, UsageError
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH
 from certlab_core.sdk import safe_io
 from certlab_core.sdk.cases import read_cases
 from certlab_core.sdk.services import installed_plugins
-from certlab_core.sdk.user_task import load_user_task
 
 BUNDLE_FILE = "bundle.json"
+
+
+def init_task_command(
+    directory: Path = typer.Argument(..., help="A new (or empty) folder for the task."),
+    name: str = typer.Option("", "--name", help="The task's name (default: the folder's name)."),
+) -> None:
+    """Scaffold a small working task of your own: fixture, visible tests, prompt, held-out cases."""
+    from certlab_acceptance.scaffold import scaffold
+
+    written = scaffold(directory, name or None)
+    for path in written:
+        typer.echo(f"wrote {path}")
+    typer.echo(f"next: certlab lock {directory}, then certlab certify --task {directory} --agent ... --out DIR")
 
 
 def lock_command(
@@ -193,6 +206,7 @@ def read_certification(path: Path) -> dict[str, Any]:
 
 # The function of each command; certlab_acceptance.plugin holds their records and one-line descriptions.
 COMMANDS: dict[str, Callable[..., None]] = {
+    "init-task": init_task_command,
     "lock": lock_command,
     "leakscan": leakscan_command,
     "predict": predict_command,

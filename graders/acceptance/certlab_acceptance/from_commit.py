@@ -1,7 +1,7 @@
 """Tasks built from a repository's own bug fixes, and from SWE-bench instances.
 
 A bug-fix commit is a ready-made task: its parent is the defect, the tests its fix adds or
-changes are the acceptance. The task written is a user task (``certlab_core.sdk.user_task``):
+changes are the acceptance. The task written is a user task (``certlab_acceptance.user_task``):
 
 - ``fixture/`` is the repository at the parent, without its tests folder, and ``tests/`` that
   folder at the parent: the work copy issued, with none of the fix's test changes;
@@ -36,11 +36,11 @@ from attrs import frozen
 
 from certlab_acceptance.hidden_tests import HiddenTest, PytestRun, cases_text, run_tests, safe_relpath
 from certlab_acceptance.task_env import TaskEnvironment, declared_requirements, make_environment
+from certlab_acceptance.user_task import NOT_MODULES, TASK_FILE
 from certlab_core.plugin import UsageError
 from certlab_core.sdk import trees
 from certlab_core.sdk.cases import json_object_line
 from certlab_core.sdk.containment import active_containment
-from certlab_core.sdk.user_task import NOT_MODULES, TASK_FILE
 
 GIT_TIMEOUT_S = 60.0
 MAX_FILES = 5_000

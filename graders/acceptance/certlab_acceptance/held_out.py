@@ -2,7 +2,9 @@
 
 The kernel reaches it through the ``certlab_held_out`` hook (``certlab_core.plugin.types.held_out``):
 :func:`open_held_out` is the record's ``open``, :func:`register_experiment_task` and
-:func:`experiment_lock` its operations for the user task of an A/B experiment.
+:func:`experiment_lock` its operations for the user task of an A/B experiment. A user task is
+this plugin's own (``user_task``, the ``user-task`` source) or another installed task source's
+(``certlab_task_sources``): that one stages the folder, and its cases are locked when the run starts.
 
 A certification runs under one lock per task: a user task's own lock (``certlab lock``)
 when it has one, else a lock taken when the certification starts (for an installed family,
@@ -20,14 +22,23 @@ from typing import Any
 
 from attrs import define, field
 
-from certlab_acceptance.lock import LockRefused, lock_refusals, open_lock, read_task_cases, scratch_folder, take_lock
+from certlab_acceptance.fingerprints import check_unmoved
+from certlab_acceptance.lock import (
+    LockRefused,
+    lock_refusals,
+    open_lock,
+    read_task_cases,
+    scratch_folder,
+    staged_refusals,
+    take_lock,
+)
 from certlab_acceptance.prediction import check_predictions, recorded_form
+from certlab_acceptance.user_task import SOURCE_NAME, UserTask, holds_user_task, load_user_task, stage_family
 from certlab_core.plugin import TaskFamily, UsageError, hookimpl
 from certlab_core.plugin.types.grader import AcceptanceLock
 from certlab_core.plugin.types.held_out import HeldOutIndex
+from certlab_core.plugin.types.task_source import TaskSource
 from certlab_core.sdk import trees
-from certlab_core.sdk.fingerprints import check_unmoved
-from certlab_core.sdk.user_task import UserTask, holds_user_task, load_user_task, stage_family
 from certlab_core.sdk.workcopy import sha256_file, taskset_sha256
 
 SOURCE_FILE = "source.json"
@@ -53,13 +64,24 @@ def recorded_repository(task: UserTask) -> str | None:
     return name.strip()
 
 
+def other_source(registry: HeldOutIndex, directory: Path) -> TaskSource | None:
+    """The installed task source other than this plugin's that recognises ``directory`` (None: none, or ours)."""
+    if holds_user_task(directory):
+        return None
+    for name in sorted(registry.names("task_sources")):
+        source = registry.get("task_sources", name)
+        if name != SOURCE_NAME and source.recognises(directory):
+            return source  # type: ignore[no-any-return]
+    return None
+
+
 @define
 class HeldOut:
     """The locks of one certification and the user tasks it staged; ``close()`` removes the scratch."""
 
     made: trees.MadeFolder
     families: list[TaskFamily] = field(factory=list)
-    user_tasks: dict[str, UserTask] = field(factory=dict)
+    user_tasks: dict[str, UserTask | None] = field(factory=dict)  # None: a task another source staged
     locks: dict[str, AcceptanceLock] = field(factory=dict)
     lock_kinds: dict[str, str] = field(factory=dict)
     predictions: dict[str, list[dict[str, Any]]] = field(factory=dict)
@@ -74,9 +96,9 @@ class HeldOut:
 
     def family_facts(self, family: TaskFamily) -> dict[str, Any] | None:
         """The bundle's ``families`` entry of a user task (None for an installed family)."""
-        task = self.user_tasks.get(family.name)
-        if task is None:
+        if family.name not in self.user_tasks:
             return None
+        task = self.user_tasks[family.name]
         return {
             "name": family.name,
             "version": family.version,
@@ -85,7 +107,7 @@ class HeldOut:
             "taskset_sha256": taskset_sha256(family),
             "prompt_sha256": sha256_file(Path(family.prompt_file)),
             "tasks": [d.id for d in family.defects],
-            **({"repository": repository} if (repository := recorded_repository(task)) else {}),
+            **({"repository": repository} if task and (repository := recorded_repository(task)) else {}),
         }
 
     def document(self) -> dict[str, Any]:
@@ -120,6 +142,22 @@ def open_held_out(registry: HeldOutIndex, families: Sequence[TaskFamily], task_d
     try:
         names = {family.name for family in families}
         for number, directory in enumerate(task_dirs):
+            source = other_source(registry, Path(directory))
+            if source is not None:
+                staged = source.stage(Path(directory), held_out.scratch / f"task-{number}")
+                refused = staged_refusals(staged, source.name)
+                if refused:
+                    raise LockRefused(refused)
+                if staged.name in names:
+                    raise_duplicate(staged.name)
+                names.add(staged.name)
+                held_out.user_tasks[staged.name] = None
+                held_out.families.append(staged)
+                scratch = held_out.scratch / f"lock-{number}"
+                held_out.locks[staged.name] = take_lock(Path(staged.cases_file), registry, scratch, Path(directory))
+                held_out.lock_kinds[staged.name] = f"taken when the certification started (a {source.name} task)"
+                held_out.predictions[staged.name] = recorded_form(check_predictions(Path(directory)))
+                continue
             task = load_user_task(Path(directory))
             if task.name in names:
                 raise_duplicate(task.name)
@@ -174,19 +212,28 @@ def register_experiment_task(registry: HeldOutIndex, directory: Path) -> TaskFam
     import atexit
     import types
 
-    if not holds_user_task(directory):
+    source = other_source(registry, directory)
+    if source is None and not holds_user_task(directory):
         return None
-    task = load_user_task(directory)
     made = scratch_folder("certlab-experiment-")
     atexit.register(trees.remove_made, made)
     scratch = made.as_path
-    family = stage_family(task, scratch / "task")
-    lock = open_lock(task, registry, scratch / "lock")
-    if lock is None:
-        problems = lock_refusals(task, read_task_cases(task))
-        if problems:
-            raise LockRefused(problems)
-        lock = take_lock(task.cases, registry, scratch / "lock", task.root, task.oracle)
+    if source is not None:
+        family = source.stage(directory, scratch / "task")
+        refused = staged_refusals(family, source.name)
+        if refused:
+            raise LockRefused(refused)
+        lock = take_lock(Path(family.cases_file), registry, scratch / "lock", directory)
+    else:
+        task = load_user_task(directory)
+        family = stage_family(task, scratch / "task")
+        found = open_lock(task, registry, scratch / "lock")
+        if found is None:
+            problems = lock_refusals(task, read_task_cases(task))
+            if problems:
+                raise LockRefused(problems)
+            found = take_lock(task.cases, registry, scratch / "lock", task.root, task.oracle)
+        lock = found
     _EXPERIMENT_LOCKS[family.name] = lock
 
     module = types.ModuleType(f"certlab_user_task_{family.name.replace('-', '_').replace('.', '_')}")

@@ -21,12 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from certlab_acceptance import fingerprints
+from certlab_acceptance.fingerprints import check_unmoved
+from certlab_acceptance.user_task import UserTask
 from certlab_core.plugin import InstrumentError, UsageError
+from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock
-from certlab_core.sdk import canonical, fingerprints, safe_io, trees, visible_calls
+from certlab_core.sdk import canonical, safe_io, trees, visible_calls
 from certlab_core.sdk.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
-from certlab_core.sdk.fingerprints import check_unmoved
-from certlab_core.sdk.user_task import UserTask
 from certlab_core.sdk.workcopy import sha256_file
 
 LOCK_FOLDER = ".certlab"
@@ -156,6 +158,34 @@ def lock_refusals(task: UserTask, cases: Sequence[HeldOutCase]) -> list[str]:
     problems += answer_refusals(task, cases)
     if holds_hidden_tests(task):
         problems += hidden_test_refusals(task)
+    return problems
+
+
+def staged_refusals(family: TaskFamily, source: str) -> list[str]:
+    """Every reason to refuse another task source's staged task, as a lock refuses a user task (empty: none).
+
+    Its cases must lie outside the issued tree, and the tree's visible tests must not call a held-out
+    input, nor any issued file hold most of the answers. The source laid the folder out, so the
+    refusals about a user task's layout (its cases folder, its links) are not asked.
+    """
+    tree, cases_file = Path(family.tree_dir), Path(family.cases_file)
+    if _inside(cases_file, tree):
+        return [f"the {source} source put the held-out cases ({cases_file.name}) inside the issued tree; it must not"]
+    from certlab_acceptance.hidden_tests import is_hidden_tests
+    from certlab_acceptance.leakscan import scan_paths
+
+    if is_hidden_tests(cases_file.read_bytes()):
+        return []
+    cases = read_cases(cases_file)
+    check_modules(cases, family.module_names, cases_file.name)
+    files = [tree / relpath for relpath in trees.visible_test_modules(tree, family.test_paths)]
+    problems = visible_calls.leaked_inputs(cases, visible_calls.suite_calls(files, tree), cases_file.name)
+    problems += [
+        f"{finding.artefact} holds {finding.found} of the {finding.total} held-out answers; it is issued to the "
+        "agent, so the task is refused"
+        for finding in scan_paths([tree], cases, tree)
+        if finding.majority
+    ]
     return problems
 
 

@@ -15,7 +15,9 @@ and the kernel are checked before and after scoring; any movement refuses the ve
 The plugin also holds the rest of held-out acceptance: the locks (``lock``, ``held_out``,
 given to the kernel through ``certlab_held_out``), the leak scan (``leakscan``: a trial whose
 changes hold the answers fails as ``answers-leaked``, through the grader's ``check_changes``),
-the predictions (``prediction``) and the ``lock``, ``leakscan`` and ``predict`` commands.
+the predictions (``prediction``), the ``user-task`` source (``user_task``: an experiment directory
+read into a family, through ``certlab_task_sources``) and the ``init-task``, ``lock``, ``leakscan``,
+``predict`` and ``task`` commands.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from certlab_acceptance.fingerprints import check_unmoved
+from certlab_acceptance.user_task import SOURCE_NAME, holds_user_task, load_user_task, stage_family
 from certlab_core.plugin import (
     Command,
     Grader,
@@ -43,15 +47,15 @@ from certlab_core.plugin import (
     HeldOutRun,
     InstrumentError,
     TaskFamily,
+    TaskSource,
     hookimpl,
 )
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.types.grader import AcceptanceLock, Change
+from certlab_core.plugin.types.grader import HELD_OUT_ROLE, AcceptanceLock, Change
 from certlab_core.plugin.types.held_out import HeldOutIndex
 from certlab_core.sdk import trees
 from certlab_core.sdk.cases import HeldOutCase, check_modules, read_cases_bytes
 from certlab_core.sdk.containment import active_containment
-from certlab_core.sdk.fingerprints import check_unmoved
 from certlab_core.sdk.workcopy import sha256_file
 
 if TYPE_CHECKING:
@@ -356,6 +360,7 @@ def certlab_graders() -> list[Grader]:
             grade=grade,
             failure_modes=(fm.OVERFIT_TO_VISIBLE_TESTS,),
             check_changes=leaked_answers,
+            role=HELD_OUT_ROLE,
         )
     ]
 
@@ -388,12 +393,31 @@ def certlab_held_out() -> list[HeldOutAcceptance]:
             open=open_held_out,
             register_experiment_task=register_experiment_task,
             experiment_lock=experiment_lock,
+            check_lock=check_unmoved,
+        )
+    ]
+
+
+def stage_user_task(directory: Path, dest: Path, /) -> TaskFamily:
+    """The ``user-task`` source's ``stage``: the experiment directory read, its issued tree built below ``dest``."""
+    return stage_family(load_user_task(directory), dest)
+
+
+@hookimpl
+def certlab_task_sources() -> list[TaskSource]:
+    return [
+        TaskSource(
+            name=SOURCE_NAME,
+            description="an experiment directory: certlab.yaml, fixture/, tests/, PROMPT.md, cases/acceptance.jsonl",
+            recognises=holds_user_task,
+            stage=stage_user_task,
         )
     ]
 
 
 # Each command's one line for ``certlab --help``, which lists them without importing their modules.
 COMMAND_LINES = {
+    "init-task": "scaffold a small working task of your own: fixture, visible tests, prompt, held-out cases",
     "lock": "seal a task's held-out cases, refusing a layout that leaks them",
     "leakscan": "name every artefact of a run that holds most of the held-out answers",
     "predict": "register a prediction before the run, or check the registered ones",

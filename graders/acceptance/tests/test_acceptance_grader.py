@@ -378,7 +378,7 @@ def test_the_scoring_copy_is_outside_the_experiment_and_deleted_after_the_last_c
 
 
 def _lock_over(tmp_path: Path, request: GradeRequest) -> tuple[AcceptanceLock, Path]:
-    from certlab_core.sdk.fingerprints import fingerprint
+    from certlab_acceptance.fingerprints import fingerprint
 
     scorer = tmp_path / "scorer-copy"
     shutil.copytree(Path(plugin.__file__).parent, scorer, ignore=shutil.ignore_patterns("__pycache__"))

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from certlab_core.certify.scaffold import scaffold
+from certlab_acceptance.scaffold import scaffold
+
 from certlab_core.sdk import trees
 
 

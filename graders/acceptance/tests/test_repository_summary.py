@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 from certlab_acceptance.held_out import recorded_repository
+from certlab_acceptance.user_task import load_user_task
 
 from certlab_core._runtime.known import DEFAULT_RULE
 from certlab_core._runtime.registry import discover
 from certlab_core.certify.contract import CONTRACT_ALPHA, repository_counts, repository_lines
-from certlab_core.sdk.user_task import load_user_task
 
 
 def _bundle(tasks: dict[str, tuple[str | None, list[str]]]) -> dict[str, Any]:

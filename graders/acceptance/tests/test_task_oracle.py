@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from certlab_acceptance.user_task import load_user_task, stage_family
 from certlab_calibration.plugin import restore_answer
 
 from certlab_core.certify.lab import answer_key_paths
 from certlab_core.plugin import UsageError
-from certlab_core.sdk.user_task import load_user_task, stage_family
 
 
 def _task(tmp_path: Path, oracle: str | None) -> Path:

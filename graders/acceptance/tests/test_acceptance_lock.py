@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
-from acceptance_helpers import certlab, one_line_error, read_json, scaffold_task
+from certlab_acceptance.fingerprints import check_unmoved, fingerprint, movements
 from certlab_acceptance.lock import (
     LockRefused,
     lock_path,
@@ -19,12 +21,36 @@ from certlab_acceptance.lock import (
     take_lock,
     write_lock,
 )
+from certlab_acceptance.scaffold import scaffold
+from certlab_acceptance.user_task import load_user_task
 
 from certlab_core._runtime.registry import Registry, discover
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.grader import AcceptanceLock
-from certlab_core.sdk.fingerprints import check_unmoved, fingerprint, movements
-from certlab_core.sdk.user_task import load_user_task
+from certlab_core.testing import run_certlab
+
+
+def certlab(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI, with the time locking a task takes (it runs the task's tests)."""
+    return run_certlab(*args, timeout=900)
+
+
+def scaffold_task(folder: Path) -> Path:
+    """A fresh scaffolded task (``certlab init-task``), written by the library call the CLI uses."""
+    scaffold(folder)
+    return folder
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The single ``certlab: error:`` line of a failed command (asserting there is one and no traceback)."""
+    errors = [line for line in done.stderr.splitlines() if line.startswith("certlab: error: ")]
+    assert len(errors) == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return errors[0]
 
 
 @pytest.fixture(scope="module")

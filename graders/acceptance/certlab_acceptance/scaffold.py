@@ -1,11 +1,11 @@
-"""``certlab init-task``: scaffold a small, working task of a user's own."""
+"""``certlab init-task``: scaffold a small, working user task."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from certlab_acceptance.user_task import NAME_PATTERN, TASK_FILE
 from certlab_core.plugin.errors import UsageError
-from certlab_core.sdk.user_task import NAME_PATTERN, TASK_FILE
 
 CONFIG = """\
 # A task of your own for certlab. Certify an agent on it:

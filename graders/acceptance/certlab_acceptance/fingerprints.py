@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+import certlab_core.plugin as contract
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.types.grader import AcceptanceLock
 from certlab_core.plugin.types.held_out import HeldOutIndex
@@ -30,8 +31,8 @@ SOURCE_CAPS = TreeCaps(max_bytes=4 << 30, max_files=200_000, max_depth=64, max_p
 
 
 def kernel_source() -> Path:
-    """The folder of the kernel package that is running (the one holding this author API)."""
-    return Path(__file__).resolve().parent.parent
+    """The folder of the kernel package that is running (the one holding the author API)."""
+    return Path(contract.__file__).resolve().parent.parent
 
 
 def scorer_sources(registry: HeldOutIndex) -> dict[str, str]:

@@ -25,7 +25,7 @@ A/B gate) and are left alone here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +34,10 @@ from attrs import frozen
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.sdk.containment import task_environments_dir
-from certlab_core.sdk.trees import TreeTooLarge, copy_tree, walk
+from certlab_core.sdk.trees import TreeTooLarge, copy_tree
 
+#: The task source this layout is (``certlab_task_sources``).
+SOURCE_NAME = "user-task"
 TASK_FILE = "certlab.yaml"
 TASK_KEYS = (
     "name",
@@ -297,27 +299,6 @@ def stage_family(task: UserTask, dest: Path) -> TaskFamily:
         answer_dir=None if answer is None else str(answer),
         environment_dir=None if environment is None else str(environment),
     )
-
-
-def test_files(tree: Path, test_paths: Sequence[str]) -> list[str]:
-    """The test modules pytest would collect below the test paths (``test_*.py``, ``*_test.py``)."""
-    found: list[str] = []
-    for test_path in test_paths:
-        root = tree / test_path
-        if root.is_file():
-            candidates = [root]
-        elif root.is_dir():
-            try:
-                listed = [e for e in walk(root) if e.kind != "folder" and e.relpath.endswith(".py")]
-            except TreeTooLarge as error:
-                raise UsageError(f"{root} holds {error.message}; a task's tests must fit in a work copy") from None
-            candidates = [e.path for e in sorted(listed, key=lambda e: e.relpath.split("/"))]
-        else:
-            candidates = []
-        for file in candidates:
-            if file.name.startswith("test_") or file.name.endswith("_test.py"):
-                found.append(file.relative_to(tree).as_posix())
-    return found
 
 
 def holds_user_task(directory: Path) -> bool:
