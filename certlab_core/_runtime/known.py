@@ -83,5 +83,8 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "stats": "certlab-rule-support",
         "plan": "certlab-rule-support",
         "selfcheck": "certlab-rule-support",
+        "keygen": "certlab-signing",
+        "sign": "certlab-signing",
+        "verify": "certlab-signing",
     },
 }

@@ -50,13 +50,6 @@ COMMAND_MODULES: dict[str, dict[str, str]] = {
     "certlab_core.cli.task_cmd": {
         "init-task": "Scaffold a small working task of your own: fixture, visible tests, prompt, held-out cases.",
     },
-    "certlab_core.cli.signing_cmd": {
-        "keygen": "Make an ed25519 key pair for signing evidence; keep NAME.key out of every repository and "
-        "folder you sign.",
-        "sign": "Sign every file of FOLDER into FOLDER/evidence.dsse.json (an in-toto Statement in a DSSE envelope).",
-        "verify": "Check FOLDER's signature and every file's hash: exit 0 verified, 3 changed, added, removed or "
-        "badly signed.",
-    },
     "certlab_core.cli.preflight_cmd": {
         "preflight": "Check an agent's binary, version, credentials or base URL, and make one smoke call, before "
         "a live run.",
