@@ -23,7 +23,12 @@ DEFERRED = {
     "report-markdown": ("certlab_report_markdown.render",),
     "suite": ("certlab_suite.suite_server", "certlab_suite.visible_suite"),
     "sandbox-bwrap": ("certlab_sandbox_bwrap.slots", "certlab_sandbox_bwrap.inner_relay"),
-    "command": ("certlab_core.sdk.command",),  # run_command, also what the real CLI adapters run through
+    "command": ("certlab_core.sdk.command",),
+    "signing": ("certlab_signing.commands", "certlab_signing.evidence"),
+    "compare": (
+        "certlab_compare.command",
+        "certlab_compare.publication",
+    ),  # run_command, also what the real CLI adapters run through
 }
 
 DISCOVER_AND_LIST = """

@@ -86,5 +86,6 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "keygen": "certlab-signing",
         "sign": "certlab-signing",
         "verify": "certlab-signing",
+        "compare": "certlab-compare",
     },
 }

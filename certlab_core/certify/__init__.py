@@ -6,8 +6,8 @@ bundle and contract (``contract``), crash-safe through ``journal``, with a ``hea
 console while trials run; ``acceptance`` reaches the sealed held-out acceptance cases through
 the ``certlab_held_out`` hook (their locks, leak scan and predictions are certlab-acceptance's);
 ``mutation`` scores the suite against generated mutants, kept by ``mutation_cache``, and
-``proving`` runs ``certlab prove``; ``regrade`` and ``publication``
-re-derive and compare published bundles; ``scaffold`` writes a user's own task (read by
+``proving`` runs ``certlab prove``; ``regrade`` re-derives published
+bundles (``certlab compare`` is certlab-compare's); ``scaffold`` writes a user's own task (read by
 ``certlab_core.sdk.user_task``).
 
 May import: plugin, sdk, _runtime, evidence.

@@ -31,10 +31,6 @@ COMMAND_MODULES: dict[str, dict[str, str]] = {
         "prove": "Prove the instrument: the clean tree passes, each seeded tree fails; with --mutants, score it "
         "against mutants.",
     },
-    "certlab_core.cli.compare_cmd": {
-        "compare": "Write COMPARISON.md and registry.json from the committed bundles (every number read from a "
-        "bundle).",
-    },
     "certlab_core.cli.gate_cmd": {
         "run": "Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3).",
         "gate": "Recompute the verdict from a run store alone; the exit code is the verdict.",
