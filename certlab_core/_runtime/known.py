@@ -39,6 +39,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "newcombe": "certlab-newcombe",
     },
     "reporters": {
+        "text": "certlab-report-text",
         "markdown": "certlab-report-markdown",
         "junit": "certlab-report-junit",
         "html": "certlab-report-html",
