@@ -46,6 +46,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     },
     "sandboxes": {
         "bwrap": "certlab-sandbox-bwrap",
+        "none": "certlab-sandbox-none",
     },
     "tool_worlds": {
         "retry-inventory": "certlab-retry-world",
