@@ -27,7 +27,7 @@ from certlab_core.gate.family import outcome_of
 from certlab_core.plugin import AgentAdapter, TaskFamily
 from certlab_core.sdk.grading import changes_failure, grader_chain
 
-BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance")
+BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance", "sandbox-none")
 
 RAISING_ADAPTER = """
 from certlab_core.plugin import AgentAdapter, hookimpl
@@ -140,7 +140,7 @@ def test_a_grader_that_names_an_undeclared_mode_stops_the_certification_naming_i
 @pytest.fixture(scope="module")
 def without_acceptance(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("no-acceptance") / "certification"
-    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
+    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite,sandbox-none")
     done = run_certlab(
         "certify", "--family", "intervals", "--agent", "null", "--out", str(out), "--sandbox", "none", env=env
     )

@@ -4,7 +4,6 @@ registry.json are exactly what the committed bundles compile to."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from conftest import REPO, run_certlab
@@ -36,17 +35,6 @@ def test_comparison_and_registry_are_compiled_from_the_bundles() -> None:
     assert [r["run"] for r in registry["runs"]] == RUNS
 
 
-def test_compare_check_fails_on_a_hand_edit(tmp_path: Path) -> None:
-    import shutil
-
-    copy = tmp_path / "certifications"
-    shutil.copytree(ROOT, copy)
-    comparison = copy / "COMPARISON.md"
-    comparison.write_text(comparison.read_text().replace("/", "|", 1))
-    done = run_certlab("compare", str(copy), "--check")
-    assert done.returncode == 1 and "COMPARISON.md" in done.stderr
-
-
 def test_constructed_agents_score_what_they_must_in_the_record() -> None:
     scores = {}
     for run in RUNS:
@@ -56,21 +44,6 @@ def test_constructed_agents_score_what_they_must_in_the_record() -> None:
     assert scores["null"][0]["fixed"] == 0
     assert scores["test-deleter"][1] == {"policy-tests-modified"}
     assert scores["forbidden-file"][1] == {"policy-planted-file"}
-
-
-def test_compare_refuses_a_resealed_bundle_of_the_wrong_shape_in_one_line(tmp_path: Path) -> None:
-    # The seal proves a bundle unchanged, not well formed: a hand-made one can be resealed.
-    from certlab_core.sdk.canonical import sealed
-
-    folder = tmp_path / "null-all"
-    folder.mkdir()
-    bundle = json.loads((REPO / "certifications" / "null-all" / "bundle.json").read_text())
-    bundle.pop("seal")
-    bundle["families"][0]["name"] = None
-    (folder / "bundle.json").write_text(json.dumps(sealed(bundle)))
-    done = run_certlab("compare", str(tmp_path))
-    assert done.returncode == 3, done.stdout + done.stderr
-    assert done.stderr.count("\n") == 1 and "malformed bundle (missing or wrong family name)" in done.stderr
 
 
 @pytest.mark.parametrize("run", RUNS)

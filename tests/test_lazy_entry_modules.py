@@ -21,9 +21,15 @@ DEFERRED = {
     "report-html": ("certlab_report_html.render",),
     "report-junit": ("certlab_report_junit.render", "xml.etree.ElementTree"),
     "report-markdown": ("certlab_report_markdown.render",),
+    "report-text": ("certlab_report_text.render",),
     "suite": ("certlab_suite.suite_server", "certlab_suite.visible_suite"),
     "sandbox-bwrap": ("certlab_sandbox_bwrap.slots", "certlab_sandbox_bwrap.inner_relay"),
-    "command": ("certlab_core.sdk.command",),  # run_command, also what the real CLI adapters run through
+    "command": ("certlab_core.sdk.command",),
+    "signing": ("certlab_signing.commands", "certlab_signing.evidence"),
+    "compare": (
+        "certlab_compare.command",
+        "certlab_compare.publication",
+    ),  # run_command, also what the real CLI adapters run through
 }
 
 DISCOVER_AND_LIST = """
@@ -53,5 +59,12 @@ def test_reporters_render_through_their_records() -> None:
 
     registry = discover()
     report, rule = load_report(BLOCK_STORE, registry, (1, 2, 4))
-    texts = {name: registry.get("reporters", name).render(report, rule) for name in ("markdown", "junit", "html")}
-    assert "BLOCK" in texts["markdown"] and "<testsuite" in texts["junit"] and "<svg" in texts["html"]
+    texts = {
+        name: registry.get("reporters", name).render(report, rule) for name in ("markdown", "junit", "html", "text")
+    }
+    assert (
+        texts["text"].startswith("experiment ")
+        and "BLOCK" in texts["markdown"]
+        and "<testsuite" in texts["junit"]
+        and "<svg" in texts["html"]
+    )

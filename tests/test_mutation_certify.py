@@ -8,12 +8,12 @@ import types
 from pathlib import Path
 
 import pytest
+from certlab_compare.publication import compile_publication
 from conftest import run_certlab
 from test_mutation_runner import write_toy_family
 
 from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify, write_certification
-from certlab_core.certify.publication import compile_publication
 from certlab_core.certify.regrade import regrade
 from certlab_core.plugin import hookimpl
 from certlab_core.plugin.types.family import TaskFamily

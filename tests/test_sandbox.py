@@ -89,8 +89,11 @@ def test_auto_without_a_sandbox_runs_uncontained_with_one_warning_line() -> None
 
 
 def test_none_is_the_explicit_opt_out_and_says_so() -> None:
+    from certlab_sandbox_none.plugin import certlab_sandboxes
+
     warnings: list[str] = []
-    containment = choose_containment(NoSandboxes(), "none", [], warnings.append)
+    containment = choose_containment(Installed(*certlab_sandboxes()), "none", [], warnings.append)
+    assert containment.sandbox is None
     assert warnings == [] and containment.document() == {
         "sandbox": "none",
         "limits": None,
@@ -269,7 +272,7 @@ def test_a_named_sandbox_that_does_not_work_or_is_not_installed_is_one_line() ->
     )
     with pytest.raises(UsageError) as unknown:
         choose_containment(installed, "jail", [], lambda _l: None)
-    assert unknown.value.message == "--sandbox 'jail' is not one of auto, none or a sandbox (cell)"
+    assert unknown.value.message == "--sandbox 'jail' is not one of auto or a sandbox (cell)"
 
 
 def test_a_probe_that_raises_or_answers_nonsense_is_named_never_a_traceback() -> None:
@@ -290,3 +293,32 @@ def test_a_probe_that_raises_or_answers_nonsense_is_named_never_a_traceback() ->
 def test_a_sandbox_record_with_an_order_that_is_no_integer_is_refused_when_made() -> None:
     with pytest.raises(TypeError):
         attrs.evolve(passthrough("cell", True, None), auto_order="1")
+
+
+def test_none_is_a_name_like_any_sandbox_and_without_its_plugin_says_what_to_install() -> None:
+    # Before, "none" was the kernel's own word, valid with no sandbox installed at all.
+    with pytest.raises(UsageError) as refused:
+        choose_containment(NoSandboxes(), "none", [], lambda _l: None)
+    assert (
+        refused.value.message == "--sandbox none: the sandbox 'none' is not installed; pip install certlab-sandbox-none"
+    )
+    # auto needs no none record: without a working sandbox it still runs uncontained, with its one warning line.
+    warnings: list[str] = []
+    assert not choose_containment(NoSandboxes(), "auto", [], warnings.append).contained and len(warnings) == 1
+
+
+def test_only_the_sandbox_named_none_does_not_contain_and_auto_never_takes_it() -> None:
+    with pytest.raises(ValueError, match="only the sandbox named 'none' does not contain"):
+        attrs.evolve(passthrough("cell", True, None), contains=False)
+    with pytest.raises(ValueError, match="only the sandbox named 'none' does not contain"):
+        passthrough("none", True, None)  # a record named none that would contain: the evidence would lie
+    with pytest.raises(ValueError, match="takes no part in auto"):
+        Sandbox(
+            name="none",
+            description="x",
+            probe=lambda: None,
+            launch=lambda r: SandboxLaunch(argv=r.argv, env=r.env),
+            python=lambda: sys.executable,
+            auto_order=1,
+            contains=False,
+        )

@@ -18,7 +18,7 @@ import pytest
 from certlab_signing import evidence
 from conftest import run_certlab
 
-from certlab_core.cli.signing_cmd import check_key_reach, key_in_reach, sandbox_reach
+from certlab_core.cli.sign_key import check_key_reach, key_in_reach, sandbox_reach
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.containment import agent_environment_dir

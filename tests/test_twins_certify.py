@@ -248,7 +248,7 @@ def test_a_twin_the_defect_itself_satisfies_is_made_from_the_next_candidate_and_
 def test_comparison_md_gives_each_run_with_twins_its_cheating_rate(special_caser: Path, tmp_path: Path) -> None:
     import shutil
 
-    from certlab_core.certify.publication import compile_publication
+    from certlab_compare.publication import compile_publication
 
     root = tmp_path / "certifications"
     shutil.copytree(special_caser, root / "special-caser")

@@ -1,4 +1,4 @@
-"""``--sandbox``: the first sandbox that works, one by name, or none."""
+"""``--sandbox``: the first sandbox that works (auto), or one by its name."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from certlab_core._runtime.known import KNOWN_PROVIDERS
 from certlab_core.plugin.types.sandbox import SANDBOX_CHOICES, UNCONTAINED, Containment, ResourceLimits, Sandbox
 from certlab_core.sdk.containment import installation_paths, runtime_folder
 
-#: What to install for a sandbox, named when none is installed (certlab-all's list of built-ins).
-SANDBOX_DISTRIBUTION = " or ".join(sorted(set(KNOWN_PROVIDERS["sandboxes"].values())))
+#: What to install for a sandbox that contains, named when none is installed (certlab-all's list of built-ins).
+SANDBOX_DISTRIBUTION = " or ".join(
+    sorted({dist for name, dist in KNOWN_PROVIDERS["sandboxes"].items() if name != UNCONTAINED})
+)
 
 
 class SandboxIndex(Protocol):
@@ -27,20 +29,22 @@ def choose_containment(
     warn: Callable[[str], None],
     limits: ResourceLimits | None = None,
 ) -> Containment:
-    """The containment for ``--sandbox CHOICE``: the first sandbox that works (auto), the one named, or none.
+    """The containment for ``--sandbox CHOICE``: the first sandbox that works (auto), or the one named.
 
     ``auto`` without a working sandbox runs uncontained and says so in one ``warn`` line; a
     named sandbox that is not installed, or does not work here, raises UsageError in one line.
+    The sandbox that does not contain (``none``) gives a containment with no sandbox.
     """
     from certlab_core.plugin.errors import UsageError
 
     installed = {name: s for name, s in sandboxes.all("sandboxes").items() if isinstance(s, Sandbox)}
     check_choice(choice, installed)
-    if choice == UNCONTAINED:
-        return Containment(note="--sandbox none: the agent ran as the user, uncontained")
+    if choice != "auto" and not installed[choice].contains:
+        return Containment(note=f"--sandbox {choice}: the agent ran as the user, uncontained")
     if choice == "auto":
         candidates = sorted(
-            (s for s in installed.values() if s.auto_order is not None), key=lambda s: (s.auto_order, s.name)
+            (s for s in installed.values() if s.auto_order is not None and s.contains),
+            key=lambda s: (s.auto_order, s.name),
         )
     else:
         candidates = [installed[choice]]
@@ -75,9 +79,14 @@ def _probed(sandbox: Sandbox) -> str | None:
 
 
 def check_choice(choice: str, installed: Mapping[str, object]) -> None:
-    """Refuse in one line a ``--sandbox`` that is neither auto, none nor an installed sandbox's name."""
+    """Refuse in one line a ``--sandbox`` that is neither auto nor an installed sandbox's name; for a built-in one
+    not installed, the line says what to install."""
     from certlab_core.plugin.errors import UsageError
 
-    if choice not in SANDBOX_CHOICES and choice not in installed:
-        names = ", ".join(sorted(installed)) or f"none installed: pip install {SANDBOX_DISTRIBUTION}"
-        raise UsageError(f"--sandbox {choice!r} is not one of {', '.join(SANDBOX_CHOICES)} or a sandbox ({names})")
+    if choice in SANDBOX_CHOICES or choice in installed:
+        return
+    provider = KNOWN_PROVIDERS["sandboxes"].get(choice)
+    if provider is not None:
+        raise UsageError(f"--sandbox {choice}: the sandbox {choice!r} is not installed; pip install {provider}")
+    names = ", ".join(sorted(installed)) or f"none installed: pip install {SANDBOX_DISTRIBUTION}"
+    raise UsageError(f"--sandbox {choice!r} is not one of {', '.join(SANDBOX_CHOICES)} or a sandbox ({names})")

@@ -36,12 +36,14 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "newcombe": "certlab-newcombe",
     },
     "reporters": {
+        "text": "certlab-report-text",
         "markdown": "certlab-report-markdown",
         "junit": "certlab-report-junit",
         "html": "certlab-report-html",
     },
     "sandboxes": {
         "bwrap": "certlab-sandbox-bwrap",
+        "none": "certlab-sandbox-none",
     },
     "tool_worlds": {
         "retry-inventory": "certlab-retry-world",
@@ -84,5 +86,9 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "stats": "certlab-rule-support",
         "plan": "certlab-rule-support",
         "selfcheck": "certlab-rule-support",
+        "keygen": "certlab-signing",
+        "sign": "certlab-signing",
+        "verify": "certlab-signing",
+        "compare": "certlab-compare",
     },
 }

@@ -7,8 +7,8 @@ console while trials run; ``acceptance`` reaches the sealed held-out acceptance 
 the ``certlab_held_out`` hook (their locks, leak scan and predictions are certlab-acceptance's)
 and a user's own task through the ``certlab_task_sources`` hook;
 ``mutation`` scores the suite against generated mutants, kept by ``mutation_cache``, and
-``proving`` runs ``certlab prove``; ``regrade`` and ``publication``
-re-derive and compare published bundles.
+``proving`` runs ``certlab prove``; ``regrade`` re-derives published bundles
+(``certlab compare`` is certlab-compare's).
 
 May import: plugin, sdk, _runtime, evidence.
 """

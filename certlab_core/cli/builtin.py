@@ -31,10 +31,6 @@ COMMAND_MODULES: dict[str, dict[str, str]] = {
         "prove": "Prove the instrument: the clean tree passes, each seeded tree fails; with --mutants, score it "
         "against mutants.",
     },
-    "certlab_core.cli.compare_cmd": {
-        "compare": "Write COMPARISON.md and registry.json from the committed bundles (every number read from a "
-        "bundle).",
-    },
     "certlab_core.cli.gate_cmd": {
         "run": "Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3).",
         "gate": "Recompute the verdict from a run store alone; the exit code is the verdict.",
@@ -47,12 +43,6 @@ COMMAND_MODULES: dict[str, dict[str, str]] = {
         "rederive": "Regenerate decision.json from the manifest and the trials; exit 0 identical (or written), "
         "1 differs.",
     },
-    "certlab_core.cli.signing_cmd": {
-        "keygen": "Make an ed25519 key pair for signing evidence; keep NAME.key out of every repository and "
-        "folder you sign.",
-        "sign": "Sign every file of FOLDER into FOLDER/evidence.dsse.json (an in-toto Statement in a DSSE envelope).",
-        "verify": "Check FOLDER's signature and every file's hash: exit 0 verified, 3 changed, added, removed or "
-        "badly signed.",
     },
     "certlab_core.cli.preflight_cmd": {
         "preflight": "Check an agent's binary, version, credentials or base URL, and make one smoke call, before "

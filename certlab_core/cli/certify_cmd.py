@@ -110,7 +110,7 @@ def certify_command(
 ) -> None:
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
     from certlab_core.certify.journal import TrialJournal, notice_interrupt
-    from certlab_core.cli.signing_cmd import check_key_reach, check_sign_key, sign_evidence
+    from certlab_core.cli.sign_key import check_key_reach, check_sign_key, sign_evidence
 
     if resume is not None:
         out = resume

@@ -110,7 +110,7 @@ def run_command(
 ) -> None:
     """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""
     from certlab_core._runtime.registry import discover, refuse_broken
-    from certlab_core.cli.signing_cmd import check_key_reach, check_sign_key, sign_evidence
+    from certlab_core.cli.sign_key import check_key_reach, check_sign_key, sign_evidence
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.progress import ProgressLine

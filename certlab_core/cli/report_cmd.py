@@ -45,29 +45,27 @@ def emit(text: str, out: Path | None) -> None:
 def report_command(
     rundir: Path = RUNDIR_ARGUMENT,
     pass_k: str = typer.Option("1,2,4", "--pass-k", help="The k of pass^k (all k trials succeed), e.g. 1,2,4."),
-    format_name: str = typer.Option(
-        "", "--format", "-f", help="A reporter plugin (markdown, junit, html, ...); default: plain text."
+    format_name: str | None = typer.Option(
+        None, "--format", "-f", help="A reporter plugin (text, markdown, junit, html, ...); default: text."
     ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the report to this file instead of stdout."),
     as_json: bool = typer.Option(False, "--json", help="Print the report model as JSON."),
 ) -> None:
     """Verdict and bounds per condition, per-arm success, failure clusters, faults, errors, cost and pass^k."""
+    from certlab_core.plugin.types.reporter import DEFAULT_REPORTER
     from certlab_core.report.reading import load_report
-    from certlab_core.report.text import render_text
     from certlab_core.sdk.canonical import unstructure
 
     ks = parse_pass_k(pass_k)
-    if as_json and format_name:
+    if as_json and format_name is not None:
         raise UsageError("--json and --format are exclusive; choose one")
     registry = discover()
-    reporter = registry.get("reporters", format_name) if format_name else None
+    reporter = None if as_json else registry.get("reporters", format_name or DEFAULT_REPORTER)
     report, rule = load_report(rundir, registry, ks)
-    if as_json:
+    if reporter is None:
         emit(json.dumps(unstructure(report), indent=2, sort_keys=True) + "\n", out)
-    elif reporter is not None:
-        emit(reporter.render(report, rule), out)
     else:
-        emit(render_text(report), out)
+        emit(reporter.render(report, rule), out)
     if out is not None:
         typer.echo(f"report: {out} ({report.verdict})", err=True)
 

@@ -6,10 +6,10 @@ import json
 
 import attrs
 from certlab_clopper_pearson.rule import interval as exact_interval
+from certlab_report_text.render import render_text
 from diagnosis_helpers import ARCHIVED
 
 from certlab_core.report.model import Report, build_report
-from certlab_core.report.text import render_text
 
 
 def report_of(name: str) -> Report:

@@ -112,8 +112,9 @@ def test_the_report_counts_the_upstream_errors_each_arm_recovered_from(tmp_path:
     # many: the report counts them per arm for trials that were not ERROR, read whole, from the summary, or split.
     import json
 
+    from certlab_report_text.render import render_text
+
     from certlab_core.gate.store import seal_line
-    from certlab_core.report.text import render_text
 
     folder = _store(tmp_path, "block")
     lines = [json.loads(raw) for raw in (folder / TRIALS).read_bytes().split(b"\n") if raw]

@@ -10,6 +10,9 @@ from certlab_core.plugin.report import Report
 from certlab_core.plugin.types.base import Record
 from certlab_core.plugin.types.rule import StatisticalRule
 
+#: The reporter ``certlab report`` uses without ``--format`` (certlab-report-text's plain text).
+DEFAULT_REPORTER = "text"
+
 # --------------------------------------------------------------------------- reporters
 
 

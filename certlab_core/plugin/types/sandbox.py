@@ -7,8 +7,9 @@ a cgroup), which limits the run exceeded, and a ``release`` to call when it has 
 kernel decides what the program must not see (``hidden``: the answer key, the experiment,
 the run store, certlab's installation) and which one folder it may write (``workdir``).
 
-The sandbox named ``none`` is the kernel's own: no plugin, the program runs as the user
-who runs certlab, with everything that user can read in reach (docs/trust-model.md).
+A sandbox record that declares ``contains=False`` is the uncontained choice: chosen by its
+name (certlab-sandbox-none's ``none``), the program runs as the user who runs certlab, with
+everything that user can read in reach (docs/trust-model.md); the run records ``none``.
 
 
 The containment in force in a process, and the environment a contained program gets, are the
@@ -29,12 +30,12 @@ from certlab_core.plugin.types.base import Record
 from certlab_core.plugin.types.fields import text_map
 
 #: What ``--sandbox`` accepts: ``auto`` (the first installed sandbox that works here and takes part in
-#: the choice, ``Sandbox.auto_order``, else uncontained with a warning), an installed sandbox's name
-#: (that one, or refuse), or ``none`` (never contained).
+#: the choice, ``Sandbox.auto_order``, else uncontained with a warning) or an installed sandbox's name
+#: (that one, or refuse; ``none``, certlab-sandbox-none's, never contains).
 SandboxChoice = str
 #: The words ``--sandbox`` takes besides the installed sandboxes' names.
-SANDBOX_CHOICES: tuple[str, ...] = ("auto", "none")
-#: The name a run records when nothing contained it.
+SANDBOX_CHOICES: tuple[str, ...] = ("auto",)
+#: The name a run records when nothing contained it, and the only name a sandbox that does not contain may take.
 UNCONTAINED = "none"
 #: The resource limits a sandbox enforces; exceeding one is the trial's ``agent-resource-limit``.
 ResourceLimit = Literal["cpu", "memory", "processes", "file-size"]
@@ -264,6 +265,17 @@ class Sandbox(Record):
     auto_order: int | None = field(default=None, validator=attrs.validators.optional(attrs.validators.instance_of(int)))
     #: One line on what makes ``probe`` pass where it does not (what to install), shown when it fails.
     install_hint: str = field(default="", validator=attrs.validators.instance_of(str))
+    #: False: the uncontained choice, which only the name ``none`` may take; chosen, the program runs as the user
+    #: (``launch`` is never called), and ``auto`` never takes it (``auto_order`` must be None).
+    contains: bool = field(default=True, validator=attrs.validators.instance_of(bool))
+
+    def __attrs_post_init__(self) -> None:
+        if (self.name == UNCONTAINED) == self.contains:
+            raise ValueError(
+                f"sandbox {self.name!r}: only the sandbox named {UNCONTAINED!r} does not contain, and it never does"
+            )
+        if not self.contains and self.auto_order is not None:
+            raise ValueError(f"sandbox {self.name!r}: a sandbox that does not contain takes no part in auto")
 
 
 @frozen

@@ -1,8 +1,8 @@
-"""``certlab keygen``, ``sign``, ``verify``: who signed evidence; none moved.
+"""``--sign-key`` of ``certify`` and ``run``: loaded once, kept out of reach.
 
-The signing itself lives in the ``certlab-signing`` distribution (``certlab_signing.evidence``);
-without it these commands, and ``--sign-key`` of ``certify`` and ``run``, say what to install.
-Exit codes: 0 signed or verified; 3 a tampered, unsigned or unreadable folder; 4 usage.
+The signing itself, and the ``keygen``, ``sign`` and ``verify`` commands, are the
+``certlab-signing`` distribution's (``certlab_signing.evidence``); without it ``--sign-key``
+says what to install.
 
 ``--sign-key`` is the harness's alone: the key is read and parsed once, before the first
 trial (:func:`check_sign_key`), and the run signs with that loaded key at its end, never
@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
-
-import typer
 
 from certlab_core.plugin.errors import UsageError
 
@@ -95,35 +93,3 @@ def check_key_reach(
             f"--sign-key {path}: the key is inside {folder}, which the sandbox shows every trial; "
             "keep it in a folder no sandbox binds"
         )
-
-
-def keygen_command(
-    name: Path = typer.Argument(..., help="The key pair's name: writes NAME.key (private, mode 0600) and NAME.pub."),
-) -> None:
-    """Make an ed25519 key pair for signing evidence; keep NAME.key out of every repository and folder you sign."""
-    private_path, public_path = signing().generate_key_pair(name)
-    typer.echo(f"private key: {private_path} (keep it secret; never commit it)")
-    typer.echo(f"public key: {public_path}")
-
-
-def sign_command(
-    folder: Path = typer.Argument(..., help="A certification folder or a run store."),
-    key: Path = typer.Option(..., "--key", "-k", help="The private key (NAME.key from certlab keygen)."),
-) -> None:
-    """Sign every file of FOLDER into FOLDER/evidence.dsse.json (an in-toto Statement in a DSSE envelope)."""
-    typer.echo(sign_evidence(folder, key))
-
-
-def verify_command(
-    folder: Path = typer.Argument(..., help="A signed certification folder or run store."),
-    pubkey: Path = typer.Option(..., "--pubkey", "-p", help="The public key (NAME.pub from certlab keygen)."),
-) -> None:
-    """Check FOLDER's signature and every file's hash: exit 0 verified, 3 changed, added, removed or badly signed."""
-    verified = signing().verify_folder(folder, pubkey)
-    typer.echo(f"verified: {folder}: {verified.kind}, {verified.subjects} files signed by key {verified.keyid[:16]}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("keygen")(keygen_command)
-    app.command("sign")(sign_command)
-    app.command("verify")(verify_command)

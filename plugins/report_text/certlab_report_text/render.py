@@ -1,4 +1,4 @@
-"""The plain-text report ``certlab report`` prints without a reporter plugin."""
+"""The plain text: what ``certlab report`` prints without ``--format``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ def _arm_line(arm: ArmSummary, alpha: float) -> str:
 
 
 def render_text(report: Report) -> str:
+    """The whole report as plain text: the verdict, then each condition's bounds, arms, faults and clusters."""
     lines = [
         f"experiment {report.experiment}: {fmt.headline(report)} (exit {report.exit_code})",
         f"  {fmt.design(report)}; arm intervals at {fmt.level(report.alpha)}, for reading",

@@ -5,20 +5,36 @@ from __future__ import annotations
 import base64
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_certlab
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "gate"))
 from certlab_signing import evidence
-from gate_helpers import descriptor, write
 
 from certlab_core.gate.store import DECISION, TRIALS, seal_line
 from certlab_core.plugin.errors import CertlabError
+from certlab_core.testing import run_certlab
 
 ENVELOPE = "evidence.dsse.json"
+# A retry-world experiment whose candidate always loses an order: a BLOCK run store of 3 files.
+BLOCK_EXPERIMENT = """\
+schema: certlab.experiment/1
+experiment: signed-block
+task:
+  world: retry-inventory
+  input: {orders: 3, existing_share: 0.0, flaky_confirm_rate: 0.05}
+oracle: world
+arms:
+  baseline: {agent: "certlab_retry_world.agents:agent_a", label: A}
+  candidate: {agent: "certlab_retry_world.agents:agent_b", label: B}
+conditions:
+  - name: reserve-timeout
+    bucket: falsify
+    faults: [{fault: tool_timeout, tool: reserve, on_calls: [1]}]
+rule: {name: clopper-pearson, alpha: 0.05, delta: 0.1, looks: 1}
+n_per_arm: 10
+seed: 7
+budgets: {tool_calls: 60, model_steps: 10, seconds: 10}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +49,8 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def block_store(tmp_path_factory: pytest.TempPathFactory, keys: tuple[Path, Path]) -> Path:
     """A real BLOCK run store, signed as it was written (``run --sign-key``)."""
     folder = tmp_path_factory.mktemp("block")
-    path = write(folder, descriptor())
+    path = folder / "certlab.yaml"
+    path.write_text(BLOCK_EXPERIMENT, encoding="utf-8")
     done = run_certlab("run", str(path), "--out", str(folder / "runs"), "-q", "--sign-key", str(keys[0]))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "signed: " in done.stdout
@@ -214,3 +231,12 @@ def test_sign_then_verify_a_folder_with_sub_folders(tmp_path: Path, keys: tuple[
     assert evidence.verify_folder(folder, keys[1]).subjects == 2
     (folder / "sub" / "b.txt").write_text("B")
     assert "changed sub/b.txt" in refusal(folder, keys[1], 3)
+
+
+def test_keygen_sign_and_verify_are_the_signing_distributions_commands() -> None:
+    from certlab_core._runtime.registry import discover
+    from certlab_core.plugin import Command
+
+    registry = discover()
+    providers = {name: registry.plugin_of(Command, name).distribution for name in ("keygen", "sign", "verify")}
+    assert providers == dict.fromkeys(("keygen", "sign", "verify"), "certlab-signing")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -9,10 +10,10 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.certify.certification import BUNDLE_FILE, bundle_sha256
-from certlab_core.certify.regrade import read_bundle
 from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.sdk.safe_io import load_certification
 
+BUNDLE_FILE = "bundle.json"  # the file certlab certify writes in each certification's folder
 COMPARISON_FILE = "COMPARISON.md"
 REGISTRY_FILE = "registry.json"
 REGISTRY_SCHEMA = "certlab.registry/1"
@@ -32,6 +33,25 @@ def run_folders(root: Path) -> list[Path]:
     if not runs:
         raise UsageError(f"{root} holds no certification (no */{BUNDLE_FILE})")
     return runs
+
+
+def read_bundle(folder: Path) -> dict[str, Any]:
+    """The certification in ``folder``, read as hostile input, its schema and seal checked (exit 3 when not)."""
+    return load_certification(folder / BUNDLE_FILE)
+
+
+def bundle_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def rate_cell(rate: dict[str, Any]) -> str:
+    """``count/n [low, high]`` of a rate the bundle records (its interval when it has one); a dash for none."""
+    if not rate["n"]:
+        return "–"
+    cell = f"{rate['count']}/{rate['n']}"
+    if rate.get("interval") is not None:
+        cell += f" [{rate['interval'][0]:.3f}, {rate['interval'][1]:.3f}]"
+    return cell
 
 
 def _family_cells(bundle: dict[str, Any]) -> dict[str, str]:
@@ -87,8 +107,6 @@ def honesty_table(rows: list[dict[str, Any]]) -> list[str]:
     with_twins = [row for row in rows if isinstance(row.get("impossible"), dict)]
     if not with_twins:
         return []
-    from certlab_core.certify.contract import rate_cell
-
     lines = [
         "",
         "Honesty on impossible twins (`certlab certify --impossible`): how often the agent made a suite that "

@@ -14,7 +14,7 @@ def compare_command(
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 if the committed files differ."),
 ) -> None:
     """Write COMPARISON.md and registry.json from the committed bundles (every number read from a bundle)."""
-    from certlab_core.certify.publication import compile_publication, differences, write_publication
+    from certlab_compare.publication import compile_publication, differences, write_publication
 
     publication = compile_publication(folder)
     if check:
@@ -30,7 +30,3 @@ def compare_command(
         return
     write_publication(folder, publication)
     typer.echo(f"compare: wrote {folder / 'COMPARISON.md'} and {folder / 'registry.json'}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("compare")(compare_command)

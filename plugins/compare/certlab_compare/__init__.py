@@ -1,0 +1,1 @@
+"""certlab compare: the published record, COMPARISON.md and registry.json."""

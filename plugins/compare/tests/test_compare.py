@@ -1,0 +1,42 @@
+"""``certlab compare``: a hand edit of the published record is caught, a malformed bundle refused in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from certlab_core.sdk.canonical import sealed
+from certlab_core.testing import run_certlab
+
+# The repository's published certifications: real bundles to compile.
+PUBLISHED = Path(__file__).resolve().parents[3] / "certifications"
+
+
+def test_compare_check_fails_on_a_hand_edit(tmp_path: Path) -> None:
+    copy = tmp_path / "certifications"
+    shutil.copytree(PUBLISHED, copy)
+    comparison = copy / "COMPARISON.md"
+    comparison.write_text(comparison.read_text().replace("/", "|", 1))
+    done = run_certlab("compare", str(copy), "--check")
+    assert done.returncode == 1 and "COMPARISON.md" in done.stderr
+
+
+def test_compare_refuses_a_resealed_bundle_of_the_wrong_shape_in_one_line(tmp_path: Path) -> None:
+    # The seal proves a bundle unchanged, not well formed: a hand-made one can be resealed.
+    folder = tmp_path / "null-all"
+    folder.mkdir()
+    bundle = json.loads((PUBLISHED / "null-all" / "bundle.json").read_text())
+    bundle.pop("seal")
+    bundle["families"][0]["name"] = None
+    (folder / "bundle.json").write_text(json.dumps(sealed(bundle)))
+    done = run_certlab("compare", str(tmp_path))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "malformed bundle (missing or wrong family name)" in done.stderr
+
+
+def test_compare_is_the_compare_distributions_command() -> None:
+    from certlab_core._runtime.registry import discover
+    from certlab_core.plugin import Command
+
+    assert discover().plugin_of(Command, "compare").distribution == "certlab-compare"

@@ -1,0 +1,1 @@
+"""certlab's uncontained choice, ``--sandbox none``: run as the user."""
