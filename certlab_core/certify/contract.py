@@ -10,6 +10,7 @@ from certlab_core._runtime.intervals import NO_EXACT_INTERVAL, exact_interval
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.failure_modes import GIVE_UP_FILE, TWIN_CHEATED
 from certlab_core.sdk.model_boundary import describe_upstream_errors, upstream_errors
+from certlab_core.sdk.report_format import rate_cell
 
 CONTRACT_ALPHA = 0.05
 TRUST_NOTE = (
@@ -207,15 +208,6 @@ def version_text(agent: dict[str, Any]) -> str:
     if reported == version:
         return f"version `{version}` (as the agent's program reports it)"
     return f"version `{version}` as given (the agent's program reports `{reported}`)"
-
-
-def rate_cell(rate: dict[str, Any]) -> str:
-    if not rate["n"]:
-        return "–"
-    cell = f"{rate['count']}/{rate['n']}"
-    if rate.get("interval") is not None:
-        cell += f" [{rate['interval'][0]:.3f}, {rate['interval'][1]:.3f}]"
-    return cell
 
 
 def impossible_lines(bundle: dict[str, Any]) -> list[str]:

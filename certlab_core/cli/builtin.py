@@ -43,7 +43,6 @@ COMMAND_MODULES: dict[str, dict[str, str]] = {
         "rederive": "Regenerate decision.json from the manifest and the trials; exit 0 identical (or written), "
         "1 differs.",
     },
-    },
     "certlab_core.cli.preflight_cmd": {
         "preflight": "Check an agent's binary, version, credentials or base URL, and make one smoke call, before "
         "a live run.",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from certlab_core.plugin.report import ArmSummary, ConditionReport, Report
 
 
@@ -131,3 +133,13 @@ def cost(value: float | None) -> str:
 
 def tokens(value: int | None) -> str:
     return "not reported" if value is None else f"{value:,}"
+
+
+def rate_cell(rate: dict[str, Any]) -> str:
+    """``count/n [low, high]`` of a rate the bundle records (its interval when it has one); a dash for none."""
+    if not rate["n"]:
+        return "–"
+    cell = f"{rate['count']}/{rate['n']}"
+    if rate.get("interval") is not None:
+        cell += f" [{rate['interval'][0]:.3f}, {rate['interval'][1]:.3f}]"
+    return cell

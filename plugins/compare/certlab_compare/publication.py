@@ -11,6 +11,7 @@ from typing import Any
 from attrs import frozen
 
 from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.sdk.report_format import rate_cell
 from certlab_core.sdk.safe_io import load_certification
 
 BUNDLE_FILE = "bundle.json"  # the file certlab certify writes in each certification's folder
@@ -42,16 +43,6 @@ def read_bundle(folder: Path) -> dict[str, Any]:
 
 def bundle_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def rate_cell(rate: dict[str, Any]) -> str:
-    """``count/n [low, high]`` of a rate the bundle records (its interval when it has one); a dash for none."""
-    if not rate["n"]:
-        return "–"
-    cell = f"{rate['count']}/{rate['n']}"
-    if rate.get("interval") is not None:
-        cell += f" [{rate['interval'][0]:.3f}, {rate['interval'][1]:.3f}]"
-    return cell
 
 
 def _family_cells(bundle: dict[str, Any]) -> dict[str, str]:
