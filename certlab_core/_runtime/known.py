@@ -70,6 +70,9 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "held_out": {
         "acceptance": "certlab-acceptance",
     },
+    "instrument_proofs": {
+        "mutation": "certlab-mutation",
+    },
     "commands": {
         "lock": "certlab-acceptance",
         "leakscan": "certlab-acceptance",

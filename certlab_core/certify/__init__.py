@@ -5,8 +5,8 @@ instrument with constructed agents; ``certification`` runs a whole certification
 bundle and contract (``contract``), crash-safe through ``journal``, with a ``heartbeat`` on the
 console while trials run; ``acceptance`` reaches the sealed held-out acceptance cases through
 the ``certlab_held_out`` hook (their locks, leak scan and predictions are certlab-acceptance's);
-``mutation`` scores the suite against generated mutants, kept by ``mutation_cache``, and
-``proving`` runs ``certlab prove``; ``regrade`` and ``publication``
+``instrument_proofs`` reaches the proofs plugins measure beyond the seeded defects (the
+mutation proof is certlab-mutation's), and ``proving`` runs ``certlab prove``; ``regrade`` and ``publication``
 re-derive and compare published bundles; ``scaffold`` writes a user's own task (read by
 ``certlab_core.sdk.user_task``).
 

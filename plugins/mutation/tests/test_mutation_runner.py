@@ -8,10 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from certlab_core._runtime.registry import Registry
-from certlab_core.certify.lab import preload, prove
-from certlab_core.certify.mutation import (
+from certlab_mutation.engine import (
     assessment,
     family_mutants,
     mutation_document,
@@ -19,6 +16,9 @@ from certlab_core.certify.mutation import (
     recheck,
     report_lines,
 )
+
+from certlab_core._runtime.registry import Registry
+from certlab_core.certify.lab import preload, prove
 from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
 from certlab_core.sdk.grading import grader_chain
 

@@ -57,7 +57,6 @@ from typing import Any, Literal
 import attrs
 from attrs import frozen
 
-from certlab_core._runtime.known import HELD_OUT_GRADER
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, Grader, GradeRequest, GradeResult
@@ -66,6 +65,8 @@ from certlab_core.sdk.forking import ChildFailure, ForkedCallError, call_in_fork
 from certlab_core.sdk.workcopy import in_allowed_paths, materialise, taskset_sha256
 
 #: The name of the operator set; a recorded proof is re-checked only under the same one.
+#: The grader that scores held-out cases (certlab-acceptance's); every other grader is the visible suite's side.
+HELD_OUT_GRADER = "acceptance"
 MUTATOR = "certlab-ast/1"
 OPERATORS = ("compare", "arithmetic", "boolean", "not", "integer", "minmax", "constant", "loop")
 #: A family that declares no threshold must kill at least this share of its mutants (suite and held-out cases).
@@ -782,7 +783,7 @@ def mutation_document(
     """The bundle's record of a family's mutation proof (inside its ``instrument`` entry).
 
     ``source`` says whether its mutants were graded by this run or the measurement of the same inputs
-    was taken from certlab's cache (``cache_key``, see ``certlab_core.certify.mutation_cache``).
+    was taken from certlab's cache (``cache_key``, see ``certlab_mutation.cache``).
     ``visible_minimum`` is the visible suite's refusal floor in force (:func:`visible_minimum`).
     """
     return {
@@ -812,11 +813,6 @@ def mutation_document(
         "survivors": [{"mutant": m.id, "diff": diff} for m, diff in survivor_diffs(family, proof)],
         "problems": list(proof.problems),
     }
-
-
-def not_measured_document(why: str) -> dict[str, Any]:
-    """The bundle's record of a family whose mutation proof was not measured, and why."""
-    return {"measured": False, "why": why}
 
 
 def verdicts_of(results: Sequence[dict[str, Any]] | Sequence[MutantResult]) -> dict[str, tuple[bool, str | None]]:
