@@ -88,8 +88,9 @@ class FamilyConformance:
     agent fail by policy, the unavailable agent is unavailable (never a failed fix), and the
     visible suite with the held-out cases kills at least ``mutation_threshold`` of the clean
     tree's mutants, the visible suite alone ``visible_mutation_threshold`` (each survivor is
-    reported). ``recorded_bundle`` names a published certification whose mutation proof must
-    be re-earned mutant by mutant. Each defect yields an impossible twin of each of ``twin_kinds``
+    reported; the installed instrument proofs measure it, and without certlab-mutation these
+    checks skip, saying so). ``recorded_bundle`` names a published certification whose mutation
+    proof must be re-earned mutant by mutant. Each defect yields an impossible twin of each of ``twin_kinds``
     that the prover accepts (the clean code fails it on its changed test alone, as ``certify
     --impossible`` requires), and the twins are made the same way, with the same hashes, each time.
 
