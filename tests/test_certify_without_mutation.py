@@ -46,6 +46,14 @@ def test_certify_records_the_mutation_proof_not_measured_naming_what_to_install(
     assert f"mutation proof: not measured ({WHY})" in render_contract(bundle, without_mutation)
 
 
+def test_no_mutants_without_the_plugin_records_its_own_why(without_mutation: Registry) -> None:
+    bundle, exit_code, said = certified(without_mutation, mutants=False)
+    assert exit_code == 0, said
+    (proof,) = bundle["instrument"]
+    assert proof["mutation"] == {"measured": False, "why": "certify --no-mutants", "warnings": [], "refusals": []}
+    assert "mutants intervals: not measured (--no-mutants)" in said
+
+
 @pytest.mark.parametrize("flag", ["min_mutation_score", "min_visible_mutation_score"])
 def test_a_floor_that_needs_the_mutation_proof_is_refused_naming_what_to_install(
     without_mutation: Registry, flag: str
