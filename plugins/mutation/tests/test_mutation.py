@@ -8,8 +8,14 @@ import textwrap
 import pytest
 from certlab_mutation.engine import MUTATOR, file_mutants, mutable_files, mutants_sha256
 
-from certlab_core._runtime.registry import Registry
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.plugin.errors import InstrumentError
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    """The installed plugins, certlab-mutation among them."""
+    return discover()
 
 
 def edits(source: str) -> list[tuple[str, str, str]]:

@@ -18,11 +18,17 @@ from certlab_mutation.cache import cache_dir, load, measured_proof, proof_key
 from certlab_mutation.engine import MutationProof, verdicts_of
 from test_mutation_runner import write_toy_family
 
-from certlab_core._runtime.registry import Registry
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.lab import preload, prove
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.sdk.grading import grader_chain
 from certlab_core.testing import run_certlab
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    """The installed plugins, certlab-mutation among them."""
+    return discover()
 
 
 @pytest.fixture
