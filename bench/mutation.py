@@ -14,9 +14,10 @@ import resource
 import sys
 import time
 
+from certlab_mutation.engine import percent, prove_by_mutation
+
 from certlab_core._runtime.registry import discover
 from certlab_core.certify.lab import preload, prove
-from certlab_core.certify.mutation import percent, prove_by_mutation
 from certlab_core.sdk.grading import grader_chain
 
 

@@ -72,6 +72,9 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "task_sources": {
         "user-task": "certlab-acceptance",
     },
+    "instrument_proofs": {
+        "mutation": "certlab-mutation",
+    },
     "commands": {
         "lock": "certlab-acceptance",
         "leakscan": "certlab-acceptance",

@@ -5,9 +5,9 @@ instrument with constructed agents; ``certification`` runs a whole certification
 bundle and contract (``contract``), crash-safe through ``journal``, with a ``heartbeat`` on the
 console while trials run; ``acceptance`` reaches the sealed held-out acceptance cases through
 the ``certlab_held_out`` hook (their locks, leak scan and predictions are certlab-acceptance's)
-and a user's own task through the ``certlab_task_sources`` hook;
-``mutation`` scores the suite against generated mutants, kept by ``mutation_cache``, and
-``proving`` runs ``certlab prove``; ``regrade`` re-derives published bundles
+and a user's own task through the ``certlab_task_sources`` hook; ``instrument_proofs`` reaches
+the proofs plugins measure beyond the seeded defects (the mutation proof is certlab-mutation's),
+and ``proving`` runs ``certlab prove``; ``regrade`` re-derives published bundles
 (``certlab compare`` is certlab-compare's).
 
 May import: plugin, sdk, _runtime, evidence.

@@ -24,6 +24,14 @@ from certlab_core import __version__
 from certlab_core._runtime.containment import choose_containment
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
+from certlab_core.certify.instrument_proofs import (
+    check_minimums,
+    installed_proofs,
+    missing_proofs,
+    not_measured_document,
+    proof_names,
+    said_as,
+)
 from certlab_core.certify.lab import (
     InstrumentProof,
     Progress,
@@ -47,6 +55,7 @@ from certlab_core.plugin.types.agent import AgentAdapter
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.held_out import HeldOutRun
+from certlab_core.plugin.types.instrument_proof import ProofRequest
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.canonical import pretty_json, sealed, structure, unstructure
 from certlab_core.sdk.grading import grader_chain, scores_held_out
@@ -73,10 +82,10 @@ class CertifyOptions:
     tasks: tuple[str, ...] = ()  # experiment directories of users' own tasks (read by a task source)
     sandbox: str = "auto"  # --sandbox: auto, bwrap or none (certlab_core.plugin.types.sandbox)
     hidden: tuple[str, ...] = ()  # more paths the agent must not see (the output folder)
-    mutants: bool = True  # the mutation proof of each family (certlab_core.certify.mutation), cached; False skips it
+    mutants: bool = True  # each installed instrument proof of each family (the mutation proof), cached; False skips it
     min_mutation_score: float | None = None  # refuse a family whose mutants survive more than this allows
     # refuse a family whose visible suite alone kills less (None: with min_mutation_score, the family's visible
-    # threshold or min_mutation_score, whichever is lower; certlab_core.certify.mutation.visible_minimum)
+    # threshold or min_mutation_score, whichever is lower; certlab_mutation.engine.visible_minimum)
     min_visible_mutation_score: float | None = None
     journal: str | None = None  # journal each finished trial in this folder, resuming it (certify_journal)
     token_budget: int | None = None  # --token-budget: model tokens per trial, enforced at the model boundary
@@ -303,9 +312,7 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         raise UsageError(
             f"--twins: unknown kind {', '.join(unknown) or '(none given)'}; choose from {', '.join(TWIN_KINDS)}"
         )
-    from certlab_core.certify.mutation import check_minimums
-
-    check_minimums(options.min_mutation_score, options.min_visible_mutation_score)
+    check_minimums(registry, options.min_mutation_score, options.min_visible_mutation_score)
     if options.min_mutation_score is not None and not options.mutants:
         raise UsageError("--min-mutation-score needs the mutation proof: leave out --no-mutants")
     if options.min_visible_mutation_score is not None and not options.mutants:
@@ -410,8 +417,10 @@ def _certify(
         for problem in proof.problems:
             progress(f"prove {family.name}: REFUSED: {problem}")
         problems.extend(proof.problems)
-    mutation = _mutation_proofs(families, proofs, graders, options, held_out, progress) if not problems else {}
-    problems.extend(p for record in mutation.values() for p in record["refusals"])
+    measured = (
+        _instrument_proofs(registry, families, proofs, graders, options, held_out, progress) if not problems else {}
+    )
+    problems.extend(p for by_proof in measured.values() for record in by_proof.values() for p in record["refusals"])
     twin_proofs: list[TwinProof] = []
     if options.impossible and not problems:
         for family in families:
@@ -549,7 +558,11 @@ def _certify(
         "harness_commit": harness_commit(),
         "graders": grader_facts(registry),
         "instrument": [
-            dict(proof_document(p), clean_tree=f.clean_tree, mutation=mutation.get(f.name))
+            dict(
+                proof_document(p),
+                clean_tree=f.clean_tree,
+                **{name: measured.get(f.name, {}).get(name) for name in proof_names(registry)},
+            )
             for f, p in zip(families, proofs, strict=True)
         ],
         "held_out": held_out.document(),
@@ -577,20 +590,20 @@ def _certify(
     return CertifyResult(bundle=bundle, exit_code=exit_code, problems=tuple(problems))
 
 
-def _mutation_proofs(
+def _instrument_proofs(
+    registry: Registry,
     families: Sequence[TaskFamily],
     proofs: Sequence[InstrumentProof],
     graders: Sequence[Grader],
     options: CertifyOptions,
     held_out: HeldOutRun,
     progress: Progress,
-) -> dict[str, dict[str, Any]]:
-    """The mutation proof of every family with a clean tree (measured, or from certlab's cache); with
-    ``--no-mutants``, each is recorded as not measured."""
-    from certlab_core.certify.mutation import not_measured_document
-    from certlab_core.certify.mutation_cache import mutation_step
-
-    records: dict[str, dict[str, Any]] = {}
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each installed instrument proof (the mutation proof) of every family with a clean tree, by family, then by
+    proof; a proof not installed, and each with ``--no-mutants``, is recorded as not measured."""
+    records: dict[str, dict[str, dict[str, Any]]] = {}
+    installed = {instrument.name: instrument for instrument in installed_proofs(registry)}
+    missing = missing_proofs(registry)
     for family, proof in zip(families, proofs, strict=True):
         if not family.clean_tree and family.answer_dir is not None:
             progress(
@@ -601,26 +614,34 @@ def _mutation_proofs(
         if not family.clean_tree:
             progress(f"mutants {family.name}: not made (no fixed tree is known for a task of your own)")
             continue
-        if not options.mutants:
-            progress(f"mutants {family.name}: not measured (--no-mutants)")
-            records[family.name] = dict(not_measured_document("certify --no-mutants"), warnings=[], refusals=[])
-            continue
-        lock = held_out.lock_for(family.name)
-        record, refusals, warnings = mutation_step(
-            family,
-            graders,
-            proof.expected_tests,
-            options.workers,
-            lock,
-            options.min_mutation_score,
-            progress,
-            options.min_visible_mutation_score,
-        )
-        for warning in warnings:
-            progress(f"mutants {family.name}: WARNING: {warning}")
-        for refusal in refusals:
-            progress(f"mutants {family.name}: REFUSED: {refusal}")
-        records[family.name] = dict(record, warnings=warnings, refusals=refusals)
+        records[family.name] = by_proof = {}
+        for name in proof_names(registry):
+            why = "certify --no-mutants" if not options.mutants else missing.get(name)
+            if why is not None:
+                progress(
+                    f"{said_as(name)} {family.name}: not measured ({'--no-mutants' if not options.mutants else why})"
+                )
+                by_proof[name] = dict(not_measured_document(why), warnings=[], refusals=[])
+                continue
+            instrument = installed[name]
+            request = ProofRequest(
+                family,
+                tuple(graders),
+                proof.expected_tests,
+                workers=options.workers,
+                lock=held_out.lock_for(family.name),
+                minimum=options.min_mutation_score,
+                minimum_visible=options.min_visible_mutation_score,
+                reuse=True,
+            )
+            outcome = instrument.measure(request)
+            for line in outcome.lines:
+                progress(line)
+            for warning in outcome.warnings:
+                progress(f"{said_as(name)} {family.name}: WARNING: {warning}")
+            for refusal in outcome.refusals:
+                progress(f"{said_as(name)} {family.name}: REFUSED: {refusal}")
+            by_proof[name] = dict(outcome.document, warnings=list(outcome.warnings), refusals=list(outcome.refusals))
     return records
 
 

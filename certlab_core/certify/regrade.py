@@ -224,7 +224,7 @@ def regrade(
 ) -> RegradeResult:
     """Check the seal, the installed versions, then re-earn each graded verdict in fresh processes.
 
-    With ``mutants``, each recorded mutation proof is re-earned too (``certlab_core.certify.mutation``). ``sandbox``
+    With ``mutants``, each recorded mutation proof is re-earned too (``instrument_proofs``). ``sandbox``
     is ``--sandbox``: the bundle's code runs in bwrap where it works (auto), in bwrap or not at all, or uncontained.
     """
     path = folder / BUNDLE_FILE if folder.is_dir() else folder
@@ -350,9 +350,11 @@ def regrade(
         lines.extend(twin_lines)
         mismatches.extend(twin_mismatches)
     if mutants:
-        from certlab_core.certify.proving import recheck_bundle
+        from certlab_core.certify.instrument_proofs import recheck_bundle
 
-        mutation_lines, mutation_mismatches = recheck_bundle(bundle, families, graders, expected, workers, progress)
+        mutation_lines, mutation_mismatches = recheck_bundle(
+            registry, bundle, families, graders, expected, workers, progress
+        )
         lines.extend(mutation_lines)
         mismatches.extend(mutation_mismatches)
     try:

@@ -11,7 +11,7 @@ What this package exports, by one rule:
 - ``hookimpl`` and ``Record``, the base of every record;
 - the record each hook returns, one per kind of plugin: ``TaskFamily``, ``AgentAdapter``,
   ``Grader``, ``StatisticalRule``, ``Reporter``, ``ToolWorld``, ``Fault``, ``Executor``,
-  ``Sandbox``, ``ModelBoundary``, ``Command``, ``HeldOutAcceptance``, ``TaskSource``;
+  ``Sandbox``, ``ModelBoundary``, ``Command``, ``HeldOutAcceptance``, ``TaskSource``, ``InstrumentProof``;
 - the values a kind's main callable is given and gives back (``AgentRequest`` and
   ``AgentOutcome`` for an adapter's ``run``, ``GradeRequest`` and ``GradeResult`` for a
   grader's ``grade``, ``Services`` for a command's ``register``, ...), and the ``Defect`` and
@@ -24,10 +24,11 @@ What this package exports, by one rule:
 Everything else a kind defines (the protocols of its callables, its ``Literal`` word sets, its
 secondary records) is imported from its kind module, ``certlab_core.plugin.types.<kind>``:
 ``family``, ``agent``, ``grader``, ``rule``, ``reporter``, ``tool_world``, ``fault``,
-``executor``, ``sandbox``, ``model_boundary``, ``command``, ``held_out``, ``task_source``, ``services`` (and
-``base``, ``fields``, ``discovery``). The hook specs, each with a complete example plugin, are in
-``certlab_core.plugin.hookspecs``. Everything here is imported eagerly, and no module of the
-contract imports another part of the kernel, nor, at any depth, itself again.
+``executor``, ``sandbox``, ``model_boundary``, ``command``, ``held_out``, ``task_source``,
+``instrument_proof``, ``services`` (and ``base``, ``fields``, ``discovery``). The hook specs,
+each with a complete example plugin, are in ``certlab_core.plugin.hookspecs``. Everything here
+is imported eagerly, and no module of the contract imports another part of the kernel, nor, at
+any depth, itself again.
 
 May import: nothing else of the kernel.
 """
@@ -65,6 +66,7 @@ from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
 from certlab_core.plugin.types.fault import Fault, FaultContext, FaultEffect
 from certlab_core.plugin.types.grader import Grader, GradeRequest, GradeResult
 from certlab_core.plugin.types.held_out import HeldOutAcceptance, HeldOutRun
+from certlab_core.plugin.types.instrument_proof import InstrumentProof
 from certlab_core.plugin.types.model_boundary import Budget, ModelBoundary, ModelCall, ModelRun
 from certlab_core.plugin.types.reporter import Reporter
 from certlab_core.plugin.types.rule import Bounds, StatisticalRule
@@ -103,6 +105,7 @@ __all__ = [
     "HeldOutRun",
     "InfraError",
     "InstrumentError",
+    "InstrumentProof",
     "JsonObject",
     "JsonValue",
     "ModelBoundary",

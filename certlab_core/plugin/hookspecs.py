@@ -22,6 +22,7 @@ from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.fault import Fault
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.held_out import HeldOutAcceptance
+from certlab_core.plugin.types.instrument_proof import InstrumentProof
 from certlab_core.plugin.types.model_boundary import ModelBoundary
 from certlab_core.plugin.types.reporter import Reporter
 from certlab_core.plugin.types.rule import StatisticalRule
@@ -510,5 +511,44 @@ def certlab_task_sources() -> list[TaskSource]:
         @hookimpl
         def certlab_task_sources() -> list[TaskSource]:
             return [TaskSource(name="folder", description="tree/ and TASK.md", recognises=recognises, stage=stage)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_instrument_proofs() -> list[InstrumentProof]:
+    """Return proofs of the instrument beyond the seeded defects, measured for every family with a clean tree.
+
+    Certify calls ``measure`` for each family whose seeded defects are caught (``reuse``: an
+    earlier measurement of the same inputs may stand) and records ``outcome.document`` under
+    ``name`` in the family's ``instrument`` entry; its ``refusals`` refuse the certification.
+    ``certlab prove --mutants`` prints ``lines`` and ``details``; ``regrade --mutants`` measures
+    afresh and gives the recorded document to ``recheck``; ``FamilyConformance`` fails on each
+    of ``shortfalls``. certlab-mutation provides ``mutation``; without it, certify records the
+    mutation proof as not measured, as ``--no-mutants`` does.
+
+    Example plugin::
+
+        from collections.abc import Mapping
+        from certlab_core.plugin import InstrumentProof, JsonValue, TaskFamily, hookimpl
+        from certlab_core.plugin.types.instrument_proof import ProofOutcome, ProofRecheck, ProofRequest
+
+        def measure(request: ProofRequest) -> ProofOutcome:
+            tests = len(request.expected_tests)
+            line = f"tests {request.family.name}: the clean tree passes {tests} tests"
+            return ProofOutcome(document={"measured": True, "tests": tests}, lines=(line,),
+                                shortfalls={} if tests else {"tests": "the suite collects no test"})
+
+        def recheck(family: TaskFamily, recorded: Mapping[str, JsonValue], outcome: ProofOutcome) -> ProofRecheck:
+            now = outcome.document.get("tests")
+            line = f"tests {family.name}: recorded {recorded.get('tests')}, now {now}"
+            return ProofRecheck(line, () if recorded.get("tests") == now else (line,))
+
+        @hookimpl
+        def certlab_instrument_proofs() -> list[InstrumentProof]:
+            return [InstrumentProof(name="test-count", description="how many tests the clean tree passes",
+                                    measure=measure, recheck=recheck,
+                                    check_minimums=lambda minimum, minimum_visible: None,
+                                    check_fixed_tree=lambda request: ([], []))]
     """
     raise NotImplementedError

@@ -88,8 +88,9 @@ class FamilyConformance:
     agent fail by policy, the unavailable agent is unavailable (never a failed fix), and the
     visible suite with the held-out cases kills at least ``mutation_threshold`` of the clean
     tree's mutants, the visible suite alone ``visible_mutation_threshold`` (each survivor is
-    reported). ``recorded_bundle`` names a published certification whose mutation proof must
-    be re-earned mutant by mutant. Each defect yields an impossible twin of each of ``twin_kinds``
+    reported; the installed instrument proofs measure it, and without certlab-mutation these
+    checks skip, saying so). ``recorded_bundle`` names a published certification whose mutation
+    proof must be re-earned mutant by mutant. Each defect yields an impossible twin of each of ``twin_kinds``
     that the prover accepts (the clean code fails it on its changed test alone, as ``certify
     --impossible`` requires), and the twins are made the same way, with the same hashes, each time.
 
@@ -176,69 +177,63 @@ class FamilyConformance:
 
     @pytest.fixture(scope="class")
     @classmethod
-    def mutation(cls, conformance: dict[str, Any]) -> Any:
+    def instrument_proofs(cls, conformance: dict[str, Any]) -> dict[str, Any]:
+        """Each installed instrument proof (certlab-mutation's) measured afresh: {name: outcome}."""
         from certlab_core._runtime.registry import discover
-        from certlab_core.certify.mutation_cache import measure_and_store
+        from certlab_core.certify.instrument_proofs import installed_proofs
+        from certlab_core.plugin.types.instrument_proof import ProofRequest
         from certlab_core.sdk.grading import grader_chain
 
         proof = conformance["proof"]
         if not proof.holds:
             pytest.skip("the instrument's proof does not hold, so its mutants are not graded")
-        graders = grader_chain(discover())
-        return measure_and_store(conformance["family"], graders, proof.expected_tests, cls.workers)
+        registry = discover()
+        request = ProofRequest(
+            conformance["family"], tuple(grader_chain(registry)), proof.expected_tests, workers=cls.workers
+        )
+        return {instrument.name: (instrument, instrument.measure(request)) for instrument in installed_proofs(registry)}
+
+    @staticmethod
+    def _mutation(instrument_proofs: dict[str, Any]) -> Any:
+        if "mutation" not in instrument_proofs:
+            pytest.skip("certlab-mutation is not installed, so no mutant is graded (pip install certlab-mutation)")
+        return instrument_proofs["mutation"]
 
     def test_suite_and_held_out_cases_kill_the_family_threshold_of_its_mutants(
-        self, conformance: dict[str, Any], mutation: Any, request: pytest.FixtureRequest
+        self, instrument_proofs: dict[str, Any], request: pytest.FixtureRequest
     ) -> None:
-        from certlab_core.certify.mutation import report_lines
-
-        family = conformance["family"]
-        lines = report_lines(family, mutation)
+        _instrument, outcome = self._mutation(instrument_proofs)
         reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
+        if reporter is not None and outcome.lines:
             reporter.write_line("")
-            reporter.write_line(lines[0])
-        print("\n".join(lines))
-        assert not mutation.problems, mutation.problems
-        assert mutation.count, f"family {family.name}: no mutant could be made of its clean tree"
-        assert not mutation.below(mutation.threshold), (
-            f"family {family.name}: the suite and held-out cases kill less than its threshold "
-            f"{mutation.threshold:.0%} of its mutants; write a test or held-out case that kills each survivor:\n"
-            + "\n".join(lines)
-        )
+            reporter.write_line(outcome.lines[0])
+        print("\n".join(outcome.lines + outcome.details))
+        assert not outcome.refusals, outcome.refusals
+        assert "mutation_threshold" not in outcome.shortfalls, outcome.shortfalls["mutation_threshold"]
 
     def test_the_visible_suite_alone_kills_the_family_visible_threshold_of_its_mutants(
-        self, conformance: dict[str, Any], mutation: Any
+        self, instrument_proofs: dict[str, Any]
     ) -> None:
-        from certlab_core.certify.mutation import percent, report_lines
-
-        family = conformance["family"]
-        assert not mutation.problems, mutation.problems
-        assert mutation.count, f"family {family.name}: no mutant could be made of its clean tree"
-        let_through = ", ".join(m.id for m in mutation.suite_survivors)
-        assert not mutation.suite_below(mutation.visible_threshold), (
-            f"family {family.name}: the visible suite alone kills {percent(mutation.suite_score)} of its "
-            f"{mutation.count} mutants, less than its visible threshold {percent(mutation.visible_threshold)}: "
-            "plausible wrong fixes pass the tests an agent sees. Write a visible test that kills each of: "
-            f"{let_through}\n" + "\n".join(report_lines(family, mutation, diffs=False))
-        )
+        _instrument, outcome = self._mutation(instrument_proofs)
+        assert not outcome.refusals, outcome.refusals
+        shortfall = outcome.shortfalls.get("visible_mutation_threshold")
+        assert shortfall is None, shortfall
 
     def test_the_mutation_proof_re_earns_the_recorded_one_mutant_by_mutant(
-        self, conformance: dict[str, Any], mutation: Any
+        self, conformance: dict[str, Any], instrument_proofs: dict[str, Any]
     ) -> None:
         import json
         from pathlib import Path
 
-        from certlab_core.certify.mutation import recheck
-
         if not self.recorded_bundle:
             pytest.skip("no recorded_bundle is declared to re-earn")
+        instrument, outcome = self._mutation(instrument_proofs)
         family = conformance["family"]
         bundle = json.loads(Path(self.recorded_bundle).read_text(encoding="utf-8"))
         recorded = [p["mutation"] for p in bundle["instrument"] if p["family"] == family.name and p.get("mutation")]
         assert recorded, f"{self.recorded_bundle} records no mutation proof of family {family.name}"
-        assert not mutation.problems, mutation.problems
-        assert recheck(family, recorded[0], mutation) == []
+        assert not outcome.refusals, outcome.refusals
+        assert instrument.recheck(family, recorded[0], outcome).differences == ()
 
     def _scores(self, conformance: dict[str, Any], agent: str) -> list[Any]:
         return [record for name, record in conformance["trials"] if name == agent]

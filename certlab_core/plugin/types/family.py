@@ -82,7 +82,7 @@ class TaskFamily(Record):
     # when the task was built, ``task_environments_dir()``); None: the agent environment's. Read-only in the sandbox.
     environment_dir: str | None = None
     # The least share of the clean tree's mutants the visible suite and held-out cases must kill
-    # together (``certlab_core.certify.mutation``); FamilyConformance fails below it, certify and prove warn.
+    # together (certlab-mutation's proof); FamilyConformance fails below it, certify and prove warn.
     mutation_threshold: float = field(default=0.9, validator=_share)
     # The least share the visible suite must kill alone (every grader but the held-out one): a weak visible suite
     # lets plausible wrong fixes look right to the agent, whatever the held-out cases catch afterwards.

@@ -324,10 +324,11 @@ def test_mutants_of_the_fixed_tree_are_scored_by_the_visible_suite_and_the_held_
     locked_task: Path, tmp_path: Path
 ) -> None:
     """``prove --mutants`` on the real task, on a few of its mutants (all 348 take minutes; see docs/real-bugs.md)."""
+    from certlab_mutation.engine import family_mutants, fixed_family, prove_by_mutation
+
     from certlab_core._runtime.registry import discover
     from certlab_core.certify.acceptance import open_held_out
     from certlab_core.certify.lab import preload, prove
-    from certlab_core.certify.mutation import family_mutants, fixed_family, prove_by_mutation
     from certlab_core.sdk.grading import grader_chain
 
     registry = discover()

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from certlab_compare.publication import compile_publication
-from conftest import run_certlab
 from test_mutation_runner import write_toy_family
 
 from certlab_core._runtime.registry import Registry, discover
@@ -17,6 +16,7 @@ from certlab_core.certify.certification import CertifyOptions, certify, write_ce
 from certlab_core.certify.regrade import regrade
 from certlab_core.plugin import hookimpl
 from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.testing import run_certlab
 
 
 @pytest.fixture(scope="module")

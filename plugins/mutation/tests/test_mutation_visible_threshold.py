@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 from certlab_intervals.plugin import FAMILY_DIR
-from conftest import run_certlab
+
+from certlab_core.testing import run_certlab
 
 HALVED = "intervals-halved"
 SCORE_LINE = (

@@ -784,7 +784,7 @@ def mutation_document(
     """The bundle's record of a family's mutation proof (inside its ``instrument`` entry).
 
     ``source`` says whether its mutants were graded by this run or the measurement of the same inputs
-    was taken from certlab's cache (``cache_key``, see ``certlab_core.certify.mutation_cache``).
+    was taken from certlab's cache (``cache_key``, see ``certlab_mutation.cache``).
     ``visible_minimum`` is the visible suite's refusal floor in force (:func:`visible_minimum`).
     """
     return {
@@ -814,11 +814,6 @@ def mutation_document(
         "survivors": [{"mutant": m.id, "diff": diff} for m, diff in survivor_diffs(family, proof)],
         "problems": list(proof.problems),
     }
-
-
-def not_measured_document(why: str) -> dict[str, Any]:
-    """The bundle's record of a family whose mutation proof was not measured, and why."""
-    return {"measured": False, "why": why}
 
 
 def verdicts_of(results: Sequence[dict[str, Any]] | Sequence[MutantResult]) -> dict[str, tuple[bool, str | None]]:

@@ -35,12 +35,12 @@ from typing import Any
 
 import attrs
 
-from certlab_core.certify import mutation
-from certlab_core.certify.mutation import Mutant, MutantResult, MutationProof, mutants_sha256
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, Grader
 from certlab_core.sdk.trees import WORK_COPY_CAPS, walk
 from certlab_core.sdk.workcopy import sha256_file, taskset_sha256
+from certlab_mutation import engine as mutation
+from certlab_mutation.engine import Mutant, MutantResult, MutationProof, mutants_sha256
 
 SCHEMA = "certlab.mutation-cache/1"
 CACHE_VARIABLE = "CERTLAB_CACHE_DIR"

@@ -8,10 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from certlab_core._runtime.registry import Registry
-from certlab_core.certify.lab import preload, prove
-from certlab_core.certify.mutation import (
+from certlab_mutation.engine import (
     assessment,
     family_mutants,
     mutation_document,
@@ -19,8 +16,18 @@ from certlab_core.certify.mutation import (
     recheck,
     report_lines,
 )
+
+from certlab_core._runtime.registry import Registry, discover
+from certlab_core.certify.lab import preload, prove
 from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
 from certlab_core.sdk.grading import grader_chain
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    """The installed plugins, certlab-mutation among them."""
+    return discover()
+
 
 TOY = '''\
 """A toy module: every mutant of it is one of the kinds the runner must tell apart."""
@@ -53,6 +60,7 @@ SUITE = """\
 import os
 
 from toy import adult, floor_at, triangle
+
 
 
 def test_floor_at():

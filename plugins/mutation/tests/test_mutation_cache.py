@@ -12,16 +12,23 @@ from pathlib import Path
 
 import attrs
 import pytest
-from conftest import run_certlab
+from certlab_mutation import cache as mutation_cache
+from certlab_mutation import engine as mutation
+from certlab_mutation.cache import cache_dir, load, measured_proof, proof_key
+from certlab_mutation.engine import MutationProof, verdicts_of
 from test_mutation_runner import write_toy_family
 
-from certlab_core._runtime.registry import Registry
-from certlab_core.certify import mutation, mutation_cache
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.lab import preload, prove
-from certlab_core.certify.mutation import MutationProof, verdicts_of
-from certlab_core.certify.mutation_cache import cache_dir, load, measured_proof, proof_key
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.sdk.grading import grader_chain
+from certlab_core.testing import run_certlab
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    """The installed plugins, certlab-mutation among them."""
+    return discover()
 
 
 @pytest.fixture

@@ -1,0 +1,102 @@
+"""The installed instrument proofs, as certify, prove and regrade reach them.
+
+The kernel proves every family by its seeded defects itself; what a plugin measures beyond
+that (certlab-mutation's mutation proof) comes through ``certlab_instrument_proofs``. A proof
+certlab knows of that is not installed is recorded as not measured, naming what to install,
+as ``--no-mutants`` records a skipped one, so every bundle keeps the ``mutation`` record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from certlab_core._runtime.known import KNOWN_PROVIDERS
+from certlab_core._runtime.registry import Registry
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.plugin.types.grader import Grader
+from certlab_core.plugin.types.instrument_proof import InstrumentProof, ProofRequest
+
+KIND = "instrument_proofs"
+
+
+def installed_proofs(registry: Registry) -> list[InstrumentProof]:
+    """Every installed instrument proof, by name."""
+    return [registry.get(InstrumentProof, name) for name in registry.names(InstrumentProof)]
+
+
+def said_as(name: str) -> str:
+    """How a proof's lines begin: ``mutants`` for the mutation proof (as certlab has always said it), else its name."""
+    return "mutants" if name == "mutation" else name
+
+
+def not_measured_document(why: str) -> dict[str, Any]:
+    """The bundle's record of a family's proof that was not measured, and why."""
+    return {"measured": False, "why": why}
+
+
+def missing_proofs(registry: Registry) -> dict[str, str]:
+    """Each proof certlab knows of that is not installed, with why it goes unmeasured (what to install)."""
+    installed = set(registry.names(InstrumentProof))
+    return {
+        name: f"{distribution} is not installed (pip install {distribution})"
+        for name, distribution in sorted(KNOWN_PROVIDERS.get(KIND, {}).items())
+        if name not in installed
+    }
+
+
+def check_minimums(registry: Registry, minimum: float | None, minimum_visible: float | None) -> None:
+    """Refuse refusal floors before anything runs: out of range, or with no installed proof to use them."""
+    proofs = installed_proofs(registry)
+    for proof in proofs:
+        proof.check_minimums(minimum, minimum_visible)
+    floors = (("--min-mutation-score", minimum), ("--min-visible-mutation-score", minimum_visible))
+    given = [flag for flag, value in floors if value is not None]
+    if given and not proofs:
+        why = "; ".join(missing_proofs(registry).values()) or "no instrument proof is installed"
+        raise UsageError(f"{given[0]} needs the mutation proof: {why}")
+
+
+def proof_names(registry: Registry) -> list[str]:
+    """The keys every bundle's ``instrument`` entry holds: each installed proof and each known one."""
+    return sorted(set(registry.names(InstrumentProof)) | set(KNOWN_PROVIDERS.get(KIND, {})))
+
+
+def recheck_bundle(
+    registry: Registry,
+    bundle: Mapping[str, Any],
+    families: Mapping[str, TaskFamily],
+    graders: Sequence[Grader],
+    expected: Mapping[str, tuple[str, ...]],
+    workers: int,
+    progress: Callable[[str], None],
+) -> tuple[list[str], list[str]]:
+    """``regrade --mutants``: measure every recorded proof of every family again; ``(lines, mismatches)``."""
+    lines: list[str] = []
+    mismatches: list[str] = []
+    proofs = {proof.name: proof for proof in installed_proofs(registry)}
+    missing = missing_proofs(registry)
+    for entry in bundle.get("instrument") or []:
+        if not isinstance(entry, dict) or entry.get("family") not in families:
+            continue
+        name = str(entry["family"])
+        for proof_name in proof_names(registry):
+            recorded = entry.get(proof_name)
+            label = said_as(proof_name)
+            if not isinstance(recorded, dict) or recorded.get("measured") is False:
+                why = f" (not measured: {recorded.get('why')})" if isinstance(recorded, dict) else ""
+                lines.append(f"{label} {name}: the bundle records no {proof_name} proof to re-check{why}")
+                continue
+            if proof_name not in proofs:
+                raise UsageError(f"{label} {name}: the bundle records a {proof_name} proof, and {missing[proof_name]}")
+            family = families[name]
+            request = ProofRequest(family, tuple(graders), expected[name], workers=workers)
+            outcome = proofs[proof_name].measure(request)
+            checked = proofs[proof_name].recheck(family, recorded, outcome)
+            progress(("consistent " if not checked.differences else "MISMATCH   ") + checked.line)
+            if checked.differences:
+                mismatches.extend(f"{label} {name}: {d}" for d in checked.differences)
+            else:
+                lines.append(checked.line)
+    return lines, mismatches

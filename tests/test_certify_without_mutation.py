@@ -1,0 +1,73 @@
+"""Without certlab-mutation installed, certify records the mutation proof as not measured and still certifies.
+
+The kernel proves each family by its seeded defects itself; the mutation proof comes through the
+``certlab_instrument_proofs`` hook. A registry without the plugin (as ``CERTLAB_PLUGINS`` leaves
+it out) records the same ``{"measured": false, "why": ...}`` document ``--no-mutants`` writes,
+with a why that says what to install; the floors that need the proof are refused before anything
+runs, and a recorded proof cannot be re-earned without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from certlab_core._runtime.registry import Registry, discover
+from certlab_core.certify.certification import CertifyOptions, certify
+from certlab_core.certify.contract import render_contract
+from certlab_core.plugin import TaskFamily, UsageError
+from certlab_core.sdk.grading import grader_chain
+
+WITHOUT_MUTATION = ("intervals", "calibration", "policy", "suite", "acceptance")
+WHY = "certlab-mutation is not installed (pip install certlab-mutation)"
+
+
+@pytest.fixture(scope="module")
+def without_mutation() -> Registry:
+    return discover(only=WITHOUT_MUTATION)
+
+
+def certified(registry: Registry, **options: Any) -> tuple[dict[str, Any], int, list[str]]:
+    said: list[str] = []
+    settings = CertifyOptions(families=("intervals",), agent="null", sandbox="none", **options)
+    result = certify(registry, settings, said.append)
+    return result.bundle, result.exit_code, said
+
+
+def test_certify_records_the_mutation_proof_not_measured_naming_what_to_install(without_mutation: Registry) -> None:
+    bundle, exit_code, said = certified(without_mutation)
+    assert exit_code == 0, said
+    (proof,) = bundle["instrument"]
+    assert proof["holds"] is True
+    assert proof["mutation"] == {"measured": False, "why": WHY, "warnings": [], "refusals": []}
+    assert f"mutants intervals: not measured ({WHY})" in said
+    assert f"mutation proof: not measured ({WHY})" in render_contract(bundle, without_mutation)
+
+
+def test_no_mutants_without_the_plugin_records_its_own_why(without_mutation: Registry) -> None:
+    bundle, exit_code, said = certified(without_mutation, mutants=False)
+    assert exit_code == 0, said
+    (proof,) = bundle["instrument"]
+    assert proof["mutation"] == {"measured": False, "why": "certify --no-mutants", "warnings": [], "refusals": []}
+    assert "mutants intervals: not measured (--no-mutants)" in said
+
+
+@pytest.mark.parametrize("flag", ["min_mutation_score", "min_visible_mutation_score"])
+def test_a_floor_that_needs_the_mutation_proof_is_refused_naming_what_to_install(
+    without_mutation: Registry, flag: str
+) -> None:
+    with pytest.raises(UsageError, match=r"needs the mutation proof: .*pip install certlab-mutation"):
+        certified(without_mutation, **{flag: 0.5})
+
+
+def test_regrade_mutants_of_a_recorded_proof_is_refused_naming_what_to_install(without_mutation: Registry) -> None:
+    from certlab_core.certify.instrument_proofs import recheck_bundle
+
+    family = without_mutation.get(TaskFamily, "intervals")
+    bundle = {"instrument": [{"family": "intervals", "mutation": {"measured": True, "mutants": 3, "score": 1.0}}]}
+    progress: Callable[[str], None] = lambda _line: None  # noqa: E731
+    graders = grader_chain(without_mutation)
+    with pytest.raises(UsageError, match="records a mutation proof, and certlab-mutation is not installed"):
+        recheck_bundle(without_mutation, bundle, {"intervals": family}, graders, {"intervals": ()}, 1, progress)
