@@ -12,7 +12,8 @@ import sys
 import time
 
 from certlab_core._runtime.registry import discover
-from certlab_core.certify.lab import calibrate, constructed_agents, preload, prove
+from certlab_core.certify.instrument import calibrate, constructed_agents, prove
+from certlab_core.certify.lab import preload
 from certlab_core.sdk.grading import grader_chain
 
 

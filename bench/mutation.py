@@ -17,7 +17,8 @@ import time
 from certlab_mutation.engine import percent, prove_by_mutation
 
 from certlab_core._runtime.registry import discover
-from certlab_core.certify.lab import preload, prove
+from certlab_core.certify.instrument import prove
+from certlab_core.certify.lab import preload
 from certlab_core.sdk.grading import grader_chain
 
 

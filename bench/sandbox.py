@@ -26,7 +26,9 @@ import attrs
 
 from certlab_core._runtime.containment import choose_containment
 from certlab_core._runtime.registry import discover
-from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, answer_key_paths, preload, prove, run_trials
+from certlab_core.certify.instrument import prove
+from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, answer_key_paths, preload
+from certlab_core.certify.trial_runs import run_trials
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.command import run_contained
 from certlab_core.sdk.grading import grader_chain
@@ -49,7 +51,7 @@ def load() -> str:
 
 
 def served(containment: Containment) -> contextlib.AbstractContextManager[None]:
-    """The sandbox's warm slots, as a certification's trials get them (``certify.lab.grading_services``)."""
+    """The sandbox's warm slots, as a certification's trials get them (``certify.trial_runs.grading_services``)."""
     sandbox = containment.sandbox
     return sandbox.serve(1) if sandbox is not None and sandbox.serve is not None else contextlib.nullcontext()
 

@@ -18,7 +18,8 @@ import time
 
 from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify
-from certlab_core.certify.lab import preload, prove_twins
+from certlab_core.certify.instrument import prove_twins
+from certlab_core.certify.lab import preload
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, make_twins
 from certlab_core.sdk.grading import grader_chain
 

@@ -20,7 +20,7 @@ from certlab_core.certify.contract import render_contract
 from certlab_core.plugin import TaskFamily, UsageError
 from certlab_core.sdk.grading import grader_chain
 
-WITHOUT_MUTATION = ("intervals", "calibration", "policy", "suite", "acceptance")
+WITHOUT_MUTATION = ("intervals", "calibration", "policy", "suite", "acceptance", "sandbox-none")
 WHY = "certlab-mutation is not installed (pip install certlab-mutation)"
 
 

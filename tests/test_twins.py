@@ -11,7 +11,8 @@ import attrs
 import pytest
 
 from certlab_core._runtime.registry import Registry
-from certlab_core.certify.lab import Task, TrialSpec, issued_prompt, judged, prove_twins, run_trial
+from certlab_core.certify.instrument import prove_twins
+from certlab_core.certify.lab import Task, TrialSpec, issued_prompt, judged, run_trial
 from certlab_core.certify.twins import (
     HONEST_WAY_OUT,
     contradict,

@@ -1,7 +1,8 @@
 """Certification: an agent run on a family's tasks, graded on what it left.
 
-``lab`` runs one trial (adapter, sandbox, grader chain) and proves and calibrates the
-instrument with constructed agents; ``certification`` runs a whole certification and writes its
+``lab`` runs one trial (adapter, sandbox, grader chain), ``trial_runs`` many at once (forked
+here or on an executor), and ``instrument`` proves and calibrates the instrument with
+constructed agents; ``certification`` runs a whole certification and writes its
 bundle and contract (``contract``), crash-safe through ``journal``, with a ``heartbeat`` on the
 console while trials run; ``acceptance`` reaches the sealed held-out acceptance cases through
 the ``certlab_held_out`` hook (their locks, leak scan and predictions are certlab-acceptance's)

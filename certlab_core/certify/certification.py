@@ -24,6 +24,7 @@ from certlab_core import __version__
 from certlab_core._runtime.containment import choose_containment
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
+from certlab_core.certify.instrument import TwinProof, calibrate, constructed_agents, prove, proven_twins
 from certlab_core.certify.instrument_proofs import (
     check_minimums,
     installed_proofs,
@@ -38,17 +39,11 @@ from certlab_core.certify.lab import (
     Task,
     TrialRecord,
     TrialSpec,
-    TwinProof,
     answer_key_paths,
-    calibrate,
-    constructed_agents,
-    grading_services,
     log_to_stderr,
-    prove,
-    proven_twins,
-    run_trials,
 )
 from certlab_core.certify.program_check import checked_agent
+from certlab_core.certify.trial_runs import grading_services, run_trials
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, honesty_summary
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, InstrumentError, UsageError
 from certlab_core.plugin.types.agent import AgentAdapter

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from certlab_core.certify.lab import Progress, TrialRecord, TrialSpec, run_trials
+from certlab_core.certify.lab import Progress, TrialRecord, TrialSpec
+from certlab_core.certify.trial_runs import run_trials
 from certlab_core.evidence.record_file import (
     count_recorded,
     cut_torn_tail,

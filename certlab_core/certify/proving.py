@@ -14,8 +14,9 @@ from attrs import frozen
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
 from certlab_core.certify.certification import resolve_families
+from certlab_core.certify.instrument import prove
 from certlab_core.certify.instrument_proofs import check_minimums, installed_proofs, missing_proofs
-from certlab_core.certify.lab import preload, prove
+from certlab_core.certify.lab import preload
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.instrument_proof import ProofRequest
 from certlab_core.sdk.grading import grader_chain

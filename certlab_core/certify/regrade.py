@@ -27,6 +27,7 @@ from attrs import frozen
 from certlab_core._runtime.containment import choose_containment
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import BUNDLE_FILE, summary_of
+from certlab_core.certify.instrument import prove, prove_twins
 from certlab_core.certify.lab import (
     Progress,
     Task,
@@ -35,8 +36,6 @@ from certlab_core.certify.lab import (
     judged_twin,
     log_to_stderr,
     preload,
-    prove,
-    prove_twins,
     twin_settled,
 )
 from certlab_core.certify.twins import MAX_CANDIDATES, TWIN_KINDS, Twin, TwinKind, make_twins, twin_sha256

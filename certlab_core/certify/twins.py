@@ -290,7 +290,7 @@ def make_twin(family: TaskFamily, defect: Defect, kind: TwinKind = "one-off", ca
     by: it calls a function with literal arguments, it calls the function the defect sits in,
     then a hash of the family, defect, kind and place (so twins spread over the suite).
     ``candidate`` takes a later one of that ranking (None when there are not that many): the
-    prover falls back to it when it refuses the earlier ones (``certify.lab.proven_twins``).
+    prover falls back to it when it refuses the earlier ones (``certify.instrument.proven_twins``).
     """
     candidates = _candidates(family, defect, kind)
     if not 0 <= candidate < min(len(candidates), MAX_CANDIDATES):

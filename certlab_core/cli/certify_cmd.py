@@ -216,7 +216,7 @@ def certify_executor(registry: Registry, name: str, workers: int, scheduler: str
     if name == "local" and not scheduler:
         yield
         return
-    from certlab_core.certify.lab import trials_on
+    from certlab_core.certify.trial_runs import trials_on
     from certlab_core.gate.runner import open_executor
 
     session = open_executor(registry, name, workers, scheduler or None, certify_distributions(registry))

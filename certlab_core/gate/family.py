@@ -21,16 +21,8 @@ from attrs import field, frozen
 
 from certlab_core._runtime.containment import choose_containment
 from certlab_core.certify.acceptance import check_lock, experiment_lock
-from certlab_core.certify.lab import (
-    Task,
-    TrialSpec,
-    answer_key_paths,
-    log_to_stderr,
-    preload,
-    prove,
-    proven_twins,
-    run_trial,
-)
+from certlab_core.certify.instrument import prove, proven_twins
+from certlab_core.certify.lab import Task, TrialSpec, answer_key_paths, log_to_stderr, preload, run_trial
 from certlab_core.certify.program_check import checked_agent
 from certlab_core.certify.twins import Twin
 from certlab_core.plugin import failure_modes as fm

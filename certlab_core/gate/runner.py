@@ -272,7 +272,7 @@ def run_experiment(
     if isinstance(session, LocalSession):
         stages = trial_stages(plan)
     else:  # a coding arm's proof runs where its trials run
-        from certlab_core.certify.lab import trials_on
+        from certlab_core.certify.trial_runs import trials_on
 
         with trials_on(session):
             stages = trial_stages(plan)

@@ -114,7 +114,7 @@ class FamilyConformance:
     @classmethod
     def twins(cls) -> Any:
         from certlab_core._runtime.registry import discover
-        from certlab_core.certify.lab import proven_twins
+        from certlab_core.certify.instrument import proven_twins
         from certlab_core.certify.twins import TWIN_KINDS
         from certlab_core.sdk.grading import grader_chain
 
@@ -159,7 +159,7 @@ class FamilyConformance:
     @classmethod
     def conformance(cls) -> dict[str, Any]:
         from certlab_core._runtime.registry import discover
-        from certlab_core.certify.lab import calibrate, constructed_agents, prove
+        from certlab_core.certify.instrument import calibrate, constructed_agents, prove
         from certlab_core.sdk.grading import grader_chain
 
         if not cls.family_name:

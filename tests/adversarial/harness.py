@@ -13,7 +13,9 @@ from attrs import frozen
 from certlab_core._runtime.containment import choose_containment
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
-from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, answer_key_paths, prove, run_trials
+from certlab_core.certify.instrument import prove
+from certlab_core.certify.lab import Task, TrialRecord, TrialSpec, answer_key_paths
+from certlab_core.certify.trial_runs import run_trials
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.sdk.grading import grader_chain

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from certlab_core._runtime.registry import Registry
-from certlab_core.certify.lab import Task, TrialSpec, log_to_stderr, progress_facts, run_trials
+from certlab_core.certify.lab import Task, TrialSpec, log_to_stderr
+from certlab_core.certify.trial_runs import progress_facts, run_trials
 from certlab_core.plugin import UsageError
 from certlab_core.plugin.types.agent import Usage
 from certlab_core.sdk.canonical import unstructure

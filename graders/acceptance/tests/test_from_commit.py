@@ -328,7 +328,8 @@ def test_mutants_of_the_fixed_tree_are_scored_by_the_visible_suite_and_the_held_
 
     from certlab_core._runtime.registry import discover
     from certlab_core.certify.acceptance import open_held_out
-    from certlab_core.certify.lab import preload, prove
+    from certlab_core.certify.instrument import prove
+    from certlab_core.certify.lab import preload
     from certlab_core.sdk.grading import grader_chain
 
     registry = discover()

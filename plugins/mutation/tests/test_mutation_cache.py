@@ -19,7 +19,8 @@ from certlab_mutation.engine import MutationProof, verdicts_of
 from test_mutation_runner import write_toy_family
 
 from certlab_core._runtime.registry import Registry, discover
-from certlab_core.certify.lab import preload, prove
+from certlab_core.certify.instrument import prove
+from certlab_core.certify.lab import preload
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.sdk.grading import grader_chain
 from certlab_core.testing import run_certlab

@@ -18,7 +18,8 @@ from certlab_mutation.engine import (
 )
 
 from certlab_core._runtime.registry import Registry, discover
-from certlab_core.certify.lab import preload, prove
+from certlab_core.certify.instrument import prove
+from certlab_core.certify.lab import preload
 from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
 from certlab_core.sdk.grading import grader_chain
 
