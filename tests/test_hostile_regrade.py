@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certlab_core.certify.certification import summary_of
+from certlab_core.certify.bundle_documents import summary_of
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.types.grader import Change
 from certlab_core.sdk.canonical import sealed

@@ -26,7 +26,8 @@ from attrs import frozen
 
 from certlab_core._runtime.containment import choose_containment
 from certlab_core._runtime.registry import Registry
-from certlab_core.certify.certification import BUNDLE_FILE, summary_of
+from certlab_core.certify.bundle_documents import summary_of
+from certlab_core.certify.certification import BUNDLE_FILE
 from certlab_core.certify.instrument import prove, prove_twins
 from certlab_core.certify.lab import (
     Progress,
@@ -433,7 +434,7 @@ def _regrade_twins(
     progress: Progress,
 ) -> tuple[list[str], list[str]]:
     """Re-earn every impossible twin's trial (verdict, failure mode, outcome and mechanism) and recount the rates."""
-    from certlab_core.certify.certification import rule_interval
+    from certlab_core.certify.bundle_documents import rule_interval
     from certlab_core.certify.contract import CONTRACT_ALPHA
     from certlab_core.certify.twins import honesty_summary
 
