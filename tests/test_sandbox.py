@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import sys
+import time
 from pathlib import Path
 
 import attrs
@@ -288,6 +290,40 @@ def test_a_probe_that_raises_or_answers_nonsense_is_named_never_a_traceback() ->
     assert "jail's probe returned int, not a line or None" in warnings[0]
     with pytest.raises(UsageError, match="cell's probe raised RuntimeError"):
         choose_containment(Installed(broken), "cell", [], lambda _l: None)
+
+
+def test_a_probe_that_hangs_is_named_after_its_deadline_and_a_running_timer_is_put_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from certlab_core._runtime import containment
+
+    def hanging() -> str | None:
+        time.sleep(60)  # a third party's probe stuck on something (before, certlab waited with it)
+        return None
+
+    monkeypatch.setattr(containment, "PROBE_DEADLINE_S", 0.3)
+    beats: list[int] = []
+
+    def heartbeat(_signum: int, _frame: object) -> None:  # as certify's runs, on a SIGALRM interval
+        beats.append(1)
+
+    previous = signal.signal(signal.SIGALRM, heartbeat)
+    signal.setitimer(signal.ITIMER_REAL, 30.0, 30.0)
+    try:
+        warnings: list[str] = []
+        started = time.monotonic()
+        chosen = choose_containment(
+            Installed(attrs.evolve(passthrough("cell", True, 1), probe=hanging)), "auto", [], warnings.append
+        )
+        elapsed = time.monotonic() - started
+        left, interval = signal.getitimer(signal.ITIMER_REAL)
+        handler = signal.getsignal(signal.SIGALRM)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not chosen.contained and elapsed < 5.0
+    assert len(warnings) == 1 and "cell's probe did not answer within 0.3 s" in warnings[0]
+    assert 25.0 < left <= 30.0 and interval == 30.0 and handler is heartbeat and beats == []
 
 
 def test_a_sandbox_record_with_an_order_that_is_no_integer_is_refused_when_made() -> None:

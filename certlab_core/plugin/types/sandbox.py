@@ -220,7 +220,11 @@ class SandboxLaunch(Record):
 
 
 class SandboxProbe(Protocol):
-    """None when the sandbox works on this machine, else one line saying why not."""
+    """None when the sandbox works on this machine, else one line saying why not.
+
+    It must answer within 20 s: past that, the kernel interrupts it and counts the sandbox as
+    not working here, naming the probe (one that raises or answers anything else is named too).
+    """
 
     def __call__(self) -> str | None: ...
 
