@@ -146,8 +146,8 @@ def test_the_held_out_grader_is_the_one_declaring_the_role_not_the_one_named_acc
 def test_the_mutation_proof_counts_only_the_held_out_graders_kills_apart_and_its_cache_keeps_them(
     tmp_path: Path,
 ) -> None:
-    from certlab_core.certify.mutation import Mutant, MutantResult, MutationProof
-    from certlab_core.certify.mutation_cache import _document, _proof_of
+    from certlab_mutation.cache import _document, _proof_of
+    from certlab_mutation.engine import Mutant, MutantResult, MutationProof
 
     mutants = tuple(Mutant(f"m.py:{n}:1:compare", "m.py", n, 1, "compare", n, n + 1, "<", "<=") for n in (1, 2))
     results = (MutantResult(mutants[0].id, "failed", "suite"), MutantResult(mutants[1].id, "failed", "cases"))
