@@ -277,6 +277,21 @@ def test_a_named_sandbox_that_does_not_work_or_is_not_installed_is_one_line() ->
     assert unknown.value.message == "--sandbox 'jail' is not one of auto or a sandbox (cell)"
 
 
+def test_a_built_in_sandbox_that_certlab_plugins_leaves_out_says_so_not_to_install_it() -> None:
+    # The none sandbox is a plugin now: with CERTLAB_PLUGINS narrowing the plugins, "pip install" was the advice.
+    from certlab_core._runtime.containment import check_choice
+
+    with pytest.raises(UsageError) as left_out:
+        check_choice("none", {}, {"sandbox-none": "certlab-sandbox-none"})
+    assert left_out.value.message == (
+        "--sandbox none: the sandbox 'none' is certlab-sandbox-none's, installed but left out by CERTLAB_PLUGINS; "
+        "add sandbox-none to CERTLAB_PLUGINS"
+    )
+    with pytest.raises(UsageError, match="not installed; pip install certlab-sandbox-none"):
+        check_choice("none", {}, {})
+    # certlab-sandbox-none's own tests run it through certify with CERTLAB_PLUGINS narrowed.
+
+
 def test_a_probe_that_raises_or_answers_nonsense_is_named_never_a_traceback() -> None:
     def raising() -> str | None:
         raise RuntimeError("no cells today")

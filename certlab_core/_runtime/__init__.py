@@ -40,7 +40,8 @@ class _Services:
         from certlab_core._runtime.containment import check_choice
         from certlab_core._runtime.registry import discover
 
-        check_choice(choice, discover().all("sandboxes"))
+        registry = discover()
+        check_choice(choice, registry.all("sandboxes"), registry.excluded)
 
 
 services.provide(_Services())

@@ -47,7 +47,7 @@ def choose_containment(
     from certlab_core.plugin.errors import UsageError
 
     installed = {name: s for name, s in sandboxes.all("sandboxes").items() if isinstance(s, Sandbox)}
-    check_choice(choice, installed)
+    check_choice(choice, installed, getattr(sandboxes, "excluded", {}))
     if choice != "auto" and not installed[choice].contains:
         return Containment(note=f"--sandbox {choice}: the agent ran as the user, uncontained")
     if choice == "auto":
@@ -122,14 +122,21 @@ def _deadline(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, left, previous_interval)
 
 
-def check_choice(choice: str, installed: Mapping[str, object]) -> None:
+def check_choice(choice: str, installed: Mapping[str, object], excluded: Mapping[str, str] | None = None) -> None:
     """Refuse in one line a ``--sandbox`` that is neither auto nor an installed sandbox's name; for a built-in one
-    not installed, the line says what to install."""
+    not installed, the line says what to install, or which plugin ``CERTLAB_PLUGINS`` leaves out (``excluded``:
+    the registry's entry point names it left out, with their distributions)."""
     from certlab_core.plugin.errors import UsageError
 
     if choice in SANDBOX_CHOICES or choice in installed:
         return
     provider = KNOWN_PROVIDERS["sandboxes"].get(choice)
+    left_out = sorted(name for name, dist in (excluded or {}).items() if dist == provider)
+    if provider is not None and left_out:
+        raise UsageError(
+            f"--sandbox {choice}: the sandbox {choice!r} is {provider}'s, installed but left out by CERTLAB_PLUGINS; "
+            f"add {left_out[0]} to CERTLAB_PLUGINS"
+        )
     if provider is not None:
         raise UsageError(f"--sandbox {choice}: the sandbox {choice!r} is not installed; pip install {provider}")
     names = ", ".join(sorted(installed)) or f"none installed: pip install {SANDBOX_DISTRIBUTION}"
