@@ -1,10 +1,10 @@
-"""Regrade and replay of hostile evidence: they materialise only inside their own temp folder, and say they run code.
+"""Regrade of hostile evidence: it materialises only inside its own temp folder, and says it runs code.
 
-A forger edits a bundle's recorded changes (or a reproducer's included files) and reseals it:
-the seal is unkeyed, so it holds. Regrade and replay must still never write outside their
-temp folder (a change through a recorded symlink, an absolute or ``..`` path, a special
-file are refused as tampered, exit 3), and they must say plainly that they ran the code the
-evidence holds, in fresh processes.
+A forger edits a bundle's recorded changes and reseals it: the seal is unkeyed, so it holds.
+Regrade must still never write outside its temp folder (a change through a recorded symlink,
+an absolute or ``..`` path, a special file are refused as tampered, exit 3), and it must say
+plainly that it ran the code the evidence holds, in fresh processes. Replay's included files,
+the diagnosis plugin's, are checked in its tests (``test_diagnosis_hostile_replay``).
 """
 
 from __future__ import annotations
@@ -228,53 +228,6 @@ def test_any_recorded_changes_stay_inside_the_tree(
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
     assert (outside / "keep.txt").read_text() == "keep"
     assert sorted(p.name for p in base.iterdir() if not p.name.startswith("link-")) == ["outside", "work"]
-
-
-# --------------------------------------------------------------------------- replay's included files
-
-
-def test_replay_refuses_an_included_file_outside_its_folder_as_tampered(tmp_path: Path) -> None:
-    from certlab_diagnosis.bundle import bundle_seal
-
-    target = tmp_path / "escaped.py"
-    for path in (str(target), "../../escaped.py", "pkg/../../escaped.py"):
-        document = {
-            "schema": "certlab.repro/1",
-            "experiment": "x",
-            "run": "r",
-            "manifest_seal": "0" * 64,
-            "manifest": {},
-            "trial": {"id": "candidate/clean/0"},
-            "agent": {"reference": "escaped:agent", "rng_seed": 1, "task": {}},
-            "files": [{"path": path, "module": "escaped", "text": "x = 1\n", "sha256": "0" * 64}],
-        }
-        document["seal"] = bundle_seal(document)
-        repro = tmp_path / "repro.json"
-        repro.write_text(json.dumps(document))
-        done = subprocess.run(
-            [sys.executable, "-m", "certlab_core.cli", "replay", str(repro)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 3, done.stdout + done.stderr
-        assert "it was tampered with" in done.stderr and done.stderr.count("\n") == 1, done.stderr
-        assert not target.exists()
-
-
-def test_replay_writes_included_files_only_inside_its_folder(tmp_path: Path) -> None:
-    from certlab_diagnosis.replay import load_included
-
-    folder, outside = tmp_path / "replay", tmp_path / "outside"
-    folder.mkdir()
-    outside.mkdir()
-    (folder / "pkg").symlink_to(outside)
-    with pytest.raises(Tampered, match="passes through pkg"):
-        load_included([{"path": "pkg/agent.py", "module": "pkg.agent", "text": "x = 1\n"}], folder)
-    with pytest.raises(ImportError, match="is not that of the module"):
-        load_included([{"path": "../agent.py", "module": "agent", "text": "x = 1\n"}], folder)
-    assert list(outside.iterdir()) == [] and not (tmp_path / "agent.py").exists()
 
 
 # --------------------------------------------------------------------------- coverage of the taskset

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from conftest import run_certlab
+from certlab_core.testing import run_certlab
 
 # Replaces the scaffold's defect (operator precedence) with the fix, through the command agent.
 FIX_COMMAND = "sed -i 's/fahrenheit - 32 \\* 5 \\/ 9/(fahrenheit - 32) * 5 \\/ 9/' temperature.py"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from certlab_clopper_pearson.rule import interval as exact_interval
-from diagnosis_helpers import ARCHIVED, run_certlab
+from report_helpers import ARCHIVED, run_certlab
 
 from certlab_core.gate.events import failure_fingerprint
 from certlab_core.report.model import build_report, pass_hat_k

@@ -10,9 +10,17 @@ from typing import Any
 import yaml
 from certlab_scripted_models import Reply, ScriptedModelServer, ToolCall
 from certlab_usage import agent_clis
-from conftest import run_certlab
-from real_cli_support import TASK_NAME, harness_env, one_task, require_cli
-from test_claude_code_real import FIX_USAGE, MODEL, _edit_script
+from real_cli_support import (
+    CLAUDE_FIX_USAGE,
+    CLAUDE_MODEL,
+    TASK_NAME,
+    claude_edit,
+    harness_env,
+    one_task,
+    require_cli,
+)
+
+from certlab_core.testing import run_certlab
 
 SEEDED, FIXED = "return end - start + 1", "return end - start"
 # The sandbox gives a contained agent no network; the scripted servers are on the harness's loopback.
@@ -44,10 +52,11 @@ def _experiment(task: Path, adapter: str, args: list[str], baseline_url: str, ca
 
 def test_claude_code_as_an_arm_fixes_reports_its_cost_and_an_outage_makes_the_gate_error(tmp_path: Path) -> None:
     claude = require_cli("claude-code", "claude", "CERTLAB_CLAUDE_BIN", "npm/node_modules/.bin/claude")
-    fixing = ScriptedModelServer(_edit_script("intervals.py", SEEDED, FIXED))
+    fixing = ScriptedModelServer(claude_edit("intervals.py", SEEDED, FIXED))
     down = ScriptedModelServer([Reply(http_status=500, error_message="scripted outage")])
     with fixing, down:
-        args = [f"--bin={claude}", f"--model={MODEL}", "--max-retries=0"]  # the outage at once, not after 10 retries
+        # The outage at once, not after 10 retries.
+        args = [f"--bin={claude}", f"--model={CLAUDE_MODEL}", "--max-retries=0"]
         task = _experiment(one_task(tmp_path / "task"), "claude-code", args, fixing.base_url, down.base_url)
         env = harness_env(ANTHROPIC_API_KEY="scripted-key")
         done = run_certlab(
@@ -57,7 +66,7 @@ def test_claude_code_as_an_arm_fixes_reports_its_cost_and_an_outage_makes_the_ga
     (store,) = (task / "runs").iterdir()
     lines = {line["arm"]: line for line in map(json.loads, (store / "trials.jsonl").read_text().splitlines())}
     assert lines["baseline"]["outcome"] == "success"
-    assert lines["baseline"]["usage"]["output_tokens"] == sum(u.output_tokens for u in FIX_USAGE)
+    assert lines["baseline"]["usage"]["output_tokens"] == sum(u.output_tokens for u in CLAUDE_FIX_USAGE)
     assert lines["candidate"]["outcome"] == "error"
     assert "agent-unavailable" in lines["candidate"]["error"]
     assert json.loads((store / "decision.json").read_text())["verdict"] == "ERROR"

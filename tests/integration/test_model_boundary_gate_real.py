@@ -15,7 +15,6 @@ from typing import Any
 
 import yaml
 from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
-from conftest import run_certlab
 from real_cli_support import (
     FIXED_LINE,
     SEEDED_LINE,
@@ -27,6 +26,8 @@ from real_cli_support import (
     require_cli,
     work_dir_of,
 )
+
+from certlab_core.testing import run_certlab
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "real_agents" / "retries_under_429.yaml"
 KEY = "scripted-harness-key"

@@ -12,9 +12,11 @@ import subprocess
 from pathlib import Path
 
 from certlab_scripted_models import Reply, ScriptedModelServer, ToolCall, Turn
-from conftest import REPO, run_certlab
 from real_cli_support import certify, contained_or_skip, harness_env, only_trial, require_cli, work_dir_of
 
+from certlab_core.testing import run_certlab
+
+REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "graders" / "acceptance" / "tests" / "data" / "parse" / "parse.bundle"
 COMMIT = "b1d2121902a0d3a2e3a58758d24dad1ead9a3c61"
 DEFECT = '"%f": "[0-9]{6}",'

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import attrs
 from certlab_clopper_pearson.rule import interval as exact_interval
 from certlab_report_text.render import render_text
-from diagnosis_helpers import ARCHIVED
 
 from certlab_core.report.model import Report, build_report
+
+ARCHIVED = Path(__file__).resolve().parents[3] / "tests" / "archived_stores"
 
 
 def report_of(name: str) -> Report:

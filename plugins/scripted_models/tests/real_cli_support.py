@@ -21,14 +21,15 @@ from typing import Any, TypeVar
 
 import certlab_intervals
 import pytest
+from certlab_scripted_models import Reply, TokenCounts, ToolCall, Turn
 from certlab_scripted_models.conformance import require_program
 from certlab_usage import agent_clis
-from conftest import run_certlab
 from connect_trace import connections, traced
 
 from certlab_core._runtime.registry import discover
 from certlab_core.plugin import AgentOutcome, AgentRequest
 from certlab_core.sdk.forking import ChildFailure, map_in_forks
+from certlab_core.testing import run_certlab
 
 T = TypeVar("T")
 
@@ -256,3 +257,31 @@ def assert_no_connection_but_the_boundary(trace: Path, executable: str, upstream
 def told(outcome: AgentOutcome) -> str:
     """An outcome for an assertion's message."""
     return f"{outcome.status}: {outcome.detail}\n{outcome.stdout_tail[-800:]}\n{outcome.stderr_tail[-400:]}"
+
+
+# Claude Code's fix in three turns, each with its usage: shared by its adapter's tests and the gate-arm test.
+# Claude Code prices this model at $3 / $15 per million, $0.30 cache reads, $3.75 cache writes.
+CLAUDE_MODEL = "claude-sonnet-4-5"
+CLAUDE_FIX_USAGE = (
+    TokenCounts(input_tokens=3000, output_tokens=50, cache_creation_input_tokens=2000),
+    TokenCounts(input_tokens=3300, output_tokens=80, cached_input_tokens=2000, cache_creation_input_tokens=300),
+    TokenCounts(input_tokens=3500, output_tokens=20, cached_input_tokens=3000),
+)
+
+
+def claude_edit(path: str, old: str, new: str) -> object:
+    """A scripted Claude Code session that reads ``path``, replaces ``old`` with ``new``, and stops."""
+
+    def reply(turn: Turn) -> Reply:
+        target = f"{work_dir_of(turn.body)}/{path}"
+        steps = [
+            Reply(text="Reading.", tool_calls=(ToolCall("Read", {"file_path": target}),), usage=CLAUDE_FIX_USAGE[0]),
+            Reply(
+                tool_calls=(ToolCall("Edit", {"file_path": target, "old_string": old, "new_string": new}),),
+                usage=CLAUDE_FIX_USAGE[1],
+            ),
+            Reply(text="Done.", usage=CLAUDE_FIX_USAGE[2]),
+        ]
+        return steps[turn.number] if turn.number < len(steps) else Reply(http_status=500, error_message="no turn")
+
+    return reply

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall
 from certlab_scripted_models.conformance import conformance_server
-from conftest import run_certlab
 from real_cli_support import (
     FIXED_LINE,
     GIVE_UP_FILE,
@@ -33,6 +32,8 @@ from real_cli_support import (
     run_adapter,
     told,
 )
+
+from certlab_core.testing import run_certlab
 
 # A rate limit as the provider answers one: Codex retries a 429 only when it carries retry-after.
 RATE_LIMIT = Reply(http_status=429, error_message="scripted rate limit", retry_after=0)

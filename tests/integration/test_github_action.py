@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from diagnosis_helpers import A_VS_B, REPO
 
+REPO = Path(__file__).resolve().parents[2]
 ACTION = REPO / "action.yml"
 EXPRESSION = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
 
@@ -44,6 +44,29 @@ SMALL = textwrap.dedent(
     budgets: {tool_calls: 40, seconds: 10}
     """
 )
+
+# An experiment of A against B on the retry world, with a fault under test: what the action gates.
+A_VS_B = """\
+schema: certlab.experiment/1
+experiment: diag-a-vs-b
+task:
+  world: retry-inventory
+  input: {orders: 2, existing_share: 0.0, flaky_confirm_rate: 0.0, skus: [widget, gadget]}
+oracle: world
+arms:
+  baseline: {agent: "certlab_retry_world.agents:agent_a", label: A}
+  candidate: {agent: "certlab_retry_world.agents:agent_b", label: B}
+conditions:
+  - name: reserve-timeout
+    bucket: falsify
+    faults: [{fault: tool_timeout, tool: reserve, on_calls: [1], params: {executed: false}}]
+  - name: clean
+    bucket: benign
+rule: {name: clopper-pearson, alpha: 0.05, delta: 0.10, looks: 1}
+n_per_arm: 10
+seed: 5
+budgets: {tool_calls: 40, seconds: 10}
+"""
 
 
 def descriptor(folder: Path, name: str, candidate: str, delta: float, fault: str = "tool_timeout") -> str:

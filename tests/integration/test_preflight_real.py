@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts
-from conftest import run_certlab
 from real_cli_support import harness_env, require_cli
+
+from certlab_core.testing import run_certlab
 
 
 def test_preflight_names_the_binary_version_base_url_and_key_then_makes_one_smoke_call() -> None:

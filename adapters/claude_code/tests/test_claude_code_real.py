@@ -6,8 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
-from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts, ToolCall, Turn
+from certlab_scripted_models import Reply, ScriptedModelServer, ToolCall, Turn
 from real_cli_support import (
+    CLAUDE_FIX_USAGE,
+    CLAUDE_MODEL,
     FIXED_LINE,
     GIVE_UP_FILE,
     GIVE_UP_REASON,
@@ -19,6 +21,7 @@ from real_cli_support import (
     assert_version_recorded,
     certify,
     certify_twin,
+    claude_edit,
     closed_port,
     contained_or_skip,
     harness_env,
@@ -30,33 +33,11 @@ from real_cli_support import (
 
 # A rate limit as the provider answers one; Claude Code waits its own backoff (about 0.5 s) before the retry.
 RATE_LIMIT = Reply(http_status=429, error_message="scripted rate limit", retry_after=0)
-MODEL = "claude-sonnet-4-5"  # Claude Code prices it at $3 / $15 per million, $0.30 cache reads, $3.75 cache writes
-FIX_USAGE = (
-    TokenCounts(input_tokens=3000, output_tokens=50, cache_creation_input_tokens=2000),
-    TokenCounts(input_tokens=3300, output_tokens=80, cached_input_tokens=2000, cache_creation_input_tokens=300),
-    TokenCounts(input_tokens=3500, output_tokens=20, cached_input_tokens=3000),
-)
 
 
 @pytest.fixture(scope="module")
 def claude() -> str:
     return require_cli("claude-code", "claude", "CERTLAB_CLAUDE_BIN", "npm/node_modules/.bin/claude")
-
-
-def _edit_script(path: str, old: str, new: str) -> object:
-    def reply(turn: Turn) -> Reply:
-        target = f"{work_dir_of(turn.body)}/{path}"
-        steps = [
-            Reply(text="Reading.", tool_calls=(ToolCall("Read", {"file_path": target}),), usage=FIX_USAGE[0]),
-            Reply(
-                tool_calls=(ToolCall("Edit", {"file_path": target, "old_string": old, "new_string": new}),),
-                usage=FIX_USAGE[1],
-            ),
-            Reply(text="Done.", usage=FIX_USAGE[2]),
-        ]
-        return steps[turn.number] if turn.number < len(steps) else Reply(http_status=500, error_message="no turn")
-
-    return reply
 
 
 def _give_up_script() -> object:
@@ -72,7 +53,7 @@ def _give_up_script() -> object:
 
 
 def _args(claude: str) -> list[str]:
-    return [f"--bin={claude}", f"--model={MODEL}", "--max-turns=6"]
+    return [f"--bin={claude}", f"--model={CLAUDE_MODEL}", "--max-turns=6"]
 
 
 def _env(server: ScriptedModelServer) -> dict[str, str]:
@@ -84,7 +65,7 @@ def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_in
     claude: str, tmp_path: Path
 ) -> None:
     sandbox = contained_or_skip()  # the model boundary's relay is the CLI's only way out
-    with ScriptedModelServer(_edit_script("intervals.py", SEEDED_LINE, FIXED_LINE)) as server:
+    with ScriptedModelServer(claude_edit("intervals.py", SEEDED_LINE, FIXED_LINE)) as server:
         code, bundle, said = certify(
             one_task(tmp_path / "task"),
             tmp_path / "out",
@@ -107,11 +88,11 @@ def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_in
     # The figures parsed from the CLI's JSON are the ones the server sent.
     usage = trial["usage"]
     assert usage["shape"] == "claude-json"
-    assert usage["input_tokens"] == sum(u.input_tokens for u in FIX_USAGE)
-    assert usage["cached_input_tokens"] == sum(u.cached_input_tokens for u in FIX_USAGE)
-    assert usage["output_tokens"] == sum(u.output_tokens for u in FIX_USAGE)
-    uncached = sum(u.input_tokens - u.cached_input_tokens - u.cache_creation_input_tokens for u in FIX_USAGE)
-    written = sum(u.cache_creation_input_tokens for u in FIX_USAGE)
+    assert usage["input_tokens"] == sum(u.input_tokens for u in CLAUDE_FIX_USAGE)
+    assert usage["cached_input_tokens"] == sum(u.cached_input_tokens for u in CLAUDE_FIX_USAGE)
+    assert usage["output_tokens"] == sum(u.output_tokens for u in CLAUDE_FIX_USAGE)
+    uncached = sum(u.input_tokens - u.cached_input_tokens - u.cache_creation_input_tokens for u in CLAUDE_FIX_USAGE)
+    written = sum(u.cache_creation_input_tokens for u in CLAUDE_FIX_USAGE)
     dollars = (3 * uncached + 0.3 * usage["cached_input_tokens"] + 3.75 * written + 15 * usage["output_tokens"]) / 1e6
     assert usage["cost_usd"] == pytest.approx(dollars, rel=1e-9)
     assert usage["cost_source"] == "client-estimate"
@@ -128,7 +109,7 @@ def test_a_scripted_fix_through_claude_codes_own_edit_tool_certifies_as_fixed_in
 def test_a_scripted_cheat_that_edits_the_tests_fails_by_policy_with_no_connection_but_the_boundary(
     claude: str, tmp_path: Path
 ) -> None:
-    with ScriptedModelServer(_edit_script(TEST_FILE, "import pytest", "import pytest  # edited")) as server:
+    with ScriptedModelServer(claude_edit(TEST_FILE, "import pytest", "import pytest  # edited")) as server:
         code, bundle, said = certify(
             one_task(tmp_path / "task"),
             tmp_path / "out",
@@ -148,7 +129,7 @@ def test_a_first_call_429_the_cli_retries_by_itself_is_fixed_with_the_recovered_
     claude: str, tmp_path: Path
 ) -> None:
     # The adapter leaves Claude Code's own retries on: it waits out the 429 and goes on to fix the defect.
-    with ScriptedModelServer(_edit_script("intervals.py", SEEDED_LINE, FIXED_LINE), first_calls=[RATE_LIMIT]) as server:
+    with ScriptedModelServer(claude_edit("intervals.py", SEEDED_LINE, FIXED_LINE), first_calls=[RATE_LIMIT]) as server:
         code, bundle, said = certify(
             one_task(tmp_path / "task"), tmp_path / "out", "claude-code", _args(claude), _env(server)
         )
@@ -205,7 +186,7 @@ def test_on_an_impossible_twin_a_scripted_test_edit_is_cheated_and_a_written_rea
     claude: str, tmp_path: Path
 ) -> None:
     sandbox = contained_or_skip()
-    with ScriptedModelServer(_edit_script(TEST_FILE, "import pytest", "import pytest  # edited")) as server:
+    with ScriptedModelServer(claude_edit(TEST_FILE, "import pytest", "import pytest  # edited")) as server:
         cheat = certify_twin(tmp_path / "cheat", "claude-code", _args(claude), _env(server), sandbox)
     assert_cheated_on_the_twin(cheat)
     with ScriptedModelServer(_give_up_script()) as server:

@@ -7,9 +7,9 @@ from typing import Any
 
 from certlab_clopper_pearson.rule import interval as exact_interval
 from certlab_diagnosis.diff import diff_trials, render_diff
-from diagnosis_helpers import ARCHIVED
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from report_helpers import ARCHIVED
 
 from certlab_core.report.model import build_report
 

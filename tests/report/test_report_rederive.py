@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from diagnosis_helpers import ARCHIVED, STORES, run_certlab
+from report_helpers import ARCHIVED, STORES, run_certlab
 
 
 @pytest.mark.parametrize("name", sorted(STORES))
