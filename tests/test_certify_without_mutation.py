@@ -71,3 +71,27 @@ def test_regrade_mutants_of_a_recorded_proof_is_refused_naming_what_to_install(w
     graders = grader_chain(without_mutation)
     with pytest.raises(UsageError, match="records a mutation proof, and certlab-mutation is not installed"):
         recheck_bundle(without_mutation, bundle, {"intervals": family}, graders, {"intervals": ()}, 1, progress)
+
+
+@pytest.mark.parametrize(
+    ("measure", "said"),
+    [
+        (lambda _request: 1 / 0, "measure raised ZeroDivisionError: division by zero"),
+        (lambda _request: {"score": 1.0}, "measure returned dict, not a ProofOutcome"),
+    ],
+)
+def test_an_instrument_proof_that_raises_or_returns_the_wrong_type_is_named_in_one_line(
+    without_mutation: Registry, measure: Callable[[Any], Any], said: str
+) -> None:
+    # Before, certify, prove and regrade met a third party's broken proof as a traceback.
+    from certlab_core.certify.instrument_proofs import measured
+    from certlab_core.plugin import InstrumentError
+    from certlab_core.plugin.types.instrument_proof import InstrumentProof, ProofRequest
+
+    proof = InstrumentProof(
+        name="odd", description="odd", measure=measure, recheck=None, check_minimums=None, check_fixed_tree=None
+    )  # type: ignore[arg-type]
+    family = without_mutation.get(TaskFamily, "intervals")
+    with pytest.raises(InstrumentError) as refused:
+        measured(proof, ProofRequest(family, (), ()))
+    assert str(refused.value) == f"the instrument proof odd's {said}"

@@ -198,3 +198,35 @@ def test_the_gate_on_a_folder_of_ones_own_task_with_no_source_installed_names_wh
         "a task of your own there (pip install certlab-acceptance)"
     )
     assert not (task / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (RuntimeError("no disk today"), "recognises raised RuntimeError: no disk today"),
+        ("yes", "recognises returned str, not a bool"),
+    ],
+)
+def test_a_task_source_whose_recognises_raises_or_answers_no_bool_is_named_in_one_line(
+    tmp_path: Path, answer: object, said: str
+) -> None:
+    # Before, the exception was a traceback and a truthy answer ("yes") took every folder as the source's.
+    from certlab_core.certify.acceptance import recognising_source
+    from certlab_core.plugin.errors import InstrumentError
+
+    def recognises(directory: Path, /) -> bool:
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[return-value]
+
+    @hookimpl
+    def certlab_task_sources() -> list[TaskSource]:
+        return [TaskSource(name="odd", description="odd", recognises=recognises, stage=lambda _d, _t, /: None)]  # type: ignore[arg-type,return-value]
+
+    module = types.ModuleType("odd_source")
+    module.certlab_task_sources = certlab_task_sources  # type: ignore[attr-defined]
+    registry = Registry(new_plugin_manager())
+    registry.add_plugin(module, "odd-source", "odd-source", "1")
+    with pytest.raises(InstrumentError) as refused:
+        recognising_source(registry, tmp_path)
+    assert str(refused.value) == f"{tmp_path}: the task source odd's {said}"

@@ -17,7 +17,7 @@ from attrs import define, field
 
 from certlab_core._runtime.known import KNOWN_PROVIDERS
 from certlab_core._runtime.registry import Registry
-from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.base import JsonValue
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock
@@ -45,13 +45,28 @@ def held_out_of(registry: Registry) -> HeldOutAcceptance | None:
 
 def recognising_source(registry: Registry, directory: Path) -> TaskSource | None:
     """The installed task source that recognises ``directory`` (None when none does); two are refused."""
-    found = [source for _, source in sorted(registry.all(TaskSource).items()) if source.recognises(directory)]
+    found = [source for _, source in sorted(registry.all(TaskSource).items()) if _recognises(source, directory)]
     if len(found) > 1:
         named = ", ".join(source.name for source in found)
         raise UsageError(
             f"{directory}: more than one task source reads this folder ({named}); leave one out with CERTLAB_PLUGINS"
         )
     return found[0] if found else None
+
+
+def _recognises(source: TaskSource, directory: Path) -> bool:
+    """The source's ``recognises(directory)``; one that raises or answers anything but a bool is named in one line."""
+    try:
+        answer = source.recognises(directory)
+    except Exception as error:  # a plugin's source
+        raise InstrumentError(
+            f"{directory}: the task source {source.name}'s recognises raised {type(error).__name__}: {str(error)[:160]}"
+        ) from None
+    if not isinstance(answer, bool):
+        raise InstrumentError(
+            f"{directory}: the task source {source.name}'s recognises returned {type(answer).__name__}, not a bool"
+        )
+    return answer
 
 
 def task_source_for(registry: Registry, directory: Path, what: str) -> TaskSource:

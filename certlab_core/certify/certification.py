@@ -38,6 +38,7 @@ from certlab_core.certify.instrument import TwinProof, calibrate, constructed_ag
 from certlab_core.certify.instrument_proofs import (
     check_minimums,
     installed_proofs,
+    measured,
     missing_proofs,
     not_measured_document,
     proof_names,
@@ -486,7 +487,7 @@ def _instrument_proofs(
                 minimum_visible=options.min_visible_mutation_score,
                 reuse=True,
             )
-            outcome = instrument.measure(request)
+            outcome = measured(instrument, request)
             for line in outcome.lines:
                 progress(line)
             for warning in outcome.warnings:

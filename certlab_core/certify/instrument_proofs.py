@@ -13,10 +13,10 @@ from typing import Any
 
 from certlab_core._runtime.known import KNOWN_PROVIDERS
 from certlab_core._runtime.registry import Registry
-from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
-from certlab_core.plugin.types.instrument_proof import InstrumentProof, ProofRequest
+from certlab_core.plugin.types.instrument_proof import InstrumentProof, ProofOutcome, ProofRequest
 
 KIND = "instrument_proofs"
 
@@ -24,6 +24,22 @@ KIND = "instrument_proofs"
 def installed_proofs(registry: Registry) -> list[InstrumentProof]:
     """Every installed instrument proof, by name."""
     return [registry.get(InstrumentProof, name) for name in registry.names(InstrumentProof)]
+
+
+def measured(proof: InstrumentProof, request: ProofRequest) -> ProofOutcome:
+    """The proof's ``measure(request)``; one that raises or returns anything but a ProofOutcome is named in one
+    line (an InstrumentError: the instrument is not proven), never a traceback."""
+    try:
+        outcome = proof.measure(request)
+    except Exception as error:  # a plugin's proof
+        raise InstrumentError(
+            f"the instrument proof {proof.name}'s measure raised {type(error).__name__}: {str(error)[:160]}"
+        ) from None
+    if not isinstance(outcome, ProofOutcome):
+        raise InstrumentError(
+            f"the instrument proof {proof.name}'s measure returned {type(outcome).__name__}, not a ProofOutcome"
+        )
+    return outcome
 
 
 def said_as(name: str) -> str:
@@ -92,7 +108,7 @@ def recheck_bundle(
                 raise UsageError(f"{label} {name}: the bundle records a {proof_name} proof, and {missing[proof_name]}")
             family = families[name]
             request = ProofRequest(family, tuple(graders), expected[name], workers=workers)
-            outcome = proofs[proof_name].measure(request)
+            outcome = measured(proofs[proof_name], request)
             checked = proofs[proof_name].recheck(family, recorded, outcome)
             progress(("consistent " if not checked.differences else "MISMATCH   ") + checked.line)
             if checked.differences:

@@ -15,7 +15,7 @@ from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
 from certlab_core.certify.certification import resolve_families
 from certlab_core.certify.instrument import prove
-from certlab_core.certify.instrument_proofs import check_minimums, installed_proofs, missing_proofs
+from certlab_core.certify.instrument_proofs import check_minimums, installed_proofs, measured, missing_proofs
 from certlab_core.certify.lab import preload
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.instrument_proof import ProofRequest
@@ -101,7 +101,7 @@ def prove_families(
                 warnings.append(f"task {family.name}: no fixed tree is given (--fixed DIR), so no mutant is made of it")
                 continue
             for instrument in instruments:
-                outcome = instrument.measure(request)
+                outcome = measured(instrument, request)
                 lines.extend(outcome.lines)
                 details.extend(outcome.details)
                 problems.extend(outcome.refusals)
