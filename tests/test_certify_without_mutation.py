@@ -95,3 +95,63 @@ def test_an_instrument_proof_that_raises_or_returns_the_wrong_type_is_named_in_o
     with pytest.raises(InstrumentError) as refused:
         measured(proof, ProofRequest(family, (), ()))
     assert str(refused.value) == f"the instrument proof odd's {said}"
+
+
+def odd_proof(**methods: Any) -> Any:
+    from certlab_core.plugin.types.instrument_proof import InstrumentProof
+
+    chosen: dict[str, Any] = {"measure": None, "recheck": None, "check_minimums": None, "check_fixed_tree": None}
+    chosen.update(methods)
+    return InstrumentProof(name="odd", description="odd", **chosen)
+
+
+def test_a_proofs_recheck_that_raises_or_returns_the_wrong_type_is_named_in_one_line(
+    without_mutation: Registry,
+) -> None:
+    # Before, regrade --mutants met a third party's broken recheck as a traceback.
+    from certlab_core.certify.instrument_proofs import rechecked
+    from certlab_core.plugin import InstrumentError
+    from certlab_core.plugin.types.instrument_proof import ProofOutcome
+
+    family = without_mutation.get(TaskFamily, "intervals")
+    for recheck, said in (
+        (lambda *_: 1 / 0, "recheck raised ZeroDivisionError: division by zero"),
+        (lambda *_: "all consistent", "recheck returned str, not a ProofRecheck"),
+    ):
+        with pytest.raises(InstrumentError) as refused:
+            rechecked(odd_proof(recheck=recheck), family, {}, ProofOutcome({}))
+        assert str(refused.value) == f"the instrument proof odd's {said}"
+
+
+def test_a_proofs_check_fixed_tree_that_raises_or_answers_the_wrong_shape_is_named_in_one_line(
+    without_mutation: Registry,
+) -> None:
+    from certlab_core.certify.instrument_proofs import fixed_tree_checked
+    from certlab_core.plugin import InstrumentError
+    from certlab_core.plugin.types.instrument_proof import ProofRequest
+
+    request = ProofRequest(without_mutation.get(TaskFamily, "intervals"), (), ())
+    for check, said in (
+        (lambda _request: [][1], "check_fixed_tree raised IndexError: list index out of range"),
+        (lambda _request: (["a line"], None), "check_fixed_tree returned tuple, not two lists of texts"),
+        (lambda _request: ["a line"], "check_fixed_tree returned list, not two lists of texts"),
+    ):
+        with pytest.raises(InstrumentError) as refused:
+            fixed_tree_checked(odd_proof(check_fixed_tree=check), request)
+        assert str(refused.value) == f"the instrument proof odd's {said}"
+    assert fixed_tree_checked(odd_proof(check_fixed_tree=lambda _r: (["held"], [])), request) == (["held"], [])
+
+
+def test_a_proofs_check_minimums_that_crashes_is_named_and_its_refusal_goes_on_as_it_is() -> None:
+    from certlab_core.certify.instrument_proofs import plugin_call
+    from certlab_core.plugin import InstrumentError
+
+    def refuses(minimum: float | None, _visible: float | None) -> None:
+        raise UsageError(f"--min-mutation-score {minimum} is not between 0 and 1")
+
+    proof = odd_proof(check_minimums=refuses)
+    with pytest.raises(UsageError, match="is not between 0 and 1"):
+        plugin_call(proof, "check_minimums", proof.check_minimums, 2.0, None)
+    crashes = odd_proof(check_minimums=lambda *_: {}["floor"])
+    with pytest.raises(InstrumentError, match=r"^the instrument proof odd's check_minimums raised KeyError: 'floor'$"):
+        plugin_call(crashes, "check_minimums", crashes.check_minimums, 0.5, None)

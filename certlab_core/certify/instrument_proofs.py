@@ -16,7 +16,7 @@ from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
-from certlab_core.plugin.types.instrument_proof import InstrumentProof, ProofOutcome, ProofRequest
+from certlab_core.plugin.types.instrument_proof import InstrumentProof, ProofOutcome, ProofRecheck, ProofRequest
 
 KIND = "instrument_proofs"
 
@@ -29,17 +29,51 @@ def installed_proofs(registry: Registry) -> list[InstrumentProof]:
 def measured(proof: InstrumentProof, request: ProofRequest) -> ProofOutcome:
     """The proof's ``measure(request)``; one that raises or returns anything but a ProofOutcome is named in one
     line (an InstrumentError: the instrument is not proven), never a traceback."""
-    try:
-        outcome = proof.measure(request)
-    except Exception as error:  # a plugin's proof
-        raise InstrumentError(
-            f"the instrument proof {proof.name}'s measure raised {type(error).__name__}: {str(error)[:160]}"
-        ) from None
+    outcome = plugin_call(proof, "measure", proof.measure, request)
     if not isinstance(outcome, ProofOutcome):
-        raise InstrumentError(
-            f"the instrument proof {proof.name}'s measure returned {type(outcome).__name__}, not a ProofOutcome"
-        )
+        raise InstrumentError(f"{said(proof, 'measure')} returned {type(outcome).__name__}, not a ProofOutcome")
     return outcome
+
+
+def rechecked(
+    proof: InstrumentProof, family: TaskFamily, recorded: Mapping[str, Any], outcome: ProofOutcome
+) -> ProofRecheck:
+    """The proof's ``recheck``, held to a ProofRecheck whose line is text and differences are texts."""
+    checked = plugin_call(proof, "recheck", proof.recheck, family, recorded, outcome)
+    if not isinstance(checked, ProofRecheck):
+        raise InstrumentError(f"{said(proof, 'recheck')} returned {type(checked).__name__}, not a ProofRecheck")
+    return checked
+
+
+def fixed_tree_checked(proof: InstrumentProof, request: ProofRequest) -> tuple[list[str], list[str]]:
+    """The proof's ``check_fixed_tree``: ``(lines, problems)``, each a list of texts, or one line naming it."""
+    answer = plugin_call(proof, "check_fixed_tree", proof.check_fixed_tree, request)
+    if not (
+        isinstance(answer, tuple)
+        and len(answer) == 2
+        and all(isinstance(part, list) and all(isinstance(text, str) for text in part) for part in answer)
+    ):
+        raise InstrumentError(
+            f"{said(proof, 'check_fixed_tree')} returned {type(answer).__name__}, not two lists of texts"
+        )
+    lines, problems = answer
+    return list(lines), list(problems)
+
+
+def said(proof: InstrumentProof, method: str) -> str:
+    """How a line about one of a proof's methods names it."""
+    return f"the instrument proof {proof.name}'s {method}"
+
+
+def plugin_call(proof: InstrumentProof, method: str, call: Callable[..., Any], *arguments: Any) -> Any:
+    """``call(*arguments)``, a method of a plugin's proof: a refusal it means (a UsageError) goes on as it is;
+    anything else it raises is named in one line (an InstrumentError), never a traceback."""
+    try:
+        return call(*arguments)
+    except UsageError:
+        raise
+    except Exception as error:  # a plugin's proof
+        raise InstrumentError(f"{said(proof, method)} raised {type(error).__name__}: {str(error)[:160]}") from None
 
 
 def said_as(name: str) -> str:
@@ -66,7 +100,7 @@ def check_minimums(registry: Registry, minimum: float | None, minimum_visible: f
     """Refuse refusal floors before anything runs: out of range, or with no installed proof to use them."""
     proofs = installed_proofs(registry)
     for proof in proofs:
-        proof.check_minimums(minimum, minimum_visible)
+        plugin_call(proof, "check_minimums", proof.check_minimums, minimum, minimum_visible)
     floors = (("--min-mutation-score", minimum), ("--min-visible-mutation-score", minimum_visible))
     given = [flag for flag, value in floors if value is not None]
     if given and not proofs:
@@ -109,7 +143,7 @@ def recheck_bundle(
             family = families[name]
             request = ProofRequest(family, tuple(graders), expected[name], workers=workers)
             outcome = measured(proofs[proof_name], request)
-            checked = proofs[proof_name].recheck(family, recorded, outcome)
+            checked = rechecked(proofs[proof_name], family, recorded, outcome)
             progress(("consistent " if not checked.differences else "MISMATCH   ") + checked.line)
             if checked.differences:
                 mismatches.extend(f"{label} {name}: {d}" for d in checked.differences)

@@ -15,7 +15,13 @@ from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
 from certlab_core.certify.certification import resolve_families
 from certlab_core.certify.instrument import prove
-from certlab_core.certify.instrument_proofs import check_minimums, installed_proofs, measured, missing_proofs
+from certlab_core.certify.instrument_proofs import (
+    check_minimums,
+    fixed_tree_checked,
+    installed_proofs,
+    measured,
+    missing_proofs,
+)
 from certlab_core.certify.lab import preload
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.instrument_proof import ProofRequest
@@ -92,7 +98,7 @@ def prove_families(
             )
             if proof.holds and not family.clean_tree and fixed is not None:
                 for instrument in instruments:
-                    fixed_lines, fixed_problems = instrument.check_fixed_tree(request)
+                    fixed_lines, fixed_problems = fixed_tree_checked(instrument, request)
                     lines.extend(fixed_lines)
                     problems.extend(fixed_problems)
             if not mutants or not proof.holds:
