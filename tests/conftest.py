@@ -15,7 +15,8 @@ import pytest
 from adversarial.figure import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401
 
 from certlab_core._runtime.registry import Registry, discover
-from certlab_core.certify.certification import CertifyOptions, certify, write_certification
+from certlab_core.certify.certification import CertifyOptions, certify
+from certlab_core.certify.out_folder import write_certification
 from certlab_core.testing import run_certlab  # noqa: F401  (the suites' helpers import it from here)
 
 REPO = Path(__file__).resolve().parent.parent

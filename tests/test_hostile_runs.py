@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from certlab_core.certify.certification import output_lock
+from certlab_core.certify.out_folder import output_lock
 from certlab_core.plugin.errors import UsageError
 from certlab_core.sdk.workcopy import DEFAULT_FILE_CAP, record_changes, tree_hashes
 
@@ -131,6 +131,24 @@ def test_a_killed_certify_leaves_no_lock_behind(tmp_path: Path) -> None:
     assert os.WIFSIGNALED(status)
     with output_lock(out):
         pass
+
+
+def test_a_refused_certify_leaves_no_empty_folder_of_its_own_behind(tmp_path: Path) -> None:
+    # Before, a certify refused at once (an unknown family, a missing --task) left its --out folder, empty.
+    for refused in (("--family", "nosuch"), ("--family", "intervals", "--task", str(tmp_path / "nowhere"))):
+        out = tmp_path / "new" / "cert"
+        done = certlab("certify", *refused, "--agent", "null", "--out", str(out), timeout=120)
+        assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+        assert not (tmp_path / "new").exists(), list((tmp_path / "new").rglob("*"))
+    given = tmp_path / "given"  # a folder the user made is theirs: it stays, empty as it was
+    given.mkdir()
+    done = certlab("certify", "--family", "nosuch", "--agent", "null", "--out", str(given), timeout=120)
+    assert done.returncode == 4 and given.is_dir() and list(given.iterdir()) == []
+    journal = tmp_path / "journal"  # what a run wrote there (a journal to resume) keeps the folder
+    with pytest.raises(UsageError), output_lock(journal):
+        (journal / "trials.jsonl").write_text("{}\n")
+        raise UsageError("refused after writing")
+    assert (journal / "trials.jsonl").read_text() == "{}\n"
 
 
 def test_a_finished_certification_is_never_overwritten(tmp_path: Path) -> None:

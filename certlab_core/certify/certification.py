@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import platform
 import shlex
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,7 +61,7 @@ from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.held_out import HeldOutRun
 from certlab_core.plugin.types.instrument_proof import ProofRequest
 from certlab_core.plugin.types.sandbox import Containment
-from certlab_core.sdk.canonical import pretty_json, sealed, structure, unstructure
+from certlab_core.sdk.canonical import sealed, structure, unstructure
 from certlab_core.sdk.grading import grader_chain, scores_held_out
 from certlab_core.sdk.model_boundary import model_plan_for
 from certlab_core.sdk.safe_io import CERTIFICATION_SCHEMA
@@ -502,68 +500,6 @@ def _score_line(records: Sequence[TrialRecord]) -> str:
     fixed = sum(1 for r in records if r.verdict == "fixed")
     modes = sorted({r.failure_mode for r in records if r.failure_mode})
     return f"{fixed}/{len(records)} fixed" + (f" ({', '.join(modes)})" if modes else "")
-
-
-def write_certification(out: Path, result: CertifyResult, registry: Registry) -> None:
-    """Write bundle.json and CONTRACT.md into ``out`` (which must not hold a certification)."""
-    from certlab_core.certify.contract import render_contract
-
-    out.mkdir(parents=True, exist_ok=True)
-    _write_new(out / BUNDLE_FILE, pretty_json(result.bundle))
-    _write_new(out / CONTRACT_FILE, render_contract(result.bundle, registry))
-
-
-def _write_new(path: Path, text: str) -> None:
-    """Write a file that must not exist yet (a finished certification is never overwritten)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except FileExistsError:
-        raise UsageError(
-            f"{path} already exists; a certification is never overwritten: choose a new --out folder"
-        ) from None
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-@contextlib.contextmanager
-def output_lock(out: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the folder ``out`` for a whole certification (created if need be).
-
-    A second certify into the same folder refuses at once in one line; the kernel drops the
-    lock when the process ends, so a killed run leaves none behind. Inside the lock the folder
-    is checked again: a finished certification is never overwritten.
-    """
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as error:
-        raise UsageError(f"--out {out}: cannot use the folder ({error.strerror}); choose a writable folder") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(
-                f"--out {out}: another certlab certify is writing there (it holds the folder's lock); "
-                "wait for it to finish or choose a new --out folder"
-            ) from None
-        check_output_dir(out)
-        from certlab_core.evidence.record_file import forget_held, held_by_this_process_only
-
-        held_by_this_process_only(fd)  # a trial left running after a kill -9 must not keep the folder locked
-        try:
-            yield
-        finally:
-            forget_held(fd)
-    finally:
-        os.close(fd)
-
-
-def check_output_dir(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file; give a folder for the certification")
-    for name in (BUNDLE_FILE, CONTRACT_FILE):
-        if (out / name).exists():
-            raise UsageError(f"{out} already holds a certification ({name}); choose a new --out folder")
 
 
 def bundle_sha256(path: Path) -> str:

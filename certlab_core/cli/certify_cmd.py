@@ -10,16 +10,10 @@ from typing import Any
 import typer
 
 from certlab_core._runtime.registry import Registry, discover, refuse_broken
-from certlab_core.certify.certification import (
-    CertifyOptions,
-    certify_into,
-    check_output_dir,
-    cpu_workers,
-    output_lock,
-    write_certification,
-)
+from certlab_core.certify.certification import CertifyOptions, certify_into, cpu_workers
 from certlab_core.certify.heartbeat import heartbeat_interval
 from certlab_core.certify.lab import log_to_stderr
+from certlab_core.certify.out_folder import check_output_dir, output_lock, write_certification
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, cheating_line
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
 from certlab_core.plugin.types.sandbox import Containment

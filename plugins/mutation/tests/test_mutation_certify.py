@@ -12,7 +12,8 @@ from certlab_compare.publication import compile_publication
 from test_mutation_runner import write_toy_family
 
 from certlab_core._runtime.registry import Registry, discover
-from certlab_core.certify.certification import CertifyOptions, certify, write_certification
+from certlab_core.certify.certification import CertifyOptions, certify
+from certlab_core.certify.out_folder import write_certification
 from certlab_core.certify.regrade import regrade
 from certlab_core.plugin import hookimpl
 from certlab_core.plugin.types.family import TaskFamily
