@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import os
 import tempfile
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 from certlab_signing import evidence
 from conftest import run_certlab
 
-from certlab_core.cli.sign_key import check_key_reach, key_in_reach, sandbox_reach
+from certlab_core._runtime.registry import Registry, discover
+from certlab_core.cli.sign_key import check_key_reach, check_sign_key, key_in_reach, sandbox_reach, sign_evidence
+from certlab_core.plugin import EvidenceSigner, InstrumentError, hookimpl
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.containment import agent_environment_dir
@@ -136,3 +140,104 @@ def test_a_loaded_key_signs_without_its_file(tmp_path: Path) -> None:
     signed = evidence.sign_folder(folder, loaded)
     assert signed.keyid == loaded.keyid and evidence.verify_folder(folder, public).subjects == 1
     assert "BEGIN" not in repr(loaded)  # the key never shows in a log line
+
+
+# --------------------------------------------------------------------------- signers come through a hook
+
+
+def signer_module(*signers: Any) -> types.ModuleType:
+    """An in-process plugin providing ``signers`` through ``certlab_evidence_signers``."""
+    module = types.ModuleType("odd_signers")
+
+    @hookimpl
+    def certlab_evidence_signers() -> list[EvidenceSigner]:
+        return list(signers)
+
+    module.certlab_evidence_signers = certlab_evidence_signers  # type: ignore[attr-defined]
+    return module
+
+
+def registry_with(*signers: Any, signing: bool = False) -> Registry:
+    registry = discover(only=("signing",) if signing else ())
+    registry.add_plugin(signer_module(*signers), "odd-signers", "odd-signers", "1")
+    return registry
+
+
+class HeldKey:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+
+def seal(folder: Path, key: HeldKey) -> str:
+    (folder / "SEAL").write_text(str(key.path))
+    return f"sealed {folder}"
+
+
+def test_the_dsse_signer_is_certlab_signings_record_and_the_kernel_loads_no_plugin_by_name(tmp_path: Path) -> None:
+    # Before, --sign-key imported certlab_signing.evidence by its name; now the signer is a record like any other.
+    private, public = key_pair(tmp_path / "keys")
+    loaded = check_sign_key(discover(only=("signing",)), private)
+    assert loaded is not None and loaded.signer.name == "dsse" and loaded.path == private.resolve()
+    folder = tmp_path / "evidence"
+    folder.mkdir()
+    (folder / "bundle.json").write_text("{}")
+    assert sign_evidence(folder, loaded).startswith(f"signed: {folder / 'evidence.dsse.json'} (1 files, key ")
+    assert evidence.verify_folder(folder, public).subjects == 1
+
+
+def test_a_third_partys_signer_signs_what_a_run_wrote(tmp_path: Path) -> None:
+    (tmp_path / "k").write_text("secret")
+    registry = registry_with(EvidenceSigner(name="seal", description="seal", load_key=HeldKey, sign_folder=seal))
+    loaded = check_sign_key(registry, tmp_path / "k")
+    assert loaded is not None and sign_evidence(tmp_path, loaded) == f"sealed {tmp_path}"
+    assert (tmp_path / "SEAL").read_text() == str(tmp_path / "k")
+    assert check_sign_key(registry, None) is None  # no --sign-key: no signer is asked for
+
+
+def test_sign_key_without_a_signer_or_with_two_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"^--sign-key needs an evidence signer; pip install certlab-signing$"):
+        check_sign_key(discover(only=("intervals",)), tmp_path / "k")
+    two = registry_with(EvidenceSigner(name="seal", description="s", load_key=HeldKey, sign_folder=seal), signing=True)
+    with pytest.raises(UsageError, match=r"2 evidence signers are installed \(dsse, seal\); leave all but one out"):
+        check_sign_key(two, tmp_path / "k")
+    done = run_certlab(
+        "certify",
+        "-f",
+        "intervals",
+        "-a",
+        "oracle",
+        "-o",
+        str(tmp_path / "cert"),
+        "--sign-key",
+        str(tmp_path / "k"),
+        env={**os.environ, "CERTLAB_PLUGINS": "intervals,calibration,policy,suite,acceptance,sandbox-none"},
+    )
+    assert (
+        done.returncode == 4
+        and done.stderr == "certlab: error: --sign-key needs an evidence signer; pip install certlab-signing\n"
+    ), done.stderr
+    assert not (tmp_path / "cert").exists()
+
+
+def test_a_signer_that_crashes_or_answers_the_wrong_type_is_named_in_one_line(tmp_path: Path) -> None:
+    def crashes(_path: Path) -> HeldKey:
+        raise OSError("the token is unplugged")
+
+    broken = registry_with(EvidenceSigner(name="seal", description="s", load_key=crashes, sign_folder=seal))
+    with pytest.raises(InstrumentError, match=r"^the evidence signer seal's load_key raised OSError: the token is"):
+        check_sign_key(broken, tmp_path / "k")
+    pathless = registry_with(EvidenceSigner(name="seal", description="s", load_key=lambda p: "key", sign_folder=seal))
+    with pytest.raises(InstrumentError, match=r"^the evidence signer seal's load_key returned str, with no path$"):
+        check_sign_key(pathless, tmp_path / "k")
+    silent = registry_with(EvidenceSigner(name="seal", description="s", load_key=HeldKey, sign_folder=lambda f, k: 0))
+    loaded = check_sign_key(silent, tmp_path / "k")
+    assert loaded is not None
+    with pytest.raises(InstrumentError, match=r"^the evidence signer seal's sign_folder returned int, not a line$"):
+        sign_evidence(tmp_path, loaded)
+
+    def refuses(path: Path) -> HeldKey:
+        raise UsageError(f"{path}: not a key of mine")
+
+    refusing = registry_with(EvidenceSigner(name="seal", description="s", load_key=refuses, sign_folder=seal))
+    with pytest.raises(UsageError, match="not a key of mine"):  # a refusal the signer means goes on as it is
+        check_sign_key(refusing, tmp_path / "k")

@@ -113,12 +113,12 @@ def certify_command(
     elif out is None:
         raise UsageError("Missing option '--out': give a new folder for the certification (or --resume OUT)")
     twin_kinds = twin_kinds_of(twins, impossible)
-    key = check_sign_key(sign_key)  # read once, now, and held by the harness alone
     heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
     check_output_dir(out)
     notice_interrupt(out)
     registry = discover()
     refuse_broken(registry, "certify")  # before any trial: never a verdict from less than is installed
+    key = check_sign_key(registry, sign_key)  # read once, now, and held by the harness alone
     progress = (lambda _m: None) if quiet else log_to_stderr
     with output_lock(out), certify_executor(registry, executor, workers or cpu_workers(), scheduler):
         if key is not None:  # refused before the first trial when a trial could read it

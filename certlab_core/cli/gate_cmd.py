@@ -125,12 +125,12 @@ def run_command(
 
     if workers < 0:
         raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
-    key = check_sign_key(sign_key)  # read once, now, and held by the harness alone
     from certlab_core.certify.heartbeat import heartbeat_interval
 
     heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
     registry = discover()
     refuse_broken(registry, "run")  # before any trial: never a verdict from less than is installed
+    key = check_sign_key(registry, sign_key)  # read once, now, and held by the harness alone
     _check_reporters(registry, junit, markdown)
     from certlab_core.certify.acceptance import refuse_unread_family, register_experiment_task  # a user's own task
     from certlab_core.evidence.record_file import raise_if_interrupted

@@ -1,8 +1,8 @@
 """``--sign-key`` of ``certify`` and ``run``: loaded once, kept out of reach.
 
-The signing itself, and the ``keygen``, ``sign`` and ``verify`` commands, are the
-``certlab-signing`` distribution's (``certlab_signing.evidence``); without it ``--sign-key``
-says what to install.
+The signing itself is an installed evidence signer's (``certlab_evidence_signers``;
+certlab-signing provides ``dsse``, and the ``keygen``, ``sign`` and ``verify`` commands);
+without one ``--sign-key`` says what to install.
 
 ``--sign-key`` is the harness's alone: the key is read and parsed once, before the first
 trial (:func:`check_sign_key`), and the run signs with that loaded key at its end, never
@@ -14,40 +14,86 @@ a forgery with it. Uncontained, every file of the user is in the agent's reach, 
 
 from __future__ import annotations
 
-import importlib
 import os
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from certlab_core.plugin.errors import UsageError
+from attrs import frozen
+
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.types.evidence_signer import EvidenceSigner, SigningKey
 
 if TYPE_CHECKING:
+    from certlab_core._runtime.registry import Registry
     from certlab_core.plugin.types.sandbox import Containment
 
-
-def signing() -> ModuleType:
-    """``certlab_signing.evidence``, or a usage error naming the distribution to install."""
-    try:
-        return importlib.import_module("certlab_signing.evidence")
-    except ImportError:
-        raise UsageError("signing needs the certlab-signing distribution; pip install certlab-signing") from None
+#: Who provides a signer, for the line that refuses ``--sign-key`` without one.
+SIGNER_PROVIDER = "certlab-signing"
 
 
-def sign_evidence(folder: Path, key: Any) -> str:
-    """Sign ``folder`` with ``key`` (a key file, or the key :func:`check_sign_key` loaded); the line that says so."""
-    signed = signing().sign_folder(folder, key)
-    return f"signed: {signed.envelope} ({signed.subjects} files, key {signed.keyid[:16]})"
+@frozen
+class LoadedKey:
+    """``--sign-key`` read once: the signer that read it and the key it holds in memory."""
+
+    signer: EvidenceSigner
+    key: SigningKey
+
+    @property
+    def path(self) -> Path:
+        return Path(self.key.path)
 
 
-def check_sign_key(key: Path | None) -> Any:
+def evidence_signer(registry: Registry) -> EvidenceSigner:
+    """The one installed evidence signer; none, or two, is one line saying what to do."""
+    signers = registry.all(EvidenceSigner)
+    if not signers:
+        raise UsageError(f"--sign-key needs an evidence signer; pip install {SIGNER_PROVIDER}")
+    if len(signers) > 1:
+        raise UsageError(
+            f"--sign-key: {len(signers)} evidence signers are installed ({', '.join(sorted(signers))}); "
+            "leave all but one out with CERTLAB_PLUGINS"
+        )
+    return next(iter(signers.values()))
+
+
+def check_sign_key(registry: Registry, key: Path | None) -> LoadedKey | None:
     """Load ``--sign-key`` before any trial runs (a run must not end unsigned): the loaded key, held in memory, or None.
 
     A key that cannot sign is refused here, in one line.
     """
-    return signing().load_key(key) if key is not None else None
+    if key is None:
+        return None
+    signer = evidence_signer(registry)
+    loaded = _signer_call(signer, "load_key", signer.load_key, key)
+    if not isinstance(getattr(loaded, "path", None), (str, Path)):
+        raise InstrumentError(
+            f"the evidence signer {signer.name}'s load_key returned {type(loaded).__name__}, with no path"
+        )
+    return LoadedKey(signer, loaded)
+
+
+def sign_evidence(folder: Path, loaded: LoadedKey) -> str:
+    """Sign ``folder`` with the key :func:`check_sign_key` loaded; the line that says so."""
+    said = _signer_call(loaded.signer, "sign_folder", loaded.signer.sign_folder, folder, loaded.key)
+    if not isinstance(said, str):
+        raise InstrumentError(
+            f"the evidence signer {loaded.signer.name}'s sign_folder returned {type(said).__name__}, not a line"
+        )
+    return said
+
+
+def _signer_call(signer: EvidenceSigner, method: str, call: Callable[..., Any], *arguments: Any) -> Any:
+    """A signer's method: its refusal (a UsageError) goes on as it is; anything else it raises is one line."""
+    try:
+        return call(*arguments)
+    except UsageError:
+        raise
+    except Exception as error:  # a plugin's signer
+        raise InstrumentError(
+            f"the evidence signer {signer.name}'s {method} raised {type(error).__name__}: {str(error)[:160]}"
+        ) from None
 
 
 def sandbox_reach(containment: Containment) -> tuple[str, ...]:
@@ -70,7 +116,10 @@ def key_in_reach(key: Path, visible: Iterable[str]) -> str | None:
 
 
 def check_key_reach(
-    key: Any, containment: Containment, warn: Callable[[str], None], evidence_folder: Path | None = None
+    key: LoadedKey | None,
+    containment: Containment,
+    warn: Callable[[str], None],
+    evidence_folder: Path | None = None,
 ) -> None:
     """Refuse a loaded ``--sign-key`` a contained trial could read; uncontained, ``warn`` once that the agent could.
 
@@ -78,7 +127,7 @@ def check_key_reach(
     """
     if key is None:
         return
-    path = Path(key.path)
+    path = key.path
     if evidence_folder is not None and key_in_reach(path, [str(evidence_folder)]) is not None:
         raise UsageError(f"--sign-key {path}: the key is inside {evidence_folder}, the evidence it would sign")
     if not containment.contained:

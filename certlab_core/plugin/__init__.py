@@ -61,11 +61,12 @@ from certlab_core.plugin.report import (
 from certlab_core.plugin.types.agent import AgentAdapter, AgentOutcome, AgentRequest
 from certlab_core.plugin.types.base import JsonObject, JsonValue, Record
 from certlab_core.plugin.types.command import Command
+from certlab_core.plugin.types.evidence_signer import EvidenceSigner
 from certlab_core.plugin.types.executor import Executor, ExecutorOptions, Stage, Work, WorkDone
 from certlab_core.plugin.types.family import Defect, Seed, TaskFamily
 from certlab_core.plugin.types.fault import Fault, FaultContext, FaultEffect
 from certlab_core.plugin.types.grader import Grader, GradeRequest, GradeResult
-from certlab_core.plugin.types.held_out import HeldOutAcceptance, HeldOutRun
+from certlab_core.plugin.types.held_out import HeldOutAcceptance
 from certlab_core.plugin.types.instrument_proof import InstrumentProof
 from certlab_core.plugin.types.model_boundary import Budget, ModelBoundary, ModelCall, ModelRun
 from certlab_core.plugin.types.reporter import Reporter
@@ -90,6 +91,7 @@ __all__ = [
     "ConditionReport",
     "Defect",
     "EarlierRun",
+    "EvidenceSigner",
     "Executor",
     "ExecutorOptions",
     "ExitCode",
@@ -102,7 +104,6 @@ __all__ = [
     "GradeResult",
     "Grader",
     "HeldOutAcceptance",
-    "HeldOutRun",
     "InfraError",
     "InstrumentError",
     "InstrumentProof",

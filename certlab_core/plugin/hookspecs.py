@@ -17,6 +17,7 @@ import pluggy
 
 from certlab_core.plugin.types.agent import AgentAdapter
 from certlab_core.plugin.types.command import Command
+from certlab_core.plugin.types.evidence_signer import EvidenceSigner
 from certlab_core.plugin.types.executor import Executor
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.fault import Fault
@@ -550,5 +551,45 @@ def certlab_instrument_proofs() -> list[InstrumentProof]:
                                     measure=measure, recheck=recheck,
                                     check_minimums=lambda minimum, minimum_visible: None,
                                     check_fixed_tree=lambda request: ([], []))]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def certlab_evidence_signers() -> list[EvidenceSigner]:
+    """Return ways to sign evidence, for ``--sign-key`` of ``certify`` and ``run``.
+
+    The kernel calls ``load_key`` once, before the first trial, refuses a key a trial could read,
+    and calls ``sign_folder`` on the folder the run wrote, printing the line it returns. One
+    signer may be installed at a time. certlab-signing provides ``dsse``.
+
+    Example plugin::
+
+        import hashlib
+        from pathlib import Path
+        from certlab_core.plugin import EvidenceSigner, UsageError, hookimpl
+
+        class SecretKey:
+            def __init__(self, path: Path) -> None:
+                self.path = path.resolve()
+                self.secret = path.read_bytes()
+
+        def load_key(path: Path) -> SecretKey:
+            if not path.is_file():
+                raise UsageError(f"{path}: no key file there; give the file your key is in")
+            return SecretKey(path)
+
+        def sign_folder(folder: Path, key: SecretKey) -> str:
+            files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "SEAL")
+            digest = hashlib.sha256(key.secret)
+            for file in files:
+                digest.update(file.read_bytes())
+            (folder / "SEAL").write_text(digest.hexdigest())
+            return f"sealed: {folder / 'SEAL'} ({len(files)} files)"
+
+        @hookimpl
+        def certlab_evidence_signers() -> list[EvidenceSigner]:
+            return [EvidenceSigner(name="seal", description="a keyed sha256 over every file",
+                                   load_key=load_key, sign_folder=sign_folder)]
     """
     raise NotImplementedError

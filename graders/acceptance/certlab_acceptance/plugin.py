@@ -44,7 +44,6 @@ from certlab_core.plugin import (
     GradeRequest,
     GradeResult,
     HeldOutAcceptance,
-    HeldOutRun,
     InstrumentError,
     TaskFamily,
     TaskSource,
@@ -52,7 +51,7 @@ from certlab_core.plugin import (
 )
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.types.grader import HELD_OUT_ROLE, AcceptanceLock, Change
-from certlab_core.plugin.types.held_out import HeldOutIndex
+from certlab_core.plugin.types.held_out import HeldOutIndex, HeldOutRun
 from certlab_core.sdk import trees
 from certlab_core.sdk.cases import HeldOutCase, check_modules, read_cases_bytes
 from certlab_core.sdk.containment import active_containment

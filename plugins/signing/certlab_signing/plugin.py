@@ -1,11 +1,12 @@
-"""The signing plugin's commands: ``keygen``, ``sign`` and ``verify``."""
+"""The signing plugin: the dsse evidence signer, keygen, sign and verify."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from certlab_core.plugin import Command, hookimpl
+from certlab_core.plugin import Command, EvidenceSigner, hookimpl
 
 if TYPE_CHECKING:
     import typer
@@ -43,4 +44,31 @@ def certlab_commands() -> list[Command]:
             "or badly signed.",
             register=_register("verify"),
         ),
+    ]
+
+
+def _load_key(path: Path) -> Any:
+    """``--sign-key``'s key, read and parsed now (the cryptography is imported only when a run signs)."""
+    from certlab_signing import evidence
+
+    return evidence.load_key(path)
+
+
+def _sign_folder(folder: Path, key: Any) -> str:
+    from certlab_signing import evidence
+
+    signed = evidence.sign_folder(folder, key)
+    return f"signed: {signed.envelope} ({signed.subjects} files, key {signed.keyid[:16]})"
+
+
+@hookimpl
+def certlab_evidence_signers() -> list[EvidenceSigner]:
+    return [
+        EvidenceSigner(
+            name="dsse",
+            description="ed25519 over every file's sha256: an in-toto Statement in a DSSE envelope "
+            "(FOLDER/evidence.dsse.json)",
+            load_key=_load_key,
+            sign_folder=_sign_folder,
+        )
     ]
