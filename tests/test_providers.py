@@ -122,3 +122,19 @@ def test_certlab_plugins_names_a_broken_list_and_certify_is_not_refused_for_it(t
     refused = run_certlab("certify", "--family", "intervals", "--agent", "robo", "--out", str(tmp_path / "c"), env=env)
     assert refused.returncode == 4 and "Traceback" not in refused.stderr
     assert "unknown agent 'robo'" in refused.stderr and "rm -rf" not in refused.stderr
+
+
+def test_without_any_list_a_recorded_proof_that_is_not_installed_is_refused_not_skipped() -> None:
+    from certlab_core.certify.instrument_proofs import missing_proofs, proof_names, recheck_bundle
+
+    registry = discover(only=("intervals", "policy", "suite"))
+    registry.providers = Providers(KINDS, [])
+    assert proof_names(registry) == [] and missing_proofs(registry) == {}
+    family = registry.get("task_families", "intervals")
+    bundle = {"instrument": [{"family": "intervals", "holds": True, "mutation": {"score": 1.0}}]}
+    with pytest.raises(UsageError) as refused:
+        recheck_bundle(registry, bundle, {"intervals": family}, [], {"intervals": ()}, 1, lambda _line: None)
+    assert refused.value.message == (
+        f"mutants intervals: the bundle records a mutation proof, and no plugin installed provides it ({NO_LIST}; "
+        "run 'certlab plugins' to see what is installed)"
+    )
