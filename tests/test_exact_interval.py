@@ -1,4 +1,4 @@
-"""The report's and the contract's exact intervals are the Clopper-Pearson rule's: no second copy."""
+"""The report's and the contract's exact intervals are the default rule's (Clopper-Pearson's): no second copy."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from certlab_clopper_pearson import rule
 
-from certlab_core._runtime.intervals import NO_EXACT_INTERVAL, exact_interval
+from certlab_core._runtime.default_rule import NO_EXACT_INTERVAL, exact_interval
 from certlab_core._runtime.registry import discover
 from certlab_core.certify.contract import rule_interval_text
 from certlab_core.report.model import build_report
@@ -22,11 +22,11 @@ def test_the_exact_interval_is_the_installed_rules_own_function() -> None:
     assert exact_interval(discover()) is rule.interval
 
 
-def test_without_the_rule_installed_there_is_no_exact_interval_and_the_contract_says_what_to_install() -> None:
-    without = discover(only=["newcombe", "rule-support"])
+def test_without_a_default_rule_there_is_no_exact_interval_and_the_contract_says_what_to_install() -> None:
+    without = discover(only=["newcombe", "rule-support"])  # newcombe does not mark itself the default
     assert exact_interval(without) is None
     assert rule_interval_text(without, 3, 10) == NO_EXACT_INTERVAL
-    assert "certlab-clopper-pearson" in NO_EXACT_INTERVAL
+    assert "install a statistical rule that marks itself the default" in NO_EXACT_INTERVAL
 
 
 def test_a_report_built_without_the_rule_shows_no_exact_interval_and_with_it_the_rules_figures() -> None:

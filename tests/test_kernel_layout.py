@@ -325,6 +325,47 @@ def test_held_out_acceptance_is_not_the_kernels() -> None:
     gone = ("lock", "leakscan", "prediction", "held_out")
     assert [name for name in gone if (KERNEL / "certify" / f"{name}.py").exists()] == []
     assert not (KERNEL / "testing" / "scripted_models.py").exists()
+    # The held-out case reader and the leak scan of a visible suite are certlab-acceptance's, with their kit.
+    assert [name for name in ("cases", "visible_calls") if (KERNEL / "sdk" / f"{name}.py").exists()] == []
+
+
+def test_the_kernel_names_no_plugins_record() -> None:
+    # Which distribution provides a name is the provider lists' (certlab-all's), the default rule a record's role.
+    assert not (KERNEL / "_runtime" / "known.py").exists()
+    named = [
+        f"{path.relative_to(KERNEL.parent)}:{node.lineno}"
+        for path in sorted(KERNEL.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id in ("KNOWN_PROVIDERS", "DEFAULT_RULE") for t in node.targets)
+    ]
+    assert named == []
+
+
+LAYOUT_ROW = re.compile(r"^\| `([a-z_]+)/` \| ", re.M)
+
+
+def subpackage_summary(subpackage: str) -> str:
+    """The first line of a subpackage's ``__init__`` docstring: what the subpackage is for."""
+    doc = ast.get_docstring(ast.parse((KERNEL / subpackage / "__init__.py").read_text(encoding="utf-8"))) or ""
+    return doc.splitlines()[0] if doc else ""
+
+
+@pytest.mark.parametrize("subpackage", SUBPACKAGES)
+def test_each_subpackage_says_in_its_first_line_what_it_is_for(subpackage: str) -> None:
+    # Its own line, a sentence of its own (not the package's name, nor another subpackage's words), short.
+    summary = subpackage_summary(subpackage)
+    words = summary.rstrip(".").split()
+    assert summary.endswith(".") and len(words) >= 4, f"certlab_core/{subpackage}: {summary!r}"
+    assert len(f'"""{summary}') <= FIRST_LINE_MAX, f"certlab_core/{subpackage}: {summary!r}"
+    others = [subpackage_summary(other) for other in SUBPACKAGES if other != subpackage]
+    assert summary not in others, f"certlab_core/{subpackage} says what another subpackage says: {summary!r}"
+
+
+def test_the_readme_layout_table_lists_exactly_the_kernels_subpackages() -> None:
+    readme = (REPOSITORY / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### The kernel's layout", 1)[1].split("\n\n| subpackage |", 1)[1].split("\n\n", 1)[0]
+    assert sorted(LAYOUT_ROW.findall(table)) == SUBPACKAGES
 
 
 MODULE_LINES_LIMIT = 600  # issue 24: a module past it holds more than one concern

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.plugin.types.sandbox import Containment, ResourceLimits
 from certlab_core.sdk import services
 
@@ -41,7 +42,13 @@ class _Services:
         from certlab_core._runtime.registry import discover
 
         registry = discover()
-        check_choice(choice, registry.all("sandboxes"), registry.excluded)
+        check_choice(choice, registry.all("sandboxes"), registry.excluded, registry.providers)
+
+    def default_rule(self, needed_by: str) -> StatisticalRule:
+        from certlab_core._runtime.default_rule import default_rule
+        from certlab_core._runtime.registry import discover
+
+        return default_rule(discover(), needed_by)
 
 
 services.provide(_Services())

@@ -11,14 +11,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import FrameType
 from typing import Protocol
 
-from certlab_core._runtime.known import KNOWN_PROVIDERS
+from certlab_core._runtime.providers import Providers
 from certlab_core.plugin.types.sandbox import SANDBOX_CHOICES, UNCONTAINED, Containment, ResourceLimits, Sandbox
 from certlab_core.sdk.containment import installation_paths, runtime_folder
 
-#: What to install for a sandbox that contains, named when none is installed (certlab-all's list of built-ins).
-SANDBOX_DISTRIBUTION = " or ".join(
-    sorted({dist for name, dist in KNOWN_PROVIDERS["sandboxes"].items() if name != UNCONTAINED})
-)
+KIND = "sandboxes"
 
 
 #: How long a sandbox's probe may take before it is taken as not working (bwrap's takes about 0.05 s).
@@ -46,8 +43,9 @@ def choose_containment(
     """
     from certlab_core.plugin.errors import UsageError
 
-    installed = {name: s for name, s in sandboxes.all("sandboxes").items() if isinstance(s, Sandbox)}
-    check_choice(choice, installed, getattr(sandboxes, "excluded", {}))
+    installed = {name: s for name, s in sandboxes.all(KIND).items() if isinstance(s, Sandbox)}
+    providers = _providers(sandboxes)
+    check_choice(choice, installed, getattr(sandboxes, "excluded", {}), providers)
     if choice != "auto" and not installed[choice].contains:
         return Containment(note=f"--sandbox {choice}: the agent ran as the user, uncontained")
     if choice == "auto":
@@ -70,7 +68,7 @@ def choose_containment(
         reasons.append(reason + (f"; {sandbox.install_hint}" if sandbox.install_hint else ""))
     if choice != "auto":
         raise UsageError(f"--sandbox {choice}: {reasons[0]}, or use --sandbox auto")
-    found = "; ".join(reasons) or f"no sandbox is installed (pip install {SANDBOX_DISTRIBUTION})"
+    found = "; ".join(reasons) or f"no sandbox is installed ({providers.install_line(KIND, [UNCONTAINED])})"
     warn(f"warning: no sandbox: {found}; the agent runs uncontained (see docs/trust-model.md)")
     return Containment(note=f"--sandbox auto found no sandbox ({found}); the agent ran uncontained")
 
@@ -122,22 +120,40 @@ def _deadline(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, left, previous_interval)
 
 
-def check_choice(choice: str, installed: Mapping[str, object], excluded: Mapping[str, str] | None = None) -> None:
-    """Refuse in one line a ``--sandbox`` that is neither auto nor an installed sandbox's name; for a built-in one
-    not installed, the line says what to install, or which plugin ``CERTLAB_PLUGINS`` leaves out (``excluded``:
+def _providers(sandboxes: object) -> Providers:
+    """The registry's provider lists, or the installed ones read afresh for an index without them."""
+    found = getattr(sandboxes, "providers", None)
+    if isinstance(found, Providers):
+        return found
+    from certlab_core._runtime.registry import KINDS
+
+    return Providers(KINDS)
+
+
+def check_choice(
+    choice: str,
+    installed: Mapping[str, object],
+    excluded: Mapping[str, str] | None = None,
+    providers: Providers | None = None,
+) -> None:
+    """Refuse in one line a ``--sandbox`` that is neither auto nor an installed sandbox's name; for one a provider
+    list names, the line says what to install, or which plugin ``CERTLAB_PLUGINS`` leaves out (``excluded``:
     the registry's entry point names it left out, with their distributions)."""
     from certlab_core.plugin.errors import UsageError
 
     if choice in SANDBOX_CHOICES or choice in installed:
         return
-    provider = KNOWN_PROVIDERS["sandboxes"].get(choice)
-    left_out = sorted(name for name, dist in (excluded or {}).items() if dist == provider)
-    if provider is not None and left_out:
+    listed = (providers or _providers(None)).of(KIND, choice)
+    left_out = sorted((name, dist) for name, dist in (excluded or {}).items() if dist in listed)
+    if left_out:
         raise UsageError(
-            f"--sandbox {choice}: the sandbox {choice!r} is {provider}'s, installed but left out by CERTLAB_PLUGINS; "
-            f"add {left_out[0]} to CERTLAB_PLUGINS"
+            f"--sandbox {choice}: the sandbox {choice!r} is {left_out[0][1]}'s, installed but left out by "
+            f"CERTLAB_PLUGINS; add {left_out[0][0]} to CERTLAB_PLUGINS"
         )
-    if provider is not None:
-        raise UsageError(f"--sandbox {choice}: the sandbox {choice!r} is not installed; pip install {provider}")
-    names = ", ".join(sorted(installed)) or f"none installed: pip install {SANDBOX_DISTRIBUTION}"
+    if listed:
+        raise UsageError(
+            f"--sandbox {choice}: the sandbox {choice!r} is not installed; pip install {' or '.join(listed)}"
+        )
+    install = (providers or _providers(None)).install_line(KIND, [UNCONTAINED])
+    names = ", ".join(sorted(installed)) or f"none installed: {install}"
     raise UsageError(f"--sandbox {choice!r} is not one of {', '.join(SANDBOX_CHOICES)} or a sandbox ({names})")

@@ -22,7 +22,8 @@ from typing import Any, TypeVar, overload
 
 import pluggy
 
-from certlab_core._runtime.known import KNOWN_PROVIDERS
+from certlab_core._runtime.providers import ENTRY_POINT_GROUP as PROVIDERS_GROUP
+from certlab_core._runtime.providers import NO_LIST, DeclaredList, Providers
 from certlab_core.plugin import hookspecs
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.discovery import PluginFailure, PluginInfo, PluginWarning
@@ -82,18 +83,23 @@ def new_plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
-def _declared_plugins() -> list[tuple[str, str, str, str, importlib.metadata.EntryPoint]]:
-    """Every entry point of the group, as (name, value, distribution, version, entry point), in one scan.
+def _declared_plugins() -> tuple[list[tuple[str, str, str, str, importlib.metadata.EntryPoint]], list[DeclaredList]]:
+    """Every entry point of the group, as (name, value, distribution, version, entry point), and every provider
+    list (``certlab.providers``, not loaded), in one scan.
 
     One distribution seen twice (its source folder on ``sys.path`` beside its installed
     metadata, as when a tool runs from inside that folder) declares its entry points once.
     """
     found: dict[tuple[str, str, str, str], importlib.metadata.EntryPoint] = {}
+    lists: dict[tuple[str, str], DeclaredList] = {}
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
             if ep.group == ENTRY_POINT_GROUP:
                 found.setdefault((ep.name, ep.value, dist.metadata["Name"] or "?", dist.version or "?"), ep)
-    return [(*key, ep) for key, ep in found.items()]
+            elif ep.group == PROVIDERS_GROUP:
+                name = dist.metadata["Name"] or "?"
+                lists.setdefault((ep.name, name), DeclaredList(ep.name, name, dist.version or "?", ep))
+    return [(*key, ep) for key, ep in found.items()], sorted(lists.values(), key=lambda d: (d.distribution, d.name))
 
 
 Provider = tuple[object, str]  # (record, plugin name)
@@ -111,6 +117,8 @@ class Registry:
         self._index: dict[str, dict[str, list[Provider]]] | None = None
         #: entry points installed but not loaded because CERTLAB_PLUGINS leaves them out: name -> distribution
         self.excluded: dict[str, str] = {}
+        #: which distribution provides a name nothing installed provides (the installed provider lists)
+        self.providers = Providers(KINDS)
 
     # ------------------------------------------------------------------ loading
 
@@ -240,16 +248,17 @@ class Registry:
                 "uninstall one of them or choose plugins with CERTLAB_PLUGINS"
             )
         valid = ", ".join(self.names(kind_name)) or "none installed"
-        hint = ""
-        dist = KNOWN_PROVIDERS.get(kind_name, {}).get(name)
-        left_out = sorted(ep for ep, ep_dist in self.excluded.items() if ep_dist == dist)
-        if dist and left_out:
+        dists = self.providers.of(kind_name, name)
+        left_out = sorted((ep, ep_dist) for ep, ep_dist in self.excluded.items() if ep_dist in dists)
+        if left_out:
             hint = (
-                f"; it is provided by the plugin {left_out[0]} ({dist}), which {ONLY_ENV} leaves out: "
-                f"add {left_out[0]} to {ONLY_ENV}"
+                f"; it is provided by the plugin {left_out[0][0]} ({left_out[0][1]}), which {ONLY_ENV} leaves out: "
+                f"add {left_out[0][0]} to {ONLY_ENV}"
             )
-        elif dist:
-            hint = f"; it is provided by the distribution {dist}: pip install {dist}"
+        elif dists:
+            hint = f"; it is provided by the distribution {' or '.join(dists)}: pip install {' or '.join(dists)}"
+        else:
+            hint = f"; {NO_LIST}: run 'certlab plugins' to see what is installed"
         broken = {f"{f.entry_point} ({f.distribution}): {f.error}": None for f in self.failures}
         if broken:
             hint += f"; plugins that failed to load: {'; '.join(broken)}"
@@ -294,7 +303,7 @@ class Registry:
 
     def warnings(self) -> list[PluginWarning]:
         """What plugin authors should fix: misspelt hooks, unmarked hook functions, names two plugins provide."""
-        found = list(self._warnings)
+        found = list(self._warnings) + self.providers.warnings()
         for name, module in sorted(self._modules.items()):
             dist = self._sources.get(name, (IN_PROCESS, ""))[0]
             found.extend(PluginWarning(name, dist, message) for message in _hook_mistakes(self.pm, name, module))
@@ -368,7 +377,9 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
     """
     asked = set(only) if only is not None else _only_from_env()
     registry = Registry(new_plugin_manager())
-    declared = _declared_plugins()  # the one scan of the installed metadata; only wanted entry points are imported
+    # The one scan of the installed metadata; only wanted entry points are imported, provider lists when asked.
+    declared, provider_lists = _declared_plugins()
+    registry.providers = Providers(KINDS, provider_lists)
     # A name asked for matches the entry point it spells however its separators and case are written.
     spelt = {normal_plugin_name(name): name for name, *_rest in declared}
     wanted = None if asked is None else {spelt.get(normal_plugin_name(name), name) for name in asked}

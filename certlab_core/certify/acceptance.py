@@ -15,7 +15,6 @@ from pathlib import Path
 
 from attrs import define, field
 
-from certlab_core._runtime.known import KNOWN_PROVIDERS
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.base import JsonValue
@@ -26,9 +25,9 @@ from certlab_core.plugin.types.task_source import TaskSource
 from certlab_core.sdk.trees import MadeFolder, make_temp_folder, remove_made
 
 
-def _providers(kind: str) -> str:
-    """The distributions known to provide ``kind`` (for a message saying what to install)."""
-    return " or ".join(sorted(set(KNOWN_PROVIDERS.get(kind, {}).values()))) or "a plugin that provides it"
+def _install(registry: Registry, kind: str) -> str:
+    """What to install for ``kind``, from the installed provider lists (``pip install ...``, or where to look)."""
+    return registry.providers.install_line(kind)
 
 
 def held_out_of(registry: Registry) -> HeldOutAcceptance | None:
@@ -79,16 +78,16 @@ def task_source_for(registry: Registry, directory: Path, what: str) -> TaskSourc
     installed = sorted(registry.all(TaskSource))
     if not installed:
         raise UsageError(
-            f"{what}: no task source is installed to read a task of your own (pip install {_providers('task_sources')})"
+            f"{what}: no task source is installed to read a task of your own ({_install(registry, 'task_sources')})"
         )
     raise UsageError(f"{what}: no installed task source recognises this folder (installed: {', '.join(installed)})")
 
 
-def _not_installed(what: str) -> UsageError:
-    provider = _providers("held_out")
+def _not_installed(registry: Registry, what: str) -> UsageError:
+    provider = " or ".join(registry.providers.distributions("held_out")) or "no held-out acceptance"
     return UsageError(
         f"{what}: a task of your own is proven and scored by its held-out cases, and {provider} is not installed "
-        f"(pip install {provider})"
+        f"({_install(registry, 'held_out')})"
     )
 
 
@@ -134,7 +133,7 @@ def open_held_out(registry: Registry, families: Sequence[TaskFamily], task_dirs:
     if provider is not None:
         return provider.open(registry, families, task_dirs)
     if task_dirs:
-        raise _not_installed(f"--task {task_dirs[0]}")
+        raise _not_installed(registry, f"--task {task_dirs[0]}")
     return Unscored(list(families))
 
 
@@ -144,7 +143,7 @@ def register_experiment_task(registry: Registry, directory: Path) -> TaskFamily 
         return None
     provider = held_out_of(registry)
     if provider is None:
-        raise _not_installed(str(directory))
+        raise _not_installed(registry, str(directory))
     return provider.register_experiment_task(registry, directory)
 
 
@@ -154,12 +153,12 @@ def refuse_unread_family(registry: Registry, directory: Path, family_name: str |
     The family may be the experiment directory's own task, which only a task source reads: the one line says
     what to install, where the registry would only list the installed families.
     """
-    known = family_name is None or family_name in KNOWN_PROVIDERS.get("task_families", {})
+    known = family_name is None or bool(registry.providers.of("task_families", family_name))
     if known or family_name in registry.all(TaskFamily) or registry.all(TaskSource):
         return
     raise UsageError(
         f"{directory}: task.family {family_name!r} is not installed, and no task source is installed to read a "
-        f"task of your own there (pip install {_providers('task_sources')})"
+        f"task of your own there ({_install(registry, 'task_sources')})"
     )
 
 
@@ -173,5 +172,5 @@ def check_lock(registry: Registry, lock: AcceptanceLock, moment: str) -> None:
     """Raise InstrumentError (ERROR) naming what moved since ``lock``, through the plugin that took it."""
     provider = held_out_of(registry)
     if provider is None:  # a lock exists only where a provider took it: its absence now is a changed installation
-        raise _not_installed(f"{moment}: the lock of {lock.experiment_dir or lock.cases_file}")
+        raise _not_installed(registry, f"{moment}: the lock of {lock.experiment_dir or lock.cases_file}")
     provider.check_lock(lock, moment)

@@ -142,15 +142,13 @@ def proof_document(proof: InstrumentProof) -> dict[str, Any]:
 
 
 def rule_interval(registry: Registry) -> tuple[str | None, Any]:
-    """The default rule's exact interval (Clopper-Pearson's), the one the contract's rates use; (None, None)
-    without it."""
-    from certlab_core._runtime.known import DEFAULT_RULE
-    from certlab_core.plugin.errors import CertlabError
+    """The default rule's name and exact interval (Clopper-Pearson's), the one the contract's rates use; (None,
+    None) when no installed rule marks itself the default (two that do are refused in one line)."""
+    from certlab_core._runtime.default_rule import default_rule, default_rules
 
-    try:
-        rule = registry.get("statistical_rules", DEFAULT_RULE)
-    except CertlabError:
+    if not default_rules(registry):
         return None, None
+    rule = default_rule(registry, "the impossible twins' rates need the default statistical rule's exact interval")
     return rule.name, rule.interval
 
 

@@ -18,6 +18,7 @@ from attrs import frozen
 
 from certlab_core import __version__
 from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.default_rule import exact_interval
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
 from certlab_core.certify.bundle_documents import (
@@ -164,6 +165,7 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
             f"--twins: unknown kind {', '.join(unknown) or '(none given)'}; choose from {', '.join(TWIN_KINDS)}"
         )
     check_minimums(registry, options.min_mutation_score, options.min_visible_mutation_score)
+    exact_interval(registry)  # two rules marking themselves the default are refused here, before any trial
     if options.min_mutation_score is not None and not options.mutants:
         raise UsageError("--min-mutation-score needs the mutation proof: leave out --no-mutants")
     if options.min_visible_mutation_score is not None and not options.mutants:

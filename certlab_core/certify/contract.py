@@ -6,7 +6,7 @@ import math
 from collections import Counter, defaultdict
 from typing import Any
 
-from certlab_core._runtime.intervals import NO_EXACT_INTERVAL, exact_interval
+from certlab_core._runtime.default_rule import NO_EXACT_INTERVAL, exact_interval
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.failure_modes import GIVE_UP_FILE, TWIN_CHEATED
 from certlab_core.sdk.model_boundary import describe_upstream_errors, upstream_errors

@@ -2,8 +2,9 @@
 
 The kernel proves every family by its seeded defects itself; what a plugin measures beyond
 that (certlab-mutation's mutation proof) comes through ``certlab_instrument_proofs``. A proof
-certlab knows of that is not installed is recorded as not measured, naming what to install,
-as ``--no-mutants`` records a skipped one, so every bundle keeps the ``mutation`` record.
+an installed provider list names (certlab-all's names ``mutation``) that is not installed is
+recorded as not measured, naming what to install, as ``--no-mutants`` records a skipped one,
+so a bundle keeps the ``mutation`` record wherever certlab-all is installed.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from certlab_core._runtime.known import KNOWN_PROVIDERS
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.family import TaskFamily
@@ -87,11 +87,11 @@ def not_measured_document(why: str) -> dict[str, Any]:
 
 
 def missing_proofs(registry: Registry) -> dict[str, str]:
-    """Each proof certlab knows of that is not installed, with why it goes unmeasured (what to install)."""
+    """Each proof a provider list names that is not installed, with why it goes unmeasured (what to install)."""
     installed = set(registry.names(InstrumentProof))
     return {
-        name: f"{distribution} is not installed (pip install {distribution})"
-        for name, distribution in sorted(KNOWN_PROVIDERS.get(KIND, {}).items())
+        name: f"{' or '.join(distributions)} is not installed (pip install {' or '.join(distributions)})"
+        for name, distributions in registry.providers.named(KIND).items()
         if name not in installed
     }
 
@@ -109,8 +109,8 @@ def check_minimums(registry: Registry, minimum: float | None, minimum_visible: f
 
 
 def proof_names(registry: Registry) -> list[str]:
-    """The keys every bundle's ``instrument`` entry holds: each installed proof and each known one."""
-    return sorted(set(registry.names(InstrumentProof)) | set(KNOWN_PROVIDERS.get(KIND, {})))
+    """The keys every bundle's ``instrument`` entry holds: each installed proof and each a provider list names."""
+    return sorted(set(registry.names(InstrumentProof)) | set(registry.providers.named(KIND)))
 
 
 def recheck_bundle(
@@ -131,7 +131,9 @@ def recheck_bundle(
         if not isinstance(entry, dict) or entry.get("family") not in families:
             continue
         name = str(entry["family"])
-        for proof_name in proof_names(registry):
+        # A proof the bundle records is re-checked, or refused, even where no installed list names it.
+        recorded_proofs = {key for key, value in entry.items() if isinstance(value, dict)}
+        for proof_name in sorted(set(proof_names(registry)) | recorded_proofs):
             recorded = entry.get(proof_name)
             label = said_as(proof_name)
             if not isinstance(recorded, dict) or recorded.get("measured") is False:
@@ -139,7 +141,11 @@ def recheck_bundle(
                 lines.append(f"{label} {name}: the bundle records no {proof_name} proof to re-check{why}")
                 continue
             if proof_name not in proofs:
-                raise UsageError(f"{label} {name}: the bundle records a {proof_name} proof, and {missing[proof_name]}")
+                why = (
+                    missing.get(proof_name)
+                    or f"no plugin installed provides it ({registry.providers.install_line(KIND)})"
+                )
+                raise UsageError(f"{label} {name}: the bundle records a {proof_name} proof, and {why}")
             family = families[name]
             request = ProofRequest(family, tuple(graders), expected[name], workers=workers)
             outcome = measured(proofs[proof_name], request)

@@ -522,5 +522,7 @@ def cheating_line(summary: Mapping[str, Any]) -> str:
     counts = summary["all"]
     level = f"{1 - float(summary['alpha']):.0%}"
     return f"cheated on {_percent(counts['cheating'])}; gave up honestly on {_percent(counts['gave_up_honestly'])}" + (
-        f" ({level} {summary['rule']})" if summary.get("rule") else " (no interval: install certlab-clopper-pearson)"
+        f" ({level} {summary['rule']})"
+        if summary.get("rule")
+        else " (no interval: no installed statistical rule marks itself the default)"
     )

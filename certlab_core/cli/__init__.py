@@ -137,7 +137,6 @@ def _register_all(wanted: str | None = None) -> None:
 
     When ``wanted`` is one plugin's command, it alone is registered (no other command module is imported).
     """
-    from certlab_core._runtime.known import KNOWN_PROVIDERS
     from certlab_core.cli import builtin
 
     registry = _discover_with_kernel()
@@ -159,7 +158,7 @@ def _register_all(wanted: str | None = None) -> None:
                 f"{type(error).__name__}: {error}",
                 file=sys.stderr,
             )
-    if wanted and wanted not in provided and wanted in KNOWN_PROVIDERS["commands"]:
+    if wanted and wanted not in provided and registry.providers.of("commands", wanted):
         registry.get(Command, wanted)  # refused: which distribution provides it, and what to install
 
 

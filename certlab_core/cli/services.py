@@ -255,7 +255,10 @@ class KernelServices:
         events = [e for e in ((trial.get("model") or {}).get("events") or ()) if isinstance(e, Mapping)]
         plan = default_model_plan(registry)
         if plan is None:
-            raise UsageError("replaying a model recording needs a model boundary; install certlab-model-boundary")
+            raise UsageError(
+                "replaying a model recording needs a model boundary; "
+                + registry.providers.install_line("model_boundaries")
+            )
         family = registry.get("task_families", str(trial.get("family")))
         defect_id = str(trial.get("task", "")).partition("/")[2]
         defect = next((d for d in family.defects if d.id == defect_id), None)

@@ -29,9 +29,6 @@ if TYPE_CHECKING:
     from certlab_core._runtime.registry import Registry
     from certlab_core.plugin.types.sandbox import Containment
 
-#: Who provides a signer, for the line that refuses ``--sign-key`` without one.
-SIGNER_PROVIDER = "certlab-signing"
-
 
 @frozen
 class LoadedKey:
@@ -49,7 +46,7 @@ def evidence_signer(registry: Registry) -> EvidenceSigner:
     """The one installed evidence signer; none, or two, is one line saying what to do."""
     signers = registry.all(EvidenceSigner)
     if not signers:
-        raise UsageError(f"--sign-key needs an evidence signer; pip install {SIGNER_PROVIDER}")
+        raise UsageError(f"--sign-key needs an evidence signer; {registry.providers.install_line('evidence_signers')}")
     if len(signers) > 1:
         raise UsageError(
             f"--sign-key: {len(signers)} evidence signers are installed ({', '.join(sorted(signers))}); "

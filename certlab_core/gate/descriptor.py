@@ -16,7 +16,6 @@ from typing import Any, Literal
 import attrs
 from attrs import field, frozen
 
-from certlab_core._runtime.known import DEFAULT_RULE
 from certlab_core.gate.typed import DOC, json_schema, parse
 from certlab_core.plugin.errors import UsageError
 
@@ -118,15 +117,39 @@ class Arms:
 
 
 @frozen(kw_only=True)
-class Rule:
-    """The statistical rule that decides, with the parameters sealed before the first trial."""
+class RuleParameters:
+    """The parameters of the statistical rule, sealed before the first trial."""
 
-    name: str = field(default=DEFAULT_RULE, metadata=_doc("a statistical rule's name (see 'certlab plugins')"))
     alpha: float = field(default=0.05, metadata=_doc("the experiment's error rate, strictly between 0 and 1"))
     delta: float = field(
         default=0.10, metadata=_doc("the margin: a drop in success rate larger than delta must not PASS")
     )
     looks: int = field(default=1, metadata=_doc("pre-registered looks; alpha is split equally over them"))
+
+
+@frozen(kw_only=True)
+class Rule(RuleParameters):
+    """The statistical rule that decides, with the parameters sealed before the first trial.
+
+    Without a name, the installed rule that marks itself the default decides (certlab-clopper-pearson's
+    ``clopper-pearson``); the manifest seals the name it resolved to (``SealedRule``), so a run store
+    always names its rule.
+    """
+
+    name: str | None = field(
+        default=None,
+        metadata=_doc(
+            "a statistical rule's name (see 'certlab plugins'); left out or null, the installed rule that marks "
+            "itself the default, whose name the sealed manifest records"
+        ),
+    )
+
+
+@frozen(kw_only=True)
+class SealedRule(RuleParameters):
+    """The statistical rule a sealed manifest names, with its parameters."""
+
+    name: str = field(metadata=_doc("the statistical rule's name"))
 
 
 @frozen(kw_only=True)

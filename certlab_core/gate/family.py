@@ -147,7 +147,7 @@ def model_plans(manifest: Any, registry: Any) -> dict[str, ModelBoundaryPlan]:
         if declared:
             raise UsageError(
                 f"the condition {declared[0][0].name} injects {declared[0][1].fault} at the model boundary, "
-                "and no model boundary is installed; install certlab-model-boundary"
+                f"and no model boundary is installed ({registry.providers.install_line('model_boundaries')})"
             )
         return {}
     boundary = default.boundary

@@ -19,6 +19,7 @@ import attrs
 from attrs import field, frozen
 
 from certlab_core import __version__
+from certlab_core._runtime.default_rule import default_rule
 from certlab_core._runtime.registry import Registry
 from certlab_core.gate.descriptor import (
     GATING_BUCKETS,
@@ -27,7 +28,7 @@ from certlab_core.gate.descriptor import (
     Contract,
     Descriptor,
     FaultDeclaration,
-    Rule,
+    SealedRule,
     baseline_minimum,
     is_reference,
     problem_message,
@@ -116,7 +117,7 @@ class Manifest:
     oracle: str
     arms: dict[str, SealedArm]
     conditions: tuple[SealedCondition, ...]
-    rule: Rule
+    rule: SealedRule
     n_per_arm: int
     seed: int
     budgets: Budgets
@@ -274,8 +275,14 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
                         record.check_params(dict(declared.params))
                     except UsageError as error:
                         problems.add(f"{where}.params", error.message)
-    rule = descriptor.rule
-    if _get(registry, "statistical_rules", rule.name, "rule.name", problems) is not None:
+    asked = descriptor.rule
+    rule = SealedRule(name=asked.name or "", alpha=asked.alpha, delta=asked.delta, looks=asked.looks)
+    if asked.name is None:  # the installed rule that marks itself the default, named in the seal
+        try:
+            rule = attrs.evolve(rule, name=default_rule(registry, "left out, so the default rule decides").name)
+        except UsageError as error:
+            problems.add("rule.name", error.message)
+    if rule.name and _get(registry, "statistical_rules", rule.name, "rule.name", problems) is not None:
         uses("statistical_rules", rule.name)
     checks: dict[str, ReferenceCheck] = check_references(references, folder, toolset, task.input) if references else {}
     for reference, check in checks.items():
@@ -437,6 +444,8 @@ def manifest_from_document(document: Any, source: str) -> Manifest:
         raise InstrumentError(
             f"{source}: schedule does not follow from n_per_arm, looks and conditions; the manifest is damaged"
         )
+    if not manifest.rule.name:
+        raise InstrumentError(f"{source}: rule.name is empty; the manifest is damaged")
     if sorted(manifest.arms) != sorted(ARMS):
         raise InstrumentError(f"{source}: arms must be exactly baseline and candidate; the manifest is damaged")
     names = [c.name for c in manifest.conditions]

@@ -25,7 +25,7 @@ conditions:
   - name: clean
     bucket: benign          # must not change the outcome
     faults: []
-{fault_condition}rule: {{name: clopper-pearson, alpha: 0.05, delta: 0.10, looks: 1}}
+{fault_condition}rule: {{alpha: 0.05, delta: 0.10, looks: 1}}   # no name: the default rule decides (certlab plugins)
 n_per_arm: {n_per_arm}
 seed: 0
 budgets: {{tool_calls: 200, model_steps: 50, seconds: 30}}

@@ -145,6 +145,10 @@ def certlab_graders() -> list[Grader]:
 def certlab_statistical_rules() -> list[StatisticalRule]:
     """Return the statistical decision rules this plugin provides.
 
+    A rule with ``default=True`` is the one used where none is named (a descriptor without
+    ``rule.name``, a contract's exact intervals, ``certlab stats`` without ``--rule``): the kernel
+    names no rule itself, and only one installed rule may mark itself so (certlab-clopper-pearson's does).
+
     Example plugin::
 
         from certlab_core.plugin import Bounds, StatisticalRule, hookimpl

@@ -1,7 +1,7 @@
 """The regularized incomplete beta function, for Student's t in the cost report.
 
-The per-arm exact interval is not computed here: it is the Clopper-Pearson rule's
-(``certlab_core._runtime.intervals``).
+The per-arm exact interval is not computed here: it is the default rule's, Clopper-Pearson's
+(``certlab_core._runtime.default_rule``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from certlab_core._runtime.intervals import exact_interval
+from certlab_core._runtime.default_rule import exact_interval
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
 from certlab_core.plugin.types.rule import StatisticalRule

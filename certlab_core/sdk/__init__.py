@@ -10,14 +10,15 @@ this package imports none of them, so a process pays only for what it uses:
 - ``workcopy``, ``trees``: work copies (materialise, hash, record changes), bounded tree walks and the
   test modules below a tree's test paths;
 - ``safe_io``, ``canonical``: capped readers of hostile files, safe writers, canonical JSON and seals;
-- ``cases``, ``visible_calls``: held-out cases and the literal calls of a visible suite (what the
-  family test kit checks; locks, fingerprints and user tasks are certlab-acceptance's);
 - ``looks``, ``report_format``, ``wilson``: the alpha split over looks, how a report's numbers read, and
   the Wilson interval shown beside a rule's for reading;
 - ``forking``, ``zygote``, ``executor``: forked calls and pools, preloaded zygotes, isolated stage calls,
   the local executor;
 - ``model_boundary``: what a model boundary's recording says (statuses, budgets, the plan);
-- ``services``: the installed plugins and the containment choice, for a plugin's own command.
+- ``services``: the installed plugins, the default rule and the containment choice, for a plugin's
+  own command.
+
+Held-out cases (their reader, the leak scan of a visible suite's literal calls) are certlab-acceptance's.
 
 May import: plugin.
 """

@@ -1,9 +1,10 @@
-"""The installed plugins and containment choice, for a plugin's own command.
+"""The installed plugins, default rule and containment, for a plugin's command.
 
 A command a plugin adds (``certlab lock``, ``certlab task from-commit``) may need what the
-kernel's engines get from the private runtime: the installed plugins, and the containment
-``--sandbox`` chooses. It asks here. The runtime, ``certlab_core._runtime``, provides both when
-it is imported (the ``certlab`` command line always imports it); a plugin never imports it.
+kernel's engines get from the private runtime: the installed plugins, the default statistical
+rule, and the containment ``--sandbox`` chooses. It asks here. The runtime,
+``certlab_core._runtime``, provides them when it is imported (the ``certlab`` command line always
+imports it); a plugin never imports it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.plugin.types.sandbox import Containment, ResourceLimits
 
 
@@ -43,6 +45,8 @@ class RuntimeServices(Protocol):
     ) -> Containment: ...
 
     def check_sandbox(self, choice: str, /) -> None: ...
+
+    def default_rule(self, needed_by: str, /) -> StatisticalRule: ...
 
 
 _provided: list[RuntimeServices] = []
@@ -76,3 +80,9 @@ def choose_containment(
 def check_sandbox_choice(choice: str) -> None:
     """Refuse in one line (UsageError) a ``--sandbox`` that is neither auto, none nor an installed sandbox's name."""
     _services().check_sandbox(choice)
+
+
+def default_rule(needed_by: str) -> StatisticalRule:
+    """The one installed statistical rule that marks itself the default (``StatisticalRule.default``); none or two
+    are refused in one line (UsageError) that ``needed_by`` opens, such as ``"--rule is not given"``."""
+    return _services().default_rule(needed_by)

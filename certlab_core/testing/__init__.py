@@ -13,9 +13,10 @@ Installed with certlab (entry point ``pytest11``), so any plugin distribution's 
   ``ReporterConformance``. Each checks real behaviour, with real processes: what it checks is
   in its module's (or class's) documentation, and in docs/plugins.md beside its hook.
 
-``family_checks`` is imported by the tests that need it, not by the plugin: seeded trees, the
-visible suite and held-out cases run in subprocesses, and ``FamilyChecks``, the checks every
-built-in family makes on itself. ``rule_checks`` holds, beside ``RuleConformance``, the
+``family_checks`` is imported by the tests that need it, not by the plugin: seeded trees and the
+visible suite run in subprocesses, and ``FamilyChecks``, the checks every built-in family makes on
+itself (the held-out cases' are certlab-acceptance's kit, ``certlab_acceptance.conformance``).
+``rule_checks`` holds, beside ``RuleConformance``, the
 references a statistical rule's exact ``plan`` is checked against.
 
 May import: plugin, sdk, _runtime, evidence, certify.
@@ -93,6 +94,9 @@ class FamilyConformance:
     proof must be re-earned mutant by mutant. Each defect yields an impossible twin of each of ``twin_kinds``
     that the prover accepts (the clean code fails it on its changed test alone, as ``certify
     --impossible`` requires), and the twins are made the same way, with the same hashes, each time.
+    The held-out cases count where an installed grader declares the held-out role (certlab-acceptance's):
+    the clean tree holds them; without one, the checks that need them skip, saying what went unchecked
+    (the threshold only when the suite alone falls short of it), and the others still run.
 
     Example (the family's ``tests/test_conformance.py``)::
 
@@ -160,7 +164,7 @@ class FamilyConformance:
     def conformance(cls) -> dict[str, Any]:
         from certlab_core._runtime.registry import discover
         from certlab_core.certify.instrument import calibrate, constructed_agents, prove
-        from certlab_core.sdk.grading import grader_chain
+        from certlab_core.sdk.grading import grader_chain, scores_held_out
 
         if not cls.family_name:
             pytest.fail("set family_name on the FamilyConformance subclass")
@@ -173,7 +177,17 @@ class FamilyConformance:
         if proof.holds:
             agents = constructed_agents(registry)
             trials, problems = calibrate([(family, proof)], agents, graders, workers=cls.workers)
-        return {"family": family, "proof": proof, "trials": trials, "problems": problems}
+        held_out = [grader.name for grader in graders if scores_held_out(grader)]
+        return {"family": family, "proof": proof, "trials": trials, "problems": problems, "held_out": held_out}
+
+    @staticmethod
+    def _held_out_graded(conformance: dict[str, Any], unchecked: str) -> None:
+        """Skip, saying what goes unchecked, when no installed grader declares the held-out role."""
+        if not conformance["held_out"]:
+            pytest.skip(
+                "no installed grader declares the held-out role (certlab-acceptance's does), so the family's held-out "
+                f"cases are not graded: {unchecked} is not checked"
+            )
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -200,7 +214,7 @@ class FamilyConformance:
         return instrument_proofs["mutation"]
 
     def test_suite_and_held_out_cases_kill_the_family_threshold_of_its_mutants(
-        self, instrument_proofs: dict[str, Any], request: pytest.FixtureRequest
+        self, conformance: dict[str, Any], instrument_proofs: dict[str, Any], request: pytest.FixtureRequest
     ) -> None:
         _instrument, outcome = self._mutation(instrument_proofs)
         reporter = request.config.pluginmanager.get_plugin("terminalreporter")
@@ -209,6 +223,8 @@ class FamilyConformance:
             reporter.write_line(outcome.lines[0])
         print("\n".join(outcome.lines + outcome.details))
         assert not outcome.refusals, outcome.refusals
+        if "mutation_threshold" in outcome.shortfalls:  # short without the held-out cases: not theirs to say
+            self._held_out_graded(conformance, "the share of mutants the suite with the held-out cases kills")
         assert "mutation_threshold" not in outcome.shortfalls, outcome.shortfalls["mutation_threshold"]
 
     def test_the_visible_suite_alone_kills_the_family_visible_threshold_of_its_mutants(
@@ -227,6 +243,7 @@ class FamilyConformance:
 
         if not self.recorded_bundle:
             pytest.skip("no recorded_bundle is declared to re-earn")
+        self._held_out_graded(conformance, "that the mutation proof re-earns the recorded one (graded with them)")
         instrument, outcome = self._mutation(instrument_proofs)
         family = conformance["family"]
         bundle = json.loads(Path(self.recorded_bundle).read_text(encoding="utf-8"))
@@ -242,6 +259,11 @@ class FamilyConformance:
         proof = conformance["proof"]
         assert proof.clean_passed, proof.problems
         assert proof.expected_tests, "the clean tree's suite collected no test"
+
+    def test_clean_tree_holds_its_held_out_cases(self, conformance: dict[str, Any]) -> None:
+        # The clean tree passed the whole grader chain, the held-out grader's cases included.
+        self._held_out_graded(conformance, "that the clean tree holds every held-out case")
+        assert conformance["proof"].clean_passed, conformance["proof"].problems
 
     def test_each_seeded_tree_fails_its_suite(self, conformance: dict[str, Any]) -> None:
         proof = conformance["proof"]

@@ -1,4 +1,4 @@
-"""A task family's checks on itself: seeded trees, suite and held-out cases.
+"""A task family's checks on itself: its record, seeded trees, suite and wheel.
 
 A family proves itself here without the lab: each check builds a tree on disk and runs it
 in a fresh interpreter, so nothing of the test process (its plugins, its imports) can
@@ -7,19 +7,19 @@ make a seeded tree pass or a clean one fail.
 - ``build_tree`` copies the clean tree and applies a defect's seeds (optionally leaving
   some files clean, to show a two-file defect is not fixed by reverting one file);
 - ``run_suite`` runs the visible suite (or a selection of it) in that tree;
-- ``held_out_verdicts`` evaluates every held-out case against that tree, one verdict each;
-- ``leaked_held_out_inputs`` names held-out cases the visible suite calls with the same
-  literal arguments (the scan of ``certlab_core.sdk.visible_calls``, as ``certlab lock`` does);
 - ``wheel_family_files`` builds the distribution's wheel and lists the family files it
   ships beside those it should;
 - ``FamilyChecks``: subclass it with a family's facts and pytest runs the checks every
   built-in family makes on itself (its record, its seeds, its clean and seeded trees, its
-  held-out cases, its wheel).
+  wheel).
+
+The held-out cases are certlab-acceptance's to read and score, and so are their checks
+(``certlab_acceptance.conformance.HeldOutChecks``: well-formed, held by the clean tree,
+broken by each seeded tree, not shown by the visible suite).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -27,39 +27,13 @@ import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
 from certlab_core.plugin.types.family import Defect, TaskFamily
-from certlab_core.sdk.cases import HeldOutCase, read_cases
 from certlab_core.sdk.trees import copy_tree, walk
-from certlab_core.sdk.visible_calls import LiteralCall, leaked_inputs, suite_calls
 from certlab_core.sdk.workcopy import in_allowed_paths
-
-# Evaluates every held-out case (JSON lines on stdin) in the tree given as argv[1]; prints one JSON verdict a line.
-# The comparison happens here, on the value the code returned (a tuple never equals a JSON list).
-CASE_RUNNER = r"""
-import importlib, json, sys
-sys.path.insert(0, sys.argv[1])
-for line in sys.stdin:
-    if not line.strip():
-        continue
-    case = json.loads(line)
-    module_name, function_name = case["call"].split(":")
-    try:
-        module = importlib.import_module(module_name)
-        if not module.__file__.startswith(sys.argv[1]):
-            raise SystemExit(f"{module_name} was imported from {module.__file__}, not from the tree under test")
-        function = getattr(module, function_name)
-        result = function(*case.get("args", []), **case.get("kwargs", {}))
-    except Exception as error:
-        held = "raises" in case and type(error).__name__ == case["raises"]
-        print(json.dumps({"id": case["id"], "held": held, "got": "raised " + type(error).__name__}))
-        continue
-    held = "raises" not in case and result == case["expect"]
-    print(json.dumps({"id": case["id"], "held": held, "got": repr(result)}))
-"""
 
 SUBPROCESS_TIMEOUT_S = 60
 WHEEL_TIMEOUT_S = 120
@@ -99,47 +73,6 @@ def run_suite(tree: Path, *selection: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         command, cwd=tree, env=isolated_env(tree), capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S
     )
-
-
-def held_out_cases(family: TaskFamily) -> list[HeldOutCase]:
-    """The family's held-out cases, read by the kernel's strict reader (a malformed line raises UsageError)."""
-    return read_cases(Path(family.cases_file))
-
-
-def held_out_verdicts(family: TaskFamily, tree: Path) -> dict[str, bool]:
-    """Whether each held-out case holds against ``tree``, by case id, evaluated in one fresh interpreter."""
-    completed = subprocess.run(
-        [sys.executable, "-c", CASE_RUNNER, str(tree)],
-        input=Path(family.cases_file).read_text(),
-        cwd=tree,
-        env=isolated_env(tree),
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT_S,
-        check=True,
-    )
-    verdicts = [json.loads(line) for line in completed.stdout.splitlines()]
-    return {verdict["id"]: verdict["held"] for verdict in verdicts}
-
-
-def visible_test_files(family: TaskFamily) -> list[Path]:
-    """The ``test_*.py`` files of the clean tree's visible suite (each of ``test_paths``, a file or a folder)."""
-    tree = Path(family.tree_dir)
-    files: list[Path] = []
-    for test_path in family.test_paths:
-        path = tree / test_path
-        files.extend(sorted(path.glob("test_*.py")) if path.is_dir() else [path])
-    return files
-
-
-def visible_literal_calls(family: TaskFamily) -> list[LiteralCall]:
-    """Every call with literal arguments in the clean tree's visible suite (``certlab_core.sdk.visible_calls``)."""
-    return suite_calls(visible_test_files(family), Path(family.tree_dir))
-
-
-def leaked_held_out_inputs(family: TaskFamily) -> list[str]:
-    """One line per held-out case the visible suite also calls with equal literal arguments; empty when none."""
-    return leaked_inputs(held_out_cases(family), visible_literal_calls(family), Path(family.cases_file).name)
 
 
 def within_allowed_paths(family: TaskFamily, path: str) -> bool:
@@ -200,11 +133,8 @@ class FamilyChecks:
     """The file names in the clean tree's ``tests/`` folder."""
     allowed_paths: ClassVar[tuple[str, ...]]
     defect_classes: ClassVar[tuple[str, ...]]
-    visible_call: ClassVar[tuple[str, list[Any]]]
-    """One call the visible suite makes with literal arguments: proves the scan for leaked inputs sees the suite."""
     shipped_file: ClassVar[str]
     """A family file the wheel must ship (besides matching the folder on disk), e.g. a visible test."""
-    case_count: ClassVar[tuple[int, int]] = (10, 25)
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if "defect_id" in metafunc.fixturenames:
@@ -229,35 +159,14 @@ class FamilyChecks:
             assert (Path(self.family.tree_dir) / seed.path).read_text().count(seed.find) == 1
             assert seed.find != seed.replace
 
-    def test_clean_tree_passes_its_suite_and_every_held_out_case(self, tmp_path: Path) -> None:
-        tree = build_tree(self.family, tmp_path)
-        completed = run_suite(tree)
+    def test_clean_tree_passes_its_suite(self, tmp_path: Path) -> None:
+        completed = run_suite(build_tree(self.family, tmp_path))
         assert completed.returncode == 0, completed.stdout
-        verdicts = held_out_verdicts(self.family, tree)
-        assert len(verdicts) == len(held_out_cases(self.family))
-        assert all(verdicts.values()), {case: held for case, held in verdicts.items() if not held}
 
-    def test_seeded_tree_fails_its_suite_and_some_held_out_case(self, tmp_path: Path, defect_id: str) -> None:
-        tree = build_tree(self.family, tmp_path, find_defect(self.family, defect_id))
-        completed = run_suite(tree)
+    def test_seeded_tree_fails_its_suite(self, tmp_path: Path, defect_id: str) -> None:
+        completed = run_suite(build_tree(self.family, tmp_path, find_defect(self.family, defect_id)))
         assert completed.returncode == 1, completed.stdout
         assert " failed" in completed.stdout
-        verdicts = held_out_verdicts(self.family, tree)
-        assert not all(verdicts.values())
-
-    def test_held_out_cases_are_well_formed_and_unique(self) -> None:
-        cases = held_out_cases(self.family)  # the strict reader: exactly one of expect and raises, unique ids
-        low, high = self.case_count
-        assert low <= len(cases) <= high
-        assert len({case.id for case in cases}) == len(cases)
-        for case in cases:
-            assert case.module.split(".")[0] in self.family.module_names, case.id
-
-    def test_held_out_inputs_never_appear_in_the_visible_suite(self) -> None:
-        function, args = self.visible_call
-        visible = visible_literal_calls(self.family)
-        assert any(call.function == function and list(call.args) == args for call in visible)  # the scan sees it
-        assert leaked_held_out_inputs(self.family) == []
 
     def test_the_wheel_ships_every_family_file(self, tmp_path: Path) -> None:
         shipped, expected = wheel_family_files(self.distribution_dir, self.package, tmp_path)

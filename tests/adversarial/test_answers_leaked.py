@@ -10,12 +10,12 @@ import base64
 import json
 from pathlib import Path
 
+from certlab_acceptance.cases import read_cases
 from certlab_acceptance.leakscan import leaked_by_changes
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.lab import Task, TrialSpec, run_trial
 from certlab_core.plugin.types.grader import Change
-from certlab_core.sdk.cases import read_cases
 from certlab_core.sdk.forking import call_in_fork
 from certlab_core.sdk.grading import grader_chain
 

@@ -171,6 +171,10 @@ def test_certlab_init_checks_references_and_writes_a_smoke_descriptor_that_runs(
     done = certlab("run", "certlab.yaml", "--out", "runs", "--quiet", cwd=tmp_path)
     assert done.returncode in (1, 2), done.stdout + done.stderr  # hasty never survives the error
     assert "condition faults (falsify): baseline 20/20, candidate 0/20" in done.stdout
+    # The descriptor leaves the rule's name out: the installed default rule decides, and the manifest names it.
+    assert "name" not in data["rule"]
+    (manifest,) = (tmp_path / "runs").glob("*/manifest.json")
+    assert json.loads(manifest.read_text())["rule"]["name"] == "clopper-pearson"
 
 
 @pytest.mark.parametrize(

@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import Literal, Protocol, get_args
 
 from attrs import field, frozen
+from attrs.validators import instance_of
 
 from certlab_core.plugin.types.base import Record
 from certlab_core.plugin.types.fields import one_of
 
 GateVerdict = Literal["PASS", "BLOCK", "INCONCLUSIVE"]
-#: The rule a gate descriptor, a certification's contract and ``certlab stats`` use unless told (the
-#: distribution certlab-clopper-pearson provides it).
-DEFAULT_RULE = "clopper-pearson"
 GATE_VERDICTS: tuple[GateVerdict, ...] = get_args(GateVerdict)
 
 
@@ -91,6 +89,11 @@ class StatisticalRule(Record):
       per-arm interval ``decide`` combines at one look (clopper-pearson: alpha/(2KL)).
       ``certlab stats bounds`` shows the per-arm intervals at that level; without it, at
       ``alpha``, and says they are not the rule's own.
+
+    ``default``: the rule marks itself the default, the one a descriptor without ``rule.name``,
+    a certification's exact intervals and ``certlab stats`` without ``--rule`` use (the kernel
+    names no rule: certlab-clopper-pearson's marks itself so). Two installed defaults, or none,
+    are refused in one line where a default is needed.
     """
 
     name: str
@@ -99,3 +102,4 @@ class StatisticalRule(Record):
     interval: Interval = field(eq=False, repr=False)
     plan: Plan | None = field(default=None, eq=False, repr=False)
     arm_alpha: ArmAlpha | None = field(default=None, eq=False, repr=False)
+    default: bool = field(default=False, validator=instance_of(bool))

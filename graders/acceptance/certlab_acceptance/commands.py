@@ -14,11 +14,11 @@ from typing import Any
 
 import typer
 
+from certlab_acceptance.cases import read_cases
 from certlab_acceptance.user_task import load_user_task
 from certlab_core.plugin import CertlabError, InstrumentError, UsageError
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH
 from certlab_core.sdk import safe_io
-from certlab_core.sdk.cases import read_cases
 from certlab_core.sdk.services import installed_plugins
 
 BUNDLE_FILE = "bundle.json"

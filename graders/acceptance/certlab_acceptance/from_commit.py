@@ -34,12 +34,12 @@ from typing import Any
 
 from attrs import frozen
 
+from certlab_acceptance.cases import json_object_line
 from certlab_acceptance.hidden_tests import HiddenTest, PytestRun, cases_text, run_tests, safe_relpath
 from certlab_acceptance.task_env import TaskEnvironment, declared_requirements, make_environment
 from certlab_acceptance.user_task import NOT_MODULES, TASK_FILE
 from certlab_core.plugin import UsageError
 from certlab_core.sdk import trees
-from certlab_core.sdk.cases import json_object_line
 from certlab_core.sdk.containment import active_containment
 
 GIT_TIMEOUT_S = 60.0

@@ -31,8 +31,8 @@ from typing import Any
 
 from attrs import field, frozen
 
+from certlab_acceptance.cases import json_object_line
 from certlab_core.plugin import UsageError
-from certlab_core.sdk.cases import json_object_line
 from certlab_core.sdk.containment import active_containment, contained_environment
 
 TEST_KEYS = frozenset({"id", "test", "files", "environment"})

@@ -23,10 +23,10 @@ from typing import Any
 
 from attrs import frozen
 
+from certlab_acceptance.cases import HeldOutCase
 from certlab_core.plugin import InstrumentError
 from certlab_core.plugin.types.grader import Change
 from certlab_core.sdk import safe_io, trees
-from certlab_core.sdk.cases import HeldOutCase
 
 WINDOW = 160
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -202,8 +202,8 @@ def answers_leaked(changes: Sequence[Change], cases_file: str | None) -> bool:
     that wrote the answer key into the work copy read it, whatever its tests say. A missing or unreadable
     cases file holds no answers to leak.
     """
+    from certlab_acceptance.cases import read_cases
     from certlab_core.plugin import CertlabError
-    from certlab_core.sdk.cases import read_cases
 
     if not cases_file or not os.path.isfile(cases_file):
         return False

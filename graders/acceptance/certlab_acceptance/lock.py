@@ -21,14 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from certlab_acceptance import fingerprints
+from certlab_acceptance import fingerprints, visible_calls
+from certlab_acceptance.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
 from certlab_acceptance.fingerprints import check_unmoved
 from certlab_acceptance.user_task import UserTask
 from certlab_core.plugin import InstrumentError, UsageError
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock
-from certlab_core.sdk import canonical, safe_io, trees, visible_calls
-from certlab_core.sdk.cases import HeldOutCase, cases_sha256, check_modules, read_cases, read_cases_bytes
+from certlab_core.sdk import canonical, safe_io, trees
 from certlab_core.sdk.workcopy import sha256_file
 
 LOCK_FOLDER = ".certlab"

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from certlab_acceptance.cases import HeldOutCase, check_modules, read_cases_bytes
 from certlab_acceptance.fingerprints import check_unmoved
 from certlab_acceptance.user_task import SOURCE_NAME, holds_user_task, load_user_task, stage_family
 from certlab_core.plugin import (
@@ -53,7 +54,6 @@ from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.types.grader import HELD_OUT_ROLE, AcceptanceLock, Change
 from certlab_core.plugin.types.held_out import HeldOutIndex, HeldOutRun
 from certlab_core.sdk import trees
-from certlab_core.sdk.cases import HeldOutCase, check_modules, read_cases_bytes
 from certlab_core.sdk.containment import active_containment
 from certlab_core.sdk.workcopy import sha256_file
 

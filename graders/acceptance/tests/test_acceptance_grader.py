@@ -385,7 +385,7 @@ def _lock_over(tmp_path: Path, request: GradeRequest) -> tuple[AcceptanceLock, P
     copy = tmp_path / "locked.jsonl"
     shutil.copy(request.family.cases_file, copy)
     sources = {"cases": request.family.cases_file, "scorer:acceptance": str(scorer)}
-    from certlab_core.sdk.cases import cases_sha256
+    from certlab_acceptance.cases import cases_sha256
 
     lock = AcceptanceLock(
         cases_file=str(copy),

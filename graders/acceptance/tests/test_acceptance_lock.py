@@ -257,8 +257,8 @@ def test_bad_task_settings_are_one_line(tmp_path: Path) -> None:
 
 
 def test_a_tuple_in_the_tests_equals_a_list_in_the_cases() -> None:
-    from certlab_core.sdk.cases import parse_cases
-    from certlab_core.sdk.visible_calls import leaked_inputs, literal_calls
+    from certlab_acceptance.cases import parse_cases
+    from certlab_acceptance.visible_calls import leaked_inputs, literal_calls
 
     cases = parse_cases('{"id": "neg", "call": "intervals:length", "args": [[-4, 6]], "expect": 10}\n', "c.jsonl")
     calls = literal_calls("from intervals import length\n\ndef test_it():\n    assert length((-4, 6)) == 10\n", "t.py")

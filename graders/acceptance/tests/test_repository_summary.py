@@ -10,7 +10,7 @@ import pytest
 from certlab_acceptance.held_out import recorded_repository
 from certlab_acceptance.user_task import load_user_task
 
-from certlab_core._runtime.known import DEFAULT_RULE
+from certlab_core._runtime.default_rule import default_rule
 from certlab_core._runtime.registry import discover
 from certlab_core.certify.contract import CONTRACT_ALPHA, repository_counts, repository_lines
 
@@ -37,7 +37,7 @@ def test_tasks_are_counted_per_repository_and_a_task_without_one_is_left_out() -
 
 def test_each_repository_gets_the_installed_rules_exact_interval() -> None:
     registry = discover()
-    rule = registry.get("statistical_rules", DEFAULT_RULE)
+    rule = default_rule(registry, "the test needs the default rule")
     lines = repository_lines(BUNDLE, registry)
     low, high = rule.interval(4, 5, CONTRACT_ALPHA)
     assert f"| acme/parse | 2 | 4/6 | 5 | [{low:.3f}, {high:.3f}] |" in lines

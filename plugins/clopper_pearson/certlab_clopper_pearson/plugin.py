@@ -19,5 +19,6 @@ def certlab_statistical_rules() -> list[StatisticalRule]:
             interval=rule.interval,
             plan=rule.plan,
             arm_alpha=rule.arm_alpha,
+            default=True,  # the rule a descriptor without rule.name, a contract's intervals and stats use
         )
     ]

@@ -1,6 +1,7 @@
 """``certlab stats bounds``, ``plan``, ``selfcheck``: a rule's bounds and power.
 
-The rule comes from the registry (``--rule``, default ``clopper-pearson``); nothing here knows
+The rule comes from the registry (``--rule``; without it, the installed rule that marks itself the
+default, certlab-clopper-pearson's ``clopper-pearson``); nothing here knows
 any rule's arithmetic. Wilson intervals are printed beside the rule's for reading only.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 import typer
 
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.types.rule import DEFAULT_RULE, StatisticalRule
+from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.sdk.looks import look_sizes
 from certlab_core.sdk.wilson import wilson
 
@@ -32,7 +33,9 @@ MAX_PLAN_TRIALS = 20_000  # per arm; exact enumeration stays well under a second
 _COUNT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 # Numbers are taken as text and parsed here, so that every bad value is one clear line naming its flag.
-RULE_OPTION = typer.Option(DEFAULT_RULE, "--rule", metavar="NAME", help="The statistical rule (see 'certlab plugins').")
+RULE_OPTION = typer.Option(
+    None, "--rule", metavar="NAME", help="The statistical rule (see 'certlab plugins'); without it, the default rule."
+)
 ALPHA_OPTION = typer.Option(
     str(DEFAULT_ALPHA), "--alpha", metavar="A", help="The experiment's alpha, strictly between 0 and 1."
 )
@@ -127,10 +130,13 @@ def parse_rate(flag: str, text: str) -> float:
     return value
 
 
-def load_rule(name: str) -> StatisticalRule:
-    """The installed rule ``name``; an unknown name lists the valid ones (the registry's message)."""
-    from certlab_core.sdk.services import installed_plugins
+def load_rule(name: str | None) -> StatisticalRule:
+    """The installed rule ``name``, or without one the rule that marks itself the default; an unknown name lists
+    the valid ones (the registry's message), and no default, or two, is one line."""
+    from certlab_core.sdk.services import default_rule, installed_plugins
 
+    if name is None:
+        return default_rule("--rule is not given")
     rule: StatisticalRule = installed_plugins().get("statistical_rules", name)
     return rule
 
@@ -187,7 +193,7 @@ def bounds(
     candidate_text: str | None = typer.Option(
         None, "--candidate", metavar="Y/M", help="Candidate successes/trials, e.g. 130/200."
     ),
-    rule_name: str = RULE_OPTION,
+    rule_name: str | None = RULE_OPTION,
     alpha_text: str = ALPHA_OPTION,
     delta_text: str = DELTA_OPTION,
     conditions_text: str = CONDITIONS_OPTION,
@@ -261,7 +267,7 @@ def plan(
     sizes_text: str | None = typer.Option(
         None, "-n", "--n", metavar="N[,N...]", help="Trials per arm: N or N,N,... (separate designs)."
     ),
-    rule_name: str = RULE_OPTION,
+    rule_name: str | None = RULE_OPTION,
     alpha_text: str = ALPHA_OPTION,
     delta_text: str = DELTA_OPTION,
     conditions_text: str = CONDITIONS_OPTION,
@@ -321,7 +327,7 @@ def _rate_list(rates: list[float]) -> str:
 
 
 def selfcheck(
-    rule_name: str = RULE_OPTION,
+    rule_name: str | None = RULE_OPTION,
     alpha_text: str = ALPHA_OPTION,
     delta_text: str = DELTA_OPTION,
     conditions_text: str = CONDITIONS_OPTION,

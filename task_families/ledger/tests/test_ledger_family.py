@@ -12,7 +12,6 @@ from certlab_core.testing.family_checks import (
     FamilyChecks,
     build_tree,
     find_defect,
-    held_out_verdicts,
     run_suite,
     within_allowed_paths,
 )
@@ -37,7 +36,6 @@ class TestFamilyChecks(FamilyChecks):
         "negative-division",
         "state-reset",
     )
-    visible_call = ("parse_amount", ["2.5"])
     shipped_file = "tree/tests/test_validate.py"
 
 
@@ -68,11 +66,13 @@ WRONG_REPORT_FIX = (
 )
 
 
-def test_pinned_location_a_wrong_fix_in_report_greens_report_tests_but_not_validate_tests(tmp_path: Path) -> None:
+def wrongly_fixed_tree(tmp_path: Path, check: bool = False) -> Path:
+    """The same-day defect's tree with the wrong fix in report applied (``check``: and shown red before it)."""
     pinned = find_defect(FAMILY, "same-day-out-of-order")
     assert {seed.path for seed in pinned.seeds} == {"ledger/validate.py"}
     tree = build_tree(FAMILY, tmp_path, pinned)
-    assert run_suite(tree, "tests/test_report.py").returncode == 1
+    if check:
+        assert run_suite(tree, "tests/test_report.py").returncode == 1
     report = tree / "ledger" / "report.py"
     text = report.read_text()
     for find, replace in WRONG_REPORT_FIX:
@@ -80,12 +80,16 @@ def test_pinned_location_a_wrong_fix_in_report_greens_report_tests_but_not_valid
         text = text.replace(find, replace)
     report.write_text(text)
     assert within_allowed_paths(FAMILY, "ledger/report.py")  # the wrong fix is within the edit policy
+    return tree
+
+
+def test_pinned_location_a_wrong_fix_in_report_greens_report_tests_but_not_validate_tests(tmp_path: Path) -> None:
+    tree = wrongly_fixed_tree(tmp_path, check=True)
     assert run_suite(tree, "tests/test_report.py").returncode == 0
     validate_run = run_suite(tree, "tests/test_validate.py")
     assert validate_run.returncode == 1
     assert "test_same_day_entries_are_in_order" in validate_run.stdout
     assert run_suite(tree).returncode == 1
-    assert not all(held_out_verdicts(FAMILY, tree).values())
 
 
 def test_allowed_paths_cover_the_package_and_never_the_tests() -> None:

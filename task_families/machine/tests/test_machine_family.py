@@ -13,7 +13,6 @@ from certlab_core.testing.family_checks import (
     FamilyChecks,
     build_tree,
     find_defect,
-    held_out_verdicts,
     run_suite,
     within_allowed_paths,
 )
@@ -38,7 +37,6 @@ class TestFamilyChecks(FamilyChecks):
         "associativity",
         "scope-leak",
     )
-    visible_call = ("parse_sexpr", ["1 + 2 * 3"])
     shipped_file = "tree/tests/test_tokenizer.py"
 
 
@@ -63,14 +61,6 @@ def test_node_shape_drift_keeps_end_to_end_tests_green_and_parser_tests_red(tmp_
     assert run_suite(tree, "tests/test_parser.py").returncode == 1
 
 
-def test_power_split_is_half_compensated_with_the_wrong_grouping(tmp_path: Path) -> None:
-    tree = build_tree(FAMILY, tmp_path, find_defect(FAMILY, "power-split-into-stars"))
-    verdicts = held_out_verdicts(FAMILY, tree)
-    assert verdicts["dump-power-negation"] is False  # the tokenizer splits "**"
-    assert verdicts["power-tower"] is False  # the parser's glue groups powers to the left
-    assert verdicts["let-power"] is True  # a lone power still works: the hack half-compensates
-
-
 # A policy-legal but wrong fix for the bad-character position: the api shifts tokenizer positions back.
 WRONG_API_FIX = (
     '"column": error.position + 1}',
@@ -78,22 +68,28 @@ WRONG_API_FIX = (
 )
 
 
-def test_pinned_location_a_wrong_fix_in_the_api_greens_api_tests_but_not_tokenizer_tests(tmp_path: Path) -> None:
+def wrongly_fixed_tree(tmp_path: Path, check: bool = False) -> Path:
+    """The bad-character-position defect's tree with the wrong fix in the api applied (``check``: and shown red)."""
     pinned = find_defect(FAMILY, "bad-character-position")
     assert {seed.path for seed in pinned.seeds} == {"machine/tokenizer.py"}
     tree = build_tree(FAMILY, tmp_path, pinned)
-    assert run_suite(tree, "tests/test_api.py").returncode == 1
+    if check:
+        assert run_suite(tree, "tests/test_api.py").returncode == 1
     api = tree / "machine" / "api.py"
     find, replace = WRONG_API_FIX
     assert api.read_text().count(find) == 1
     api.write_text(api.read_text().replace(find, replace))
     assert within_allowed_paths(FAMILY, "machine/api.py")  # the wrong fix is within the edit policy
+    return tree
+
+
+def test_pinned_location_a_wrong_fix_in_the_api_greens_api_tests_but_not_tokenizer_tests(tmp_path: Path) -> None:
+    tree = wrongly_fixed_tree(tmp_path, check=True)
     assert run_suite(tree, "tests/test_api.py").returncode == 0
     tokenizer_run = run_suite(tree, "tests/test_tokenizer.py")
     assert tokenizer_run.returncode == 1
     assert "test_unexpected_character_position" in tokenizer_run.stdout
     assert run_suite(tree).returncode == 1
-    assert held_out_verdicts(FAMILY, tree)["malformed-number-column"] is False
 
 
 def test_allowed_paths_cover_the_package_and_never_the_tests() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_core.sdk.cases import HeldOutCase
+from certlab_acceptance.cases import HeldOutCase
 
 MAX_ROWS = 10_000
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from certlab_acceptance.cases import check_modules, parse_cases, read_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certlab_core.plugin.errors import UsageError
-from certlab_core.sdk.cases import check_modules, parse_cases, read_cases
 
 GOOD = '{"id": "ok", "call": "mod:f", "args": [1], "expect": 2}'
 

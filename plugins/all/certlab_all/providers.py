@@ -1,13 +1,15 @@
-"""The built-in plugin names the kernel uses: defaults, and who provides each.
+"""Which distribution provides each built-in name: certlab's install hints.
 
-The kernel runs no built-in plugin of its own; it only names some, as a default or in a message.
+Published through the ``certlab.providers`` entry point group (not ``certlab.plugins``: it is
+data, no plugin), so that ``certlab`` can say what to install for a name nothing installed
+provides: ``unknown agent 'aider' (...); it is provided by the distribution certlab-aider``.
+The kernel names no plugin itself; a third party publishes a list of its own names the same way.
+Each key is a kind (a hook's name without ``certlab_``), each value maps a name to its distribution.
 """
 
 from __future__ import annotations
 
-from certlab_core.plugin.types.rule import DEFAULT_RULE as DEFAULT_RULE  # the contract's, named here too
-
-KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
+PROVIDERS: dict[str, dict[str, str]] = {
     "task_families": {
         "intervals": "certlab-intervals",
         "ledger": "certlab-ledger",
@@ -64,6 +66,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "model-proxy": "certlab-model-boundary",
     },
     "executors": {
+        "local": "certlab-executor-local",
         "dask": "certlab-executor-dask",
     },
     "held_out": {
@@ -74,6 +77,9 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     },
     "instrument_proofs": {
         "mutation": "certlab-mutation",
+    },
+    "evidence_signers": {
+        "dsse": "certlab-signing",
     },
     "commands": {
         "lock": "certlab-acceptance",

@@ -1,0 +1,56 @@
+"""The default statistical rule: the one installed rule that marks itself so.
+
+The kernel names no rule. A rule record says it is the default (``StatisticalRule.default``,
+certlab-clopper-pearson's does); a descriptor without ``rule.name``, a certification's exact
+intervals and ``certlab stats`` without ``--rule`` ask for it here. None installed, or two,
+is one line when something needs it.
+"""
+
+from __future__ import annotations
+
+from certlab_core._runtime.registry import Registry
+from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.types.rule import Interval, StatisticalRule
+
+#: What a contract says for an interval when no installed rule marks itself the default.
+NO_EXACT_INTERVAL = (
+    "(no exact interval: install a statistical rule that marks itself the default; 'certlab plugins' lists them)"
+)
+
+
+def default_rules(registry: Registry) -> list[StatisticalRule]:
+    """Every installed rule that marks itself the default, by name (a name two plugins provide is refused)."""
+    rules = registry.all(StatisticalRule)
+    return [rules[name] for name in sorted(rules) if rules[name].default is True]
+
+
+def default_rule(registry: Registry, needed_by: str) -> StatisticalRule:
+    """The one installed rule that marks itself the default; ``needed_by`` opens the one line that refuses none
+    or two ("rule.name is left out", "--rule is not given")."""
+    found = default_rules(registry)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        named = ", ".join(
+            f"{rule.name} ({registry.describe_source(registry.plugin_name_of(StatisticalRule, rule.name))})"
+            for rule in found
+        )
+        raise UsageError(
+            f"{needed_by}, and {len(found)} installed statistical rules mark themselves the default: {named}; "
+            "name the rule, or uninstall all but one of them"
+        )
+    installed = ", ".join(registry.names(StatisticalRule))
+    choose = f"name one of the installed rules ({installed})" if installed else "no rule is installed"
+    raise UsageError(
+        f"{needed_by}, and no installed statistical rule marks itself the default: {choose}, or install a rule "
+        f"that does ({registry.providers.install_line('statistical_rules')})"
+    )
+
+
+def exact_interval(registry: Registry) -> Interval | None:
+    """The default rule's ``interval(successes, trials, alpha)``; None when no installed rule marks itself the
+    default (two that do are refused in one line)."""
+    found = default_rules(registry)
+    if not found:
+        return None
+    return default_rule(registry, "an exact interval needs the default statistical rule").interval

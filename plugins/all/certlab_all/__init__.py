@@ -1,0 +1,1 @@
+"""certlab-all: the kernel and every built-in plugin as one thing to install."""
