@@ -342,6 +342,57 @@ def test_the_kernel_names_no_plugins_record() -> None:
     assert named == []
 
 
+# Where a kernel string may hold a distribution's name for another reason than saying what to install.
+NAMES_ALLOWED = {
+    ("_runtime/providers.py", "certlab-all"),  # where a hint says which list names every built-in
+    ("sdk/command.py", "certlab-command"),  # the prefix of run_command's temporary folders
+}
+
+
+def distribution_names() -> set[str]:
+    """The name of every plugin distribution of this repository (not the kernel's, ``certlab``)."""
+    found = set()
+    for pyproject in KERNEL.parent.glob("*/*/pyproject.toml"):
+        name = re.search(r'^name = "([^"]+)"', pyproject.read_text(encoding="utf-8"), re.M)
+        if name is not None and name.group(1) != "certlab":
+            found.add(name.group(1))
+    return found
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring constants of ``tree`` (a module's, a class's, a function's)."""
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, kinds)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def test_no_kernel_message_names_a_plugin_distribution() -> None:
+    # "pip install X" comes from the provider lists: a kernel string naming a built-in distribution is a
+    # message that is wrong for whoever installs another one (docstrings may name the built-ins as examples).
+    dists = distribution_names()
+    assert {"certlab-policy", "certlab-suite", "certlab-calibration", "certlab-all"} <= dists
+    pattern = re.compile("|".join(re.escape(d) for d in sorted(dists, key=len, reverse=True)))
+    named = []
+    for path in sorted(KERNEL.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = docstrings(tree)
+        where = str(path.relative_to(KERNEL))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                named += [
+                    f"certlab_core/{where}:{node.lineno} names {found.group(0)}"
+                    for found in pattern.finditer(node.value)
+                    if (where, found.group(0)) not in NAMES_ALLOWED
+                ]
+    assert named == [], "; ".join(named)
+
+
 LAYOUT_ROW = re.compile(r"^\| `([a-z_]+)/` \| ", re.M)
 
 

@@ -112,7 +112,7 @@ def resolve_families(registry: Registry, names: Sequence[str]) -> list[TaskFamil
     if "all" in names:
         families = list(registry.all("task_families").values())
         if not families:
-            raise UsageError("no task family is installed; install one, e.g. pip install certlab-intervals")
+            raise UsageError(f"no task family is installed; {registry.providers.install_line('task_families')}")
         return families
     return [registry.get("task_families", name) for name in dict.fromkeys(names)]
 
@@ -125,7 +125,8 @@ def held_out_notices(families: Sequence[TaskFamily], graders: Sequence[Grader]) 
     if not unscored:
         return []
     return [
-        f"held-out cases not scored: certlab-acceptance is not installed (families with cases: {', '.join(unscored)})"
+        f"held-out cases not scored: no installed grader declares the held-out role (families with cases: "
+        f"{', '.join(unscored)})"
     ]
 
 
@@ -239,7 +240,8 @@ def _certify(
     if options.token_budget is not None and model_boundary is None:
         raise UsageError(
             f"--token-budget is counted at the model boundary, and {options.agent} would run without one "
-            "(a constructed agent, an adapter given --base-url, or certlab-model-boundary not installed)"
+            "(a constructed agent, an adapter given --base-url, or no model boundary installed: "
+            f"{registry.providers.install_line('model_boundaries')})"
         )
     hidden = [*answer_key_paths(families), str(held_out.scratch), *options.tasks, *options.hidden]
     containment = choose_containment(registry, options.sandbox, hidden, log_to_stderr)
@@ -249,7 +251,10 @@ def _certify(
         progress(f"notice: {notice}")
     calibrators = constructed_agents(registry)
     if not calibrators:
-        raise UsageError("no constructed agents are installed to calibrate with; pip install certlab-calibration")
+        raise UsageError(
+            "no constructed agents are installed to calibrate with (agents that declare their calibration); "
+            "run 'certlab plugins' to see the installed agents"
+        )
     started = time.monotonic()
 
     problems: list[str] = []

@@ -104,7 +104,9 @@ def prove(
             f"{next((g.detail for g in clean.grades if not g.passed), '')})"
         )
     if not expected and not problems:
-        problems.append(f"family {family.name}: no grader reported the visible tests (is certlab-suite installed?)")
+        problems.append(
+            f"family {family.name}: no grader reported the visible tests (is a grader that runs them installed?)"
+        )
     seeded: list[dict[str, Any]] = []
     if not problems:
         defects = list(family.defects)

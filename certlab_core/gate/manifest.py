@@ -234,7 +234,7 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
             for grader in registry.all("graders"):
                 uses("graders", grader)
             if not registry.names("graders"):
-                problems.add("oracle", "no grader is installed; install certlab-policy and certlab-suite")
+                problems.add("oracle", f"no grader is installed; {registry.providers.install_line('graders')}")
     if descriptor.oracle not in ("world", "graders"):
         references.append(descriptor.oracle)
     for side in ARMS:

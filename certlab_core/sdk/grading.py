@@ -47,7 +47,7 @@ def grader_chain(registry: GraderIndex) -> list[Grader]:
     """The installed graders in the order they run (ascending ``order``, then name)."""
     graders = sorted(registry.all("graders").values(), key=lambda g: (g.order, g.name))
     if not graders:
-        raise UsageError("no grader is installed; install certlab-policy and certlab-suite")
+        raise UsageError("no grader is installed; run 'certlab plugins' to see what is installed")
     return graders
 
 
