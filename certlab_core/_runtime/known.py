@@ -64,6 +64,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
         "model-proxy": "certlab-model-boundary",
     },
     "executors": {
+        "local": "certlab-executor-local",
         "dask": "certlab-executor-dask",
     },
     "held_out": {
