@@ -88,16 +88,13 @@ def _command_line(pid: int) -> str:
     return f"[{name}]" if name else "?"
 
 
-def _process_table() -> dict[int, tuple[int, str]]:
-    """Every process: pid -> (parent pid, state letter)."""
-    table: dict[int, tuple[int, str]] = {}
-    for pid in _proc_ids():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            table[pid] = (int(fields[1]), fields[0])
-        except (OSError, IndexError, ValueError):
-            continue
-    return table
+def _stat(pid: int) -> tuple[int, str] | None:
+    """``pid``'s parent and state letter, from ``/proc/PID/stat`` (None when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[1]), fields[0]
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def become_subreaper() -> bool:
@@ -125,10 +122,7 @@ def _children(pid: int) -> list[int] | None:
 
 
 def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "X"
+    return (_stat(pid) or (0, "X"))[1]
 
 
 def live_descendants(root: int | None = None, spare: Collection[int] = ()) -> list[int]:
@@ -151,7 +145,7 @@ def live_descendants(root: int | None = None, spare: Collection[int] = ()) -> li
 
 
 def _live_descendants_from_table(me: int, spare: Collection[int]) -> list[int]:
-    table = _process_table()
+    table = {pid: stat for pid in _proc_ids() if (stat := _stat(pid)) is not None}
     children: dict[int, list[int]] = {}
     for pid, (parent, _state) in table.items():
         children.setdefault(parent, []).append(pid)
@@ -206,10 +200,9 @@ def find_leftovers(session_id: int, token: str) -> list[tuple[int, str]]:
             environ = b"" if in_session else Path(f"/proc/{pid}/environ").read_bytes()
             if not in_session and marker not in environ.split(b"\0"):
                 continue
-            stat_text = Path(f"/proc/{pid}/stat").read_text()
-            if stat_text.rsplit(")", 1)[1].split()[0] == "Z":  # already dead, awaiting its parent
-                continue
-        except (OSError, IndexError):
+        except OSError:
+            continue
+        if _state(pid) in ("Z", "X"):  # already dead, awaiting its parent, or gone
             continue
         found.append((pid, _command_line(pid)))
     return found

@@ -10,7 +10,6 @@ import contextlib
 import os
 import pickle
 import selectors
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
@@ -21,8 +20,7 @@ from certlab_core.sdk.processes import (
     Children,
     Finished,
     ForkedCallError,
-    assert_single_threaded,
-    child_main,
+    fork_call,
     kill_group,
     read_exactly,
     reap,
@@ -65,27 +63,11 @@ class PendingCall:
     """
 
     def __init__(self, fn: Callable[[Any], Any]) -> None:
-        assert_single_threaded()
-        sys.stdout.flush()
-        sys.stderr.flush()
         arg_read, arg_write = os.pipe()
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child
-            try:
-                os.setpgid(0, 0)
-                os.close(arg_write)
-                os.close(read_fd)
-                (size,) = _FRAME.unpack(read_exactly(arg_read, _FRAME.size))
-                arg = pickle.loads(read_exactly(arg_read, size))
-                os.close(arg_read)
-            except BaseException:  # never started: the parent gave up on it
-                os._exit(70)
-            child_main(write_fd, fn, (arg,))
+        pid, read_fd = fork_call(_when_started, (fn, arg_read, arg_write))
         with contextlib.suppress(OSError):  # set on both sides, so the group exists whichever runs first
             os.setpgid(pid, pid)
         os.close(arg_read)
-        os.close(write_fd)
         self.pid = pid
         self._arg_fd: int | None = arg_write
         self._read_fd: int | None = read_fd
@@ -136,6 +118,16 @@ class PendingCall:
         if self._read_fd is not None:
             os.close(self._read_fd)
             self._read_fd = None
+
+
+def _when_started(fn: Callable[[Any], Any], arg_read: int, arg_write: int) -> Any:
+    """In a PendingCall's child: lead a process group, wait for the argument, then run ``fn(arg)``."""
+    os.setpgid(0, 0)
+    os.close(arg_write)
+    (size,) = _FRAME.unpack(read_exactly(arg_read, _FRAME.size))
+    arg = pickle.loads(read_exactly(arg_read, size))
+    os.close(arg_read)
+    return fn(arg)
 
 
 def map_in_forks(
