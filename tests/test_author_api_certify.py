@@ -27,7 +27,7 @@ from certlab_core.gate.family import outcome_of
 from certlab_core.plugin import AgentAdapter, TaskFamily
 from certlab_core.sdk.grading import changes_failure, grader_chain
 
-BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance", "sandbox-none")
+BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance", "sandbox-none", "executor-local")
 
 RAISING_ADAPTER = """
 from certlab_core.plugin import AgentAdapter, hookimpl
@@ -140,7 +140,7 @@ def test_a_grader_that_names_an_undeclared_mode_stops_the_certification_naming_i
 @pytest.fixture(scope="module")
 def without_acceptance(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("no-acceptance") / "certification"
-    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite,sandbox-none")
+    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite,sandbox-none,executor-local")
     done = run_certlab(
         "certify", "--family", "intervals", "--agent", "null", "--out", str(out), "--sandbox", "none", env=env
     )
@@ -192,7 +192,7 @@ def test_without_certlab_acceptance_a_certification_records_no_lock(without_acce
 def test_without_certlab_acceptance_a_task_of_your_own_is_refused_naming_what_to_install(tmp_path: Path) -> None:
     from certlab_acceptance.scaffold import scaffold  # init-task is certlab-acceptance's command too
 
-    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
+    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite,executor-local")
     scaffold(tmp_path / "task")
     done = run_certlab(
         "certify", "--task", str(tmp_path / "task"), "--agent", "null", "--out", str(tmp_path / "c"), env=env
@@ -207,7 +207,7 @@ def test_without_certlab_acceptance_a_task_of_your_own_is_refused_naming_what_to
 
 
 def test_without_certlab_acceptance_its_commands_are_not_there(tmp_path: Path) -> None:
-    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
+    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite,executor-local")
     for command in ("init-task", "lock", "leakscan", "predict", "task"):
         done = run_certlab(command, str(tmp_path), env=env)
         assert done.returncode == 4 and "Traceback" not in done.stderr, done.stderr

@@ -149,7 +149,7 @@ def test_a_token_budget_needs_the_model_boundary_and_a_positive_count(registry: 
 
 
 def test_a_built_in_family_that_certlab_plugins_leaves_out_says_so(tmp_path: Path) -> None:
-    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite")
+    env = dict(os.environ, CERTLAB_PLUGINS="intervals,calibration,policy,suite,executor-local")
     done = run_certlab("certify", "--family", "ledger", "--agent", "oracle", "--out", str(tmp_path / "o"), env=env)
     assert done.returncode == 4
     assert "valid: intervals" in done.stderr

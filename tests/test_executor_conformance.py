@@ -1,4 +1,4 @@
-"""ExecutorConformance passes the kernel's ``local`` executor and rejects executors that break their promise.
+"""ExecutorConformance rejects executors that break their promise (certlab-executor-local's tests pass it).
 
 The broken ones are what an author writes who misreads the contract: units run in the
 process that holds the session (no fresh process, and a crashing unit takes the session
@@ -12,15 +12,12 @@ from collections.abc import Sequence
 import pytest
 
 from certlab_core.plugin.types.executor import Executor, ExecutorOptions, Stage, Work, WorkDone, WorkFailure
-from certlab_core.sdk.executor import LocalSession
+from certlab_core.sdk.executor import done_of, unprepared
+from certlab_core.sdk.forking import ForkPool
 from certlab_core.testing import ExecutorConformance
 from certlab_core.testing.executor_checks import SessionRun, session_in_fork
 
 REJECTED = (AssertionError, pytest.fail.Exception)
-
-
-class TestLocal(ExecutorConformance):
-    executor_name = "local"
 
 
 class InProcess:
@@ -52,14 +49,37 @@ class InProcess:
         self.done.clear()
 
 
-class Forgetful(LocalSession):
+class Forking:
+    """Each unit forked from the session's process by the SDK's pool: what the broken ones below start from."""
+
+    def __init__(self, workers: int) -> None:
+        self._pool = ForkPool(workers)
+        self.slots = workers
+
+    def busy(self) -> int:
+        return self._pool.busy()
+
+    def prepare(self, stages: Sequence[Stage]) -> None:
+        pass
+
+    def submit(self, work: Work) -> None:
+        self._pool.submit(unprepared(work.stage), work.arg, work.tag, timeout=work.timeout_s)
+
+    def wait(self) -> list[WorkDone]:
+        return [done_of(tag, value) for tag, value in self._pool.wait()]
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class Forgetful(Forking):
     """Fresh processes, but a unit that failed is never returned."""
 
     def wait(self) -> list[WorkDone]:
         return [done for done in super().wait() if done.failure is None]
 
 
-class NeverBusy(LocalSession):
+class NeverBusy(Forking):
     """Fresh processes, but ``busy()`` always says nothing is out."""
 
     def busy(self) -> int:

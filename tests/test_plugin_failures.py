@@ -24,7 +24,7 @@ from conftest import run_certlab
 from certlab_core.certify.lab import AGENT_GRACE_S
 
 # The built-in plugins a certification of intervals needs, by entry point name.
-BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance", "sandbox-none")
+BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance", "sandbox-none", "executor-local")
 
 HANGING_ADAPTER = """
 import os, subprocess, time

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +103,7 @@ def certify_command(
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
     from certlab_core.certify.journal import TrialJournal, notice_interrupt
     from certlab_core.cli.sign_key import check_key_reach, check_sign_key, sign_evidence
+    from certlab_core.gate.runner import open_executor
 
     if resume is not None:
         out = resume
@@ -120,7 +119,10 @@ def certify_command(
     refuse_broken(registry, "certify")  # before any trial: never a verdict from less than is installed
     key = check_sign_key(registry, sign_key)  # read once, now, and held by the harness alone
     progress = (lambda _m: None) if quiet else log_to_stderr
-    with output_lock(out), certify_executor(registry, executor, workers or cpu_workers(), scheduler):
+    with (
+        output_lock(out),
+        open_executor(registry, executor, workers or cpu_workers(), scheduler or None, certify_distributions(registry)),
+    ):
         if key is not None:  # refused before the first trial when a trial could read it
             check_key_reach(key, _containment_of(registry, out, sandbox, resume is not None), _warn, out)
         result = certify_into(
@@ -202,23 +204,6 @@ def _containment_of(registry: Registry, out: Path, sandbox: str, resumed: bool) 
 
     choice = str(TrialJournal(out).reopen().get("sandbox", sandbox)) if resumed else sandbox
     return choose_containment(registry, choice, [], lambda _line: None)  # certify itself says what it found
-
-
-@contextlib.contextmanager
-def certify_executor(registry: Registry, name: str, workers: int, scheduler: str) -> Iterator[None]:
-    """Every trial, proof and calibration of the block on the executor ``name`` (``local``: today's forks here)."""
-    if name == "local" and not scheduler:
-        yield
-        return
-    from certlab_core.certify.trial_runs import trials_on
-    from certlab_core.gate.runner import open_executor
-
-    session = open_executor(registry, name, workers, scheduler or None, certify_distributions(registry))
-    try:
-        with trials_on(session):
-            yield
-    finally:
-        session.close()
 
 
 def certify_distributions(registry: Registry) -> dict[str, str]:

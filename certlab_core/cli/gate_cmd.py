@@ -155,20 +155,17 @@ def run_command(
     if key is not None:  # refused before the first trial when a trial could read it
         check_key_reach(key, _arms_containment(registry, manifest), lambda line: print(line, file=sys.stderr), resume)
     plan = plan_run(manifest, registry)
-    session = open_executor(
+    with open_executor(
         registry, executor, workers or workers_default(), scheduler or None, run_distributions(manifest)
-    )
-    try:
+    ) as session:
         folder = resume if resume is not None else create_run(out, manifest)
         print(f"certlab: running {manifest.experiment} into {folder}", file=sys.stderr, flush=True)
         notice_interrupt(folder, manifest)
         total = 2 * manifest.n_per_arm * len(manifest.conditions)
         progress = ProgressLine(total, enabled=not quiet)
-        outcome = run_experiment(plan, folder, workers or workers_default(), retry_infra, progress, session)
+        outcome = run_experiment(plan, folder, session, retry_infra, progress)
         raise_if_interrupted()  # a Ctrl-C whose exception Python dropped (during a fork) still stops the run
         decision = _decide_and_write(folder, registry)  # before the executor stops (a cluster takes seconds)
-    finally:
-        session.close()
     typer.echo(f"run: {folder}")
     if outcome.stopped and decision["verdict"] != "ERROR" and not quiet:
         print(f"certlab: {outcome.stopped}", file=sys.stderr)

@@ -12,13 +12,14 @@ is evaluated in a child (the rule's scipy never enters the parent).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from attrs import define, field, frozen
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, heartbeat_interval
+from certlab_core.certify.trial_runs import trials_on
 from certlab_core.gate import boundary as bd
 from certlab_core.gate import trial as tr
 from certlab_core.gate.classify import WORKER_LOST, child_failure_outcome, classify, needs_oracle
@@ -44,7 +46,6 @@ from certlab_core.plugin.types.executor import Executor, ExecutorOptions, Execut
 from certlab_core.plugin.types.fault import Fault
 from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.plugin.types.tool_world import ToolWorld
-from certlab_core.sdk.executor import LOCAL, LocalSession
 from certlab_core.sdk.forking import ForkedCallError, call_in_fork
 
 ORACLE_TIMEOUT_S = 120.0
@@ -258,33 +259,21 @@ def _walk_child(plan: Plan, path: Path) -> tuple[int | None, list[str], list[str
 def run_experiment(
     plan: Plan,
     folder: Path,
-    workers: int = 2,
+    session: ExecutorSession,
     retry_infra: bool = False,
     progress: ProgressLine | None = None,
-    executor: ExecutorSession | None = None,
 ) -> RunOutcome:
     """Run the manifest's trials into ``folder/trials.jsonl`` look by look, stopping as the stopping rule says.
 
-    The trials run on ``executor`` (an open session, which stays open: its opener closes it);
-    without one, on a local pool of ``workers`` forked processes, closed here.
+    The trials run on ``session`` (``open_executor``'s, which stays open: its opener closes
+    it); a coding arm's proof runs where ``open_executor`` sends certification's work.
     """
-    session: ExecutorSession = executor if executor is not None else LocalSession(workers)
-    if isinstance(session, LocalSession):
-        stages = trial_stages(plan)
-    else:  # a coding arm's proof runs where its trials run
-        from certlab_core.certify.trial_runs import trials_on
-
-        with trials_on(session):
-            stages = trial_stages(plan)
+    stages = trial_stages(plan)
     result = RunOutcome()
     gc.collect()
     gc.freeze()  # children then share the parent's objects without copying them on the collector's account
-    try:
-        session.prepare(list(stages.values()))
-        _run_looks(plan, folder, retry_infra, progress, stages, session, result)
-    finally:
-        if executor is None:
-            session.close()
+    session.prepare(list(stages.values()))
+    _run_looks(plan, folder, retry_infra, progress, stages, session, result)
     if progress is not None:
         progress.finish()
     return result
@@ -518,30 +507,26 @@ def rerun_trial(
     return trial_line(plan, job, outcome, oracle, oracle_error, {"total_s": time.perf_counter() - started})
 
 
+@contextlib.contextmanager
 def open_executor(
     registry: Registry, name: str, workers: int, scheduler: str | None, distributions: Mapping[str, str]
-) -> ExecutorSession:
-    """Open the executor ``name`` (``local`` is the kernel's own when no plugin provides it); refuse in one line.
+) -> Iterator[ExecutorSession]:
+    """The executor ``name``'s session for the ``with`` block, closed after it; refused in one line before it opens.
 
     ``distributions`` (name -> version) must be installed alike wherever the trials run; the
-    executor's own distribution is added to them.
+    executor's own distribution is added to them. Certification's trials, proofs and
+    calibrations in the block run on the session, unless the executor says its units fork
+    from this process (``forks_here``): then they fork from here, where warm services are.
     """
-    if name == LOCAL.name and name not in registry.names("executors"):
-        executor: Executor = LOCAL
-    else:
-        try:
-            executor = registry.get("executors", name)
-        except UsageError as error:  # the kernel's own local is valid too
-            text = str(error)
-            listed = text.replace("(valid: none installed)", "(valid: local)")
-            raise UsageError(listed if listed != text else text.replace("(valid: ", "(valid: local, ", 1)) from None
-    if scheduler and executor.name == LOCAL.name:
-        raise UsageError(f"--scheduler {scheduler}: the local executor has no scheduler; add --executor dask")
-    wanted = dict(distributions)
-    if name in registry.names("executors"):
-        info = registry.plugin_of("executors", name)
-        wanted.setdefault(info.distribution, info.version)
-    return executor.start(ExecutorOptions(workers=workers, scheduler=scheduler or None, distributions=wanted))
+    executor: Executor = registry.get("executors", name)
+    info = registry.plugin_of("executors", name)
+    wanted = {**distributions, info.distribution: distributions.get(info.distribution, info.version)}
+    session = executor.start(ExecutorOptions(workers=workers, scheduler=scheduler or None, distributions=wanted))
+    try:
+        with contextlib.nullcontext() if executor.forks_here else trials_on(session):
+            yield session
+    finally:
+        session.close()
 
 
 def run_distributions(manifest: Manifest) -> dict[str, str]:

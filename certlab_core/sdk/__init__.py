@@ -12,8 +12,9 @@ this package imports none of them, so a process pays only for what it uses:
 - ``safe_io``, ``canonical``: capped readers of hostile files, safe writers, canonical JSON and seals;
 - ``looks``, ``report_format``, ``wilson``: the alpha split over looks, how a report's numbers read, and
   the Wilson interval shown beside a rule's for reading;
-- ``forking``, ``zygote``, ``executor``: forked calls and pools, preloaded zygotes, isolated stage calls,
-  the local executor;
+- ``processes``: the one process layer (forked calls and their deadlines, stopping a group, reaping,
+  the child failure record), which ``forking`` (calls and pools), ``zygote`` (preloaded zygotes),
+  ``executor`` (isolated stage calls) and ``command`` are built on;
 - ``model_boundary``: what a model boundary's recording says (statuses, budgets, the plan);
 - ``services``: the installed plugins, the default rule and the containment choice, for a plugin's
   own command.

@@ -26,7 +26,6 @@ import contextlib
 import ctypes
 import json
 import os
-import select
 import signal
 import subprocess
 import tempfile
@@ -42,6 +41,8 @@ from certlab_core.plugin.types.agent import AgentOutcome, AgentRequest
 from certlab_core.plugin.types.fields import one_of
 from certlab_core.plugin.types.sandbox import Containment, SandboxLaunch, SpawnedProcess
 from certlab_core.sdk.containment import active_containment, record_limits_hit
+from certlab_core.sdk.processes import has_children as has_children
+from certlab_core.sdk.processes import kill_group, reap, reap_exited, stop_group
 
 TAIL_BYTES = 64 * 1024
 KILL_GRACE_S = 5.0
@@ -87,42 +88,19 @@ def _command_line(pid: int) -> str:
     return f"[{name}]" if name else "?"
 
 
-def _process_table() -> dict[int, tuple[int, str]]:
-    """Every process: pid -> (parent pid, state letter)."""
-    table: dict[int, tuple[int, str]] = {}
-    for pid in _proc_ids():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            table[pid] = (int(fields[1]), fields[0])
-        except (OSError, IndexError, ValueError):
-            continue
-    return table
+def _stat(pid: int) -> tuple[int, str] | None:
+    """``pid``'s parent and state letter, from ``/proc/PID/stat`` (None when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[1]), fields[0]
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def become_subreaper() -> bool:
     """Make this process the child subreaper of everything it starts; False where the kernel refuses."""
     libc = ctypes.CDLL(None, use_errno=True)
     return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def has_children() -> bool:
-    """Whether this process has any child left, zombies reaped first."""
-    _reap()
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return False
-    return True
 
 
 def _children(pid: int) -> list[int] | None:
@@ -144,10 +122,7 @@ def _children(pid: int) -> list[int] | None:
 
 
 def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "X"
+    return (_stat(pid) or (0, "X"))[1]
 
 
 def live_descendants(root: int | None = None, spare: Collection[int] = ()) -> list[int]:
@@ -170,7 +145,7 @@ def live_descendants(root: int | None = None, spare: Collection[int] = ()) -> li
 
 
 def _live_descendants_from_table(me: int, spare: Collection[int]) -> list[int]:
-    table = _process_table()
+    table = {pid: stat for pid in _proc_ids() if (stat := _stat(pid)) is not None}
     children: dict[int, list[int]] = {}
     for pid, (parent, _state) in table.items():
         children.setdefault(parent, []).append(pid)
@@ -194,7 +169,7 @@ def sweep_descendants(spare: Collection[int] = ()) -> list[str]:
     if not spare and not has_children():  # a subreaper without a child has no descendant: no scan needed
         return []
     for _round in range(SWEEP_ROUNDS):
-        _reap()
+        reap_exited()
         alive = live_descendants(spare=spare)
         if not alive:
             break
@@ -205,7 +180,7 @@ def sweep_descendants(spare: Collection[int] = ()) -> list[str]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(SWEEP_PAUSE_S)
-    _reap()
+    reap_exited()
     out = list(named.values())
     if alive:
         out.append(f"still alive after {SWEEP_ROUNDS} rounds of killing: {len(alive)} process(es)")
@@ -225,18 +200,12 @@ def find_leftovers(session_id: int, token: str) -> list[tuple[int, str]]:
             environ = b"" if in_session else Path(f"/proc/{pid}/environ").read_bytes()
             if not in_session and marker not in environ.split(b"\0"):
                 continue
-            stat_text = Path(f"/proc/{pid}/stat").read_text()
-            if stat_text.rsplit(")", 1)[1].split()[0] == "Z":  # already dead, awaiting its parent
-                continue
-        except (OSError, IndexError):
+        except OSError:
+            continue
+        if _state(pid) in ("Z", "X"):  # already dead, awaiting its parent, or gone
             continue
         found.append((pid, _command_line(pid)))
     return found
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 RunStatus = Literal["completed", "timeout", "resource-limit", "unstartable"]
@@ -252,33 +221,6 @@ class ContainedRun:
     leftovers: tuple[str, ...] = ()
     limits_hit: tuple[str, ...] = ()
     detail: str = ""
-
-
-def _exited_within(process: SpawnedProcess, timeout_s: float) -> bool:
-    """Wait for ``process`` to end, at most ``timeout_s``; True when it ended (it is then reaped).
-
-    Woken by the kernel the moment it exits (a pidfd); ``Popen.wait(timeout)`` instead sleeps in
-    doubling steps up to 50 ms, which added up to half a short program's run to every one.
-    """
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):  # before Linux 5.3, or the process is already gone
-        pidfd = None
-    if pidfd is not None:
-        try:
-            poller = select.poll()
-            poller.register(pidfd, select.POLLIN)
-            deadline = time.monotonic() + timeout_s
-            while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
-                if time.monotonic() >= deadline:
-                    return process.poll() is not None
-        finally:
-            os.close(pidfd)
-    try:
-        process.wait(timeout=timeout_s if pidfd is None else None)
-    except subprocess.TimeoutExpired:
-        return False
-    return True
 
 
 def _supervise(
@@ -324,19 +266,11 @@ def _supervise(
         try:
             handoff.started(process.pid)
         except OSError as error:
-            _kill_group(process.pid, signal.SIGKILL)
+            kill_group(process.pid)
             process.wait()
             sweep_descendants()
             return {"error": f"could not put the sandbox's limits on {argv[0]}: {error}"}
-    timed_out = False
-    if not _exited_within(process, timeout_s):
-        timed_out = True
-        _kill_group(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            _kill_group(process.pid, signal.SIGKILL)
-            process.wait()
+    timed_out = stop_group(process, timeout_s, KILL_GRACE_S)
     if handoff is not None:
         handoff.settle(KILL_GRACE_S)
     return {"exit_code": process.returncode, "timed_out": timed_out, "leftovers": sweep_descendants()}
@@ -396,7 +330,7 @@ def run_contained(
         while chunk := os.read(read_fd, 1 << 16):
             chunks.append(chunk)
         os.close(read_fd)
-        _pid, status = os.waitpid(pid, 0)
+        status = reap(pid)
         wall = time.monotonic() - started
         try:
             report = json.loads(b"".join(chunks) or b"{}")

@@ -1,7 +1,8 @@
-"""Isolated calls: one stage call in a fresh forked process; the local executor.
+"""What executors share: one stage call in a fresh process, results as units.
 
 The records an executor plugin returns are the contract's (``certlab_core.plugin.types.executor``); this is
-the machinery the local executor and ``run_isolated`` share: zygotes forked ahead, one per stage.
+the machinery executors share: zygotes forked ahead, one per stage (``run_isolated``, ``warm_up``), and a
+pool's results as finished units (``done_of``). The executor ``local`` is certlab-executor-local's.
 """
 
 from __future__ import annotations
@@ -15,13 +16,10 @@ from attrs import frozen
 
 from certlab_core.plugin.types.executor import (
     DirectCall,
-    Executor,
-    ExecutorOptions,
     FailureKind,
     Preload,
     Stage,
     StageCall,
-    Work,
     WorkDone,
     WorkFailure,
     nothing_to_preload,
@@ -43,64 +41,6 @@ def done_of(tag: Hashable, value: object) -> WorkDone:
     return WorkDone(tag=tag, value=value)
 
 
-# --------------------------------------------------------------------------- local: forks of this process
-
-
-class LocalSession:
-    """Fresh processes forked on this machine, at most ``workers`` at once (the executor ``local``).
-
-    A prepared stage is served by a zygote: a fresh, lean interpreter started for it (or, when
-    its functions do not pickle, a child forked from this process) that runs the preload once
-    and forks one process per unit. A unit of a stage without a zygote is forked from this
-    process and runs ``direct`` (or ``call(preload(), arg)``).
-    """
-
-    def __init__(self, workers: int) -> None:
-        self._pool = ForkPool(workers)
-        self._zygotes: dict[str, Zygote] = {}
-
-    @property
-    def slots(self) -> int:
-        return self._pool.workers
-
-    def busy(self) -> int:
-        return self._pool.busy()
-
-    def prepare(self, stages: Sequence[Stage]) -> None:
-        """Start a zygote per stage: the fresh interpreters all at once, then a forked one where a spawn failed."""
-        started: dict[str, Zygote] = {}
-        served = [(stage, stage.preload) for stage in stages if stage.preload is not None]
-        for stage, preload in served:
-            if not stage.portable:
-                continue
-            try:
-                started[stage.name] = Zygote.spawn(preload, stage.call)
-            except Exception:  # not picklable, or could not start: fork one below
-                continue
-        for stage, preload in served:
-            zygote = started.get(stage.name)
-            if zygote is None or not zygote.wait_ready():
-                zygote = Zygote(preload, stage.call)
-            if zygote.ready:
-                self._zygotes[stage.name] = zygote
-
-    def submit(self, work: Work) -> None:
-        zygote = self._zygotes.get(work.stage.name)
-        if zygote is not None and not zygote.closed:
-            self._pool.submit_to(zygote, work.arg, work.tag, timeout=work.timeout_s)
-        else:
-            self._pool.submit(_unprepared(work.stage), work.arg, work.tag, timeout=work.timeout_s)
-
-    def wait(self) -> list[WorkDone]:
-        return [done_of(tag, value) for tag, value in self._pool.wait()]
-
-    def close(self) -> None:
-        self._pool.close()
-        for zygote in self._zygotes.values():
-            zygote.close()
-        self._zygotes.clear()
-
-
 class _Unprepared:
     """One unit of a stage that has no serving process, in a process of its own."""
 
@@ -113,23 +53,12 @@ class _Unprepared:
         return self.stage.call(self.stage.preload() if self.stage.preload is not None else None, arg)
 
 
-def _unprepared(stage: Stage) -> _Unprepared:
+def unprepared(stage: Stage) -> DirectCall:
+    """How one unit of ``stage`` runs in a process that has no zygote for it: ``direct``, or preload then call."""
     return _Unprepared(stage)
 
 
-def start_local(options: ExecutorOptions) -> LocalSession:
-    """The executor ``local``: forks of this process, ``--workers`` at once."""
-    return LocalSession(max(1, options.workers))
-
-
-LOCAL = Executor(
-    name="local",
-    description="fresh processes forked on this machine from a lean, preloaded parent (--workers at once)",
-    start=start_local,
-)
-
-
-# --------------------------------------------------------------------------- on a worker of another executor
+# --------------------------------------------------------------------------- a unit where it is called (a worker)
 
 _STAGES_KEPT = 8  # the stages a process keeps zygotes for (the most recently used)
 _idle: OrderedDict[str, list[Zygote]] = OrderedDict()  # stage name -> zygotes no thread is using
@@ -203,7 +132,7 @@ def _started(stage: Stage) -> Zygote:
     zygote = Zygote.spawn(stage.preload or nothing_to_preload, stage.call)  # not the host's doing, if it fails too
     if zygote.wait_ready():
         return zygote
-    fallback = Zygote.spawn(nothing_to_preload, _Apply(stage.direct or _Unprepared(stage)))
+    fallback = Zygote.spawn(nothing_to_preload, _Apply(stage.direct or unprepared(stage)))
     if not fallback.wait_ready():
         raise RuntimeError(f"no process could be started for {stage.name}: {problem}; {fallback.problem}")
     return fallback

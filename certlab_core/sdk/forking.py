@@ -1,7 +1,7 @@
 """Fresh processes forked from a lean, preloaded parent: one call, or a pool.
 
-The parent must not have started a thread before it forks (checked), so a child never
-inherits a lock held by a thread that does not exist in it.
+Built on the process layer (``certlab_core.sdk.processes``), which starts, supervises and
+reaps every child; this module shapes its calls: one call, a call started later, a pool.
 """
 
 from __future__ import annotations
@@ -10,133 +10,40 @@ import contextlib
 import os
 import pickle
 import selectors
-import signal
-import struct
-import sys
-import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
-import attrs
+from certlab_core.sdk.processes import FRAME as _FRAME
+from certlab_core.sdk.processes import (
+    ChildFailure,
+    Children,
+    Finished,
+    ForkedCallError,
+    fork_call,
+    kill_group,
+    read_exactly,
+    reap,
+    send_frame,
+)
+
+__all__ = ["ChildFailure", "ForkPool", "ForkedCallError", "PendingCall", "call_in_fork", "map_in_forks"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-@attrs.frozen
-class ChildFailure:
-    """What went wrong in a forked child: an exception it raised, or how it died."""
-
-    kind: str  # "exception", "died", "timeout"
-    summary: str
-    traceback: str = ""
-    exit_code: int | None = None  # how a child that "died" exited (None when killed by a signal)
-
-
-class ForkedCallError(Exception):
-    def __init__(self, failure: ChildFailure) -> None:
-        super().__init__(failure.summary)
-        self.failure = failure
-
-
-def _assert_single_threaded() -> None:
-    if threading.active_count() > 1:
-        names = ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread())
-        raise RuntimeError(f"refusing to fork with other threads running ({names})")
-
-
-def _child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """Run in the child: compute, send ("ok", value) or ("err", ChildFailure), exit without cleanup."""
-    code = 0
-    try:
-        try:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            payload: tuple[str, Any] = ("ok", fn(*args))
-        except BaseException as error:  # everything, SystemExit included, is reported
-            payload = (
-                "err",
-                ChildFailure("exception", f"{type(error).__name__}: {error}", traceback.format_exc(limit=20)),
-            )
-        try:
-            data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as error:
-            data = pickle.dumps(("err", ChildFailure("exception", f"unpicklable result: {error}")))
-        view = memoryview(data)
-        while view:
-            written = os.write(write_fd, view)
-            view = view[written:]
-    except BaseException:
-        code = 70
-    finally:
-        os._exit(code)
-
-
-def _spawn(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[int, int]:
-    _assert_single_threaded()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        os.close(read_fd)
-        _child_main(write_fd, fn, args)
-    os.close(write_fd)
-    return pid, read_fd
-
-
-def _decode(pid: int, data: bytes, timed_out: bool) -> tuple[str, Any]:
-    if timed_out:
-        return "err", ChildFailure("timeout", "the forked process ran past its time limit and was killed")
-    _, status = os.waitpid(pid, 0)
-    return _decoded(status, data)
-
-
-def _decoded(status: int, data: bytes) -> tuple[str, Any]:
-    """What a reaped child sent (``data``), or how it died when it sent nothing (its wait ``status``)."""
-    if not data:
-        exit_code: int | None = None
-        if os.WIFSIGNALED(status):
-            how = f"was killed by signal {os.WTERMSIG(status)}"
-        else:
-            exit_code = os.waitstatus_to_exitcode(status)
-            how = f"exited with status {exit_code}"
-        return "err", ChildFailure("died", f"the forked process {how} before sending its result", exit_code=exit_code)
-    try:
-        kind, value = pickle.loads(data)
-    except Exception as error:
-        return "err", ChildFailure("died", f"the forked process sent an unreadable result ({error})")
-    return kind, value
-
-
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
-
-
 def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None) -> R:
     """Run ``fn(*args)`` in a fresh forked child and return its result; raise ForkedCallError on failure."""
-    pid, read_fd = _spawn(fn, args)
-    chunks: list[bytes] = []
-    deadline = None if timeout is None else time.monotonic() + timeout
-    timed_out = False
-    with selectors.DefaultSelector() as sel:
-        sel.register(read_fd, selectors.EVENT_READ)
-        while True:
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if wait == 0.0 or not sel.select(wait):
-                timed_out = True
-                _kill(pid)
-                break
-            chunk = os.read(read_fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    os.close(read_fd)
-    kind, value = _decode(pid, b"".join(chunks), timed_out)
+    with selectors.DefaultSelector() as selector:
+        children = Children(selector)
+        children.start(fn, args, None, timeout)
+        done: list[Finished] = []
+        while not done:
+            for key, _mask in selector.select(children.wait_s()):
+                children.read(int(key.fd))
+            done = children.finished()
+    kind, value = done[0].outcome()
     if kind == "ok":
         returned: R = value
         return returned
@@ -156,27 +63,11 @@ class PendingCall:
     """
 
     def __init__(self, fn: Callable[[Any], Any]) -> None:
-        _assert_single_threaded()
-        sys.stdout.flush()
-        sys.stderr.flush()
         arg_read, arg_write = os.pipe()
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child
-            try:
-                os.setpgid(0, 0)
-                os.close(arg_write)
-                os.close(read_fd)
-                (size,) = _FRAME.unpack(_read_exactly(arg_read, _FRAME.size))
-                arg = pickle.loads(_read_exactly(arg_read, size))
-                os.close(arg_read)
-            except BaseException:  # never started: the parent gave up on it
-                os._exit(70)
-            _child_main(write_fd, fn, (arg,))
+        pid, read_fd = fork_call(_when_started, (fn, arg_read, arg_write))
         with contextlib.suppress(OSError):  # set on both sides, so the group exists whichever runs first
             os.setpgid(pid, pid)
         os.close(arg_read)
-        os.close(write_fd)
         self.pid = pid
         self._arg_fd: int | None = arg_write
         self._read_fd: int | None = read_fd
@@ -187,7 +78,7 @@ class PendingCall:
         assert self._arg_fd is not None, "a PendingCall starts once"
         self._started_at = time.monotonic()
         try:
-            _send_frame(self._arg_fd, arg)
+            send_frame(self._arg_fd, arg)
         finally:
             os.close(self._arg_fd)
             self._arg_fd = None
@@ -195,58 +86,24 @@ class PendingCall:
     def result(self, timeout: float | None = None) -> Any:
         """The call's return value, waiting at most ``timeout`` seconds from ``start``; ForkedCallError on failure."""
         assert self._read_fd is not None and self._started_at is not None, "start the call first"
-        read_fd = self._read_fd
         deadline = None if timeout is None else self._started_at + timeout
-        try:
-            pidfd: int | None = os.pidfd_open(self.pid)
-        except (AttributeError, OSError):  # before Linux 5.3: the end of its pipe alone says it is done
-            pidfd = None
-        chunks: list[bytes] = []
-        timed_out = False
-        try:
-            with selectors.DefaultSelector() as sel:
-                sel.register(read_fd, selectors.EVENT_READ)
-                if pidfd is not None:
-                    sel.register(pidfd, selectors.EVENT_READ)
-                done = False
+        with selectors.DefaultSelector() as selector:
+            calls = Children(selector)
+            calls.watch(self.pid, self._read_fd, None, deadline, leader=True)
+            self._read_fd = None  # the watch closes it
+            try:
+                done: list[Finished] = []
                 while not done:
-                    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    events = sel.select(wait)
-                    if not events and deadline is not None and time.monotonic() >= deadline:
-                        timed_out = True
-                        break
-                    for key, _mask in events:
-                        if key.fd == read_fd:
-                            chunk = os.read(read_fd, 1 << 16)
-                            chunks.append(chunk)
-                            done = done or not chunk
-                        else:  # the child has exited: what it wrote is all in the pipe (a process it
-                            os.set_blocking(read_fd, False)  # started may hold the pipe open for ever)
-                            with contextlib.suppress(BlockingIOError):
-                                while chunk := os.read(read_fd, 1 << 16):
-                                    chunks.append(chunk)
-                            done = True
-        finally:
-            if pidfd is not None:
-                os.close(pidfd)
-            os.close(read_fd)
-            self._read_fd = None
-            if timed_out or sys.exc_info()[0] is not None:
-                self._kill_group()
-        if timed_out:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0)
-            raise ForkedCallError(ChildFailure("timeout", "the forked process ran past its time limit and was killed"))
-        _, status = os.waitpid(self.pid, 0)
-        self._kill_group()  # reaped, its group lives on while any member does: none of them outlives the call
-        kind, value = _decoded(status, b"".join(chunks))
+                    for key, _mask in selector.select(calls.wait_s()):
+                        calls.read(int(key.fd))
+                    done = calls.finished()
+            finally:
+                calls.close()  # an interrupted wait: its group is killed
+        kind, value = done[0].outcome()
+        kill_group(self.pid)  # reaped, its group lives on while any member does: none of them outlives the call
         if kind == "ok":
             return value
         raise ForkedCallError(value)
-
-    def _kill_group(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
 
     def cancel(self) -> None:
         """Kill the child and its process group, if it still runs, and reap it (a no-op once its result is read)."""
@@ -255,12 +112,22 @@ class PendingCall:
             self._arg_fd = None
         if self._read_fd is None and self._started_at is not None:
             return  # its result was read: already reaped
-        self._kill_group()
+        kill_group(self.pid)
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+            reap(self.pid)
         if self._read_fd is not None:
             os.close(self._read_fd)
             self._read_fd = None
+
+
+def _when_started(fn: Callable[[Any], Any], arg_read: int, arg_write: int) -> Any:
+    """In a PendingCall's child: lead a process group, wait for the argument, then run ``fn(arg)``."""
+    os.setpgid(0, 0)
+    os.close(arg_write)
+    (size,) = _FRAME.unpack(read_exactly(arg_read, _FRAME.size))
+    arg = pickle.loads(read_exactly(arg_read, size))
+    os.close(arg_read)
+    return fn(arg)
 
 
 def map_in_forks(
@@ -306,8 +173,8 @@ class ForkPool:
 
     def __init__(self, workers: int) -> None:
         self.workers = max(1, workers)
-        self._running: dict[int, tuple[Any, int, list[bytes], float | None]] = {}  # fd -> (tag, pid, chunks, deadline)
         self._selector = selectors.DefaultSelector()
+        self._children = Children(self._selector)
         self._zygotes: dict[int, ZygoteChannel] = {}  # result fd -> zygote
         self._in_zygotes = 0
 
@@ -321,7 +188,7 @@ class ForkPool:
         return self.workers - self.busy()
 
     def busy(self) -> int:
-        return len(self._running) + self._in_zygotes
+        return len(self._children) + self._in_zygotes
 
     def submit_to(self, zygote: ZygoteChannel, arg: Any, tag: Any, timeout: float | None = None) -> None:
         """Run the zygote's call on ``arg`` in a fresh grandchild forked from it; its result comes from ``wait()``."""
@@ -332,86 +199,31 @@ class ForkPool:
         self._in_zygotes += 1
 
     def submit(self, fn: Callable[[Any], Any], arg: Any, tag: Any, timeout: float | None = None) -> None:
-        pid, read_fd = _spawn(fn, (arg,))
-        deadline = None if timeout is None else time.monotonic() + timeout
-        self._running[read_fd] = (tag, pid, [], deadline)
-        self._selector.register(read_fd, selectors.EVENT_READ)
+        self._children.start(fn, (arg,), tag, timeout)
 
     def wait(self) -> list[tuple[Any, Any]]:
         """Block until at least one child has finished; return each finished ``(tag, result or ChildFailure)``."""
         done: list[tuple[Any, Any]] = []
         while self.busy() and not done:
-            deadlines = [d for (_t, _p, _c, d) in self._running.values() if d is not None]
-            wait = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
-            events = self._selector.select(wait)
-            now = time.monotonic()
-            finished: dict[int, bool] = {}
-            for key, _mask in events:
+            for key, _mask in self._selector.select(self._children.wait_s()):
                 fd = int(key.fd)
                 zygote = self._zygotes.get(fd)
-                if zygote is not None:
-                    results = zygote.receive()
-                    self._in_zygotes -= len(results)
-                    done.extend(results)
-                    if zygote.closed:
-                        self._selector.unregister(fd)
-                        del self._zygotes[fd]
+                if zygote is None:
+                    self._children.read(fd)
                     continue
-                chunk = os.read(fd, 1 << 16)
-                if chunk:
-                    self._running[fd][2].append(chunk)
-                else:
-                    finished[fd] = False
-            for fd, (_t, pid, _c, deadline) in list(self._running.items()):
-                if deadline is not None and now >= deadline and fd not in finished:
-                    _kill(pid)
-                    finished[fd] = True
-            for fd, timed_out in finished.items():
-                tag, pid, chunks, _d = self._running.pop(fd)
-                self._selector.unregister(fd)
-                os.close(fd)
-                _kind, value = _decode(pid, b"".join(chunks), timed_out)
-                done.append((tag, value))
+                results = zygote.receive()
+                self._in_zygotes -= len(results)
+                done.extend(results)
+                if zygote.closed:
+                    self._selector.unregister(fd)
+                    del self._zygotes[fd]
+            done.extend((child.tag, child.outcome()[1]) for child in self._children.finished())
         return done
 
     def close(self) -> None:
-        for fd, (_t, pid, _c, _d) in list(self._running.items()):
-            _kill(pid)
-            self._selector.unregister(fd)
-            os.close(fd)
-        self._running.clear()
+        self._children.close()
         for fd in list(self._zygotes):
             self._selector.unregister(fd)
         self._zygotes.clear()
         self._in_zygotes = 0
         self._selector.close()
-
-
-# --------------------------------------------------------------------------- framing
-
-
-#: A pickled message on a pipe is its length in 8 bytes, then the pickle.
-_FRAME = struct.Struct("!Q")
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _send_frame(fd: int, message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    _write_all(fd, _FRAME.pack(len(data)) + data)
-
-
-def _read_exactly(fd: int, size: int) -> bytes:
-    chunks = []
-    while size:
-        chunk = os.read(fd, size)
-        if not chunk:
-            raise EOFError("the pipe closed early")
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)

@@ -12,19 +12,24 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from certlab_core.sdk.forking import (
-    _FRAME,
+from certlab_core.sdk.processes import (
+    FRAME,
     ChildFailure,
-    _assert_single_threaded,
-    _decode,
-    _kill,
-    _read_exactly,
-    _send_frame,
-    _spawn,
-    _write_all,
+    Children,
+    assert_single_threaded,
+    frames,
+    kill,
+    read_exactly,
+    reap,
+    send_frame,
+    stop,
+    write_all,
 )
+
+if TYPE_CHECKING:
+    import subprocess
 
 _ZYGOTE_FDS: set[int] = set()  # the parent's ends of every live zygote's pipes
 
@@ -34,16 +39,25 @@ def spawned_zygote() -> None:
     _serve_setup(int(sys.argv[1]), int(sys.argv[2]))
 
 
+def start_python(entry: str, fds: tuple[int, ...], *args: str) -> subprocess.Popen[bytes]:
+    """A fresh interpreter running this module's ``entry`` with ``fds`` (their numbers first in its argv)."""
+    import subprocess
+
+    bootstrap = f"from certlab_core.sdk.zygote import {entry}; {entry}()"
+    argv = [sys.executable, "-c", bootstrap, *map(str, fds), *args]
+    return subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL)
+
+
 def _serve_setup(command_fd: int, result_fd: int) -> None:
     """In a new zygote (spawned, or forked by a host): read its pickled setup from its command pipe, serve, exit."""
     code = 0
     try:
-        (size,) = _FRAME.unpack(_read_exactly(command_fd, _FRAME.size))
-        preload, call = pickle.loads(_read_exactly(command_fd, size))
+        (size,) = FRAME.unpack(read_exactly(command_fd, FRAME.size))
+        preload, call = pickle.loads(read_exactly(command_fd, size))
         _zygote_main(command_fd, result_fd, preload, call)
     except BaseException as error:
         with contextlib.suppress(Exception):
-            _send_frame(result_fd, ("unready", f"{type(error).__name__}: {error}"))
+            send_frame(result_fd, ("unready", f"{type(error).__name__}: {error}"))
         code = 70
     finally:
         sys.stdout.flush()
@@ -103,16 +117,10 @@ class ZygoteHost:
 
     def __init__(self, modules: Iterable[str] = ()) -> None:
         import socket
-        import subprocess
 
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        bootstrap = "from certlab_core.sdk.zygote import zygote_host; zygote_host()"
         try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-c", bootstrap, str(theirs.fileno()), *modules],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-            )
+            self._process = start_python("zygote_host", (theirs.fileno(),), *modules)
         except BaseException:
             mine.close()
             raise
@@ -142,23 +150,7 @@ class ZygoteHost:
         """Stop the host (the zygotes it forked stay until their own pipes close)."""
         with self._lock:
             self._socket.close()
-        try:
-            self._process.wait(timeout=5.0)
-        except Exception:
-            self._process.kill()
-            self._process.wait()
-
-
-def _frames(buffer: bytearray) -> list[Any]:
-    """Complete messages at the front of ``buffer`` (consumed); a partial one stays."""
-    messages = []
-    while len(buffer) >= _FRAME.size:
-        (size,) = _FRAME.unpack_from(buffer)
-        if len(buffer) < _FRAME.size + size:
-            break
-        messages.append(pickle.loads(bytes(buffer[_FRAME.size : _FRAME.size + size])))
-        del buffer[: _FRAME.size + size]
-    return messages
+        stop(self._process, 5.0)
 
 
 def _zygote_main(command_fd: int, result_fd: int, preload: Callable[[], Any], call: Callable[[Any, Any], Any]) -> None:
@@ -171,62 +163,37 @@ def _zygote_main(command_fd: int, result_fd: int, preload: Callable[[], Any], ca
         gc.collect()
         gc.freeze()
     except BaseException as error:
-        _send_frame(result_fd, ("unready", f"{type(error).__name__}: {error}"))
+        send_frame(result_fd, ("unready", f"{type(error).__name__}: {error}"))
         return
-    _send_frame(result_fd, ("ready", os.getpid()))
+    send_frame(result_fd, ("ready", os.getpid()))
     selector = selectors.DefaultSelector()
     selector.register(command_fd, selectors.EVENT_READ)
     commands = bytearray()
-    running: dict[int, tuple[int, int, list[bytes], float | None]] = {}  # fd -> (call id, pid, chunks, deadline)
+    calls = Children(selector)
     open_commands = True
     try:
-        while open_commands or running:
-            deadlines = [d for (_c, _p, _k, d) in running.values() if d is not None]
-            wait = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
-            events = selector.select(wait)
-            now = time.monotonic()
-            finished: dict[int, bool] = {}
-            for key, _mask in events:
-                fd = int(key.fd)
-                if fd == command_fd:
-                    data = os.read(fd, 1 << 16)
-                    if not data:
-                        open_commands = False
-                        selector.unregister(fd)
-                        for child_fd, (_c, pid, _k, _d) in list(running.items()):  # the parent has gone
-                            _kill(pid)
-                            finished[child_fd] = True
-                        continue
-                    commands.extend(data)
-                    for call_id, arg, timeout in _frames(commands):
-                        pid, read_fd = _spawn(call, (preloaded, arg))
-                        deadline = None if timeout is None else time.monotonic() + timeout
-                        running[read_fd] = (call_id, pid, [], deadline)
-                        selector.register(read_fd, selectors.EVENT_READ)
+        while open_commands or len(calls):
+            for key, _mask in selector.select(calls.wait_s()):
+                if key.fd != command_fd:
+                    calls.read(int(key.fd))
                     continue
-                chunk = os.read(fd, 1 << 16)
-                if chunk:
-                    running[fd][2].append(chunk)
+                data = os.read(command_fd, 1 << 16)
+                if not data:
+                    open_commands = False
+                    selector.unregister(command_fd)
+                    calls.kill_all()  # the parent has gone
+                    continue
+                commands.extend(data)
+                for call_id, arg, timeout in frames(commands):
+                    calls.start(call, (preloaded, arg), call_id, timeout)
+            for child in calls.finished():
+                if child.data and not child.timed_out:
+                    reap(child.pid)
+                    send_frame(result_fd, ("raw", child.tag, child.data))
                 else:
-                    finished[fd] = False
-            for fd, (_c, pid, _k, deadline) in list(running.items()):
-                if deadline is not None and now >= deadline and fd not in finished:
-                    _kill(pid)
-                    finished[fd] = True
-            for fd, timed_out in finished.items():
-                call_id, pid, chunks, _d = running.pop(fd)
-                selector.unregister(fd)
-                os.close(fd)
-                data = b"".join(chunks)
-                if data and not timed_out:
-                    os.waitpid(pid, 0)
-                    _send_frame(result_fd, ("raw", call_id, data))
-                else:
-                    _kind, failure = _decode(pid, data, timed_out)
-                    _send_frame(result_fd, ("failed", call_id, failure))
+                    send_frame(result_fd, ("failed", child.tag, child.outcome()[1]))
     finally:
-        for _fd, (_c, pid, _k, _d) in running.items():
-            _kill(pid)
+        calls.close()
 
 
 class Zygote:
@@ -251,7 +218,7 @@ class Zygote:
     ) -> None:
         apart = spawn or host is not None  # a new interpreter, or a host's fork: the caller may have threads
         if not apart:
-            _assert_single_threaded()
+            assert_single_threaded()
         sys.stdout.flush()
         sys.stderr.flush()
         self._process: Any = None
@@ -259,9 +226,12 @@ class Zygote:
         setup = pickle.dumps((preload, call), protocol=pickle.HIGHEST_PROTOCOL) if apart else b""  # may refuse
         command_read, command_write = os.pipe()
         result_read, result_write = os.pipe()
-        if host is not None:
+        if apart:
             try:
-                host.fork_with(command_read, result_write)
+                if host is not None:
+                    host.fork_with(command_read, result_write)
+                else:
+                    self._process = start_python("spawned_zygote", (command_read, result_write))
             except BaseException:
                 for fd in (command_write, result_read):
                     os.close(fd)
@@ -269,27 +239,8 @@ class Zygote:
             finally:
                 os.close(command_read)
                 os.close(result_write)
-            pid = 0  # known when the zygote says it is ready
-            _write_all(command_write, _FRAME.pack(len(setup)) + setup)
-        elif spawn:
-            import subprocess
-
-            bootstrap = "from certlab_core.sdk.zygote import spawned_zygote; spawned_zygote()"
-            try:
-                self._process = subprocess.Popen(
-                    [sys.executable, "-c", bootstrap, str(command_read), str(result_write)],
-                    pass_fds=(command_read, result_write),
-                    stdin=subprocess.DEVNULL,
-                )
-            except BaseException:
-                for fd in (command_write, result_read):
-                    os.close(fd)
-                raise
-            finally:
-                os.close(command_read)
-                os.close(result_write)
-            pid = int(self._process.pid)
-            _write_all(command_write, _FRAME.pack(len(setup)) + setup)
+            pid = 0 if host is not None else int(self._process.pid)  # a host's zygote: known once it is ready
+            write_all(command_write, FRAME.pack(len(setup)) + setup)
         else:
             pid = os.fork()
             if pid == 0:
@@ -350,7 +301,7 @@ class Zygote:
         with selectors.DefaultSelector() as selector:
             selector.register(self.result_fd, selectors.EVENT_READ)
             while True:
-                messages = _frames(self._buffer)
+                messages = frames(self._buffer)
                 if messages:
                     return messages[0]
                 wait = deadline - time.monotonic()
@@ -364,7 +315,7 @@ class Zygote:
     def send(self, arg: Any, tag: Any, timeout: float | None) -> None:
         self._next += 1
         self._calls[self._next] = tag
-        _send_frame(self.command_fd, (self._next, arg, timeout))
+        send_frame(self.command_fd, (self._next, arg, timeout))
 
     def receive(self) -> list[tuple[Any, Any]]:
         """Read what is available: each finished call's ``(tag, result or ChildFailure)``."""
@@ -377,7 +328,7 @@ class Zygote:
             self.close()
             return out
         self._buffer.extend(data)
-        for message in _frames(self._buffer):
+        for message in frames(self._buffer):
             if message[0] == "raw":
                 _kind, call_id, raw = message
                 try:
@@ -400,11 +351,7 @@ class Zygote:
         if self._hosted:
             pass  # not this process's child: its host reaps it once it has ended
         elif self._process is not None:
-            try:
-                self._process.wait(timeout=5.0)
-            except Exception:
-                self._process.kill()
-                self._process.wait()
+            stop(self._process, 5.0)
         else:
             deadline = time.monotonic() + 5.0
             while time.monotonic() < deadline:
@@ -413,6 +360,6 @@ class Zygote:
                     break
                 time.sleep(0.005)
             else:
-                _kill(self.pid)
+                kill(self.pid)
         with contextlib.suppress(OSError):
             os.close(self.result_fd)

@@ -250,16 +250,12 @@ class ExecutorConformance:
         return ExecutorOptions(workers=self.workers)
 
     def executor(self) -> Executor:
-        """The executor under test: the installed one named ``executor_name`` (``local``: the kernel's own)."""
+        """The executor under test: the installed one named ``executor_name``."""
         from certlab_core._runtime.registry import discover
-        from certlab_core.sdk.executor import LOCAL
 
         if not self.executor_name:
             pytest.fail("set executor_name on the ExecutorConformance subclass")
-        registry = discover()
-        if self.executor_name == LOCAL.name and LOCAL.name not in registry.names("executors"):
-            return LOCAL
-        found: Executor = registry.get("executors", self.executor_name)
+        found: Executor = discover().get("executors", self.executor_name)
         return found
 
     @pytest.fixture(scope="class")

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import subprocess
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 from conftest import run_certlab
 
-from certlab_core._runtime.registry import Registry
+from certlab_core._runtime.registry import Registry, discover
 from certlab_core.gate.decision import decide
 from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import build_manifest
-from certlab_core.gate.runner import plan_run, run_experiment
+from certlab_core.gate.runner import open_executor, plan_run, run_experiment
 from certlab_core.gate.store import create_run, read_store, write_decision
+from certlab_core.plugin.types.executor import ExecutorSession
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "retry"
@@ -65,6 +68,13 @@ def write_module(folder: Path, name: str, source: str) -> None:
     (folder / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
 
 
+@contextlib.contextmanager
+def local_session(workers: int = 2) -> Iterator[ExecutorSession]:
+    """The executor ``local``'s session (certlab-executor-local), opened through the registry like ``certlab run``."""
+    with open_executor(discover(only=("executor-local",)), "local", workers, None, {}) as session:
+        yield session
+
+
 def run(
     registry: Registry, path: Path, out: Path, workers: int = 2, retry_infra: bool = False
 ) -> tuple[Path, dict[str, Any]]:
@@ -73,7 +83,8 @@ def run(
     manifest = build_manifest(spec, path, registry)
     plan = plan_run(manifest, registry)
     folder = create_run(out, manifest)
-    run_experiment(plan, folder, workers=workers, retry_infra=retry_infra)
+    with local_session(workers) as session:
+        run_experiment(plan, folder, session, retry_infra=retry_infra)
     decision = recompute(registry, folder)
     write_decision(folder, decision)
     return folder, decision

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from gate_helpers import local_session
 
 from certlab_core._runtime.registry import Registry, discover
 from certlab_core.evidence.integrity import attempt_problems, verify_store
@@ -77,7 +78,8 @@ def _run(folder: Path, baseline: str, candidate: str, retry: bool) -> Path:
     registry: Registry = discover()
     manifest = build_manifest(load_descriptor(path), path, registry)
     store = create_run(folder / "runs", manifest)
-    run_experiment(plan_run(manifest, registry), store, workers=2, retry_infra=retry)
+    with local_session(2) as session:
+        run_experiment(plan_run(manifest, registry), store, session, retry_infra=retry)
     return store
 
 

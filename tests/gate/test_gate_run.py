@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gate_helpers import AGENTS, certlab, descriptor, lines, recompute, run, write, write_module
+from gate_helpers import AGENTS, certlab, descriptor, lines, local_session, recompute, run, write, write_module
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.gate.manifest import read_manifest
@@ -412,14 +412,15 @@ from pathlib import Path
 from certlab_core._runtime.registry import discover
 from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import build_manifest
-from certlab_core.gate.runner import plan_run, run_experiment
+from certlab_core.gate.runner import open_executor, plan_run, run_experiment
 from certlab_core.gate.store import create_run
 registry = discover()
 path = Path({str(path)!r})
 manifest = build_manifest(load_descriptor(path), path, registry)
 plan = plan_run(manifest, registry)
 folder = create_run(Path({str(tmp_path / "runs")!r}), manifest)
-run_experiment(plan, folder, workers=2)
+with open_executor(registry, "local", 2, None, {{}}) as session:
+    run_experiment(plan, folder, session)
 print(sorted(m for m in ("scipy", "numpy", "certlab_retry_world.agents") if m in sys.modules), threading.active_count())
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
@@ -448,8 +449,11 @@ def test_a_broken_record_sink_is_an_instrument_error(registry: Registry, tmp_pat
     store = create_run(tmp_path / "runs", manifest)
     (store / "trials.jsonl").unlink()
     (store / "trials.jsonl").symlink_to("/dev/full")  # every write fails: no space left
-    with pytest.raises(InstrumentError, match=r"the record sink failed .*; the experiment is invalid") as raised:
-        run_experiment(plan_run(manifest, registry), store, workers=2)
+    with (
+        local_session(2) as session,
+        pytest.raises(InstrumentError, match=r"the record sink failed .*; the experiment is invalid") as raised,
+    ):
+        run_experiment(plan_run(manifest, registry), store, session)
     assert raised.value.exit_code == 3
 
 
@@ -605,7 +609,8 @@ def test_a_long_trial_shows_a_heartbeat_naming_it_and_the_records_do_not(
     plan = plan_run(build_manifest(load_descriptor(path), path, registry), registry)
     store = create_run(folder / "runs", plan.manifest)
     stream = io.StringIO()
-    run_experiment(plan, store, workers=1, progress=ProgressLine(2, stream=stream))
+    with local_session(1) as session:
+        run_experiment(plan, store, session, progress=ProgressLine(2, stream=stream))
     said = stream.getvalue()
     beats = [line for line in said.splitlines() if line.startswith("still running: ")]
     assert len(beats) >= 2, said

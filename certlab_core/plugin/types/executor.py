@@ -5,7 +5,7 @@ they ran. A unit (:class:`Work`) names a :class:`Stage` (what kind of work: a tr
 arm, an oracle, a graded certification trial) and the stage's argument (one job). Every
 executor keeps the same promise: each unit runs in a fresh process of its own, forked from
 a process that ran the stage's ``preload`` once, and its result (or how it failed) comes
-back to the one process that writes the store. ``local`` (``certlab_core.sdk.executor``) forks from this
+back to the one process that writes the store. ``local`` (certlab-executor-local) forks from this
 machine's lean parent; an executor plugin such as ``dask`` runs :func:`run_isolated` on a
 remote worker, which keeps that promise there.
 """
@@ -145,8 +145,15 @@ class ExecutorStart(Protocol):
 
 @frozen
 class Executor(Record):
-    """A place trials run (``--executor NAME``): ``start(options)`` opens a session for one run or certification."""
+    """A place trials run (``--executor NAME``): ``start(options)`` opens a session for one run or certification.
+
+    ``forks_here`` says that the units run on this machine, a stage's without ``preload`` as
+    forks of the process that runs certlab, inheriting what it started: certify then forks
+    its trials, proofs and calibrations itself (its warm grading services reach them)
+    instead of sending them through a session.
+    """
 
     name: str
     description: str
     start: ExecutorStart
+    forks_here: bool = False

@@ -18,7 +18,7 @@ def test_the_none_record_is_discovered_and_declares_that_it_does_not_contain() -
 
 
 def test_left_out_sandbox_none_is_refused_in_one_line_before_anything_runs(tmp_path: Path) -> None:
-    env = {**os.environ, "CERTLAB_PLUGINS": "intervals,calibration,policy,suite"}
+    env = {**os.environ, "CERTLAB_PLUGINS": "intervals,calibration,policy,suite,executor-local"}
     out = tmp_path / "certification"
     done = run_certlab("certify", "-f", "intervals", "-a", "null", "--sandbox", "none", "-o", str(out), env=env)
     assert done.returncode == 4 and not (out / "bundle.json").exists()

@@ -1,0 +1,389 @@
+"""The process layer: start, supervise, limit, reap processes; one place each.
+
+Everything certlab runs in a process of its own goes through here: a forked call that sends
+its one result down a pipe (``fork_call``), many of them under deadlines (``Children``, which
+the fork pool and the zygotes serve from), a program stopped at its deadline (``stop_group``:
+SIGTERM to its group, SIGKILL a grace later), reaping, and the record of a child that failed
+(``ChildFailure``). The parent must not have started a thread before it forks (checked), so a
+child never inherits a lock held by a thread that does not exist in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import select
+import selectors
+import signal
+import struct
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:  # a zygote imports this module as it starts: nothing it does not need
+    import subprocess
+
+    from certlab_core.plugin.types.sandbox import SpawnedProcess
+
+# --------------------------------------------------------------------------- the child failure record
+
+
+@attrs.frozen
+class ChildFailure:
+    """What went wrong in a forked child: an exception it raised, or how it died."""
+
+    kind: str  # "exception", "died", "timeout"
+    summary: str
+    traceback: str = ""
+    exit_code: int | None = None  # how a child that "died" exited (None when killed by a signal)
+
+
+class ForkedCallError(Exception):
+    def __init__(self, failure: ChildFailure) -> None:
+        super().__init__(failure.summary)
+        self.failure = failure
+
+
+TIMED_OUT = ChildFailure("timeout", "the forked process ran past its time limit and was killed")
+
+
+def result_of(status: int, data: bytes) -> tuple[str, Any]:
+    """What a reaped child sent (``data``), or how it died when it sent nothing (its wait ``status``)."""
+    if not data:
+        exit_code: int | None = None
+        if os.WIFSIGNALED(status):
+            how = f"was killed by signal {os.WTERMSIG(status)}"
+        else:
+            exit_code = os.waitstatus_to_exitcode(status)
+            how = f"exited with status {exit_code}"
+        return "err", ChildFailure("died", f"the forked process {how} before sending its result", exit_code=exit_code)
+    try:
+        kind, value = pickle.loads(data)
+    except Exception as error:
+        return "err", ChildFailure("died", f"the forked process sent an unreadable result ({error})")
+    return kind, value
+
+
+# --------------------------------------------------------------------------- starting
+
+
+def assert_single_threaded() -> None:
+    """Refuse to fork while another thread runs (the child would inherit locks no thread of it holds)."""
+    if threading.active_count() > 1:
+        names = ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread())
+        raise RuntimeError(f"refusing to fork with other threads running ({names})")
+
+
+def child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """Run in the child: compute, send ("ok", value) or ("err", ChildFailure), exit without cleanup."""
+    code = 0
+    try:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            payload: tuple[str, Any] = ("ok", fn(*args))
+        except BaseException as error:  # everything, SystemExit included, is reported
+            payload = (
+                "err",
+                ChildFailure("exception", f"{type(error).__name__}: {error}", traceback.format_exc(limit=20)),
+            )
+        try:
+            data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as error:
+            data = pickle.dumps(("err", ChildFailure("exception", f"unpicklable result: {error}")))
+        write_all(write_fd, data)
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def fork_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[int, int]:
+    """Fork a child that runs ``fn(*args)`` and sends its result; return its pid and the pipe to read it from."""
+    assert_single_threaded()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read_fd)
+        child_main(write_fd, fn, args)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+# --------------------------------------------------------------------------- stopping and reaping
+
+
+def reap(pid: int) -> int:
+    """Wait for the child ``pid`` to end; its wait status."""
+    _pid, status = os.waitpid(pid, 0)
+    return status
+
+
+def kill(pid: int) -> None:
+    """SIGKILL the child ``pid`` and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to the process group ``pgid``, if it is still there."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def reap_exited() -> None:
+    """Reap every child of this process that has ended, without waiting for the others."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def has_children() -> bool:
+    """Whether this process has any child left, zombies reaped first."""
+    reap_exited()
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` ends (None before Linux 5.3, or when it is gone)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def exited_within(process: SpawnedProcess, timeout_s: float) -> bool:
+    """Wait for ``process`` to end, at most ``timeout_s``; True when it ended (it is then reaped).
+
+    Woken by the kernel the moment it exits (a pidfd); ``Popen.wait(timeout)`` instead sleeps in
+    doubling steps up to 50 ms, which added up to half a short program's run to every one.
+    """
+    import subprocess
+
+    watch = pidfd(process.pid)
+    if watch is not None:
+        try:
+            poller = select.poll()
+            poller.register(watch, select.POLLIN)
+            deadline = time.monotonic() + timeout_s
+            while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+                if time.monotonic() >= deadline:
+                    return process.poll() is not None
+        finally:
+            os.close(watch)
+    try:
+        process.wait(timeout=timeout_s if watch is None else None)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def stop_group(process: SpawnedProcess, timeout_s: float, grace_s: float) -> bool:
+    """Wait for ``process`` until ``timeout_s``, then SIGTERM its group and SIGKILL it ``grace_s`` later; True if
+    it ran past its time. It is reaped either way."""
+    import subprocess
+
+    if exited_within(process, timeout_s):
+        return False
+    kill_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        kill_group(process.pid, signal.SIGKILL)
+        process.wait()
+    return True
+
+
+def stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
+    """Wait for ``process`` to end by itself, at most ``grace_s``, then SIGKILL it; it is reaped either way."""
+    try:
+        process.wait(timeout=grace_s)
+    except Exception:
+        process.kill()
+        process.wait()
+
+
+# --------------------------------------------------------------------------- many children under deadlines
+
+
+@attrs.define
+class Finished:
+    """A child whose pipe closed, or that was killed at its deadline (``timed_out``; it is reaped then)."""
+
+    tag: Any
+    pid: int
+    data: bytes
+    timed_out: bool
+
+    def outcome(self) -> tuple[str, Any]:
+        """``("ok", what it returned)``, or ``("err", the ChildFailure of how it failed)``; it is reaped here."""
+        return ("err", TIMED_OUT) if self.timed_out else result_of(reap(self.pid), self.data)
+
+
+class Children:
+    """Forked children, each sending its one result down a pipe watched by ``selector``, killed at its deadline.
+
+    ``start`` forks one (``watch``: one forked elsewhere); the owner selects (at most
+    ``wait_s()``), hands each ready descriptor to ``read`` (False: not a child's, the owner's
+    own), then takes ``finished()``. The fork pool, each zygote and each forked call serve
+    their calls through one of these.
+    """
+
+    def __init__(self, selector: selectors.BaseSelector) -> None:
+        self._selector = selector
+        self._running: dict[int, tuple[Any, int, list[bytes], float | None]] = {}  # fd -> (tag, pid, chunks, deadline)
+        self._leaders: dict[int, int | None] = {}  # a group leader's fd -> its pidfd
+        self._exits: dict[int, int] = {}  # pidfd -> the leader's fd
+        self._ended: dict[int, bool] = {}  # fd -> killed at its deadline
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def start(self, fn: Callable[..., Any], args: tuple[Any, ...], tag: Any, timeout: float | None) -> None:
+        pid, read_fd = fork_call(fn, args)
+        self.watch(pid, read_fd, tag, None if timeout is None else time.monotonic() + timeout)
+
+    def watch(self, pid: int, read_fd: int, tag: Any, deadline: float | None, leader: bool = False) -> None:
+        """Watch a child that sends its result on ``read_fd`` (closed here once it is done).
+
+        A ``leader`` of its own process group is killed with the group at its deadline, and is
+        done when it exits, even while a process it started holds its pipe open.
+        """
+        self._running[read_fd] = (tag, pid, [], deadline)
+        self._selector.register(read_fd, selectors.EVENT_READ)
+        if leader:
+            self._leaders[read_fd] = exited = pidfd(pid)  # None before Linux 5.3: its pipe's end says it is done
+            if exited is not None:
+                self._exits[exited] = read_fd
+                self._selector.register(exited, selectors.EVENT_READ)
+
+    def wait_s(self) -> float | None:
+        """How long the owner may wait in ``select``: until the nearest deadline (None: no deadline)."""
+        deadlines = [d for (_t, _p, _c, d) in self._running.values() if d is not None]
+        return None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+
+    def read(self, fd: int) -> bool:
+        """Read what the child on ``fd`` sent; False when ``fd`` is not a child's."""
+        leader = self._exits.get(fd)
+        if leader is not None:  # it has exited: what it wrote is all in its pipe
+            os.set_blocking(leader, False)
+            with contextlib.suppress(BlockingIOError):
+                while chunk := os.read(leader, 1 << 16):
+                    self._running[leader][2].append(chunk)
+            self._ended.setdefault(leader, False)
+            return True
+        running = self._running.get(fd)
+        if running is None:
+            return False
+        if fd not in self._ended:
+            chunk = os.read(fd, 1 << 16)
+            if chunk:
+                running[2].append(chunk)
+            else:
+                self._ended[fd] = False
+        return True
+
+    def _kill(self, fd: int, pid: int) -> None:
+        if fd in self._leaders:
+            kill_group(pid)
+            with contextlib.suppress(ChildProcessError):
+                reap(pid)
+        else:
+            kill(pid)
+
+    def _forget(self, fd: int) -> None:
+        for watched in (fd, self._leaders.pop(fd, None)):
+            if watched is not None:
+                self._exits.pop(watched, None)
+                self._selector.unregister(watched)
+                os.close(watched)
+
+    def kill_all(self) -> None:
+        """Kill every child still running; each comes back from ``finished()`` as timed out."""
+        for fd, (_t, pid, _c, _d) in self._running.items():
+            self._kill(fd, pid)
+            self._ended[fd] = True
+
+    def finished(self) -> list[Finished]:
+        """The children that ended, and those now past their deadline, killed (their pipes closed)."""
+        now = time.monotonic()
+        for fd, (_t, pid, _c, deadline) in self._running.items():
+            if deadline is not None and now >= deadline and fd not in self._ended:
+                self._kill(fd, pid)
+                self._ended[fd] = True
+        done = []
+        for fd, timed_out in self._ended.items():
+            tag, pid, chunks, _d = self._running.pop(fd)
+            self._forget(fd)
+            done.append(Finished(tag, pid, b"".join(chunks), timed_out))
+        self._ended.clear()
+        return done
+
+    def close(self) -> None:
+        """Kill every child still running and forget it."""
+        for fd, (_t, pid, _c, _d) in list(self._running.items()):
+            self._kill(fd, pid)
+            self._forget(fd)
+        self._running.clear()
+        self._ended.clear()
+
+
+# --------------------------------------------------------------------------- framing
+
+#: A pickled message on a pipe is its length in 8 bytes, then the pickle.
+FRAME = struct.Struct("!Q")
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, however many writes it takes."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def send_frame(fd: int, message: Any) -> None:
+    """Send ``message`` pickled, as one frame."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    write_all(fd, FRAME.pack(len(data)) + data)
+
+
+def read_exactly(fd: int, size: int) -> bytes:
+    """Read ``size`` bytes from ``fd``; EOFError when the pipe closes first."""
+    chunks = []
+    while size:
+        chunk = os.read(fd, size)
+        if not chunk:
+            raise EOFError("the pipe closed early")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def frames(buffer: bytearray) -> list[Any]:
+    """Complete messages at the front of ``buffer`` (consumed); a partial one stays."""
+    messages = []
+    while len(buffer) >= FRAME.size:
+        (size,) = FRAME.unpack_from(buffer)
+        if len(buffer) < FRAME.size + size:
+            break
+        messages.append(pickle.loads(bytes(buffer[FRAME.size : FRAME.size + size])))
+        del buffer[: FRAME.size + size]
+    return messages

@@ -1,0 +1,101 @@
+"""The process layer (certlab_core.sdk.processes): deadlines, group stops and reaping, as the callers rely on them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from certlab_core.sdk.forking import ForkedCallError, ForkPool, PendingCall
+from certlab_core.sdk.processes import ChildFailure, stop_group
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _leave_a_sleeper(_arg: object) -> int:
+    """Fork a process that holds this call's result pipe (a fork keeps every descriptor) and outlives the call."""
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    return pid
+
+
+def _sleep(seconds: float) -> str:
+    time.sleep(seconds)
+    return "woke"
+
+
+def test_a_pending_call_returns_when_it_exits_though_a_process_it_started_holds_its_pipe_and_that_one_dies() -> None:
+    call = PendingCall(_leave_a_sleeper)
+    call.start(None)
+    started = time.monotonic()
+    sleeper = call.result(timeout=30)
+    assert time.monotonic() - started < 10  # not the sleeper's 60 s, nor the 30 s deadline
+    deadline = time.monotonic() + 5
+    while _alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _alive(sleeper), "the call's process group outlived it"
+
+
+def test_a_pending_call_past_its_time_is_a_timeout_and_its_group_is_killed() -> None:
+    call = PendingCall(_sleep)
+    call.start(30.0)
+    started = time.monotonic()
+    with pytest.raises(ForkedCallError) as raised:
+        call.result(timeout=0.3)
+    assert raised.value.failure.kind == "timeout" and time.monotonic() - started < 5
+    assert not _alive(call.pid)
+
+
+def test_a_pool_kills_the_child_past_its_deadline_and_returns_the_others_result() -> None:
+    with ForkPool(2) as pool:
+        pool.submit(_sleep, 30.0, "slow", timeout=0.3)
+        pool.submit(_sleep, 0.0, "quick", timeout=30)
+        results: dict[str, object] = {}
+        while pool.busy():
+            results.update(pool.wait())
+    assert results["quick"] == "woke"
+    slow = results["slow"]
+    assert isinstance(slow, ChildFailure) and slow.kind == "timeout", slow
+
+
+TRAPS_TERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+)
+
+
+@pytest.mark.parametrize(
+    ("program", "at_least", "at_most"), [("import time; time.sleep(60)", 0.2, 1.5), (TRAPS_TERM, 1.2, 3.0)]
+)
+def test_a_program_past_its_time_gets_sigterm_then_sigkill_a_grace_later(
+    program: str, at_least: float, at_most: float
+) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", program], start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    if program == TRAPS_TERM:
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+    started = time.monotonic()
+    assert stop_group(process, timeout_s=0.2, grace_s=1.0) is True
+    took = time.monotonic() - started
+    assert at_least <= took <= at_most, took
+    assert process.returncode == -(signal.SIGKILL if program == TRAPS_TERM else signal.SIGTERM)
+    assert process.stdout is not None
+    process.stdout.close()
+
+
+def test_a_program_that_ends_in_time_is_reaped_and_not_signalled() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    assert stop_group(process, timeout_s=30, grace_s=1.0) is False
+    assert process.returncode == 0 and not _alive(process.pid)
