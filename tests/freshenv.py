@@ -289,6 +289,18 @@ def _locked(path: Path) -> Iterator[None]:
 _built: dict[str, Any] = {}
 
 
+def shared_wheelhouse(factory: pytest.TempPathFactory) -> Path:
+    """The wheelhouse alone: the one ``CERTLAB_WHEELHOUSE`` names, else the fresh environment's (built for it).
+
+    A test that installs from the wheelhouse itself need not wait, under the lock, while another worker
+    builds and installs the whole fresh environment: with the wheelhouse given there is nothing to build.
+    """
+    given = os.environ.get(WHEELHOUSE_ENV, "").strip()
+    if given and Path(given).is_dir():
+        return Path(given)
+    return shared_fresh_env(factory).wheelhouse
+
+
 def shared_fresh_env(factory: pytest.TempPathFactory) -> FreshEnv:
     """The run's fresh environment, built by whichever test (or xdist worker) asks first."""
     if "data" not in _built:
