@@ -117,15 +117,19 @@ def resolve_families(registry: Registry, names: Sequence[str]) -> list[TaskFamil
     return [registry.get("task_families", name) for name in dict.fromkeys(names)]
 
 
-def held_out_notices(families: Sequence[TaskFamily], graders: Sequence[Grader]) -> list[str]:
-    """What the certification cannot claim with the graders installed: held-out cases nobody scores."""
+def held_out_notices(families: Sequence[TaskFamily], graders: Sequence[Grader], install: str = "") -> list[str]:
+    """What the certification cannot claim with the graders installed: held-out cases nobody scores.
+
+    ``install`` says what would score them (the provider lists' ``pip install ...``), when known.
+    """
     if any(scores_held_out(grader) for grader in graders):
         return []
     unscored = [f.name for f in families if _has_cases(Path(f.cases_file))]
     if not unscored:
         return []
+    what = f"{install}; " if install else ""
     return [
-        f"held-out cases not scored: no installed grader declares the held-out role (families with cases: "
+        f"held-out cases not scored: no installed grader declares the held-out role ({what}families with cases: "
         f"{', '.join(unscored)})"
     ]
 
@@ -246,7 +250,7 @@ def _certify(
     hidden = [*answer_key_paths(families), str(held_out.scratch), *options.tasks, *options.hidden]
     containment = choose_containment(registry, options.sandbox, hidden, log_to_stderr)
     agent = checked_agent(agent, options.agent_args, containment, log_to_stderr)
-    notices = held_out_notices(families, graders)
+    notices = held_out_notices(families, graders, registry.providers.install_line("held_out"))
     for notice in notices:
         progress(f"notice: {notice}")
     calibrators = constructed_agents(registry)
