@@ -1,4 +1,4 @@
-"""Test support: what several tests only read, made once per test run (xdist included)."""
+"""Test support: what several tests only read, made once per run (xdist too)."""
 
 from __future__ import annotations
 
