@@ -262,8 +262,8 @@ def _check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None
     """
     import asyncio
 
-    from distributed.comm.core import connect
     from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.core import connect
 
     try:
         scheme, location = parse_address(address)
