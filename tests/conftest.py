@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
-import json
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +9,7 @@ import pytest
 
 # The adversarial suite's figure, printed by the controller (under xdist too): see tests/adversarial/figure.py.
 from adversarial.figure import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401
+from made_once import made_once_per_run
 
 from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify
@@ -33,26 +30,6 @@ def make_certification(registry: Registry, out: Path, agent: str, **options: Any
     )
     write_certification(out, result, registry)
     return out
-
-
-def made_once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Path]) -> Path:
-    """What ``make(folder)`` returns, made once per test run even across pytest-xdist workers.
-
-    The first worker to ask makes it in a new folder of the run's base folder (the parent of each worker's),
-    under a lock, and records where; every later one waits for the lock and reuses it. The tests only read
-    what it made (they copy it to change it), as they did when each worker made its own.
-    """
-    base = factory.getbasetemp()
-    shared = (base.parent if base.name.startswith("popen-gw") else base) / "made-once"
-    shared.mkdir(exist_ok=True)
-    with (shared / f"{name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        record = shared / f"{name}.json"
-        if record.exists():
-            return Path(json.loads(record.read_text(encoding="utf-8"))["path"])
-        made = make(Path(tempfile.mkdtemp(prefix=f"{name}-", dir=shared)))  # a failed attempt's folder is left
-        record.write_text(json.dumps({"path": str(made)}), encoding="utf-8")
-        return made
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ DAEMON = "setsid env -i /bin/sh -c 'sleep 30' </dev/null >/dev/null 2>&1 &"
 def naive_run(request: AgentRequest) -> AgentOutcome:
     if request.env.get("MODE") == "down":
         raise ConnectionError("the API is down")
-    script = "sleep 11" if request.env.get("MODE") == "hang" else DAEMON  # 11 s: past the check's 2 s + 8 s
+    script = "sleep 3" if request.env.get("MODE") == "hang" else DAEMON  # past the check's 2 s timeout
     started = time.monotonic()
     done = subprocess.run(["/bin/sh", "-c", script], cwd=request.workdir, env=dict(request.env), check=False)
     return AgentOutcome(status="completed", exit_code=done.returncode, wall_s=time.monotonic() - started)

@@ -19,6 +19,7 @@ Dask is imported only when a session starts: trials never fork from a process ho
 from __future__ import annotations
 
 import importlib.metadata
+import socket
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
@@ -251,11 +252,44 @@ def _exception_of(future: Any) -> object:
         return error
 
 
+def _check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise when the scheduler address refuses, or does not answer Dask's handshake within ``timeout_s``.
+
+    A TCP port where nothing listens refuses at once, while Dask's client retries it until
+    its timeout: a plain connection first says so at once. Then Dask's own handshake, under a
+    deadline: Dask reads the peer's greeting with no time limit, so a port that accepts and
+    stays silent would otherwise hang the client for good.
+    """
+    import asyncio
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.core import connect
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError):  # not host:port; the client says what is wrong with it
+        return
+    if scheme not in ("tcp", "tls"):
+        return
+    with socket.create_connection((host, port), timeout=timeout_s):
+        pass
+    if scheme != "tcp":  # TLS needs the cluster's security settings, which only the client is given
+        return
+
+    async def greet() -> None:
+        comm = await asyncio.wait_for(connect(address, timeout=timeout_s), timeout_s)
+        await comm.close()
+
+    asyncio.run(greet())
+
+
 def _connect(options: ExecutorOptions) -> tuple[Any, Any]:
     from distributed import Client, LocalCluster
 
     if options.scheduler:
         try:
+            _check_reachable(options.scheduler)
             return Client(options.scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False), None
         except (OSError, TimeoutError, ValueError, TypeError) as error:
             raise UsageError(

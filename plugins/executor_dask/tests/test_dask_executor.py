@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from certlab_executor_dask.plugin import mismatched
+from certlab_executor_dask.plugin import CONNECT_TIMEOUT_S, mismatched
 
 from certlab_core.gate.classify import WORKER_LOST
 from certlab_core.gate.runner import VOLATILE_FIELDS
@@ -325,8 +325,20 @@ def test_an_unreachable_scheduler_is_refused_in_one_line_before_any_trial(tmp_pa
     assert done.returncode == 4, done.stderr
     (message,) = done.stderr.strip().splitlines()
     assert "no Dask scheduler answers there" in message and "dask scheduler" in message
+    assert "ConnectionRefusedError" in message  # the port refused: said at once, not after the client's timeout
     assert not (tmp_path / "out").exists()
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < CONNECT_TIMEOUT_S / 2
+
+
+def test_a_port_that_accepts_and_stays_silent_is_refused_after_the_timeout_not_waited_on_forever() -> None:
+    """Dask reads a scheduler's greeting with no time limit; the check before the client has one (0.5 s here)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)  # the kernel accepts connections; nothing ever answers them
+        address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        check = f"from certlab_executor_dask.plugin import _check_reachable; _check_reachable({address!r}, 0.5)"
+        done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1 and done.stderr.strip().splitlines()[-1] == "TimeoutError", done.stderr
 
 
 def test_a_worker_without_the_manifests_plugins_at_its_versions_is_refused(

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from certlab_clopper_pearson.rule import interval as exact_interval
 from certlab_report_html.render import render
 from certlab_report_html.svg import ticks
+from made_once import a_vs_b_store
 
 from certlab_core.report.model import Report, build_report
 from certlab_core.sdk.services import installed_plugins
@@ -139,7 +139,6 @@ def test_ticks_are_round_and_cover_the_range() -> None:
 
 # ------------------------------------------------------------------- the gate story's BLOCK, measured in the browser
 
-REPO = Path(__file__).resolve().parents[3]
 MEASURE = """<script>
 for (const svg of document.querySelectorAll("svg.condition-plot")) {
   const middle = (selector) => {
@@ -177,15 +176,7 @@ class Measured(HTMLParser):
 @pytest.fixture(scope="module")
 def story_block(tmp_path_factory: pytest.TempPathFactory) -> Report:
     """The gate story's confirmatory run (examples/retry/a_vs_b.yaml): a BLOCK, a ceiling, a partly fired fault."""
-    out = tmp_path_factory.mktemp("story")
-    done = subprocess.run(
-        [sys.executable, "-m", "certlab_core.cli", "run", str(REPO / "examples/retry/a_vs_b.yaml"), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 1, done.stdout + done.stderr
-    folder = Path(next(line[5:] for line in done.stdout.splitlines() if line.startswith("run: ")))
+    folder = a_vs_b_store(tmp_path_factory)  # made once per test run (exit 1 checked there); read only
     manifest = json.loads((folder / "manifest.json").read_text())
     decision = json.loads((folder / "decision.json").read_text())
     lines = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
