@@ -11,7 +11,7 @@ import time
 import pytest
 
 from certlab_core.sdk.forking import ForkedCallError, ForkPool, PendingCall
-from certlab_core.sdk.processes import ChildFailure, stop_group
+from certlab_core.sdk.processes import ChildFailure, stop_child, stop_group
 
 
 def _alive(pid: int) -> bool:
@@ -99,3 +99,30 @@ def test_a_program_that_ends_in_time_is_reaped_and_not_signalled() -> None:
     process = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     assert stop_group(process, timeout_s=30, grace_s=1.0) is False
     assert process.returncode == 0 and not _alive(process.pid)
+
+
+def _forked(then: str) -> int:
+    """A forked child that exits at once (``exit``) or ignores SIGTERM and sleeps (``hang``)."""
+    pid = os.fork()
+    if pid == 0:
+        if then == "hang":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            time.sleep(60)
+        os._exit(0)
+    return pid
+
+
+def test_a_forked_child_that_ends_is_reaped_and_one_that_hangs_is_killed_a_grace_later() -> None:
+    ended = _forked("exit")
+    stop_child(ended, 5.0)
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left behind
+        os.waitpid(ended, os.WNOHANG)
+    stop_child(ended, 5.0)  # one reaped already is no error
+
+    hung = _forked("hang")
+    started = time.monotonic()
+    stop_child(hung, 0.3)
+    assert time.monotonic() - started >= 0.3  # it was given its grace
+    assert not _alive(hung)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(hung, os.WNOHANG)

@@ -211,6 +211,20 @@ def stop_group(process: SpawnedProcess, timeout_s: float, grace_s: float) -> boo
     return True
 
 
+def stop_child(pid: int, grace_s: float) -> None:
+    """Wait for the forked child ``pid`` to end by itself, at most ``grace_s``, then SIGKILL it; reaped either way."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            ended, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # reaped already
+            return
+        if ended:
+            return
+        time.sleep(0.005)
+    kill(pid)
+
+
 def stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
     """Wait for ``process`` to end by itself, at most ``grace_s``, then SIGKILL it; it is reaped either way."""
     try:

@@ -20,11 +20,11 @@ from certlab_core.sdk.processes import (
     Children,
     assert_single_threaded,
     frames,
-    kill,
     read_exactly,
     reap,
     send_frame,
     stop,
+    stop_child,
     write_all,
 )
 
@@ -353,13 +353,6 @@ class Zygote:
         elif self._process is not None:
             stop(self._process, 5.0)
         else:
-            deadline = time.monotonic() + 5.0
-            while time.monotonic() < deadline:
-                pid, _status = os.waitpid(self.pid, os.WNOHANG)
-                if pid:
-                    break
-                time.sleep(0.005)
-            else:
-                kill(self.pid)
+            stop_child(self.pid, 5.0)
         with contextlib.suppress(OSError):
             os.close(self.result_fd)
