@@ -116,6 +116,16 @@ def test_a_descriptor_without_a_rule_name_and_no_default_is_refused_at_rule_name
         build_manifest(load_descriptor(path), path, registry)
 
 
+def test_an_empty_rule_name_is_refused_at_rule_name_not_taken_for_the_default(tmp_path: Path) -> None:
+    path = without_rule_name(tmp_path)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["rule"]["name"] = ""
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(UsageError) as refused:
+        build_manifest(load_descriptor(path), path, discover(only=(*GATE, "clopper-pearson")))
+    assert "a_vs_b.yaml: rule.name: unknown statistical rule ''" in refused.value.message
+
+
 def test_the_schemas_say_a_descriptor_may_leave_the_rule_name_out_and_a_manifest_always_names_it() -> None:
     descriptor_rule = schema_of("descriptor")["$defs"]["Rule"]
     assert "name" not in descriptor_rule.get("required", [])

@@ -282,7 +282,8 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
             rule = attrs.evolve(rule, name=default_rule(registry, "left out, so the default rule decides").name)
         except UsageError as error:
             problems.add("rule.name", error.message)
-    if rule.name and _get(registry, "statistical_rules", rule.name, "rule.name", problems) is not None:
+    named = asked.name is not None or bool(rule.name)  # a name given (even an empty one) is checked as given
+    if named and _get(registry, "statistical_rules", rule.name, "rule.name", problems) is not None:
         uses("statistical_rules", rule.name)
     checks: dict[str, ReferenceCheck] = check_references(references, folder, toolset, task.input) if references else {}
     for reference, check in checks.items():
