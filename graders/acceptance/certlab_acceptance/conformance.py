@@ -28,6 +28,7 @@ import pytest
 from certlab_acceptance.cases import HeldOutCase, read_cases
 from certlab_acceptance.visible_calls import LiteralCall, leaked_inputs, suite_calls
 from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.sdk.trees import visible_test_modules
 from certlab_core.sdk.workcopy import materialise
 
 SUBPROCESS_TIMEOUT_S = 60
@@ -87,13 +88,10 @@ def held_out_verdicts(family: TaskFamily, tree: Path) -> dict[str, bool]:
 
 
 def visible_test_files(family: TaskFamily) -> list[Path]:
-    """The ``test_*.py`` files of the clean tree's visible suite (each of ``test_paths``, a file or a folder)."""
+    """The clean tree's visible test modules, as pytest collects them (the SDK's ``visible_test_modules``, which
+    the lock's own scan of a family reads too)."""
     tree = Path(family.tree_dir)
-    files: list[Path] = []
-    for test_path in family.test_paths:
-        path = tree / test_path
-        files.extend(sorted(path.glob("test_*.py")) if path.is_dir() else [path])
-    return files
+    return [tree / relpath for relpath in visible_test_modules(tree, family.test_paths)]
 
 
 def visible_literal_calls(family: TaskFamily) -> list[LiteralCall]:
