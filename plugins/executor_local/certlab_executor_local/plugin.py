@@ -60,9 +60,8 @@ class LocalSession:
         return zygote is not None and not zygote.closed
 
     def submit(self, work: Work) -> None:
-        zygote = self._zygotes.get(work.stage.name)
-        if zygote is not None and not zygote.closed:
-            self._pool.submit_to(zygote, work.arg, work.tag, timeout=work.timeout_s)
+        if self._serving(work.stage.name):
+            self._pool.submit_to(self._zygotes[work.stage.name], work.arg, work.tag, timeout=work.timeout_s)
         else:
             self._pool.submit(unprepared(work.stage), work.arg, work.tag, timeout=work.timeout_s)
 
