@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import fcntl
 import json
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from certlab_core.testing import run_certlab
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -36,9 +36,7 @@ def made_once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable
 
 
 def _run_a_vs_b(folder: Path) -> Path:
-    runs = folder / "runs"
-    command = [sys.executable, "-m", "certlab_core.cli", "run", str(REPO / "examples/retry/a_vs_b.yaml")]
-    done = subprocess.run([*command, "--out", str(runs), "--quiet"], capture_output=True, text=True, check=False)
+    done = run_certlab("run", str(REPO / "examples/retry/a_vs_b.yaml"), "--out", str(folder / "runs"), "--quiet")
     assert done.returncode == 1, done.stdout + done.stderr  # the story's confirmatory run blocks
     return Path(next(line[len("run: ") :] for line in done.stdout.splitlines() if line.startswith("run: ")))
 
