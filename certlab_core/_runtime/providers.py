@@ -39,15 +39,21 @@ class DeclaredList:
     entry_point: importlib.metadata.EntryPoint
 
 
+def declared_lists(
+    entry_points: Iterable[tuple[importlib.metadata.EntryPoint, importlib.metadata.Distribution]],
+) -> list[DeclaredList]:
+    """The provider lists among ``entry_points`` (each with its distribution), once each, none loaded."""
+    found: dict[tuple[str, str], DeclaredList] = {}
+    for ep, dist in entry_points:
+        if ep.group == ENTRY_POINT_GROUP:
+            name = dist.metadata["Name"] or "?"
+            found.setdefault((ep.name, name), DeclaredList(ep.name, name, dist.version or "?", ep))
+    return sorted(found.values(), key=lambda d: (d.distribution, d.name))
+
+
 def installed_lists() -> list[DeclaredList]:
     """Every entry point of ``certlab.providers`` of the installed distributions, in one scan, none loaded."""
-    found: dict[tuple[str, str], DeclaredList] = {}
-    for dist in importlib.metadata.distributions():
-        for ep in dist.entry_points:
-            if ep.group == ENTRY_POINT_GROUP:
-                name = dist.metadata["Name"] or "?"
-                found.setdefault((ep.name, name), DeclaredList(ep.name, name, dist.version or "?", ep))
-    return sorted(found.values(), key=lambda d: (d.distribution, d.name))
+    return declared_lists((ep, dist) for dist in importlib.metadata.distributions() for ep in dist.entry_points)
 
 
 def checked_list(value: object, kinds: Iterable[str]) -> dict[str, dict[str, str]]:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, overload
 import pluggy
 
 from certlab_core._runtime.providers import ENTRY_POINT_GROUP as PROVIDERS_GROUP
-from certlab_core._runtime.providers import NO_LIST, DeclaredList, Providers
+from certlab_core._runtime.providers import NO_LIST, DeclaredList, Providers, declared_lists
 from certlab_core.plugin import hookspecs
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.discovery import PluginFailure, PluginInfo, PluginWarning
@@ -91,15 +91,14 @@ def _declared_plugins() -> tuple[list[tuple[str, str, str, str, importlib.metada
     metadata, as when a tool runs from inside that folder) declares its entry points once.
     """
     found: dict[tuple[str, str, str, str], importlib.metadata.EntryPoint] = {}
-    lists: dict[tuple[str, str], DeclaredList] = {}
+    lists: list[tuple[importlib.metadata.EntryPoint, importlib.metadata.Distribution]] = []
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
             if ep.group == ENTRY_POINT_GROUP:
                 found.setdefault((ep.name, ep.value, dist.metadata["Name"] or "?", dist.version or "?"), ep)
             elif ep.group == PROVIDERS_GROUP:
-                name = dist.metadata["Name"] or "?"
-                lists.setdefault((ep.name, name), DeclaredList(ep.name, name, dist.version or "?", ep))
-    return [(*key, ep) for key, ep in found.items()], sorted(lists.values(), key=lambda d: (d.distribution, d.name))
+                lists.append((ep, dist))
+    return [(*key, ep) for key, ep in found.items()], declared_lists(lists)
 
 
 Provider = tuple[object, str]  # (record, plugin name)
