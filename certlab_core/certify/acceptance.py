@@ -84,9 +84,10 @@ def task_source_for(registry: Registry, directory: Path, what: str) -> TaskSourc
 
 
 def _not_installed(registry: Registry, what: str) -> UsageError:
-    provider = " or ".join(registry.providers.distributions("held_out")) or "no held-out acceptance"
+    listed = " or ".join(registry.providers.distributions("held_out"))
+    missing = f"{listed} is not installed" if listed else "no plugin of held-out acceptance is installed"
     return UsageError(
-        f"{what}: a task of your own is proven and scored by its held-out cases, and {provider} is not installed "
+        f"{what}: a task of your own is proven and scored by its held-out cases, and {missing} "
         f"({_install(registry, 'held_out')})"
     )
 
