@@ -138,3 +138,21 @@ def test_without_any_list_a_recorded_proof_that_is_not_installed_is_refused_not_
         f"mutants intervals: the bundle records a mutation proof, and no plugin installed provides it ({NO_LIST}; "
         "run 'certlab plugins' to see what is installed)"
     )
+
+
+def test_a_user_task_without_held_out_acceptance_says_what_is_missing_with_or_without_a_list(tmp_path: Path) -> None:
+    from certlab_core.certify.acceptance import _not_installed
+
+    registry = Registry(new_plugin_manager())  # no held-out acceptance installed
+    registry.providers = Providers(KINDS, [])
+    assert _not_installed(registry, "--task t").message == (
+        "--task t: a task of your own is proven and scored by its held-out cases, and no plugin of held-out "
+        f"acceptance is installed ({NO_LIST}; run 'certlab plugins' to see what is installed)"
+    )
+    registry.providers = Providers(KINDS, [listed(tmp_path, "PROVIDERS = {'held_out': {'acceptance': 'acme-ho'}}\n")])
+    sys.path.insert(0, str(tmp_path))
+    try:
+        said = _not_installed(registry, "--task t").message
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert said.endswith("and acme-ho is not installed (pip install acme-ho)")
