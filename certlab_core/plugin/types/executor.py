@@ -16,6 +16,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Literal, Protocol, get_args
 
 from attrs import field, frozen
+from attrs.validators import instance_of
 
 from certlab_core.plugin.types.base import Record
 from certlab_core.plugin.types.fields import one_of, text_map
@@ -156,4 +157,4 @@ class Executor(Record):
     name: str
     description: str
     start: ExecutorStart
-    forks_here: bool = False
+    forks_here: bool = field(default=False, validator=instance_of(bool))  # a truthy word would fork here

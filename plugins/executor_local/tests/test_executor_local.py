@@ -28,6 +28,13 @@ def test_the_local_record_is_discovered_and_forks_here() -> None:
     assert record.forks_here is True
 
 
+def test_forks_here_must_be_a_bool_not_a_truthy_word() -> None:
+    # A remote executor whose record said forks_here="no" would have certify fork its work here, unseen.
+    start = discover().get(Executor, "local").start
+    with pytest.raises(TypeError):
+        Executor(name="x", description="x", start=start, forks_here="no")  # type: ignore[arg-type]
+
+
 def test_a_scheduler_is_refused_in_one_line() -> None:
     with pytest.raises(UsageError) as refused:
         discover().get(Executor, "local").start(ExecutorOptions(workers=1, scheduler="tcp://127.0.0.1:1"))
