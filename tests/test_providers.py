@@ -149,10 +149,12 @@ def test_a_user_task_without_held_out_acceptance_says_what_is_missing_with_or_wi
         "--task t: a task of your own is proven and scored by its held-out cases, and no plugin of held-out "
         f"acceptance is installed ({NO_LIST}; run 'certlab plugins' to see what is installed)"
     )
-    registry.providers = Providers(KINDS, [listed(tmp_path, "PROVIDERS = {'held_out': {'acceptance': 'acme-ho'}}\n")])
+    # A module name of its own: another test's acme_providers may be imported already in this process.
+    list_of_held_out = listed(tmp_path, "PROVIDERS = {'held_out': {'acceptance': 'acme-ho'}}\n", name="heldout")
+    registry.providers = Providers(KINDS, [list_of_held_out])
     sys.path.insert(0, str(tmp_path))
     try:
         said = _not_installed(registry, "--task t").message
     finally:
         sys.path.remove(str(tmp_path))
-    assert said.endswith("and acme-ho is not installed (pip install acme-ho)")
+    assert said.endswith("and acme-ho is not installed (pip install acme-ho)"), said
