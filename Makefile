@@ -13,20 +13,21 @@ TYPED_PACKAGES := certlab_core $(shell find task_families adapters graders plugi
 
 setup: $(STAMP) chromium sandbox strace
 
-$(STAMP): requirements-dev.txt $(PYPROJECTS)
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install -q -r requirements-dev.txt
+# Made as the demo's is (see $(DEMO_STAMP) below), with the test tools: pip's own -r of this file built each editable
+# distribution in an isolated environment of its own, with three setuptools processes each.
+$(STAMP): requirements-dev.txt $(PYPROJECTS) tools/install_editables.py
+	$(NEW_VENV)
+	$(BIN)/python tools/install_editables.py requirements-dev.txt
 	@touch $(STAMP) $(DEMO_STAMP)
 
 # A local wheelhouse, so the tests can install a third party's family into a fresh environment without network.
 # Rebuilt when any file of our packages changes; setuptools' build/ folders go first, as they keep deleted files.
 WHEEL_SOURCES := $(shell find $(TYPED_PACKAGES) -type f -not -path '*/__pycache__/*' -not -name '*.pyc' 2>/dev/null)
-$(WHEELHOUSE)/.built: $(STAMP) $(WHEEL_SOURCES)
+# tools/build_wheelhouse.py builds our wheels in one process (pip wheel starts three setuptools processes for each).
+$(WHEELHOUSE)/.built: $(STAMP) $(WHEEL_SOURCES) tools/build_wheelhouse.py
 	@rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
 	@rm -rf $$(sed -n 's|^-e \(.*\)|\1/build|p' requirements-dev.txt)
-	$(BIN)/python -m pip wheel -q --no-build-isolation -w $(WHEELHOUSE) . $$(sed -n 's/^-e \(.*\)/\1/p' requirements-dev.txt | grep -v '^\.$$')
-	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) setuptools wheel
+	$(BIN)/python tools/build_wheelhouse.py requirements-dev.txt $(WHEELHOUSE)
 	@touch $(WHEELHOUSE)/.built
 
 wheelhouse: $(WHEELHOUSE)/.built
@@ -83,11 +84,14 @@ clis: $(STAMP)
 # imported is compiled to bytecode on every CPU (pip compiles one file after another, test folders included).
 # A full setup (requirements-dev.txt) includes them and stamps both.
 SETUPTOOLS_FOR_SPDX := setuptools>=77
+define NEW_VENV
+@test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
+@$(BIN)/python -c "import pip, setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null || \
+  $(PYTHON) -m pip --python $(BIN)/python install -q --no-compile --upgrade pip "$(SETUPTOOLS_FOR_SPDX)" 2>/dev/null || \
+  { $(BIN)/python -m ensurepip -q && $(BIN)/python -m pip install -q --no-compile --upgrade pip "$(SETUPTOOLS_FOR_SPDX)"; }
+endef
 $(DEMO_STAMP): requirements-demo.txt $(PYPROJECTS) tools/install_editables.py
-	@test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
-	@$(BIN)/python -c "import pip, setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null || \
-	  $(PYTHON) -m pip --python $(BIN)/python install -q --no-compile --upgrade pip "$(SETUPTOOLS_FOR_SPDX)" 2>/dev/null || \
-	  { $(BIN)/python -m ensurepip -q && $(BIN)/python -m pip install -q --no-compile --upgrade pip "$(SETUPTOOLS_FOR_SPDX)"; }
+	$(NEW_VENV)
 	$(BIN)/python tools/install_editables.py requirements-demo.txt
 	@touch $(DEMO_STAMP)
 

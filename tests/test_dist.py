@@ -8,10 +8,7 @@ certlab-all is checked to depend on exactly the distributions this repository ho
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import sysconfig
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -66,71 +63,6 @@ def test_make_demo_installs_exactly_the_demo_and_what_it_depends_on() -> None:
     lines = (REPO / "requirements-demo.txt").read_text().splitlines()
     listed = {meta(REPO / line[3:])["name"] for line in lines if line.startswith("-e ")}
     assert listed == closure
-
-
-def _toy_distribution(root: Path) -> Path:
-    """A distribution of one package with an entry point and a test folder, in ``root/toy``."""
-    folder = root / "toy"
-    (folder / "toy_edit" / "tests").mkdir(parents=True)
-    (folder / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=77"]\nbuild-backend = "setuptools.build_meta"\n\n'
-        '[project]\nname = "toy-edit"\nversion = "0.1.0"\nlicense = "MIT"\n\n'
-        '[project.entry-points."toy.group"]\ntoy = "toy_edit"\n\n'
-        '[tool.setuptools]\npackages = ["toy_edit"]\n'
-    )
-    (folder / "toy_edit" / "__init__.py").write_text("VALUE = 1\n")
-    (folder / "toy_edit" / "tests" / "test_toy.py").write_text("def test_toy() -> None:\n    pass\n")
-    return folder
-
-
-def _venv_beside_this_one(root: Path) -> Path:
-    """A new venv without pip, seeing this environment's pip and setuptools (no index needed); its python."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
-    (site,) = (root / "venv").glob("lib/python3*/site-packages")
-    (site / "beside.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return root / "venv" / "bin" / "python"
-
-
-def test_the_demo_setup_installs_editable_compiled_and_recorded_as_pip_does(tmp_path: Path) -> None:
-    # make demo installs requirements-demo.txt with tools/install_editables.py: one process builds the editable
-    # wheels (pip starts three setuptools processes per distribution), one pip run installs them.
-    folder = _toy_distribution(tmp_path)
-    (tmp_path / "requirements.txt").write_text("# ours\n-e toy\n")
-    python = _venv_beside_this_one(tmp_path)
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"  # as on the machine measured: nothing is compiled on import
-    done = subprocess.run(
-        [str(python), str(REPO / "tools" / "install_editables.py"), str(tmp_path / "requirements.txt")],
-        capture_output=True, text=True, env=env, check=False, cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    (folder / "toy_edit" / "__init__.py").write_text("VALUE = 2\n")  # editable: the folder's source is imported
-    probe = (
-        "import importlib.metadata as m, toy_edit; "
-        "print(toy_edit.VALUE, toy_edit.__file__, [e.value for e in m.entry_points(group='toy.group')])"
-    )
-    seen = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, env=env, check=True)
-    assert seen.stdout.split() == ["2", str(folder / "toy_edit" / "__init__.py"), "['toy_edit']"]
-    shown = subprocess.run([str(python), "-m", "pip", "show", "toy-edit"], capture_output=True, text=True, env=env)
-    assert f"Editable project location: {folder}" in shown.stdout, shown.stdout + shown.stderr
-    (info,) = (tmp_path / "venv").glob("lib/python3*/site-packages/toy_edit-0.1.0.dist-info")
-    assert "toy_edit-0.1.0.dist-info/direct_url.json,sha256=" in (info / "RECORD").read_text()
-    assert list((folder / "toy_edit" / "__pycache__").glob("__init__.cpython-*.pyc"))
-    assert not (folder / "toy_edit" / "tests" / "__pycache__").exists()
-
-
-def test_the_demo_setup_refuses_a_requirement_it_does_not_build(tmp_path: Path) -> None:
-    (tmp_path / "requirements.txt").write_text("-e toy\nrequests>=2\n")
-    _toy_distribution(tmp_path)
-    done = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "install_editables.py"), str(tmp_path / "requirements.txt")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines() == [
-        f"install_editables: {tmp_path / 'requirements.txt'}:2: only '-e FOLDER' lines are handled here, "
-        "not 'requests>=2'"
-    ]
 
 
 def test_make_dist_builds_every_distribution_with_only_what_building_needs() -> None:

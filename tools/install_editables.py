@@ -1,4 +1,4 @@
-"""Install the ``-e FOLDER`` lines of a requirements file editable, quickly: ``python tools/install_editables.py FILE``.
+"""Install a requirements file, its ``-e FOLDER`` lines editable, quickly: ``python tools/install_editables.py F``.
 
 What ``pip install --no-build-isolation -r FILE`` does, with the same setuptools backend and the
 same editable wheels, less the processes: pip starts three backend processes per distribution
@@ -11,8 +11,9 @@ here it does not, and the modules that can be imported (site-packages less pip, 
 and test folders, and our packages in their folders) are compiled afterwards on every CPU.
 Compiling on first import is not enough: with ``PYTHONDONTWRITEBYTECODE`` set (as on the
 machine this was measured on) every process would compile every module it imports again.
-Run it with the environment's own python, which must have setuptools 77 or later (SPDX
-``license`` strings).
+Any other line is a plain requirement (``pytest>=8``, a wheel's path) and goes to that same
+pip run; a line of pip options (``-r``, ``--index-url``) is refused. Run it with the
+environment's own python, which must have setuptools 77 or later (SPDX ``license`` strings).
 
 Exit codes: 0 installed, 2 a line or a folder it does not handle (said in one line), else pip's.
 """
@@ -43,21 +44,29 @@ class Refused(Exception):
     """A requirements line or a distribution this installer does not handle."""
 
 
-def editable_folders(requirements: Path) -> list[Path]:
-    """The folders of the file's ``-e`` lines; any other requirement is refused."""
-    folders = []
+def requirement_lines(requirements: Path) -> tuple[list[Path], list[str]]:
+    """The folders of the file's ``-e`` lines and its plain requirements; a line of pip options is refused."""
+    folders: list[Path] = []
+    plain: list[str] = []
     for number, line in enumerate(requirements.read_text(encoding="utf-8").splitlines(), 1):
-        line = line.strip()
+        line = line.split(" #")[0].strip()
         if not line or line.startswith("#"):
             continue
         if not line.startswith("-e "):
-            raise Refused(f"{requirements}:{number}: only '-e FOLDER' lines are handled here, not {line!r}")
+            if line.startswith("-"):
+                raise Refused(
+                    f"{requirements}:{number}: only '-e FOLDER' and plain requirement lines are handled here, "
+                    f"not {line!r}"
+                )
+            # A path is the file's folder's, as pip reads it; here pip runs elsewhere.
+            plain.append(str((requirements.parent / line).resolve()) if line.startswith(("./", "../")) else line)
+            continue
         folder = (requirements.parent / line[3:].strip()).resolve()
         backend = _project(folder).get("build-system", {}).get("build-backend")
         if backend != BACKEND:
             raise Refused(f"{folder}: its build backend is {backend!r}; only {BACKEND} is built here")
         folders.append(folder)
-    return folders
+    return folders, plain
 
 
 def _project(folder: Path) -> dict[str, Any]:
@@ -69,7 +78,7 @@ def _project(folder: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _quiet(log: Path) -> Iterator[None]:
+def quiet(log: Path) -> Iterator[None]:
     """Send this process's stdout and stderr (setuptools' chatter, at the descriptor) to ``log``."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -98,7 +107,7 @@ def build_editables(folders: list[Path], out: Path) -> list[Path]:
     for folder in folders:
         os.chdir(folder)
         try:
-            with _quiet(log):
+            with quiet(log):
                 wheels.append(out / backend.build_editable(str(out)))
         except BaseException:
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
@@ -127,7 +136,7 @@ def main(argv: list[str]) -> int:
         print("usage: python tools/install_editables.py REQUIREMENTS", file=sys.stderr)
         return 2
     try:
-        folders = editable_folders(Path(argv[0]))
+        folders, plain = requirement_lines(Path(argv[0]))
     except (OSError, Refused) as error:
         print(f"install_editables: {error}", file=sys.stderr)
         return 2
@@ -138,7 +147,7 @@ def main(argv: list[str]) -> int:
         installed = [name for name in names if _installed(name)]
         if installed:  # a wheel of an installed version would be skipped: a changed entry point must be seen
             subprocess.run([*pip, "uninstall", "-y", *installed], check=True)
-        done = subprocess.run([*pip, "install", "--no-compile", *map(str, wheels)], check=False)
+        done = subprocess.run([*pip, "install", "--no-compile", *map(str, wheels), *plain], check=False)
         if done.returncode != 0:
             return done.returncode
         for wheel, folder in zip(wheels, folders, strict=True):
