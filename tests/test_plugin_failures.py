@@ -225,3 +225,54 @@ def test_a_hook_no_spec_defines_marks_its_plugin_broken(tmp_path: Path) -> None:
     done = certify(out, "oracle", env)
     assert done.returncode == 4, done.stdout + done.stderr
     assert "certify refuses: the plugin misspelt (certlab-misspelt, hook certlab_grader) is broken" in done.stderr
+
+
+# Executors whose start breaks: each is named in one line, exit 3, before any trial (the default would run them).
+BROKEN_EXECUTORS = {
+    "stuck": "import time\n    while True:\n        time.sleep(0.05)",
+    "dictator": "return {'slots': 2}",
+    "raiser": "raise RuntimeError('no cluster here')",
+}
+BROKEN_EXECUTOR = """
+from certlab_core.plugin import Executor, hookimpl
+
+def start(options):
+    {body}
+
+@hookimpl
+def certlab_executors():
+    return [Executor(name="{name}", description="its start breaks", start=start)]
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("stuck", "did not open a session within 1 s; nothing ran (CERTLAB_EXECUTOR_START_S sets the wait)"),
+        ("dictator", "returned dict, not a session (no usable busy, prepare, submit, wait, close, slots); nothing ran"),
+        ("raiser", "raised RuntimeError: no cluster here; nothing ran"),
+    ],
+)
+def test_an_executor_whose_start_hangs_raises_or_returns_no_session_is_one_line_before_any_trial(
+    tmp_path: Path, name: str, said: str
+) -> None:
+    source = BROKEN_EXECUTOR.format(body=BROKEN_EXECUTORS[name], name=name)
+    site = site_with(tmp_path, f"certlab-{name}", name, source)
+    env = env_with(site, only=(*BUILT_IN, name), CERTLAB_EXECUTOR_START_S="1")
+    started = time.monotonic()
+    done = certify(tmp_path / "cert", "oracle", env, "--executor", name)
+    assert time.monotonic() - started < 60
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"certlab: error: the executor {name}'s start (certlab-{name}) {said}"
+    ], done.stderr
+    assert not (tmp_path / "cert" / "bundle.json").exists()
+
+
+def test_a_start_deadline_that_is_no_number_is_refused_in_one_line(tmp_path: Path) -> None:
+    env = env_with(only=BUILT_IN, CERTLAB_EXECUTOR_START_S="soon")
+    done = certify(tmp_path / "cert", "oracle", env)
+    assert done.returncode == 4 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "certlab: error: CERTLAB_EXECUTOR_START_S='soon': give the seconds an executor may take to start, e.g. 300"
+    ]

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from types import FrameType
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from certlab_core._runtime.deadline import TooSlow, deadline
 from certlab_core._runtime.providers import Providers
 from certlab_core.plugin.types.sandbox import SANDBOX_CHOICES, UNCONTAINED, Containment, ResourceLimits, Sandbox
 from certlab_core.sdk.containment import installation_paths, runtime_folder
@@ -78,46 +74,15 @@ def _probed(sandbox: Sandbox) -> str | None:
     else than a line or None, or runs past ``PROBE_DEADLINE_S`` says so instead (a plugin's failure is named,
     never a traceback or a hang)."""
     try:
-        with _deadline(PROBE_DEADLINE_S):
+        with deadline(PROBE_DEADLINE_S):
             reason = sandbox.probe()
-    except _ProbeTooSlow:
+    except TooSlow:
         return f"the sandbox {sandbox.name}'s probe did not answer within {PROBE_DEADLINE_S:g} s"
     except Exception as error:  # a third party's probe
         return f"the sandbox {sandbox.name}'s probe raised {type(error).__name__}: {str(error)[:160]}"
     if reason is not None and not isinstance(reason, str):
         return f"the sandbox {sandbox.name}'s probe returned {type(reason).__name__}, not a line or None"
     return reason or None
-
-
-class _ProbeTooSlow(BaseException):
-    """Raised in the probe by the deadline's alarm (a BaseException: a probe's ``except Exception`` lets it by)."""
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` with _ProbeTooSlow (a SIGALRM timer: the harness starts no thread).
-
-    Off the main thread, where no signal can be handled, the block runs without one. A timer
-    already running (certify's heartbeat) is put back afterwards with what was left of it.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def too_slow(_signum: int, _frame: FrameType | None) -> None:
-        raise _ProbeTooSlow
-
-    started = time.monotonic()
-    previous_handler = signal.signal(signal.SIGALRM, too_slow)
-    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous_handler)
-        if previous_delay > 0:
-            left = max(0.001, previous_delay - (time.monotonic() - started))
-            signal.setitimer(signal.ITIMER_REAL, left, previous_interval)
 
 
 def _providers(sandboxes: object) -> Providers:

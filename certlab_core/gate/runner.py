@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 from attrs import define, field, frozen
 
+from certlab_core._runtime.deadline import TooSlow, deadline
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, heartbeat_interval
 from certlab_core.certify.trial_runs import trials_on
@@ -521,12 +522,66 @@ def open_executor(
     executor: Executor = registry.get("executors", name)
     info = registry.plugin_of("executors", name)
     wanted = {**distributions, info.distribution: distributions.get(info.distribution, info.version)}
-    session = executor.start(ExecutorOptions(workers=workers, scheduler=scheduler or None, distributions=wanted))
+    options = ExecutorOptions(workers=workers, scheduler=scheduler or None, distributions=wanted)
+    session = started_session(executor, info.distribution, options, executor_start_deadline())
     try:
         with contextlib.nullcontext() if executor.forks_here else trials_on(session):
             yield session
     finally:
         session.close()
+
+
+#: What a session must have (``ExecutorSession``): checked on what an executor's ``start`` returns.
+SESSION_METHODS = ("busy", "prepare", "submit", "wait", "close")
+#: How long an executor's ``start`` may take (Dask's checks the workers' installs), unless
+#: ``CERTLAB_EXECUTOR_START_S`` says otherwise.
+EXECUTOR_START_S = 300.0
+
+
+def executor_start_deadline() -> float:
+    """``CERTLAB_EXECUTOR_START_S`` (seconds, a positive number) or :data:`EXECUTOR_START_S`; else one line."""
+    said = os.environ.get("CERTLAB_EXECUTOR_START_S", "").strip()
+    if not said:
+        return EXECUTOR_START_S
+    try:
+        seconds = float(said)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 1e9:
+        raise UsageError(f"CERTLAB_EXECUTOR_START_S={said!r}: give the seconds an executor may take to start, e.g. 300")
+    return seconds
+
+
+def started_session(executor: Executor, distribution: str, options: ExecutorOptions, seconds: float) -> ExecutorSession:
+    """The executor's open session; its refusal (a UsageError) goes on as it is, and a ``start`` that raises
+    anything else, runs past ``seconds`` or returns no session is one line (exit 3) before any trial runs."""
+    whose = f"the executor {executor.name}'s start ({distribution})"
+    try:
+        with deadline(seconds):
+            session = executor.start(options)
+    except UsageError:
+        raise
+    except TooSlow:
+        raise InstrumentError(
+            f"{whose} did not open a session within {seconds:g} s; nothing ran (CERTLAB_EXECUTOR_START_S sets the wait)"
+        ) from None
+    except Exception as error:  # a plugin's start
+        raise InstrumentError(f"{whose} raised {type(error).__name__}: {str(error)[:160]}; nothing ran") from None
+    missing = [method for method in SESSION_METHODS if not callable(getattr(session, method, None))]
+    try:
+        slots = session.slots
+    except Exception:  # a plugin's property
+        slots = None
+    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+        missing.append("slots")
+    if missing:
+        if "close" not in missing:  # what it may have started (a cluster) is stopped
+            with contextlib.suppress(Exception):
+                session.close()
+        raise InstrumentError(
+            f"{whose} returned {type(session).__name__}, not a session (no usable {', '.join(missing)}); nothing ran"
+        )
+    return session
 
 
 def run_distributions(manifest: Manifest) -> dict[str, str]:

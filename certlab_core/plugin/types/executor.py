@@ -139,7 +139,11 @@ class ExecutorSession(Protocol):
 
 
 class ExecutorStart(Protocol):
-    """Open a session: reach the machines, check what they have installed; refuse in one line (UsageError)."""
+    """Open a session: reach the machines, check what they have installed; refuse in one line (UsageError).
+
+    certlab waits ``CERTLAB_EXECUTOR_START_S`` (300 s) for it; a start past that, one that raises
+    anything else, or one that returns no session is named in one line (exit 3) and nothing runs.
+    """
 
     def __call__(self, options: ExecutorOptions, /) -> ExecutorSession: ...
 
