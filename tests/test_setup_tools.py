@@ -123,13 +123,13 @@ def test_the_wheelhouse_wheel_built_in_one_process_holds_what_pips_holds(tmp_pat
     # build_wheelhouse's wheels come from setuptools in its own process; pip wheel's from three processes each.
     sys.path.insert(0, str(TOOLS))
     try:
-        from build_wheelhouse import build_wheels
+        from install_editables import build_wheels
     finally:
         sys.path.remove(str(TOOLS))
     folder = _toy_distribution(tmp_path)
     ours, pips = tmp_path / "ours", tmp_path / "pips"
     ours.mkdir()
-    (wheel,) = build_wheels([folder], ours)
+    (wheel,) = build_wheels([folder], ours, editable=False)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(pips), str(folder)],
         check=True, capture_output=True,

@@ -13,7 +13,6 @@ Exit codes: 0 built, 2 a line or a folder it does not handle (said in one line),
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -21,28 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from install_editables import Refused, quiet, requirement_lines
-
-
-def build_wheels(folders: list[Path], out: Path) -> list[Path]:
-    """One wheel per folder, built in this process; a failed build shows its log's tail."""
-    import setuptools.build_meta as backend
-
-    log = out / "build.log"
-    wheels = []
-    here = Path.cwd()
-    for folder in folders:
-        os.chdir(folder)
-        try:
-            with quiet(log):
-                wheels.append(out / backend.build_wheel(str(out)))
-        except BaseException:
-            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
-            print("\n".join(tail), file=sys.stderr)
-            raise
-        finally:
-            os.chdir(here)
-    return wheels
+from install_editables import Refused, build_wheels, requirement_lines
 
 
 def main(argv: list[str]) -> int:
@@ -57,7 +35,7 @@ def main(argv: list[str]) -> int:
     wheelhouse = Path(argv[1]).resolve()
     wheelhouse.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="certlab-wheels-") as scratch:
-        wheels = build_wheels(folders, Path(scratch))
+        wheels = build_wheels(folders, Path(scratch), editable=False)
         pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "wheel", "-w", str(wheelhouse)]
         return subprocess.run([*pip, *map(str, wheels), "setuptools", "wheel"], check=False).returncode
 

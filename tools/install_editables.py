@@ -97,10 +97,12 @@ def quiet(log: Path) -> Iterator[None]:
             os.close(saved[1])
 
 
-def build_editables(folders: list[Path], out: Path) -> list[Path]:
-    """One PEP 660 editable wheel per folder, built in this process; a failed build shows its log's tail."""
+def build_wheels(folders: list[Path], out: Path, editable: bool = True) -> list[Path]:
+    """One wheel per folder (PEP 660 editable ones unless told), built in this process; a failed build shows
+    its log's tail."""
     import setuptools.build_meta as backend
 
+    build = backend.build_editable if editable else backend.build_wheel
     log = out / "build.log"
     wheels = []
     here = Path.cwd()
@@ -108,7 +110,7 @@ def build_editables(folders: list[Path], out: Path) -> list[Path]:
         os.chdir(folder)
         try:
             with quiet(log):
-                wheels.append(out / backend.build_editable(str(out)))
+                wheels.append(out / build(str(out)))
         except BaseException:
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
             print("\n".join(tail), file=sys.stderr)
@@ -142,7 +144,7 @@ def main(argv: list[str]) -> int:
         return 2
     names = [str(_project(folder)["project"]["name"]) for folder in folders]
     with tempfile.TemporaryDirectory(prefix="certlab-editables-") as scratch:
-        wheels = build_editables(folders, Path(scratch))
+        wheels = build_wheels(folders, Path(scratch))
         pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
         installed = [name for name in names if _installed(name)]
         if installed:  # a wheel of an installed version would be skipped: a changed entry point must be seen
