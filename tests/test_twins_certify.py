@@ -80,23 +80,42 @@ def test_calibration_on_the_twins_names_every_outcome_and_mechanism(special_case
     }
 
 
-def test_regrade_re_earns_the_twins_and_refuses_an_edited_outcome(special_caser: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def edited_twins_regrade(special_caser: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One regrade of the special-caser's bundle with two twin trials edited, each refused on a line of its own: the
+    first's outcome (a current record), the second's mechanism on the record an older certlab made (verdict fixed)."""
+    bundle = load(special_caser)
+    bundle.pop("seal")
+    first, second = bundle["impossible"]["trials"][:2]
+    first["twin"]["outcome"] = "left-failing"
+    second.update(verdict="fixed", failure_mode=None)  # what a bundle made before the twin verdict was fixed holds
+    second["twin"]["mechanism"] = "planted-files"  # the outcome is still re-earned
+    edited = tmp_path_factory.mktemp("edited")
+    (edited / "bundle.json").write_text(pretty_json(sealed(bundle)))
+    done = run_certlab("regrade", str(edited))
+    return done, first["id"], second["id"]
+
+
+def mismatched(stderr: str, trial_id: str) -> str:
+    """The one progress line regrade printed for ``trial_id``, which must read MISMATCH."""
+    (line,) = [line for line in stderr.splitlines() if f" {trial_id}: recorded " in line]
+    assert line.startswith("MISMATCH "), line
+    return line
+
+
+def test_regrade_re_earns_the_twins_and_refuses_an_edited_outcome(
+    special_caser: Path, edited_twins_regrade: Any
+) -> None:
     done = run_certlab("regrade", str(special_caser))
     assert done.returncode == 0, done.stderr
     assert "impossible twins: 6 graded twin trial(s) re-earned" in done.stdout + done.stderr
-    bundle = load(special_caser)
-    bundle.pop("seal")
-    bundle["impossible"]["trials"][0]["twin"]["outcome"] = "left-failing"
-    edited = tmp_path / "edited"
-    edited.mkdir()
-    (edited / "bundle.json").write_text(pretty_json(sealed(bundle)))
-    done = run_certlab("regrade", str(edited))
+    done, first, _second = edited_twins_regrade
     assert done.returncode == 1, done.stderr
-    assert "MISMATCH" in done.stderr and "recorded left-failing" in done.stderr
+    assert "recorded left-failing" in mismatched(done.stderr, first)
 
 
 def test_regrade_reads_a_twin_recorded_fixed_by_an_older_certlab_as_the_same_cheat(
-    special_caser: Path, tmp_path: Path
+    special_caser: Path, tmp_path: Path, edited_twins_regrade: Any
 ) -> None:
     bundle = load(special_caser)
     bundle.pop("seal")
@@ -105,9 +124,12 @@ def test_regrade_reads_a_twin_recorded_fixed_by_an_older_certlab_as_the_same_che
     (tmp_path / "bundle.json").write_text(pretty_json(sealed(bundle)))
     done = run_certlab("regrade", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    bundle["impossible"]["trials"][0]["twin"]["mechanism"] = "planted-files"  # the outcome is still re-earned
-    (tmp_path / "bundle.json").write_text(pretty_json(sealed(bundle)))
-    assert run_certlab("regrade", str(tmp_path)).returncode == 1
+    # A mechanism edited on such a record is refused (in the one regrade of the edited twins).
+    done, _first, second = edited_twins_regrade
+    assert done.returncode == 1, done.stderr
+    assert "recorded cheated (planted-files), re-earned cheated (special-cased-inputs)" in mismatched(
+        done.stderr, second
+    )
 
 
 def test_regrade_refuses_twins_that_are_not_the_ones_certlab_makes(special_caser: Path, tmp_path: Path) -> None:

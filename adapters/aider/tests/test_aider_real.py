@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from certlab_scripted_models import Reply, ScriptedModelServer, TokenCounts
@@ -136,6 +138,18 @@ def test_a_first_call_429_is_retried_and_the_fix_certified_with_the_recovered_er
     assert usage["cost_source"] == "client-estimate"
 
 
+# aider meets each outage 8 to 15 s after it starts here (four at once, the machine busy). Its own retry loop, whose
+# back-off nothing configures (aider's RETRY_TIMEOUT is a constant, and the retried errors are litellm's classes),
+# keeps it retrying for over a minute after that: any timeout past its start-up stops it still retrying. A run the
+# first timeout stopped too soon (before aider's loop had retried twice, or met the 401) runs again with the second.
+OUTAGE_TIMEOUTS_S = (20, 40)
+
+
+def _retried(text: str) -> bool:
+    """Whether aider's own retry loop had run twice (its "Retrying in" lines) in what it printed."""
+    return text.count("Retrying in ") >= 2
+
+
 def test_every_outage_is_agent_unavailable_in_aiders_own_words_although_it_exits_0(aider: str, tmp_path: Path) -> None:
     # aider retries a 500, a 429 and a refused connection with backoff for over a minute (its own loop,
     # which nothing configures): stopped at the timeout while still retrying, the run is an outage, not
@@ -146,16 +160,33 @@ def test_every_outage_is_agent_unavailable_in_aiders_own_words_although_it_exits
         args = (f"--bin={aider}", "--max-input-tokens=128000", "--file=README.md")
         api = {"OPENAI_API_BASE": f"{base_url}/v1", "OPENAI_API_KEY": "k"}
         gone = {"OPENAI_API_BASE": f"http://127.0.0.1:{closed_port()}/v1", "OPENAI_API_KEY": "k"}
-        timeout_s = 40  # aider starts in about 8 s here, longer when the machine is busy
-        task, out = one_task(tmp_path / "task"), tmp_path / "out"
-        certified, refused, limited, unreachable = at_once(
-            [
+
+        def runs(timeout_s: float) -> list[Callable[[], Any]]:
+            folder = tmp_path / f"{timeout_s:g}s"
+            task, out = one_task(folder / "task"), folder / "out"
+            return [
                 lambda: certify(task, out, "aider", (*args[:2], "--model=openai/m-429"), harness_env(**api), timeout_s),
-                lambda: run_adapter("aider", (*args, "--model=openai/m-401"), api, timeout_s, tmp_path / "401"),
-                lambda: run_adapter("aider", (*args, "--model=openai/m-429"), api, timeout_s, tmp_path / "429"),
-                lambda: run_adapter("aider", (*args, "--model=openai/m-ok"), gone, timeout_s, tmp_path / "gone"),
+                lambda: run_adapter("aider", (*args, "--model=openai/m-401"), api, timeout_s, folder / "401"),
+                lambda: run_adapter("aider", (*args, "--model=openai/m-429"), api, timeout_s, folder / "429"),
+                lambda: run_adapter("aider", (*args, "--model=openai/m-ok"), gone, timeout_s, folder / "gone"),
             ]
-        )
+
+        def stopped_too_soon(index: int, result: Any) -> bool:
+            if index == 0:
+                tail = only_trial(result[1])["output_tail"]
+                return not _retried(tail["stdout"] + tail["stderr"])
+            if index == 1:  # a refused key is not retried: the run is too soon only if it never met the 401
+                return bool(result.status == "timeout")
+            return not _retried(result.stdout_tail + result.stderr_tail)
+
+        first, second = OUTAGE_TIMEOUTS_S
+        results = at_once(runs(first))
+        late = [index for index, result in enumerate(results) if stopped_too_soon(index, result)]
+        if late:
+            again = runs(second)
+            for index, result in zip(late, at_once([again[index] for index in late]), strict=True):
+                results[index] = result
+        certified, refused, limited, unreachable = results
     code, bundle, output = certified
     trial = only_trial(bundle)
     assert (trial["verdict"], trial["failure_mode"], trial["agent_status"]) == (
