@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from freshenv import EXAMPLE, EXAMPLE_DISTRIBUTION, FreshEnv, install_layers
+from freshenv import EXAMPLE, EXAMPLE_DISTRIBUTION, FreshEnv, build_wheels, install_layers
 from freshenv import shared_fresh_env as _shared_fresh_env
 
 # A plugin module that cannot be imported.
@@ -174,35 +174,12 @@ THROWAWAYS = (
 )
 
 
-# Builds the source folder argv[2] into a wheel in argv[1] with setuptools' PEP 517 backend, the one pip
-# calls for these sources, without pip's own start-up; one process a source, as the backend keeps state.
-BUILD_WHEEL = """
-import os, sys
-from setuptools import build_meta
-os.chdir(sys.argv[2])
-build_meta.build_wheel(sys.argv[1])
-"""
-
-
 @pytest.fixture(scope="session")
 def layers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Scenario -> the folder its throwaway distribution is installed in."""
     root = tmp_path_factory.mktemp("throwaway")
     wheels = root / "wheels"
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    builds = [
-        subprocess.Popen(
-            [sys.executable, "-c", BUILD_WHEEL, str(wheels), str(throwaway.write(root / "src"))],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for throwaway in THROWAWAYS
-    ]
-    for build in builds:
-        _stdout, stderr = build.communicate(timeout=300)
-        assert build.returncode == 0, stderr
+    build_wheels(wheels, [throwaway.write(root / "src") for throwaway in THROWAWAYS])
     installed = {throwaway.scenario: root / "layers" / throwaway.scenario for throwaway in THROWAWAYS}
     install_layers(
         {

@@ -12,7 +12,6 @@ import json
 import typer
 
 from certlab_core._runtime.registry import KIND_LABELS, discover
-from certlab_core.sdk.canonical import unstructure
 
 
 def plugins(
@@ -24,6 +23,8 @@ def plugins(
     infos = registry.plugins()
     warnings = registry.warnings()  # builds the index, so a hook that raises is among the failures below
     if as_json:
+        from certlab_core.sdk.canonical import unstructure  # cattrs: only the JSON listing needs it
+
         payload = {
             "plugins": [unstructure(info) for info in infos],
             "failures": [unstructure(f) for f in registry.failures],
