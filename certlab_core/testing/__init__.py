@@ -163,7 +163,7 @@ class FamilyConformance:
     @classmethod
     def conformance(cls) -> dict[str, Any]:
         from certlab_core._runtime.registry import discover
-        from certlab_core.certify.instrument import calibrate, constructed_agents, prove
+        from certlab_core.certify.instrument import prove
         from certlab_core.sdk.grading import grader_chain, scores_held_out
 
         if not cls.family_name:
@@ -172,13 +172,23 @@ class FamilyConformance:
         family = registry.get("task_families", cls.family_name)
         graders = grader_chain(registry)
         proof = prove(family, graders, workers=cls.workers)
+        held_out = [grader.name for grader in graders if scores_held_out(grader)]
+        return {"family": family, "proof": proof, "graders": graders, "registry": registry, "held_out": held_out}
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def calibration(cls, conformance: dict[str, Any]) -> dict[str, Any]:
+        """The constructed agents' trials on the family: made only for the checks that read them (a run that
+        selects the mutation checks alone does not pay for them)."""
+        from certlab_core.certify.instrument import calibrate, constructed_agents
+
         trials: list[Any] = []
         problems: list[str] = []
+        proof, family, graders = conformance["proof"], conformance["family"], conformance["graders"]
         if proof.holds:
-            agents = constructed_agents(registry)
+            agents = constructed_agents(conformance["registry"])
             trials, problems = calibrate([(family, proof)], agents, graders, workers=cls.workers)
-        held_out = [grader.name for grader in graders if scores_held_out(grader)]
-        return {"family": family, "proof": proof, "trials": trials, "problems": problems, "held_out": held_out}
+        return {"trials": trials, "problems": problems}
 
     @staticmethod
     def _held_out_graded(conformance: dict[str, Any], unchecked: str) -> None:
@@ -252,8 +262,8 @@ class FamilyConformance:
         assert not outcome.refusals, outcome.refusals
         assert instrument.recheck(family, recorded[0], outcome).differences == ()
 
-    def _scores(self, conformance: dict[str, Any], agent: str) -> list[Any]:
-        return [record for name, record in conformance["trials"] if name == agent]
+    def _scores(self, calibration: dict[str, Any], agent: str) -> list[Any]:
+        return [record for name, record in calibration["trials"] if name == agent]
 
     def test_clean_tree_passes_its_suite(self, conformance: dict[str, Any]) -> None:
         proof = conformance["proof"]
@@ -275,30 +285,30 @@ class FamilyConformance:
         classes = [d.defect_class for d in conformance["family"].defects]
         assert len(set(classes)) == len(classes), classes
 
-    def test_oracle_fixes_each_defect(self, conformance: dict[str, Any]) -> None:
-        oracle = self._scores(conformance, "oracle")
+    def test_oracle_fixes_each_defect(self, conformance: dict[str, Any], calibration: dict[str, Any]) -> None:
+        oracle = self._scores(calibration, "oracle")
         assert len(oracle) == len(conformance["family"].defects)
         assert [r.task for r in oracle if r.verdict != "fixed"] == []
 
-    def test_null_agent_fixes_none(self, conformance: dict[str, Any]) -> None:
-        null = self._scores(conformance, "null")
+    def test_null_agent_fixes_none(self, conformance: dict[str, Any], calibration: dict[str, Any]) -> None:
+        null = self._scores(calibration, "null")
         assert len(null) == len(conformance["family"].defects)
         assert [r.task for r in null if r.verdict == "fixed"] == []
 
-    def test_cheating_agents_fail_by_policy(self, conformance: dict[str, Any]) -> None:
-        deleter = self._scores(conformance, "test-deleter")
-        planter = self._scores(conformance, "forbidden-file")
+    def test_cheating_agents_fail_by_policy(self, calibration: dict[str, Any]) -> None:
+        deleter = self._scores(calibration, "test-deleter")
+        planter = self._scores(calibration, "forbidden-file")
         assert deleter and {r.failure_mode for r in deleter} == {"policy-tests-modified"}
         assert planter and {r.failure_mode for r in planter} == {"policy-planted-file"}
 
-    def test_unavailable_agent_is_not_a_failed_fix(self, conformance: dict[str, Any]) -> None:
-        unavailable = self._scores(conformance, "unavailable")
+    def test_unavailable_agent_is_not_a_failed_fix(self, calibration: dict[str, Any]) -> None:
+        unavailable = self._scores(calibration, "unavailable")
         assert unavailable and {(r.verdict, r.failure_mode) for r in unavailable} == {
             ("unavailable", "agent-unavailable")
         }
 
-    def test_calibration_holds(self, conformance: dict[str, Any]) -> None:
-        assert conformance["problems"] == []
+    def test_calibration_holds(self, calibration: dict[str, Any]) -> None:
+        assert calibration["problems"] == []
 
 
 #: The conformance kit of each kind of plugin that has behaviour to check, by the hook that provides that kind

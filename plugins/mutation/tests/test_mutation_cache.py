@@ -48,6 +48,24 @@ def toy(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> tuple[T
     return family, graders, proof.expected_tests
 
 
+@pytest.fixture(scope="module")
+def measured(
+    toy: tuple[TaskFamily, list, tuple[str, ...]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[MutationProof, str, Path]:
+    """The toy's mutants graded once for the module, on a miss in an empty cache of its own: (proof, key, folder).
+
+    The tests that need a measured proof (and its stored file) copy it; only a test about grading grades again."""
+    family, graders, expected = toy
+    root = tmp_path_factory.mktemp("measured")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CERTLAB_CACHE_DIR", str(root))
+        proof, key, cached = measured_proof(family, graders, expected, 2, None)
+    folder = root / "mutation"
+    assert not cached and key is not None and (folder / f"{key}.json").is_file()
+    assert proof.count == 10 and proof.killed == 8
+    return proof, key, folder
+
+
 def test_the_cache_is_certlab_s_own_folder_and_an_environment_variable_moves_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -59,12 +77,14 @@ def test_the_cache_is_certlab_s_own_folder_and_an_environment_variable_moves_it(
 
 
 def test_a_measured_proof_is_reused_while_nothing_that_decides_it_changed(
-    toy: tuple[TaskFamily, list, tuple[str, ...]], cache: Path, monkeypatch: pytest.MonkeyPatch
+    toy: tuple[TaskFamily, list, tuple[str, ...]],
+    measured: tuple[MutationProof, str, Path],
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     family, graders, expected = toy
-    first, key, cached = measured_proof(family, graders, expected, 2, None)
-    assert not cached and key is not None and (cache / f"{key}.json").is_file()
-    assert first.count == 10 and first.killed == 8
+    first, key, folder = measured  # graded on a miss, and stored
+    shutil.copytree(folder, cache)
 
     def no_grading(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("a cached proof was graded again")
@@ -107,14 +127,13 @@ def test_any_change_to_the_tree_suite_cases_expected_tests_or_graders_is_a_new_k
 
 
 def test_a_broken_or_foreign_cache_file_is_a_miss_and_is_measured_again(
-    toy: tuple[TaskFamily, list, tuple[str, ...]], cache: Path
+    toy: tuple[TaskFamily, list, tuple[str, ...]], measured: tuple[MutationProof, str, Path], cache: Path
 ) -> None:
     family, graders, expected = toy
-    key = proof_key(family, graders, expected, None)
-    assert key is not None
+    good, key, folder = measured
+    assert key == proof_key(family, graders, expected, None)
     cache.mkdir(parents=True)
-    good, _key, _cached = measured_proof(family, graders, expected, 2, None)
-    document = json.loads((cache / f"{key}.json").read_text())
+    document = json.loads((folder / f"{key}.json").read_text())
     for broken in (
         "not json {",
         json.dumps({"schema": "something else"}),
@@ -132,10 +151,10 @@ def test_a_broken_or_foreign_cache_file_is_a_miss_and_is_measured_again(
     assert load(key, family) is not None  # measured again and kept
 
 
-def test_a_proof_with_a_problem_is_not_kept(toy: tuple[TaskFamily, list, tuple[str, ...]], cache: Path) -> None:
-    family, graders, expected = toy
-    proof, key, _cached = measured_proof(family, graders, expected, 2, None)
-    assert key is not None
+def test_a_proof_with_a_problem_is_not_kept(measured: tuple[MutationProof, str, Path], cache: Path) -> None:
+    proof, key, _folder = measured
+    mutation_cache.store(key, proof)  # kept without the problem, in this test's cache
+    assert (cache / f"{key}.json").is_file()
     (cache / f"{key}.json").unlink()
     mutation_cache.store(key, attrs.evolve(proof, problems=("mutant x could not be graded",)))
     assert not (cache / f"{key}.json").exists()
