@@ -9,7 +9,7 @@ runs, and a recorded proof cannot be re-earned without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,28 +29,6 @@ def without_mutation() -> Registry:
     return discover(only=WITHOUT_MUTATION)
 
 
-@pytest.fixture(scope="module")
-def calibrated_once() -> Iterator[None]:
-    """The constructed agents' calibration, made by the first certification of the module and given to the next.
-
-    Each certification here is of the same family by the same agents with the same graders, and what this file
-    checks is the mutation proof's record; the 36 calibration trials are the same each time (and checked by
-    the certifications that are about them)."""
-    from certlab_core.certify import certification
-
-    made: list[Any] = []
-    real = certification.calibrate
-
-    def once(*args: Any, **kwargs: Any) -> Any:
-        if not made:
-            made.append(real(*args, **kwargs))
-        return made[0]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(certification, "calibrate", once)
-        yield
-
-
 def certified(registry: Registry, **options: Any) -> tuple[dict[str, Any], int, list[str]]:
     said: list[str] = []
     settings = CertifyOptions(families=("intervals",), agent="null", sandbox="none", **options)
@@ -58,7 +36,6 @@ def certified(registry: Registry, **options: Any) -> tuple[dict[str, Any], int, 
     return result.bundle, result.exit_code, said
 
 
-@pytest.mark.usefixtures("calibrated_once")
 def test_certify_records_the_mutation_proof_not_measured_naming_what_to_install(without_mutation: Registry) -> None:
     bundle, exit_code, said = certified(without_mutation)
     assert exit_code == 0, said
@@ -69,7 +46,6 @@ def test_certify_records_the_mutation_proof_not_measured_naming_what_to_install(
     assert f"mutation proof: not measured ({WHY})" in render_contract(bundle, without_mutation)
 
 
-@pytest.mark.usefixtures("calibrated_once")
 def test_no_mutants_without_the_plugin_records_its_own_why(without_mutation: Registry) -> None:
     bundle, exit_code, said = certified(without_mutation, mutants=False)
     assert exit_code == 0, said
