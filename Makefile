@@ -113,9 +113,13 @@ typecheck: $(STAMP)
 # it, and where PYTHONDONTWRITEBYTECODE is set every interpreter the tests start (the CLI, zygotes, graders) would
 # compile every certlab module it imports again, about a third of a short command's CPU. The seeded trees and
 # test folders are left out, as tools/install_editables.py leaves them out for the demo.
+# pip and setuptools too: the venv is made without compiling them (the demo never imports them), and the tests run
+# pip and setuptools' backend again and again (wheels, fresh environments), about 0.2 CPU-s more a run uncompiled.
 NOT_IMPORTED := /(tests?|examples|fixture|family)/
+SITE_PACKAGES = $(shell $(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 bytecode: $(STAMP)
-	@$(BIN)/python -m compileall -q -j 0 -x '$(NOT_IMPORTED)' $(TYPED_PACKAGES) >/dev/null
+	@$(BIN)/python -m compileall -q -j 0 -x '$(NOT_IMPORTED)' $(TYPED_PACKAGES) \
+	  $(wildcard $(addprefix $(SITE_PACKAGES)/,pip setuptools pkg_resources _distutils_hack)) >/dev/null
 
 unit: $(STAMP) $(WHEELHOUSE)/.built chromium clis sandbox strace bytecode
 	CERTLAB_WHEELHOUSE=$(CURDIR)/$(WHEELHOUSE) $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=12
