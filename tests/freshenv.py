@@ -232,7 +232,9 @@ def install_layers(layers: Mapping[Path, Sequence[Path]]) -> None:
 
 
 def build_wheelhouse(destination: Path, distributions: Sequence[tuple[str, Path]]) -> str | None:
-    """Build the wheelhouse as ``make wheelhouse`` does (from clean copies); None when built, else why not."""
+    """Build the wheelhouse with ``pip wheel`` from clean copies, when ``make wheelhouse``'s is not given (slower
+    than its ``tools/build_wheelhouse.py``, but able to take the dependencies offline from ``.wheelhouse``);
+    None when built, else why not."""
     sources = destination.parent / "wheelhouse-sources"
     shutil.rmtree(sources, ignore_errors=True)
     copies = [str(copy_distribution(folder, sources / name)) for name, folder in distributions]

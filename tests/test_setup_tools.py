@@ -71,7 +71,7 @@ def _venv_beside_this_one(root: Path) -> Path:
 def test_the_setup_installs_editable_compiled_and_recorded_as_pip_does_with_the_plain_lines(tmp_path: Path) -> None:
     # make demo and make test install their requirements with tools/install_editables.py: one process builds the
     # editable wheels (pip starts three setuptools processes per distribution), one pip run installs them and the
-    # file's plain requirement lines (here a wheel's path, relative to the file, as pip reads it).
+    # file's plain requirement lines (here a wheel's path, taken from the file's folder as the -e folders are).
     folder = _toy_distribution(tmp_path)
     _plain_wheel(tmp_path)
     (tmp_path / "requirements.txt").write_text("# ours\n-e toy\n./toy_plain-0.2.0-py3-none-any.whl  # by hand\n")

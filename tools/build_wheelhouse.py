@@ -20,18 +20,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from install_editables import Refused, build_wheels, requirement_lines
+from install_editables import build_wheels, requirements_or_none
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python tools/build_wheelhouse.py REQUIREMENTS FOLDER", file=sys.stderr)
         return 2
-    try:
-        folders, _plain = requirement_lines(Path(argv[0]))
-    except (OSError, Refused) as error:
-        print(f"build_wheelhouse: {error}", file=sys.stderr)
+    read = requirements_or_none("build_wheelhouse", argv[0])
+    if read is None:
         return 2
+    folders, _plain = read
     wheelhouse = Path(argv[1]).resolve()
     wheelhouse.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="certlab-wheels-") as scratch:

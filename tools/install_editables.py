@@ -58,7 +58,7 @@ def requirement_lines(requirements: Path) -> tuple[list[Path], list[str]]:
                     f"{requirements}:{number}: only '-e FOLDER' and plain requirement lines are handled here, "
                     f"not {line!r}"
                 )
-            # A path is the file's folder's, as pip reads it; here pip runs elsewhere.
+            # A path is taken from the file's folder, as the '-e' folders are; pip runs with another cwd.
             plain.append(str((requirements.parent / line).resolve()) if line.startswith(("./", "../")) else line)
             continue
         folder = (requirements.parent / line[3:].strip()).resolve()
@@ -133,15 +133,23 @@ def mark_editable(wheel: Path, folder: Path) -> None:
     record.write_text("\n".join([*kept, f"{name},sha256={digest},{len(data)}"]) + "\n", encoding="utf-8")
 
 
+def requirements_or_none(tool: str, path: str) -> tuple[list[Path], list[str]] | None:
+    """``requirement_lines`` of ``path``, or None when it cannot be read or handled (said in one line)."""
+    try:
+        return requirement_lines(Path(path))
+    except (OSError, Refused) as error:
+        print(f"{tool}: {error}", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python tools/install_editables.py REQUIREMENTS", file=sys.stderr)
         return 2
-    try:
-        folders, plain = requirement_lines(Path(argv[0]))
-    except (OSError, Refused) as error:
-        print(f"install_editables: {error}", file=sys.stderr)
+    read = requirements_or_none("install_editables", argv[0])
+    if read is None:
         return 2
+    folders, plain = read
     names = [str(_project(folder)["project"]["name"]) for folder in folders]
     with tempfile.TemporaryDirectory(prefix="certlab-editables-") as scratch:
         wheels = build_wheels(folders, Path(scratch))
