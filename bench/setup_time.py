@@ -35,8 +35,13 @@ def children_cpu() -> float:
 
 def one_run(rev: str, folder: Path) -> dict[str, tuple[float, float]]:
     """Clone ``rev`` into ``folder`` and run each step there; step -> (wall s, CPU s)."""
-    subprocess.run(["git", "clone", "-q", str(REPO), str(folder)], check=True)
-    subprocess.run(["git", "-C", str(folder), "checkout", "-q", rev], check=True)
+    for what, git in (
+        ("clone", ["clone", "-q", str(REPO), str(folder)]),
+        ("checkout", ["-C", str(folder), "checkout", "-q", rev]),
+    ):
+        done = subprocess.run(["git", *git], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"git {what} of {rev} failed: {done.stderr.strip()[-500:]}")
     figures = {}
     for step in STEPS:
         wall, cpu = time.monotonic(), children_cpu()
@@ -53,6 +58,9 @@ def main() -> int:
     parser.add_argument("--rev", action="append", default=None, help="a revision to time (twice: alternate)")
     parser.add_argument("--keep", type=Path, default=None, help="clone into this folder and keep the clones")
     args = parser.parse_args()
+    if shutil.which("make") is None or shutil.which("git") is None:
+        print("bench/setup_time.py: needs make and git on PATH", file=sys.stderr)
+        return 2
     revs = args.rev or ["HEAD"]
     results: dict[str, list[dict[str, tuple[float, float]]]] = {rev: [] for rev in revs}
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="certlab-bench-setup-"))
