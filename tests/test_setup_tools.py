@@ -85,14 +85,16 @@ def test_the_setup_installs_editable_compiled_and_recorded_as_pip_does_with_the_
         capture_output=True, text=True, env=env, check=False, cwd=elsewhere,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    (folder / "toy_edit" / "__init__.py").write_text("VALUE = 2\n")  # editable: the folder's source is imported
+    # editable: the folder's source is imported. The install compiled the old source, and a pyc is checked by the
+    # source's mtime in whole seconds and its size: the edit changes the size, so a same-second edit is seen too.
+    (folder / "toy_edit" / "__init__.py").write_text("VALUE = 22\n")
     probe = (
         "import importlib.metadata as m, toy_edit, toy_plain; "
         "print(toy_edit.VALUE, toy_edit.__file__, [e.value for e in m.entry_points(group='toy.group')], "
         "toy_plain.VALUE)"
     )
     seen = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, env=env, check=True)
-    assert seen.stdout.split() == ["2", str(folder / "toy_edit" / "__init__.py"), "['toy_edit']", "plain"]
+    assert seen.stdout.split() == ["22", str(folder / "toy_edit" / "__init__.py"), "['toy_edit']", "plain"]
     shown = subprocess.run([str(python), "-m", "pip", "show", "toy-edit"], capture_output=True, text=True, env=env)
     assert f"Editable project location: {folder}" in shown.stdout, shown.stdout + shown.stderr
     (info,) = (tmp_path / "venv").glob("lib/python3*/site-packages/toy_edit-0.1.0.dist-info")
