@@ -6,11 +6,16 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
-from certlab_core.sdk.forking import ForkedCallError, ForkPool, PendingCall
+from certlab_core.plugin.types.family import Defect, TaskFamily
+from certlab_core.plugin.types.grader import Grader, GradeRequest
+from certlab_core.sdk.forking import ForkedCallError, ForkPool, PendingCall, call_in_fork
+from certlab_core.sdk.grading import run_chain
 from certlab_core.sdk.processes import ChildFailure, stop_child, stop_group
 
 
@@ -126,3 +131,59 @@ def test_a_forked_child_that_ends_is_reaped_and_one_that_hangs_is_killed_a_grace
     assert not _alive(hung)
     with pytest.raises(ChildProcessError):
         os.waitpid(hung, os.WNOHANG)
+
+
+def _make_a_folder_then(end: str) -> str:
+    """Make a temp folder, as a grader copying a tree does, then die by SIGKILL, hang, or return its path."""
+    made = tempfile.mkdtemp(prefix="certlab-suite-")
+    if end == "killed":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if end == "hangs":
+        time.sleep(60)
+    return made
+
+
+def _a_program_s_temp_folder() -> str:
+    """The temp folder a program this process starts makes its own in."""
+    probe = [sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"]
+    return subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def private_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This process's temp folder, a fresh one of the test's: what a call leaves there is seen."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize(("end", "kind"), [("killed", "died"), ("hangs", "timeout")])
+def test_a_call_killed_or_past_its_time_leaves_nothing_in_the_temp(private_temp: Path, end: str, kind: str) -> None:
+    with pytest.raises(ForkedCallError) as raised:
+        call_in_fork(_make_a_folder_then, end, timeout=0.5, temp_prefix="certlab-grader-")
+    assert raised.value.failure.kind == kind
+    assert list(private_temp.iterdir()) == []
+    # without a folder of its own, what the killed child made stays: the leak this guards against
+    with pytest.raises(ForkedCallError):
+        call_in_fork(_make_a_folder_then, "killed", timeout=0.5)
+    assert [p.name[:14] for p in private_temp.iterdir()] == ["certlab-suite-"]
+
+
+def test_a_call_with_a_temp_folder_of_its_own_returns_and_its_programs_see_it_as_tmpdir(private_temp: Path) -> None:
+    made = call_in_fork(_make_a_folder_then, "returns", temp_prefix="certlab-grader-")
+    assert Path(made).parent.parent == private_temp and Path(made).parent.name.startswith("certlab-grader-")
+    said = call_in_fork(_a_program_s_temp_folder, temp_prefix="certlab-grader-")
+    assert Path(said).parent == private_temp and Path(said).name.startswith("certlab-grader-")
+    assert list(private_temp.iterdir()) == []
+
+
+def test_a_grader_that_dies_in_the_chain_leaves_nothing_in_the_temp_folder(private_temp: Path) -> None:
+    family = TaskFamily.in_folder(
+        private_temp.parent, name="toy", version="1", description="toy", defects=[],
+        allowed_paths=[], test_paths=[], module_names=[],
+    )  # fmt: skip
+    request = GradeRequest(workdir=str(private_temp), family=family, defect=Defect("d", "c", "d", []), issued={})
+    dying = Grader(name="dying", order=1, description="dies", grade=lambda _r: _make_a_folder_then("killed"))
+    chain = run_chain([dying], request)
+    assert chain.error.startswith("grader dying broke"), chain
+    assert list(private_temp.iterdir()) == []

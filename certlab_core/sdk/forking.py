@@ -10,6 +10,7 @@ import contextlib
 import os
 import pickle
 import selectors
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
@@ -26,15 +27,31 @@ from certlab_core.sdk.processes import (
     reap,
     send_frame,
 )
+from certlab_core.sdk.trees import make_temp_folder, remove_made
 
-__all__ = ["ChildFailure", "ForkPool", "ForkedCallError", "PendingCall", "call_in_fork", "map_in_forks"]
+__all__ = [
+    "ChildFailure", "ForkPool", "ForkedCallError", "PendingCall", "call_in_fork", "map_in_forks", "use_temp_folder",
+]  # fmt: skip
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None) -> R:
-    """Run ``fn(*args)`` in a fresh forked child and return its result; raise ForkedCallError on failure."""
+def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None, temp_prefix: str | None = None) -> R:
+    """Run ``fn(*args)`` in a fresh forked child and return its result; raise ForkedCallError on failure.
+
+    With ``temp_prefix``, the child's temp folders (``tempfile``'s and ``TMPDIR``) are made in a
+    folder this process makes and deletes when the call is over: a child killed at its deadline,
+    or dead by a signal, cannot leave what it made in the temp folder. Nothing the call makes
+    there outlives it, so it must return data, not paths into it.
+    """
+    if temp_prefix is not None:
+        made = make_temp_folder(temp_prefix)
+        try:
+            inside: R = call_in_fork(_in_temp_folder, made.path, fn, args, timeout=timeout)
+            return inside
+        finally:
+            remove_made(made)
     with selectors.DefaultSelector() as selector:
         children = Children(selector)
         children.start(fn, args, None, timeout)
@@ -48,6 +65,17 @@ def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None)
         returned: R = value
         return returned
     raise ForkedCallError(value)
+
+
+def use_temp_folder(folder: str) -> None:
+    """In a forked child: every temp folder made from now on is made below ``folder``, by it and what it starts."""
+    tempfile.tempdir = folder
+    os.environ["TMPDIR"] = folder
+
+
+def _in_temp_folder(folder: str, fn: Callable[..., R], args: tuple[Any, ...]) -> R:
+    use_temp_folder(folder)
+    return fn(*args)
 
 
 class PendingCall:

@@ -74,7 +74,7 @@ def run_chain(
         if settled is not None and settled(grader):
             continue
         try:
-            result = call_in_fork(grader.grade, request, timeout=GRADER_TIMEOUT_S)
+            result = call_in_fork(grader.grade, request, timeout=GRADER_TIMEOUT_S, temp_prefix="certlab-grader-")
         except ForkedCallError as error:
             return ChainResult(tuple(grades), f"grader {grader.name} broke: {error.failure.summary}")
         if not isinstance(result, GradeResult):

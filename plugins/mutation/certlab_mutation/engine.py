@@ -61,8 +61,9 @@ from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, Grader, GradeRequest, GradeResult
 from certlab_core.sdk.command import become_subreaper, sweep_descendants
-from certlab_core.sdk.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks
+from certlab_core.sdk.forking import ChildFailure, ForkedCallError, call_in_fork, map_in_forks, use_temp_folder
 from certlab_core.sdk.grading import held_out_names
+from certlab_core.sdk.trees import temporary_folder
 from certlab_core.sdk.workcopy import in_allowed_paths, materialise, taskset_sha256
 
 #: The name of the operator set; a recorded proof is re-checked only under the same one.
@@ -567,8 +568,12 @@ def _killed_at_cpu_limit(result: object) -> bool:
     return isinstance(result, GradeResult) and f"killed by signal {signal.SIGXCPU.value}" in result.detail
 
 
-def _grade_within(grade: Callable[[GradeRequest], GradeResult], request: GradeRequest, cpu_s: int | None) -> Any:
-    """In the grader's fresh process: cap the CPU time of it and of every process it starts, then grade."""
+def _grade_within(
+    grade: Callable[[GradeRequest], GradeResult], request: GradeRequest, cpu_s: int | None, temp: str
+) -> Any:
+    """In the grader's fresh process: cap the CPU time of it and of every process it starts, then grade,
+    every temp folder made below ``temp``."""
+    use_temp_folder(temp)
     if cpu_s is not None:
         _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
         top = hard if hard != resource.RLIM_INFINITY else cpu_s + 1
@@ -592,11 +597,14 @@ def _stages(graders: Sequence[Grader], request: GradeRequest, limits: dict[str, 
         cpu_limit = None if limit is None else limit.cpu_s
         result: Any = None
         failure: ChildFailure | None = None
-        try:
-            result = call_in_fork(_grade_within, grader.grade, request, cpu_limit, timeout=wall_limit)
-        except ForkedCallError as error:
-            sweep_descendants()  # what the killed grader started, now orphaned here
-            failure = error.failure
+        # A grader killed at its limit cannot delete its scratch (a copy of the tree): its temp folders are made in
+        # one made here, deleted once what the killed grader started is gone too.
+        with temporary_folder("certlab-mutant-") as temp:
+            try:
+                result = call_in_fork(_grade_within, grader.grade, request, cpu_limit, temp.path, timeout=wall_limit)
+            except ForkedCallError as error:
+                sweep_descendants()  # what the killed grader started, now orphaned here
+                failure = error.failure
         cpu = _children_cpu_s() - cpu_before
         passed = isinstance(result, GradeResult) and result.passed
         if cpu_limit is not None and not passed and (cpu >= cpu_limit or _killed_at_cpu_limit(result)):

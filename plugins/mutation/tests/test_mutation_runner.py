@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -118,12 +119,17 @@ def toy_proof(registry: Registry, toy_family: TaskFamily, tmp_path_factory: pyte
     proof = prove(toy_family, graders)
     assert proof.holds, proof.problems
     pids = tmp_path_factory.mktemp("pids")
+    temp = tmp_path_factory.mktemp("temp")  # the temp folder of the proof's processes, to see what they leave
     os.environ["TOY_PIDS"] = str(pids)
-    try:
-        mutation = prove_by_mutation(toy_family, graders, proof.expected_tests, workers=2, min_timeout_s=1.5)
-    finally:
-        del os.environ["TOY_PIDS"]
-    return {"graders": graders, "expected": proof.expected_tests, "mutation": mutation, "pids": pids}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(temp))
+        patch.setenv("TMPDIR", str(temp))
+        try:
+            mutation = prove_by_mutation(toy_family, graders, proof.expected_tests, workers=2, min_timeout_s=1.5)
+        finally:
+            del os.environ["TOY_PIDS"]
+    left = sorted(p.name for p in temp.iterdir())
+    return {"graders": graders, "expected": proof.expected_tests, "mutation": mutation, "pids": pids, "left": left}
 
 
 def outcome_of(mutation, mutant_id: str) -> tuple[str, str | None]:
@@ -156,7 +162,7 @@ def test_each_mutant_is_killed_by_the_grader_that_catches_it(toy_proof: dict) ->
     assert outcome_of(mutation, "toy.py:24:12:integer") == ("survived", None)  # nothing calls unused()
 
 
-def test_a_mutant_that_loops_forever_is_killed_at_its_time_limit_and_leaves_nothing_running(toy_proof: dict) -> None:
+def test_a_looping_mutant_is_killed_at_its_time_limit_leaving_nothing_running_or_on_disk(toy_proof: dict) -> None:
     mutation = toy_proof["mutation"]
     # step -= 1 never reaches n: the suite's process spins until its grader's limit
     looping = next(r for r in mutation.results if r.mutant == "toy.py:14:14:arithmetic")
@@ -166,6 +172,8 @@ def test_a_mutant_that_loops_forever_is_killed_at_its_time_limit_and_leaves_noth
     assert pids, "the suite of the looping mutant never ran"
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
+    # the suite grader copied the tree into a temp folder of its own, and was killed before it could delete it
+    assert toy_proof["left"] == [], "the mutants' graders left these in the temp folder"
 
 
 def test_the_scores_count_the_suite_alone_and_with_the_held_out_cases(toy_proof: dict) -> None:
