@@ -276,3 +276,65 @@ def test_a_start_deadline_that_is_no_number_is_refused_in_one_line(tmp_path: Pat
     assert done.stderr.strip().splitlines() == [
         "certlab: error: CERTLAB_EXECUTOR_START_S='soon': give the seconds an executor may take to start, e.g. 300"
     ]
+
+
+# Plugins whose import or record hook never ends: a loop at import, a hook that waits for ever, a provider list's
+# import that waits on a network. Each was a hang of every certlab command; now each is broken after
+# CERTLAB_PLUGIN_LOAD_S, named in one line, and the commands answer.
+IMPORT_LOOPS = "while True:\n    pass\n"
+
+HOOK_WAITS = """
+import time
+from certlab_core.plugin import hookimpl
+
+@hookimpl
+def certlab_graders():
+    time.sleep(3600)
+"""
+
+LIST_WAITS = "import time\ntime.sleep(3600)\nPROVIDERS = {}\n"
+
+
+def test_a_plugin_whose_import_never_ends_is_broken_in_one_line_and_certify_refuses(tmp_path: Path) -> None:
+    site = site_with(tmp_path, "certlab-looper", "looper", IMPORT_LOOPS)
+    env = env_with(site, CERTLAB_PLUGIN_LOAD_S="1")
+    listed = run_certlab("--help", env=env, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert (
+        "certlab: warning: broken plugin looper (certlab-looper): "
+        "its import did not finish within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)" in listed.stderr.splitlines()
+    ), listed.stderr
+    done = certify(tmp_path / "out", "oracle", env)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "certify refuses: the plugin looper (certlab-looper) is broken" in done.stderr
+
+
+def test_a_hook_that_never_returns_its_records_marks_its_plugin_broken(tmp_path: Path) -> None:
+    site = site_with(tmp_path, "certlab-waiter", "waiter", HOOK_WAITS)
+    listed = run_certlab("plugins", "--json", env=env_with(site, CERTLAB_PLUGIN_LOAD_S="1"), timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    (failure,) = json.loads(listed.stdout)["failures"]
+    assert (failure["entry_point"], failure["distribution"], failure["hook"]) == (
+        "waiter", "certlab-waiter", "certlab_graders"
+    )  # fmt: skip
+    assert failure["error"] == "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"
+
+
+def test_a_provider_list_whose_import_never_ends_is_left_out_in_one_line(tmp_path: Path) -> None:
+    site = site_with(tmp_path, "certlab-lister", "lister", "")
+    (site / "certlab_lister_list.py").write_text(LIST_WAITS)
+    (site / "certlab_lister-1.1.dist-info" / "entry_points.txt").write_text(
+        "[certlab.providers]\nlister = certlab_lister_list:PROVIDERS\n"
+    )
+    done = run_certlab("plugins", env=env_with(site, CERTLAB_PLUGIN_LOAD_S="1"), timeout=60)
+    assert done.returncode == 0, done.stderr
+    said = "lister (certlab-lister 1.1): its provider list (certlab.providers) is left out: its import did not finish"
+    assert said in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_a_plugin_load_wait_that_is_no_number_is_one_line_and_exit_4() -> None:
+    done = run_certlab("plugins", env=env_with(CERTLAB_PLUGIN_LOAD_S="a minute"), timeout=60)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert done.stderr.strip() == (
+        "certlab: error: CERTLAB_PLUGIN_LOAD_S='a minute': give the seconds a plugin's import may take, e.g. 60"
+    )

@@ -53,7 +53,8 @@ report), and the SDK, `certlab_core.sdk` (what a plugin calls: `run_command`, th
 helpers, the safe readers and writers, ...), and implements any of the hooks below with
 `@hookimpl`. Each hook returns a list of named, frozen records; certlab checks each one's type.
 A plugin that fails to import, implements a hook no spec defines (a misspelling, as tox's
-`check_pending` refuses), or whose hook raises or returns something else is broken: it is left
+`check_pending` refuses), or whose hook raises or returns something else is broken, and so is
+one whose import or record hook takes longer than `CERTLAB_PLUGIN_LOAD_S` (60 s): it is left
 out, the rest keep working, and every command names it in one warning line (plugin,
 distribution, error), `--help` included. `certify` and `run` refuse, exit 4 and before any
 trial, while a broken plugin's grader, rule, sandbox, executor or reporter would be left out,

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
+
+from certlab_core.plugin.errors import UsageError
+
+#: How long a plugin's import, and each hook that gives its records, may take (a provider list's import too),
+#: unless ``CERTLAB_PLUGIN_LOAD_S`` says otherwise: past it, the plugin is broken, named in one line, and every
+#: command still answers.
+PLUGIN_LOAD_S = 60.0
+PLUGIN_LOAD_ENV = "CERTLAB_PLUGIN_LOAD_S"
 
 
 class TooSlow(BaseException):
@@ -39,3 +48,21 @@ def deadline(seconds: float) -> Iterator[None]:
         if previous_delay > 0:
             left = max(0.001, previous_delay - (time.monotonic() - started))
             signal.setitimer(signal.ITIMER_REAL, left, previous_interval)
+
+
+def seconds_from_environment(variable: str, default: float, example: str) -> float:
+    """The seconds ``$variable`` gives (a positive number), or ``default`` when it is unset or blank.
+
+    A value that is no positive number is one line (exit 4), saying what it sets: ``example``
+    ("an executor may take to start, e.g. 300").
+    """
+    said = os.environ.get(variable, "").strip()
+    if not said:
+        return default
+    try:
+        seconds = float(said)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 1e9:
+        raise UsageError(f"{variable}={said!r}: give the seconds {example}")
+    return seconds

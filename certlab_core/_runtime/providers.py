@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from attrs import frozen
 
+from certlab_core._runtime.deadline import PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, TooSlow, deadline
 from certlab_core.plugin.types.discovery import PluginWarning
 
 ENTRY_POINT_GROUP = "certlab.providers"
@@ -83,8 +84,11 @@ def checked_list(value: object, kinds: Iterable[str]) -> dict[str, dict[str, str
 class Providers:
     """The installed provider lists, loaded when first asked: which distributions provide a name of a kind."""
 
-    def __init__(self, kinds: Iterable[str], declared: Sequence[DeclaredList] | None = None) -> None:
+    def __init__(
+        self, kinds: Iterable[str], declared: Sequence[DeclaredList] | None = None, load_s: float = PLUGIN_LOAD_S
+    ) -> None:
         self._kinds = tuple(kinds)
+        self._load_s = load_s  # how long a list's import may take before it is left out
         self._declared = declared  # None: scanned when first asked
         self._by_kind: dict[str, dict[str, list[str]]] | None = None
         self._warnings: list[PluginWarning] = []
@@ -95,14 +99,19 @@ class Providers:
         by_kind: dict[str, dict[str, list[str]]] = {}
         for declared in installed_lists() if self._declared is None else self._declared:
             try:
-                listed = checked_list(declared.entry_point.load(), self._kinds)
-            except (Exception, SystemExit) as error:  # a broken or hostile list: named, left out
-                why = str(error).splitlines()[0][:200] if str(error) else ""
+                with deadline(self._load_s):
+                    loaded = declared.entry_point.load()
+                listed = checked_list(loaded, self._kinds)
+            except (Exception, SystemExit, TooSlow) as error:  # a broken, hostile or hung list: named, left out
+                if isinstance(error, TooSlow):
+                    why = f"its import did not finish within {self._load_s:g} s ({PLUGIN_LOAD_ENV} sets the wait)"
+                else:
+                    why = f"{type(error).__name__}: " + (str(error).splitlines()[0][:200] if str(error) else "")
                 self._warnings.append(
                     PluginWarning(
                         declared.name,
                         f"{declared.distribution} {declared.version}",
-                        f"its provider list ({ENTRY_POINT_GROUP}) is left out: {type(error).__name__}: {why}",
+                        f"its provider list ({ENTRY_POINT_GROUP}) is left out: {why}",
                     )
                 )
                 continue

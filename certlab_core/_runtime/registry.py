@@ -22,6 +22,7 @@ from typing import Any, TypeVar, overload
 
 import pluggy
 
+from certlab_core._runtime.deadline import PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, TooSlow, deadline, seconds_from_environment
 from certlab_core._runtime.providers import ENTRY_POINT_GROUP as PROVIDERS_GROUP
 from certlab_core._runtime.providers import NO_LIST, DeclaredList, Providers, declared_lists
 from certlab_core.plugin import hookspecs
@@ -118,6 +119,8 @@ class Registry:
         self.excluded: dict[str, str] = {}
         #: which distribution provides a name nothing installed provides (the installed provider lists)
         self.providers = Providers(KINDS)
+        #: the seconds a plugin's import and each of its record hooks may take (``discover`` reads the variable)
+        self.load_s = PLUGIN_LOAD_S
 
     # ------------------------------------------------------------------ loading
 
@@ -159,7 +162,12 @@ class Registry:
         """One plugin's records for one kind, or None (and a failure) when its hook misbehaves."""
         hook = HOOK_PREFIX + kind
         try:
-            returned = impl.function()
+            with deadline(self.load_s):
+                returned = impl.function()
+        except TooSlow:
+            said = f"did not return within {self.load_s:g} s ({PLUGIN_LOAD_ENV} sets the wait)"
+            self._fail(impl.plugin_name, hook, said)
+            return None
         except Exception as error:  # a plugin's bug must not take another plugin or command down
             self._fail(impl.plugin_name, hook, f"raised {type(error).__name__}: {error}")
             return None
@@ -376,9 +384,10 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
     """
     asked = set(only) if only is not None else _only_from_env()
     registry = Registry(new_plugin_manager())
+    registry.load_s = seconds_from_environment(PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, "a plugin's import may take, e.g. 60")
     # The one scan of the installed metadata; only wanted entry points are imported, provider lists when asked.
     declared, provider_lists = _declared_plugins()
-    registry.providers = Providers(KINDS, provider_lists)
+    registry.providers = Providers(KINDS, provider_lists, registry.load_s)
     # A name asked for matches the entry point it spells however its separators and case are written.
     spelt = {normal_plugin_name(name): name for name, *_rest in declared}
     wanted = None if asked is None else {spelt.get(normal_plugin_name(name), name) for name in asked}
@@ -402,7 +411,17 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
         if (wanted is not None and name not in wanted) or name in ambiguous:
             continue
         try:
-            module = entry_point.load()
+            with deadline(registry.load_s):
+                module = entry_point.load()
+        except TooSlow:  # an import that never ends (a loop, a network wait) must not hang every command
+            registry.failures.append(
+                PluginFailure(
+                    entry_point=name,
+                    distribution=dist,
+                    error=f"its import did not finish within {registry.load_s:g} s ({PLUGIN_LOAD_ENV} sets the wait)",
+                )
+            )
+            continue
         except (Exception, SystemExit) as error:  # a plugin that cannot be imported; the others still load
             registry.failures.append(
                 PluginFailure(entry_point=name, distribution=dist, error=f"{type(error).__name__}: {error}")

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 from attrs import define, field, frozen
 
-from certlab_core._runtime.deadline import TooSlow, deadline
+from certlab_core._runtime.deadline import TooSlow, deadline, seconds_from_environment
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, heartbeat_interval
 from certlab_core.certify.trial_runs import trials_on
@@ -540,16 +540,8 @@ EXECUTOR_START_S = 300.0
 
 def executor_start_deadline() -> float:
     """``CERTLAB_EXECUTOR_START_S`` (seconds, a positive number) or :data:`EXECUTOR_START_S`; else one line."""
-    said = os.environ.get("CERTLAB_EXECUTOR_START_S", "").strip()
-    if not said:
-        return EXECUTOR_START_S
-    try:
-        seconds = float(said)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds < 1e9:
-        raise UsageError(f"CERTLAB_EXECUTOR_START_S={said!r}: give the seconds an executor may take to start, e.g. 300")
-    return seconds
+    said = "an executor may take to start, e.g. 300"
+    return seconds_from_environment("CERTLAB_EXECUTOR_START_S", EXECUTOR_START_S, said)
 
 
 def started_session(executor: Executor, distribution: str, options: ExecutorOptions, seconds: float) -> ExecutorSession:
