@@ -209,8 +209,11 @@ def resolve(
     # packages were not shown and the base prefix's were, whole.
     venv = _venv_root(Path(os.path.abspath(found))) or _venv_root(real)
     own_file = os.path.abspath(found) == str(real)  # called by its own path, not through a link
-    if _inside(str(real), hidden) and own_file:
-        shown.append(str(real))  # a file of its own in a hidden folder (a checkout): shown alone; its #! decides
+    # A file of its own in a hidden folder (a checkout), called by its path or by a link there (the demo's script
+    # agent, package data linked to the checkout's examples/): shown alone, at both; its #! decides.
+    alone = _inside(str(real), hidden) and (own_file or _inside(found, hidden))
+    if alone:
+        shown.extend(dict.fromkeys((str(real), found)))
     elif not is_system(str(real)):
         modules = _node_modules_root(real)
         if venv is not None and _may_show(venv, inherited):
@@ -229,7 +232,7 @@ def resolve(
         if found != str(real) and not is_system(found) and not _inside(found, shown):
             shown.append(found)  # the symlink the program is called by
     for place in shown:
-        if _inside(place, hidden) and place != str(real):
+        if _inside(place, hidden) and place != str(real) and not (alone and place == found):
             raise Unresolvable(
                 f"the program {program} is in {place}, which is hidden from the agent (certlab's installation or "
                 "an answer key): install it elsewhere"

@@ -442,3 +442,33 @@ def test_a_venvs_interpreter_runs_with_the_venvs_packages_and_not_the_bases(tmp_
             timeout_s=60, stdout=handle, stderr=handle, containment=containment,
         )  # fmt: skip
     assert ran.status == "completed" and out.read_text().split() == ["False", "venv"], out.read_text()
+
+
+def test_a_script_linked_to_from_inside_a_hidden_checkout_runs_shown_alone(tmp_path: Path) -> None:
+    """The demo's script agent is package data linked to the checkout's ``examples/``: the link and the file both
+    lie in the hidden checkout, and the link was refused as hidden from the agent (``make demo`` failed at its
+    second step wherever bwrap works). The file is shown alone, at both paths, and nothing else of the checkout."""
+    from certlab_sandbox_bwrap import runtime
+
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "answer.txt").write_text("the answer key\n")
+    script = checkout / "examples" / "agent.sh"
+    script.parent.mkdir()
+    script.write_text(f"#!/bin/sh\necho ran\ncat {checkout / 'answer.txt'} 2>/dev/null || echo hidden\n")
+    script.chmod(0o755)
+    link = checkout / "package" / "examples" / "agent.sh"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(Path("..") / ".." / "examples" / "agent.sh")
+    found = runtime.resolve(str(link), {"PATH": os.defpath}, hidden=[str(checkout)])
+    assert found.shown == (str(script), str(link)), found
+    containment = choose_containment("bwrap", [str(checkout)], lambda _line: None)
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "out.txt"
+    with out.open("wb") as handle:
+        ran = run_contained(
+            [str(link)], cwd=str(work), env={"PATH": os.defpath}, timeout_s=60, stdout=handle, stderr=handle,
+            containment=containment,
+        )  # fmt: skip
+    assert ran.status == "completed" and out.read_text().split() == ["ran", "hidden"], (ran, out.read_text())
