@@ -14,7 +14,7 @@ import pytest
 
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import Grader, GradeRequest
-from certlab_core.sdk.forking import ForkedCallError, ForkPool, PendingCall, call_in_fork
+from certlab_core.sdk.forking import ForkedCallError, ForkPool, PendingCall, call_in_fork, map_in_forks
 from certlab_core.sdk.grading import run_chain
 from certlab_core.sdk.processes import ChildFailure, stop_child, stop_group
 
@@ -187,3 +187,30 @@ def test_a_grader_that_dies_in_the_chain_leaves_nothing_in_the_temp_folder(priva
     chain = run_chain([dying], request)
     assert chain.error.startswith("grader dying broke"), chain
     assert list(private_temp.iterdir()) == []
+
+
+def _make_a_folder_then_fail_or_wait(item: str) -> None:
+    tempfile.mkdtemp(prefix="certlab-regrade-")
+    if item == "fails":
+        time.sleep(0.3)  # the other child has made its folder by now
+        raise RuntimeError("a trial that cannot be regraded")
+    time.sleep(60)
+
+
+def _first_failure_refused(temp_prefix: str | None) -> None:
+    """As regrade does: raise at the first child that failed, abandoning the children still running."""
+    for _index, outcome in map_in_forks(
+        _make_a_folder_then_fail_or_wait, ["fails", "waits"], workers=2, temp_prefix=temp_prefix
+    ):
+        if isinstance(outcome, ChildFailure):
+            raise ValueError(outcome.summary)
+
+
+def test_a_map_abandoned_at_its_first_failure_leaves_nothing_in_the_temp_folder(private_temp: Path) -> None:
+    with pytest.raises(ValueError, match="a trial that cannot be regraded"):
+        _first_failure_refused("certlab-regrades-")
+    assert list(private_temp.iterdir()) == []
+    # without a folder of its own, both children's folders stay: the killed one's and the one that raised
+    with pytest.raises(ValueError):
+        _first_failure_refused(None)
+    assert sorted(p.name[:16] for p in private_temp.iterdir()) == ["certlab-regrade-"] * 2

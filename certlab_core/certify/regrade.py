@@ -321,6 +321,7 @@ def regrade(
         lambda job: _regrade_one(job[0], job[1], job[2], graders, expected[job[1].name], containment),
         jobs,
         workers=workers,
+        temp_prefix="certlab-regrades-",  # a refusal abandons the regrades in flight: their scratch goes too
     ):
         trial = jobs[index][0]
         if isinstance(outcome, ChildFailure):
@@ -464,6 +465,7 @@ def _regrade_twins(
         ),
         graded,
         workers=workers,
+        temp_prefix="certlab-regrades-",
     ):
         trial = graded[index]
         if isinstance(outcome, ChildFailure):

@@ -13,6 +13,7 @@ import selectors
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from certlab_core.sdk.processes import FRAME as _FRAME
@@ -76,6 +77,11 @@ def use_temp_folder(folder: str) -> None:
 def _in_temp_folder(folder: str, fn: Callable[..., R], args: tuple[Any, ...]) -> R:
     use_temp_folder(folder)
     return fn(*args)
+
+
+def _in_temp_folder_each(folder: str, fn: Callable[[T], R], item: T) -> R:
+    use_temp_folder(folder)
+    return fn(item)
 
 
 class PendingCall:
@@ -163,12 +169,22 @@ def map_in_forks(
     items: Iterable[T],
     workers: int = 2,
     timeout: float | None = None,
+    temp_prefix: str | None = None,
 ) -> Iterator[tuple[int, R | ChildFailure]]:
     """Run ``fn(item)`` for each item, each in its own forked child, at most ``workers`` at once.
 
     Yields ``(index, result)`` as children finish (not in order); a child that raised,
-    died or timed out yields a ChildFailure instead of a result.
+    died or timed out yields a ChildFailure instead of a result. With ``temp_prefix``, as
+    :func:`call_in_fork`'s: the children's temp folders are made in one folder this process
+    deletes once the map is over, or abandoned (its children in flight are killed first).
     """
+    if temp_prefix is not None:
+        made = make_temp_folder(temp_prefix)
+        try:
+            yield from map_in_forks(partial(_in_temp_folder_each, made.path, fn), items, workers, timeout)
+        finally:
+            remove_made(made)
+        return
     pending = list(enumerate(items))
     pending.reverse()
     with ForkPool(workers) as pool:

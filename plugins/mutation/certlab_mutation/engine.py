@@ -728,6 +728,7 @@ def prove_by_mutation(
         chosen,
         workers=workers,
         timeout=budget,
+        temp_prefix="certlab-mutants-",  # a mutant's worker killed at its budget leaves its tree to be deleted here
     ):
         if isinstance(outcome, ChildFailure):
             outcome = MutantResult(chosen[index].id, "error", None, None, _short(outcome.summary))
