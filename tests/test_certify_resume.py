@@ -35,8 +35,11 @@ def start_certify(folder: Path, out: Path, *options: str) -> subprocess.Popen[st
     argv = ["certify", "--family", "intervals", "--agent", "command", "--agent-name", "pattern-fixer"]
     argv += ["--agent-arg", str(slow_fixer(folder)), "--out", str(out), "-w", "2", "--sandbox", "none", "-q"]
     argv += options
+    # Killed with SIGKILL, it cannot delete its temp folders: they are left in the test's folder, not the host's /tmp.
+    (folder / "tmp").mkdir(exist_ok=True)
     return subprocess.Popen(
         [sys.executable, "-m", "certlab_core.cli", *argv],
+        env={**os.environ, "TMPDIR": str(folder / "tmp")},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -85,9 +85,12 @@ def finish(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def start_run(cwd: Path, out: str) -> subprocess.Popen[str]:
+    # Killed with SIGKILL, it cannot delete its temp folders: they are left in the test's folder, not the host's /tmp.
+    (cwd / "tmp").mkdir(exist_ok=True)
     return subprocess.Popen(
         certlab_argv("run", "certlab.yaml", "--out", out, "-q", "-w", "2"),
         cwd=cwd,
+        env={**os.environ, "TMPDIR": str(cwd / "tmp")},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
