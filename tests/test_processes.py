@@ -154,6 +154,7 @@ def private_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """This process's temp folder, a fresh one of the test's: what a call leaves there is seen."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)  # the runtime folder is made there when it is set
     return tmp_path
 
 
@@ -214,3 +215,18 @@ def test_a_map_abandoned_at_its_first_failure_leaves_nothing_in_the_temp_folder(
     with pytest.raises(ValueError):
         _first_failure_refused(None)
     assert sorted(p.name[:16] for p in private_temp.iterdir()) == ["certlab-regrade-"] * 2
+
+
+def _make_a_runtime_folder_of_its_own() -> str:
+    from certlab_core.sdk import containment
+
+    containment._runtime.clear()  # as in a process whose parent made none (a conformance kit's forked run)
+    return str(containment.runtime_folder())
+
+
+def test_a_forked_child_that_made_the_runtime_folder_removes_it_before_it_exits(private_temp: Path) -> None:
+    # A forked child ends with os._exit, so the maker's atexit never ran: AdapterConformance's five forked runs
+    # each left an empty certlab-runtime-* folder in the temp folder.
+    made = call_in_fork(_make_a_runtime_folder_of_its_own)
+    assert Path(made).parent == private_temp and Path(made).name.startswith("certlab-runtime-")
+    assert not Path(made).exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import sys
@@ -11,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from certlab_core.plugin.types.sandbox import PASSED_VARIABLES, Containment
+from certlab_core.sdk.processes import at_exit
 from certlab_core.sdk.trees import MadeFolder, make_temp_folder, remove_made
 
 
@@ -56,8 +56,7 @@ def runtime_folder() -> Path:
     base = os.environ.get("XDG_RUNTIME_DIR") or None
     handle = make_temp_folder("certlab-runtime-", base if base is not None and os.path.isdir(base) else None)
     _runtime[:] = [handle]
-    owner = os.getpid()
-    atexit.register(lambda: os.getpid() == owner and remove_made(handle))
+    at_exit(lambda: remove_made(handle))  # a forked child that made it removes it too, before its os._exit
     return handle.as_path
 
 

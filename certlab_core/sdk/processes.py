@@ -10,6 +10,7 @@ child never inherits a lock held by a thread that does not exist in it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import pickle
@@ -80,8 +81,27 @@ def assert_single_threaded() -> None:
         raise RuntimeError(f"refusing to fork with other threads running ({names})")
 
 
+_at_exit: list[tuple[int, Callable[[], object]]] = []  # (the process that registered it, what to run)
+
+
+def at_exit(cleanup: Callable[[], object]) -> None:
+    """Run ``cleanup`` when this process ends: at interpreter exit, and in a forked child of this layer, which
+    ends with ``os._exit`` (no atexit), before it exits. A child it forks later does not run it."""
+    owner = os.getpid()
+    atexit.register(lambda: os.getpid() == owner and cleanup())
+    _at_exit.append((owner, cleanup))
+
+
+def _run_at_exit() -> None:
+    for owner, cleanup in reversed(_at_exit):
+        if owner == os.getpid():
+            with contextlib.suppress(Exception):
+                cleanup()
+
+
 def child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """Run in the child: compute, send ("ok", value) or ("err", ChildFailure), exit without cleanup."""
+    """Run in the child: compute, send ("ok", value) or ("err", ChildFailure), exit without the interpreter's
+    cleanup: only what the child registered with :func:`at_exit` runs (a folder it made, say)."""
     code = 0
     try:
         try:
@@ -100,6 +120,7 @@ def child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> 
     except BaseException:
         code = 70
     finally:
+        _run_at_exit()
         os._exit(code)
 
 
