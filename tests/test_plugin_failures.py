@@ -338,3 +338,42 @@ def test_a_plugin_load_wait_that_is_no_number_is_one_line_and_exit_4() -> None:
     assert done.stderr.strip() == (
         "certlab: error: CERTLAB_PLUGIN_LOAD_S='a minute': give the seconds a plugin's import may take, e.g. 60"
     )
+
+
+# Reporters whose render breaks: `certlab report --format` and run's --junit/--markdown call them. A render that
+# raised, or returned no text, was "internal error"; one that never returned hung the command.
+BROKEN_REPORTER = """
+import os, time
+from certlab_core.plugin import Reporter, hookimpl
+
+def render(report, rule):
+    how = os.environ["HOW"]
+    if how == "raises":
+        raise RuntimeError("no template")
+    if how == "hangs":
+        while True:
+            time.sleep(0.05)
+    return None
+
+@hookimpl
+def certlab_reporters():
+    return [Reporter(name="broken", description="breaks as HOW says", suffix=".txt", render=render)]
+"""
+
+ARCHIVED_BLOCK_STORE = Path(__file__).resolve().parent / "archived_stores" / "block"
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("raises", "raised RuntimeError: no template"),
+        ("returns-none", "returned NoneType, not the report's text"),
+        ("hangs", "did not render the report within 1 s (CERTLAB_REPORTER_RENDER_S sets the wait)"),
+    ],
+)
+def test_a_reporter_that_raises_returns_no_text_or_hangs_is_one_line(tmp_path: Path, how: str, said: str) -> None:
+    site = site_with(tmp_path, "certlab-broken-report", "broken-report", BROKEN_REPORTER)
+    env = env_with(site, HOW=how, CERTLAB_REPORTER_RENDER_S="1")
+    done = run_certlab("report", str(ARCHIVED_BLOCK_STORE), "--format", "broken", env=env, timeout=60)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.strip() == f"certlab: error: the reporter broken (certlab-broken-report) {said}"

@@ -65,7 +65,9 @@ def report_command(
     if reporter is None:
         emit(json.dumps(unstructure(report), indent=2, sort_keys=True) + "\n", out)
     else:
-        emit(reporter.render(report, rule), out)
+        from certlab_core.report.files import rendered
+
+        emit(rendered(registry, format_name or DEFAULT_REPORTER, report, rule), out)
     if out is not None:
         typer.echo(f"report: {out} ({report.verdict})", err=True)
 
