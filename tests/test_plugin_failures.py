@@ -367,8 +367,8 @@ ARCHIVED_BLOCK_STORE = Path(__file__).resolve().parent / "archived_stores" / "bl
     ("how", "said"),
     [
         ("raises", "raised RuntimeError: no template"),
-        ("returns-none", "returned NoneType, not the report's text"),
-        ("hangs", "did not render the report within 1 s (CERTLAB_REPORTER_RENDER_S sets the wait)"),
+        ("returns-none", "returned NoneType, not str"),
+        ("hangs", "did not return within 1 s (CERTLAB_REPORTER_RENDER_S sets the wait)"),
     ],
 )
 def test_a_reporter_that_raises_returns_no_text_or_hangs_is_one_line(tmp_path: Path, how: str, said: str) -> None:
@@ -376,4 +376,51 @@ def test_a_reporter_that_raises_returns_no_text_or_hangs_is_one_line(tmp_path: P
     env = env_with(site, HOW=how, CERTLAB_REPORTER_RENDER_S="1")
     done = run_certlab("report", str(ARCHIVED_BLOCK_STORE), "--format", "broken", env=env, timeout=60)
     assert done.returncode == 3, done.stdout + done.stderr
-    assert done.stderr.strip() == f"certlab: error: the reporter broken (certlab-broken-report) {said}"
+    assert done.stderr.strip() == f"certlab: error: the reporter broken's render (certlab-broken-report) {said}"
+
+
+# An adapter's quick callables (its version, its argument check), which certify and run call in the harness.
+ODD_ADAPTER = """
+import os, time
+from certlab_core.plugin import AgentAdapter, AgentOutcome, hookimpl
+
+def version(args, harness):
+    how = os.environ["HOW"]
+    if how == "version-raises":
+        raise FileNotFoundError("odd: no such program")
+    if how == "version-hangs":
+        while True:
+            time.sleep(0.05)
+    return 3 if how == "version-int" else "1.0"
+
+def check_args(args):
+    if os.environ["HOW"] == "check-raises":
+        raise KeyError("--model")
+
+def run(request):
+    return AgentOutcome(status="completed")
+
+@hookimpl
+def certlab_agents():
+    return [AgentAdapter(name="odd", description="odd callables", run=run, version=version, check_args=check_args)]
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("version-raises", "version (certlab-odd) raised FileNotFoundError: odd: no such program"),
+        ("version-hangs", "version (certlab-odd) did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
+        ("version-int", "version (certlab-odd) returned int, not str or None"),
+        ("check-raises", "argument check (certlab-odd) raised KeyError: '--model'"),
+    ],
+)
+def test_an_adapters_version_or_argument_check_that_breaks_is_one_line_before_any_trial(
+    tmp_path: Path, how: str, said: str
+) -> None:
+    site = site_with(tmp_path, "certlab-odd", "odd", ODD_ADAPTER)
+    out = tmp_path / "out"
+    done = certify(out, "odd", env_with(site, only=(*BUILT_IN, "odd"), HOW=how, CERTLAB_PLUGIN_LOAD_S="1"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"certlab: error: the agent odd's {said}"
+    assert not (out / "bundle.json").exists()

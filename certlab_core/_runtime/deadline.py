@@ -7,10 +7,13 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any, TypeVar
 
-from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.errors import InstrumentError, UsageError
+
+T = TypeVar("T")
 
 #: How long a plugin's import, and each hook that gives its records, may take (a provider list's import too),
 #: unless ``CERTLAB_PLUGIN_LOAD_S`` says otherwise: past it, the plugin is broken, named in one line, and every
@@ -66,3 +69,32 @@ def seconds_from_environment(variable: str, default: float, example: str) -> flo
     if not 0 < seconds < 1e9:
         raise UsageError(f"{variable}={said!r}: give the seconds {example}")
     return seconds
+
+
+def plugin_call(
+    whose: str,
+    fn: Callable[..., T],
+    *args: Any,
+    seconds: float,
+    wait_variable: str = PLUGIN_LOAD_ENV,
+    returns: tuple[type, ...] | None = None,
+) -> T:
+    """``fn(*args)``, a plugin's callable, run here under a deadline of ``seconds``.
+
+    Its refusal (a ``UsageError``) goes on as it is. Anything else it raises, running past
+    ``seconds`` (``wait_variable`` sets them), or returning none of ``returns`` is one line
+    naming ``whose`` ("the adapter X's version (its distribution)"): an InstrumentError, exit 3.
+    """
+    try:
+        with deadline(seconds):
+            value = fn(*args)
+    except UsageError:
+        raise
+    except TooSlow:
+        raise InstrumentError(f"{whose} did not return within {seconds:g} s ({wait_variable} sets the wait)") from None
+    except Exception as error:  # a plugin's code
+        raise InstrumentError(f"{whose} raised {type(error).__name__}: {str(error)[:160]}") from None
+    if returns is not None and not isinstance(value, returns):
+        wanted = " or ".join("None" if t is type(None) else t.__name__ for t in returns)
+        raise InstrumentError(f"{whose} returned {type(value).__name__}, not {wanted}")
+    return value

@@ -276,6 +276,10 @@ class Registry:
         self.get(kind_name, name)
         return self.plugin_info(self.index[kind_name][name][0][1])
 
+    def part_of(self, kind: str, name: str, part: str) -> str:
+        """How a line names a record's callable: "the agent claude-code's version (certlab-claude-code)"."""
+        return f"the {KIND_LABELS.get(kind, kind)} {name}'s {part} ({self.plugin_of(kind, name).distribution})"
+
     def plugin_name_of(self, kind: str | type, name: str) -> str:
         """The name of the plugin that provides ``name`` of ``kind`` (refused like ``get`` when unknown)."""
         kind_name = self._kind(kind)

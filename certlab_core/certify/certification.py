@@ -18,6 +18,7 @@ from attrs import frozen
 
 from certlab_core import __version__
 from certlab_core._runtime.containment import choose_containment
+from certlab_core._runtime.deadline import plugin_call
 from certlab_core._runtime.default_rule import exact_interval
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
@@ -213,12 +214,16 @@ def certify_into(
     return certify(registry, attrs.evolve(options, journal=str(out)), progress)
 
 
-def reported_version(agent: AgentAdapter, options: CertifyOptions, progress: Progress) -> str | None:
+def reported_version(
+    registry: Registry, agent: AgentAdapter, options: CertifyOptions, progress: Progress
+) -> str | None:
     """The version the agent's program reports (its adapter's ``version``), with a warning line when
     ``--agent-version`` says another; None when the adapter cannot tell."""
     if agent.version is None:
         return None
-    reported = agent.version(tuple(options.agent_args), os.environ)
+    whose = registry.part_of("agents", agent.name, "version")
+    args = (tuple(options.agent_args), os.environ)
+    reported: str | None = plugin_call(whose, agent.version, *args, seconds=registry.load_s, returns=(str, type(None)))
     if reported is not None and options.agent_version not in ("unknown", reported):
         progress(
             f"warning: --agent-version {options.agent_version} differs from the version {agent.name}'s program "
@@ -233,8 +238,9 @@ def _certify(
     families = held_out.families
     agent: AgentAdapter = registry.get("agents", options.agent)
     if agent.check_args is not None:
-        agent.check_args(tuple(options.agent_args))
-    reported = reported_version(agent, options, progress)
+        whose = registry.part_of("agents", agent.name, "argument check")
+        plugin_call(whose, agent.check_args, tuple(options.agent_args), seconds=registry.load_s)
+    reported = reported_version(registry, agent, options, progress)
     # A real agent reaches its model API through the model boundary: every call recorded, no key in the CLI.
     model_boundary = (
         model_plan_for(registry, options.agent_args, max_tokens=options.token_budget)

@@ -13,8 +13,9 @@ import os
 
 import typer
 
+from certlab_core._runtime.deadline import plugin_call
 from certlab_core._runtime.registry import discover
-from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, InstrumentError
 from certlab_core.plugin.types.agent import AgentAdapter, AgentRequest, PreflightCheck
 from certlab_core.sdk.trees import make_temp_folder, remove_made
 
@@ -74,12 +75,18 @@ def preflight_command(
     smoke: bool = typer.Option(True, "--smoke/--no-smoke", help="Make one smoke call through the adapter."),
 ) -> None:
     """Check an agent's binary, version, credentials or base URL, and make one smoke call, before a live run."""
-    adapter = discover().get("agents", agent)
+    registry = discover()
+    adapter = registry.get("agents", agent)
     args = tuple(agent_arg)
     if adapter.check_args is not None:
-        adapter.check_args(args)
+        whose = registry.part_of("agents", agent, "argument check")
+        plugin_call(whose, adapter.check_args, args, seconds=registry.load_s)
     if adapter.preflight is not None:
-        checks = list(adapter.preflight(args, dict(os.environ)))
+        whose = registry.part_of("agents", agent, "preflight")
+        found = plugin_call(whose, adapter.preflight, args, dict(os.environ), seconds=max(registry.load_s, timeout))
+        checks = list(found) if isinstance(found, list | tuple) else []
+        if not all(isinstance(check, PreflightCheck) for check in checks) or not isinstance(found, list | tuple):
+            raise InstrumentError(f"{whose} returned {type(found).__name__}, not a list of PreflightCheck")
     else:
         checks = [PreflightCheck("checks", True, f"the {agent} adapter declares no checks of its own")]
     if smoke and all(check.ok for check in checks if check.name == "binary"):

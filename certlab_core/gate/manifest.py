@@ -19,6 +19,7 @@ import attrs
 from attrs import field, frozen
 
 from certlab_core import __version__
+from certlab_core._runtime.deadline import plugin_call
 from certlab_core._runtime.default_rule import default_rule
 from certlab_core._runtime.registry import Registry
 from certlab_core.gate.descriptor import (
@@ -246,8 +247,9 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
             if adapter is not None:
                 uses("agents", arm.adapter)
                 if adapter.check_args is not None:
+                    whose = registry.part_of("agents", arm.adapter, "argument check")
                     try:
-                        adapter.check_args(tuple(arm.args))
+                        plugin_call(whose, adapter.check_args, tuple(arm.args), seconds=registry.load_s)
                     except UsageError as error:
                         problems.add(f"arms.{side}.args", error.message)
     fault_records: dict[str, Fault] = {}
@@ -366,7 +368,12 @@ def _reported_version(
         return None
     if (adapter, args) not in known:
         record = registry.get("agents", adapter)
-        known[(adapter, args)] = record.version(args, os.environ) if record.version is not None else None
+        whose = registry.part_of("agents", adapter, "version")
+        known[(adapter, args)] = (
+            plugin_call(whose, record.version, args, os.environ, seconds=registry.load_s, returns=(str, type(None)))
+            if record.version is not None
+            else None
+        )
     return known[(adapter, args)]
 
 

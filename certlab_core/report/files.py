@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from certlab_core._runtime.deadline import TooSlow, deadline, seconds_from_environment
+from certlab_core._runtime.deadline import plugin_call, seconds_from_environment
 from certlab_core._runtime.registry import Registry
-from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
+from certlab_core.plugin.errors import CertlabError, UsageError
 from certlab_core.plugin.report import Report
 from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.sdk.safe_io import write_output
@@ -20,6 +20,7 @@ from certlab_core.sdk.safe_io import write_output
 #: How long a reporter may take to render one report (the text report of 100,000 trials takes about 4 s), unless
 #: ``CERTLAB_REPORTER_RENDER_S`` says otherwise.
 REPORTER_RENDER_S = 300.0
+RENDER_ENV = "CERTLAB_REPORTER_RENDER_S"
 
 
 def check_reporters(registry: Registry, wanted: Mapping[str, Path | None]) -> None:
@@ -47,17 +48,9 @@ def rendered(registry: Registry, name: str, report: Report, rule: StatisticalRul
     """``report`` as the reporter ``name`` renders it. A render that raises, runs past :data:`REPORTER_RENDER_S`
     or returns no text is one line naming the reporter and its distribution (exit 3), never a traceback."""
     reporter = registry.get("reporters", name)
-    whose = f"the reporter {name} ({registry.plugin_of('reporters', name).distribution})"
-    seconds = seconds_from_environment("CERTLAB_REPORTER_RENDER_S", REPORTER_RENDER_S, "a reporter may take, e.g. 300")
-    try:
-        with deadline(seconds):
-            text = reporter.render(report, rule)
-    except TooSlow:
-        raise InstrumentError(
-            f"{whose} did not render the report within {seconds:g} s (CERTLAB_REPORTER_RENDER_S sets the wait)"
-        ) from None
-    except Exception as error:  # a plugin's render
-        raise InstrumentError(f"{whose} raised {type(error).__name__}: {str(error)[:160]}") from None
-    if not isinstance(text, str):
-        raise InstrumentError(f"{whose} returned {type(text).__name__}, not the report's text")
+    whose = registry.part_of("reporters", name, "render")
+    seconds = seconds_from_environment(RENDER_ENV, REPORTER_RENDER_S, "a reporter may take, e.g. 300")
+    text: str = plugin_call(
+        whose, reporter.render, report, rule, seconds=seconds, wait_variable=RENDER_ENV, returns=(str,)
+    )
     return text
