@@ -84,9 +84,9 @@ def preflight_command(
     if adapter.preflight is not None:
         whose = registry.part_of("agents", agent, "preflight")
         found = plugin_call(whose, adapter.preflight, args, dict(os.environ), seconds=max(registry.load_s, timeout))
-        checks = list(found) if isinstance(found, list | tuple) else []
-        if not all(isinstance(check, PreflightCheck) for check in checks) or not isinstance(found, list | tuple):
+        if not isinstance(found, list | tuple) or not all(isinstance(check, PreflightCheck) for check in found):
             raise InstrumentError(f"{whose} returned {type(found).__name__}, not a list of PreflightCheck")
+        checks = list(found)
     else:
         checks = [PreflightCheck("checks", True, f"the {agent} adapter declares no checks of its own")]
     if smoke and all(check.ok for check in checks if check.name == "binary"):

@@ -49,7 +49,7 @@ def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None,
     if temp_prefix is not None:
         made = make_temp_folder(temp_prefix)
         try:
-            inside: R = call_in_fork(_in_temp_folder, made.path, fn, args, timeout=timeout)
+            inside: R = call_in_fork(_in_temp_folder, made.path, fn, *args, timeout=timeout)
             return inside
         finally:
             remove_made(made)
@@ -74,14 +74,9 @@ def use_temp_folder(folder: str) -> None:
     os.environ["TMPDIR"] = folder
 
 
-def _in_temp_folder(folder: str, fn: Callable[..., R], args: tuple[Any, ...]) -> R:
+def _in_temp_folder(folder: str, fn: Callable[..., R], *args: Any) -> R:
     use_temp_folder(folder)
     return fn(*args)
-
-
-def _in_temp_folder_each(folder: str, fn: Callable[[T], R], item: T) -> R:
-    use_temp_folder(folder)
-    return fn(item)
 
 
 class PendingCall:
@@ -181,7 +176,7 @@ def map_in_forks(
     if temp_prefix is not None:
         made = make_temp_folder(temp_prefix)
         try:
-            yield from map_in_forks(partial(_in_temp_folder_each, made.path, fn), items, workers, timeout)
+            yield from map_in_forks(partial(_in_temp_folder, made.path, fn), items, workers, timeout)
         finally:
             remove_made(made)
         return
