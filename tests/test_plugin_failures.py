@@ -397,12 +397,20 @@ def check_args(args):
     if os.environ["HOW"] == "check-raises":
         raise KeyError("--model")
 
+def preflight(args, harness):
+    return {"binary": "ok"} if os.environ["HOW"] == "preflight-dict" else []
+
 def run(request):
     return AgentOutcome(status="completed")
 
 @hookimpl
 def certlab_agents():
-    return [AgentAdapter(name="odd", description="odd callables", run=run, version=version, check_args=check_args)]
+    return [
+        AgentAdapter(
+            name="odd", description="odd callables", run=run, version=version, check_args=check_args,
+            preflight=preflight,
+        )
+    ]
 """
 
 
@@ -424,3 +432,31 @@ def test_an_adapters_version_or_argument_check_that_breaks_is_one_line_before_an
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stderr.strip().splitlines()[-1] == f"certlab: error: the agent odd's {said}"
     assert not (out / "bundle.json").exists()
+
+
+def test_the_same_callables_are_one_line_in_run_and_preflight(tmp_path: Path) -> None:
+    site = site_with(tmp_path, "certlab-odd", "odd", ODD_ADAPTER)
+    descriptor = {
+        "experiment": "odd-arms",
+        "task": {"family": "intervals", "defects": ["length-counts-end"]},
+        "oracle": "graders",
+        "arms": {"baseline": {"adapter": "odd"}, "candidate": {"adapter": "odd"}},
+        "conditions": [{"name": "clean", "bucket": "benign"}],
+        "n_per_arm": 2,
+        "budgets": {"seconds": 60},
+    }
+    (tmp_path / "certlab.yaml").write_text(json.dumps(descriptor))
+    for how, said in (
+        ("version-raises", "version (certlab-odd) raised FileNotFoundError: odd: no such program"),
+        ("check-raises", "argument check (certlab-odd) raised KeyError: '--model'"),
+    ):
+        env = env_with(site, HOW=how)
+        done = run_certlab("run", "certlab.yaml", "--out", "runs", "-q", cwd=tmp_path, env=env, timeout=120)
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert done.stderr.strip().splitlines()[-1] == f"certlab: error: the agent odd's {said}"
+        assert not (tmp_path / "runs").exists()
+    done = run_certlab("preflight", "--agent", "odd", env=env_with(site, HOW="preflight-dict"), timeout=60)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.strip() == (
+        "certlab: error: the agent odd's preflight (certlab-odd) returned dict, not a list of PreflightCheck"
+    )
