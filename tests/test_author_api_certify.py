@@ -25,7 +25,7 @@ from certlab_core.certify.contract import render_contract
 from certlab_core.certify.lab import Task, TrialSpec, run_trial
 from certlab_core.gate.family import outcome_of
 from certlab_core.plugin import AgentAdapter, TaskFamily
-from certlab_core.sdk.grading import changes_failure, grader_chain
+from certlab_core.sdk.grading import grader_chain
 
 BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance", "sandbox-none", "executor-local")
 
@@ -173,17 +173,52 @@ def test_a_graders_check_of_the_changes_fails_a_passed_trial_with_the_mode_it_de
         assert (record.verdict, record.failure_mode) == expected
 
 
-def test_a_graders_check_of_the_changes_that_names_an_undeclared_mode_is_an_error_naming_it(tmp_path: Path) -> None:
-    from certlab_core.plugin import GradeRequest, InstrumentError
-    from certlab_core.plugin.types.grader import Change
+BROKEN_CHECK = """
+import time
+from certlab_core.plugin import GradeResult, Grader, hookimpl
 
-    module = module_from_source(tmp_path, "undeclared_check", CHANGES_CHECK.format(mode="made-up"))
-    registry = discover(only=BUILT_IN, extra=[("changes", module)])
+def grade(request):
+    return GradeResult(grader="judge", passed=True)
+
+def check_changes(request, changes):
+    {body}
+
+@hookimpl
+def certlab_graders():
+    return [Grader(name="judge", order=5, description="judges the changes", grade=grade, check_changes=check_changes)]
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("raise RuntimeError('judge broke')", "grader judge's check of the changes raised RuntimeError: judge broke"),
+        ("while True: time.sleep(0.05)", "grader judge's check of the changes did not return within 0.5 s"),
+        ("return 42", "grader judge's check of the changes returned int, not a failure mode or None"),
+        ("return 'made-up'", "grader judge judged the changes with an undeclared mode: 'made-up' is neither"),
+    ],
+    ids=["raises", "never-returns", "returns-no-mode", "undeclared-mode"],
+)
+def test_a_graders_check_of_the_changes_that_breaks_is_a_grader_error_naming_it_never_a_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, said: str
+) -> None:
+    from certlab_core.plugin import GradeRequest, GradeResult
+    from certlab_core.plugin.types.grader import Change
+    from certlab_core.sdk import grading
+
+    monkeypatch.setattr(grading, "CHANGES_CHECK_TIMEOUT_S", 0.5)
+    module = module_from_source(tmp_path, "broken_check", BROKEN_CHECK.format(body=body))
+    registry = discover(only=BUILT_IN, extra=[("judge", module)])
     family = registry.get(TaskFamily, "intervals")
     request = GradeRequest(workdir=str(tmp_path), family=family, defect=family.defects[0], issued={})
     noted = (Change(path="NOTES.txt", kind="added", sha256="0" * 64, content_b64="", size=0),)
-    with pytest.raises(InstrumentError, match="grader no-changes judged the changes with an undeclared mode"):
-        changes_failure(grader_chain(registry), request, noted)
+    passed = grading.ChainResult((GradeResult("judge", True),))
+    chain, mode = grading.checked_changes(passed, grader_chain(registry), request, noted)
+    assert mode is None and not chain.passed
+    assert chain.grades == passed.grades and chain.error is not None and chain.error.startswith(said), chain.error
+    # A chain that failed is never checked: its error stays the chain's own.
+    failed = grading.ChainResult((GradeResult("judge", False, "tests-failed"),))
+    assert grading.checked_changes(failed, grader_chain(registry), request, noted) == (failed, None)
 
 
 def test_without_certlab_acceptance_a_certification_records_no_lock(without_acceptance: tuple[Path, str]) -> None:

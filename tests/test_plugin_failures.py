@@ -460,3 +460,35 @@ def test_the_same_callables_are_one_line_in_run_and_preflight(tmp_path: Path) ->
     assert done.stderr.strip() == (
         "certlab: error: the agent odd's preflight (certlab-odd) returned dict, not a list of PreflightCheck"
     )
+
+
+# A grader whose check of a passed trial's changes raises (its grading itself passes).
+RAISING_CHANGES_CHECK = """
+from certlab_core.plugin import GradeResult, Grader, hookimpl
+
+def grade(request):
+    return GradeResult(grader="judge", passed=True)
+
+def check_changes(request, changes):
+    raise RuntimeError("judge broke")
+
+@hookimpl
+def certlab_graders():
+    return [Grader(name="judge", order=90, description="judges the changes", grade=grade, check_changes=check_changes)]
+"""
+
+
+def test_a_graders_check_of_the_changes_that_raises_is_named_per_trial_and_the_bundle_is_written(
+    tmp_path: Path,
+) -> None:
+    site = site_with(tmp_path, "certlab-judge", "judge", RAISING_CHANGES_CHECK)
+    out = tmp_path / "out"
+    done = certify(out, "oracle", env_with(site, only=(*BUILT_IN, "judge")))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "could not be run" not in done.stderr
+    problems = [line for line in done.stderr.splitlines() if line.startswith("problem: calibration ")]
+    assert len(problems) >= 6 and all(
+        line.endswith(": grader judge's check of the changes raised RuntimeError: judge broke") for line in problems
+    ), done.stderr
+    assert "NOT certified" in done.stdout and (out / "CONTRACT.md").exists()
+    assert json.loads((out / "bundle.json").read_text())["trials"] == []  # refused at calibration: no verdict

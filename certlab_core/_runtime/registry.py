@@ -22,12 +22,13 @@ from typing import Any, TypeVar, overload
 
 import pluggy
 
-from certlab_core._runtime.deadline import PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, TooSlow, deadline, seconds_from_environment
+from certlab_core._runtime.deadline import PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, seconds_from_environment
 from certlab_core._runtime.providers import ENTRY_POINT_GROUP as PROVIDERS_GROUP
 from certlab_core._runtime.providers import NO_LIST, DeclaredList, Providers, declared_lists
 from certlab_core.plugin import hookspecs
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.discovery import PluginFailure, PluginInfo, PluginWarning
+from certlab_core.sdk.processes import TooSlow, deadline
 
 ENTRY_POINT_GROUP = "certlab.plugins"
 ONLY_ENV = "CERTLAB_PLUGINS"

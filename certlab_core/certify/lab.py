@@ -39,7 +39,7 @@ from certlab_core.sdk.containment import (
     use_containment,
 )
 from certlab_core.sdk.forking import ForkedCallError, PendingCall
-from certlab_core.sdk.grading import ChainResult, changes_failure, run_chain, scores_held_out
+from certlab_core.sdk.grading import ChainResult, checked_changes, run_chain, scores_held_out
 from certlab_core.sdk.model_boundary import ModelBoundaryPlan, judged_outcome, spent_budget
 from certlab_core.sdk.trees import (
     WORK_COPY_CAPS,
@@ -381,8 +381,9 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
                 expected_tests=spec.expected_tests,
                 acceptance_lock=spec.acceptance_lock,
             )
-            chain = run_chain(graders, grading, twin_settled(spec.task, changes))
-            changed = changes_failure(graders, grading, changes) if chain.passed else None
+            chain, changed = checked_changes(
+                run_chain(graders, grading, twin_settled(spec.task, changes)), graders, grading, changes
+            )
             verdict, failure = judged(chain, changed, on_twin=spec.task.twin is not None)
         left_after_grading = tuple(sweep_descendants(spare)) if spare is not None else ()
         finished = time.monotonic()

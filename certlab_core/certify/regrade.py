@@ -48,7 +48,7 @@ from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.canonical import structure
 from certlab_core.sdk.containment import use_containment
 from certlab_core.sdk.forking import ChildFailure, map_in_forks
-from certlab_core.sdk.grading import changes_failure, grader_chain, run_chain
+from certlab_core.sdk.grading import checked_changes, grader_chain, run_chain
 from certlab_core.sdk.trees import temporary_folder
 from certlab_core.sdk.workcopy import apply_changes, check_recorded, materialise, sha256_file, taskset_sha256
 
@@ -210,9 +210,9 @@ def _regrade_one(
         request = GradeRequest(workdir=str(work), family=family, defect=defect, issued=issued, expected_tests=expected)
         with use_containment(containment):
             chain = run_chain(graders, request, twin_settled(Task(family, defect, twin), trial.changes))
+        chain, changed = checked_changes(chain, graders, request, trial.changes)
         if chain.error:
             return "error", None, chain.error, None
-        changed = changes_failure(graders, request, trial.changes) if chain.passed else None
         verdict, mode = judged(chain, changed, on_twin=twin is not None)
         judgement = judged_twin(Task(family, defect, twin), verdict, mode, chain.grades, graders, trial.changes)
         recorded = {"outcome": judgement.outcome, "mechanism": judgement.mechanism} if judgement else None

@@ -12,12 +12,15 @@ from typing import Any, Protocol
 from attrs import frozen
 
 from certlab_core.plugin import failure_modes as fm
-from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.grader import HELD_OUT_ROLE, Change, Grader, GradeRequest, GradeResult
 from certlab_core.sdk.forking import ForkedCallError, call_in_fork
+from certlab_core.sdk.processes import TooSlow, deadline
 
 #: How long one grader may take on one work copy before the chain reports it broken.
 GRADER_TIMEOUT_S = 300.0
+#: How long a grader's ``check_changes`` may take on a trial's recorded changes (it reads them; it runs nothing).
+CHANGES_CHECK_TIMEOUT_S = 60.0
 
 
 class GraderIndex(Protocol):
@@ -89,21 +92,41 @@ def run_chain(
     return ChainResult(tuple(grades))
 
 
-def changes_failure(graders: Sequence[Grader], request: GradeRequest, changes: Sequence[Change]) -> str | None:
-    """The failure mode a grader's ``check_changes`` gives the recorded changes of a trial whose chain passed.
+def checked_changes(
+    chain: ChainResult, graders: Sequence[Grader], request: GradeRequest, changes: Sequence[Change]
+) -> tuple[ChainResult, str | None]:
+    """The chain once the graders' ``check_changes`` judged a trial's recorded changes, and the mode one named.
 
-    The first grader of the chain that names one decides (the acceptance grader names
-    ``answers-leaked``); None when none does, or none has such a check.
+    Only a chain that passed is checked (any other comes back as it is, with None). The first
+    grader whose check names a failure mode decides (the acceptance grader names ``answers-leaked``);
+    None when none does, or none has such a check. A check runs in this process, under the
+    grader's time limit: one that raises, runs past ``GRADER_TIMEOUT_S``, returns neither None
+    nor a string, or names a mode its grader does not declare leaves the chain with an error
+    naming the grader, as a grader whose grading breaks does; never a verdict.
     """
+    if not chain.passed:
+        return chain, None
     for grader in graders:
         if grader.check_changes is None:
             continue
-        mode = grader.check_changes(request, changes)
-        if mode is not None:
-            try:
-                return fm.check(mode, grader.failure_modes)
-            except ValueError as error:
-                raise InstrumentError(
-                    f"grader {grader.name} judged the changes with an undeclared mode: {error}"
-                ) from None
-    return None
+        whose = f"grader {grader.name}'s check of the changes"
+        try:
+            with deadline(CHANGES_CHECK_TIMEOUT_S):
+                mode = grader.check_changes(request, changes)
+        except TooSlow:
+            return ChainResult(chain.grades, f"{whose} did not return within {CHANGES_CHECK_TIMEOUT_S:g} s"), None
+        except Exception as error:  # a plugin's code
+            return ChainResult(chain.grades, f"{whose} raised {type(error).__name__}: {str(error)[:160]}"), None
+        if mode is None:
+            continue
+        if not isinstance(mode, str):
+            return ChainResult(
+                chain.grades, f"{whose} returned {type(mode).__name__}, not a failure mode or None"
+            ), None
+        try:
+            return chain, fm.check(mode, grader.failure_modes)
+        except ValueError as error:
+            return ChainResult(
+                chain.grades, f"grader {grader.name} judged the changes with an undeclared mode: {error}"
+            ), None
+    return chain, None

@@ -122,7 +122,9 @@ class ChangesCheck(Protocol):
 
     Returns a failure mode (the kernel's, or one the grader declares) that fails the trial
     whatever its tests say, or None. It runs in the trial's process, and again when the trial
-    is regraded (then ``request`` carries no lock) or replayed.
+    is regraded (then ``request`` carries no lock) or replayed, for at most a minute. One that
+    raises, runs longer, returns anything else or names an undeclared mode is the trial's
+    grader error, naming the grader, as a ``grade`` that breaks is: never a verdict.
     """
 
     def __call__(self, request: GradeRequest, changes: Sequence[Change], /) -> str | None: ...
