@@ -19,7 +19,11 @@ ARCHIVED = Path(__file__).resolve().parent / "archived_stores" / "block"
 
 
 def test_the_exact_interval_is_the_installed_rules_own_function() -> None:
-    assert exact_interval(discover()) is rule.interval
+    interval = exact_interval(discover())
+    assert interval is not None and interval.__wrapped__ is rule.interval  # type: ignore[attr-defined]
+    # Called through its guard, it gives the rule's own answers.
+    for successes, n, alpha in ((0, 1, 0.05), (3, 10, 0.05), (10, 10, 0.01), (7, 40, 0.1)):
+        assert interval(successes, n, alpha) == rule.interval(successes, n, alpha)
 
 
 def test_without_a_default_rule_there_is_no_exact_interval_and_the_contract_says_what_to_install() -> None:

@@ -492,3 +492,57 @@ def test_a_graders_check_of_the_changes_that_raises_is_named_per_trial_and_the_b
     ), done.stderr
     assert "NOT certified" in done.stdout and (out / "CONTRACT.md").exists()
     assert json.loads((out / "bundle.json").read_text())["trials"] == []  # refused at calibration: no verdict
+
+
+# A statistical rule that marks itself the default, whose interval and decide break as $HOW says.
+ODD_RULE = """
+import os, time
+from certlab_core.plugin import StatisticalRule, hookimpl
+
+def broken(*_counts):
+    how = os.environ["HOW"]
+    if how == "raises":
+        raise RuntimeError("no bounds today")
+    if how == "hangs":
+        while True:
+            time.sleep(0.05)
+    return "wide"
+
+@hookimpl
+def certlab_statistical_rules():
+    return [StatisticalRule(name="odd-rule", description="breaks", decide=broken, interval=broken, default=True)]
+"""
+RULE_BREAKS = [
+    ("raises", "raised RuntimeError: no bounds today"),
+    ("hangs", "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
+    ("answers-no-bounds", "returned str, not tuple or list"),
+]
+
+
+@pytest.mark.parametrize(("how", "said"), RULE_BREAKS, ids=[how for how, _said in RULE_BREAKS])
+def test_a_default_rule_whose_interval_breaks_is_one_line_before_any_trial(tmp_path: Path, how: str, said: str) -> None:
+    site = site_with(tmp_path, "certlab-odd-rule", "odd-rule", ODD_RULE)
+    out = tmp_path / "out"
+    env = env_with(site, only=(*BUILT_IN, "odd-rule"), HOW=how, CERTLAB_PLUGIN_LOAD_S="1")
+    done = certify(out, "oracle", env, "--trials", "2")
+    assert done.returncode == 3, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"certlab: error: the statistical rule odd-rule's interval (certlab-odd-rule) {said}"
+    assert not (out / "trials.journal.jsonl").exists() and not (out / "bundle.json").exists()
+
+
+def test_a_rule_whose_decide_never_returns_is_error_at_the_look_not_a_hang(tmp_path: Path) -> None:
+    site = site_with(tmp_path, "certlab-odd-rule", "odd-rule", ODD_RULE)
+    descriptor = (Path(__file__).resolve().parent.parent / "examples" / "retry" / "a_vs_b.yaml").read_text()
+    descriptor = descriptor.replace("name: clopper-pearson", "name: odd-rule").replace("n_per_arm: 200", "n_per_arm: 3")
+    (tmp_path / "certlab.yaml").write_text(descriptor)
+    env = env_with(
+        site, only=("retry-world", "faults", "executor-local", "sandbox-none", "odd-rule"), HOW="hangs",
+        CERTLAB_PLUGIN_LOAD_S="1",
+    )  # fmt: skip
+    done = run_certlab("run", "certlab.yaml", "--out", "runs", "-q", cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    said = "problem: the rule odd-rule did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"
+    assert said in done.stdout.splitlines() and "verdict: ERROR" in done.stdout, done.stdout
+    (store,) = (tmp_path / "runs").iterdir()
+    assert json.loads((store / "decision.json").read_text())["verdict"] == "ERROR"

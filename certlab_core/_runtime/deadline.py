@@ -36,6 +36,12 @@ def seconds_from_environment(variable: str, default: float, example: str) -> flo
     return seconds
 
 
+def plugin_wait_s() -> float:
+    """How long a plugin's import, a hook giving its records, or one of its quick callables may take, in seconds:
+    ``CERTLAB_PLUGIN_LOAD_S``, else :data:`PLUGIN_LOAD_S` (a bad value is one line, exit 4)."""
+    return seconds_from_environment(PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, "a plugin's import may take, e.g. 60")
+
+
 def plugin_call(
     whose: str,
     fn: Callable[..., T],

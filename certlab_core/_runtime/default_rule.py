@@ -8,8 +8,11 @@ is one line when something needs it.
 
 from __future__ import annotations
 
+import functools
+
+from certlab_core._runtime.deadline import plugin_call
 from certlab_core._runtime.registry import Registry
-from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.rule import Interval, StatisticalRule
 
 #: What a contract says for an interval when no installed rule marks itself the default.
@@ -48,9 +51,29 @@ def default_rule(registry: Registry, needed_by: str) -> StatisticalRule:
 
 
 def exact_interval(registry: Registry) -> Interval | None:
-    """The default rule's ``interval(successes, trials, alpha)``; None when no installed rule marks itself the
-    default (two that do are refused in one line)."""
+    """The default rule's ``interval(successes, trials, alpha)``, guarded (:func:`guarded_interval`); None when
+    no installed rule marks itself the default (two that do are refused in one line)."""
     found = default_rules(registry)
     if not found:
         return None
-    return default_rule(registry, "an exact interval needs the default statistical rule").interval
+    return guarded_interval(registry, default_rule(registry, "an exact interval needs the default statistical rule"))
+
+
+def guarded_interval(registry: Registry, rule: StatisticalRule) -> Interval:
+    """``rule.interval`` as every caller in the harness calls it: under the plugin wait, its answer checked.
+
+    One that raises, runs past ``CERTLAB_PLUGIN_LOAD_S``, or returns anything but two numbers
+    with 0 <= low <= high <= 1 is one line naming the rule and its distribution (exit 3).
+    """
+    whose = registry.part_of("statistical_rules", rule.name, "interval")
+
+    def interval(successes: int, n: int, alpha: float, /) -> tuple[float, float]:
+        bounds = plugin_call(whose, rule.interval, successes, n, alpha, seconds=registry.load_s, returns=(tuple, list))
+        numbers = [b for b in bounds if isinstance(b, int | float) and not isinstance(b, bool)]
+        if len(numbers) != 2 or len(bounds) != 2 or not 0 <= numbers[0] <= numbers[1] <= 1:
+            raise InstrumentError(
+                f"{whose} returned {str(bounds)[:80]} for {successes}/{n}, not (low, high) with 0 <= low <= high <= 1"
+            )
+        return float(numbers[0]), float(numbers[1])
+
+    return functools.wraps(rule.interval)(interval)  # its __wrapped__ is the rule's own function

@@ -22,7 +22,7 @@ from typing import Any, TypeVar, overload
 
 import pluggy
 
-from certlab_core._runtime.deadline import PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, seconds_from_environment
+from certlab_core._runtime.deadline import PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, plugin_wait_s
 from certlab_core._runtime.providers import ENTRY_POINT_GROUP as PROVIDERS_GROUP
 from certlab_core._runtime.providers import NO_LIST, DeclaredList, Providers, declared_lists
 from certlab_core.plugin import hookspecs
@@ -389,7 +389,7 @@ def discover(only: Iterable[str] | None = None, extra: Sequence[tuple[str, types
     """
     asked = set(only) if only is not None else _only_from_env()
     registry = Registry(new_plugin_manager())
-    registry.load_s = seconds_from_environment(PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, "a plugin's import may take, e.g. 60")
+    registry.load_s = plugin_wait_s()
     # The one scan of the installed metadata; only wanted entry points are imported, provider lists when asked.
     declared, provider_lists = _declared_plugins()
     registry.providers = Providers(KINDS, provider_lists, registry.load_s)

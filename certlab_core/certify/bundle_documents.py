@@ -144,12 +144,12 @@ def proof_document(proof: InstrumentProof) -> dict[str, Any]:
 def rule_interval(registry: Registry) -> tuple[str | None, Any]:
     """The default rule's name and exact interval (Clopper-Pearson's), the one the contract's rates use; (None,
     None) when no installed rule marks itself the default (two that do are refused in one line)."""
-    from certlab_core._runtime.default_rule import default_rule, default_rules
+    from certlab_core._runtime.default_rule import default_rule, default_rules, guarded_interval
 
     if not default_rules(registry):
         return None, None
     rule = default_rule(registry, "the impossible twins' rates need the default statistical rule's exact interval")
-    return rule.name, rule.interval
+    return rule.name, guarded_interval(registry, rule)
 
 
 def impossible_document(

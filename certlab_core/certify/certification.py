@@ -34,6 +34,7 @@ from certlab_core.certify.bundle_documents import (
     trial_document,
     usage_document,
 )
+from certlab_core.certify.contract import CONTRACT_ALPHA
 from certlab_core.certify.instrument import TwinProof, calibrate, constructed_agents, prove, proven_twins
 from certlab_core.certify.instrument_proofs import (
     check_minimums,
@@ -171,7 +172,11 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
             f"--twins: unknown kind {', '.join(unknown) or '(none given)'}; choose from {', '.join(TWIN_KINDS)}"
         )
     check_minimums(registry, options.min_mutation_score, options.min_visible_mutation_score)
-    exact_interval(registry)  # two rules marking themselves the default are refused here, before any trial
+    # Two rules marking themselves the default are refused here, before any trial, and so is a default rule whose
+    # interval breaks (raises, never returns, answers no interval): the contract and the twins' rates need it.
+    interval = exact_interval(registry)
+    if interval is not None:
+        interval(1, 2, CONTRACT_ALPHA)
     if options.min_mutation_score is not None and not options.mutants:
         raise UsageError("--min-mutation-score needs the mutation proof: leave out --no-mutants")
     if options.min_visible_mutation_score is not None and not options.mutants:

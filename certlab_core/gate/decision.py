@@ -28,15 +28,19 @@ from typing import Any
 
 from attrs import define, field
 
+from certlab_core._runtime.deadline import PLUGIN_LOAD_ENV, plugin_wait_s
 from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
 from certlab_core.gate.store import DECISION_SCHEMA
 from certlab_core.gate.summaries import Observer, SplitObserver, Trials, TrialSummary, read_summaries, verify_lines
 from certlab_core.plugin.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS
 from certlab_core.plugin.types.rule import Bounds, StatisticalRule
 from certlab_core.sdk.canonical import sealed
+from certlab_core.sdk.processes import TooSlow, deadline
 
 EXIT_CODES = {"PASS": EXIT_PASS, "BLOCK": EXIT_BLOCK, "INCONCLUSIVE": EXIT_INCONCLUSIVE, "ERROR": EXIT_ERROR}
 PROBLEMS_SHOWN = 20
+#: How long the rule's warm-up call may take before it is given up (the real call then has the plugin wait).
+WARM_UP_S = 5.0
 
 Decide = Callable[..., Bounds]
 
@@ -137,11 +141,18 @@ def walk(
             state.looks_run, state.size = look, size
             state.counts = {arm: _count(groups, arm, name, size) for arm in ARMS}
             base, cand = state.counts["baseline"], state.counts["candidate"]
+            wait_s = plugin_wait_s()
             try:
-                bounds = rule.decide(
-                    base["successes"], size, cand["successes"], size,
-                    manifest.rule.alpha, manifest.rule.delta, k, looks,
-                )  # fmt: skip
+                with deadline(wait_s):
+                    bounds = rule.decide(
+                        base["successes"], size, cand["successes"], size,
+                        manifest.rule.alpha, manifest.rule.delta, k, looks,
+                    )  # fmt: skip
+            except TooSlow:  # a rule that never answers invalidates the decision, as one that raises does
+                result.problems.append(
+                    f"the rule {rule.name} did not return within {wait_s:g} s ({PLUGIN_LOAD_ENV} sets the wait)"
+                )
+                return result
             except Exception as error:  # a broken rule invalidates the decision
                 result.problems.append(f"the rule {rule.name} raised {type(error).__name__}: {error}")
                 return result
@@ -192,9 +203,9 @@ def warm_up(rule: StatisticalRule) -> None:
 
     A rule is a pure function of counts (``certlab_core.plugin.types.rule.StatisticalRule``); scipy,
     which the exact rules import lazily, takes a third of a second to load. Anything the
-    made-up call raises is ignored here: the real call reports it.
+    made-up call raises, or a call past ``WARM_UP_S``, is given up here: the real call reports it.
     """
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception, TooSlow), deadline(WARM_UP_S):
         rule.decide(1, 2, 1, 2, 0.05, 0.1, 1, 1)
 
 
