@@ -546,3 +546,54 @@ def test_a_rule_whose_decide_never_returns_is_error_at_the_look_not_a_hang(tmp_p
     assert said in done.stdout.splitlines() and "verdict: ERROR" in done.stdout, done.stdout
     (store,) = (tmp_path / "runs").iterdir()
     assert json.loads((store / "decision.json").read_text())["verdict"] == "ERROR"
+
+
+# A grader whose serve (started once per containment, before the trials it serves) breaks as $HOW says.
+BREAKING_SERVE = """
+import contextlib, os, time
+from certlab_core.plugin import GradeResult, Grader, hookimpl
+
+def grade(request):
+    return GradeResult(grader="server", passed=True)
+
+@contextlib.contextmanager
+def serve(containment, slots, environments):
+    if os.environ["HOW"] == "raises":
+        raise RuntimeError("no server today")
+    while True:
+        time.sleep(0.05)
+    yield
+
+@hookimpl
+def certlab_graders():
+    return [Grader(name="server", order=90, description="serves", grade=grade, serve=serve)]
+"""
+
+
+def bwrap_missing() -> str | None:
+    try:
+        from certlab_sandbox_bwrap.plugin import probe
+    except ImportError:
+        return "certlab-sandbox-bwrap is not installed"
+    return probe()
+
+
+@pytest.mark.skipif(bwrap_missing() is not None, reason=f"a grader serves contained trials only: {bwrap_missing()}")
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("raises", "raised RuntimeError: no server today"),
+        ("hangs", "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
+    ],
+)
+def test_a_graders_serve_that_breaks_is_one_line_before_the_agents_first_trial(
+    tmp_path: Path, how: str, said: str
+) -> None:
+    site = site_with(tmp_path, "certlab-server", "server", BREAKING_SERVE)
+    only = (*(name for name in BUILT_IN if name != "sandbox-none"), "sandbox-bwrap", "server")
+    out = tmp_path / "out"
+    args = ("certify", "-f", "intervals", "-a", "oracle", "--no-mutants", "--sandbox", "bwrap", "-q", "-o", str(out))
+    done = run_certlab(*args, env=env_with(site, only=only, HOW=how, CERTLAB_PLUGIN_LOAD_S="1"), timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"certlab: error: the grader server's serve {said}"
+    assert not (out / "bundle.json").exists()

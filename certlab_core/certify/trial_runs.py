@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
+from certlab_core._runtime.deadline import plugin_call, plugin_wait_s
 from certlab_core.certify.heartbeat import InFlight, beating, clock, heartbeat_interval
 from certlab_core.certify.lab import Progress, TrialRecord, TrialSpec, preload, quiet, run_trial
 from certlab_core.plugin.errors import InstrumentError
@@ -137,16 +139,32 @@ def grading_services(
         for containment, environments in by_containment.items():
             sandbox = containment.sandbox
             if sandbox is not None and sandbox.serve is not None:  # e.g. bwrap's slots: no cgroup move per trial
-                services.enter_context(sandbox.serve(slots))
+                _enter_service(services, f"the sandbox {sandbox.name}'s serve", partial(sandbox.serve, slots))
             for grader in graders:
                 if grader.serve is not None:
-                    services.enter_context(grader.serve(containment, slots, tuple(environments)))
+                    start = partial(grader.serve, containment, slots, tuple(environments))
+                    _enter_service(services, f"the grader {grader.name}'s serve", start)
         _served.extend(wanted)
         try:
             yield
         finally:
             for need in wanted:
                 _served.remove(need)
+
+
+def _enter_service(
+    services: contextlib.ExitStack, whose: str, start: Callable[[], contextlib.AbstractContextManager[Any]]
+) -> None:
+    """Enter a plugin's service (a grader's or a sandbox's ``serve``) on ``services``, and leave it there, bounded.
+
+    Starting, entering and leaving it each run under the plugin wait (``CERTLAB_PLUGIN_LOAD_S``):
+    one that raises or is not done in time is one line naming it (exit 3), never a hang or an
+    internal error before the first trial.
+    """
+    wait_s = plugin_wait_s()
+    service = plugin_call(whose, start, seconds=wait_s, returns=(contextlib.AbstractContextManager,))
+    plugin_call(whose, service.__enter__, seconds=wait_s)
+    services.push(lambda *exc: plugin_call(f"{whose}, leaving,", service.__exit__, *exc, seconds=wait_s))
 
 
 def _run_trials(
