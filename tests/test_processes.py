@@ -14,9 +14,11 @@ import pytest
 
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import Grader, GradeRequest
+from certlab_core.sdk import containment
 from certlab_core.sdk.forking import ForkedCallError, ForkPool, PendingCall, call_in_fork, map_in_forks
 from certlab_core.sdk.grading import run_chain
 from certlab_core.sdk.processes import ChildFailure, stop_child, stop_group
+from certlab_core.sdk.zygote import Zygote
 
 
 def _alive(pid: int) -> bool:
@@ -229,4 +231,24 @@ def test_a_forked_child_that_made_the_runtime_folder_removes_it_before_it_exits(
     # each left an empty certlab-runtime-* folder in the temp folder.
     made = call_in_fork(_make_a_runtime_folder_of_its_own)
     assert Path(made).parent == private_temp and Path(made).name.startswith("certlab-runtime-")
+    assert not Path(made).exists()
+
+
+@pytest.mark.parametrize("spawn", [False, True], ids=["forked", "spawned"])
+def test_a_zygote_whose_preload_made_the_runtime_folder_removes_it_when_it_ends(
+    private_temp: Path, spawn: bool
+) -> None:
+    # A zygote ends with os._exit too: one whose preload made the runtime folder left it, empty, in the temp folder.
+    # A spawned zygote is a fresh interpreter: its preload and call are found by name (kernel and stdlib ones),
+    # and its runtime folder is its own; the call gives the folder back (os.path.join(folder, "")).
+    preload = containment.runtime_folder if spawn else _make_a_runtime_folder_of_its_own
+    zygote = Zygote(preload, os.path.join, spawn=spawn)
+    try:
+        assert zygote.wait_ready(), zygote.problem
+        with ForkPool(1) as pool:
+            pool.submit_to(zygote, "", "made")
+            ((tag, made),) = pool.wait()
+        assert tag == "made" and Path(made).parent == private_temp and Path(made).is_dir()
+    finally:
+        zygote.close()
     assert not Path(made).exists()

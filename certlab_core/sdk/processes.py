@@ -129,7 +129,9 @@ def at_exit(cleanup: Callable[[], object]) -> None:
     _at_exit.append((owner, cleanup))
 
 
-def _run_at_exit() -> None:
+def run_exit_cleanups() -> None:
+    """Run what this process registered with :func:`at_exit`, newest first: for a process of this layer that
+    ends with ``os._exit`` (a forked call's child, a zygote), just before it does."""
     for owner, cleanup in reversed(_at_exit):
         if owner == os.getpid():
             with contextlib.suppress(Exception):
@@ -157,7 +159,7 @@ def child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> 
     except BaseException:
         code = 70
     finally:
-        _run_at_exit()
+        run_exit_cleanups()
         os._exit(code)
 
 

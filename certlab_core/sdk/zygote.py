@@ -22,6 +22,7 @@ from certlab_core.sdk.processes import (
     frames,
     read_exactly,
     reap,
+    run_exit_cleanups,
     send_frame,
     stop,
     stop_child,
@@ -61,6 +62,7 @@ def _serve_setup(command_fd: int, result_fd: int) -> None:
         code = 70
     finally:
         sys.stdout.flush()
+        run_exit_cleanups()  # what its preload made for itself (the runtime folder): os._exit runs no atexit
         os._exit(code)
 
 
@@ -255,6 +257,7 @@ class Zygote:
                 except BaseException:
                     code = 70
                 finally:
+                    run_exit_cleanups()  # what its preload made for itself (the runtime folder)
                     os._exit(code)
             os.close(command_read)
             os.close(result_write)
