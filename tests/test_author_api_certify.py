@@ -250,3 +250,35 @@ def test_without_certlab_acceptance_its_commands_are_not_there(tmp_path: Path) -
         done = run_certlab(command, str(tmp_path), env=env)
         assert done.returncode == 4 and "Traceback" not in done.stderr, done.stderr
         assert f"unknown command '{command}'" in done.stderr and "(certlab-acceptance)" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("raises", "the model boundary stuck's open raised OSError: no port today"),
+        ("hangs", "the model boundary stuck's open did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
+    ],
+)
+def test_a_model_boundary_whose_open_breaks_stops_the_trial_in_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, how: str, said: str
+) -> None:
+    import time
+
+    from certlab_core.plugin import InstrumentError
+    from certlab_core.plugin.types.model_boundary import ModelBoundary, ModelRun, ModelSession
+    from certlab_core.sdk.model_boundary import ModelBoundaryPlan
+
+    def open_session(run: ModelRun) -> ModelSession:
+        if how == "raises":
+            raise OSError("no port today")
+        while True:  # a proxy that never comes up
+            time.sleep(0.05)
+
+    monkeypatch.setenv("CERTLAB_PLUGIN_LOAD_S", "1")
+    registry = discover(only=BUILT_IN)
+    family = registry.get(TaskFamily, "intervals")
+    boundary = ModelBoundaryPlan(ModelBoundary(name="stuck", description="never opens", open=open_session))
+    spec = TrialSpec(Task(family, family.defects[0]), registry.get(AgentAdapter, "oracle"), 1, model_boundary=boundary)
+    with pytest.raises(InstrumentError) as refused:
+        run_trial(spec, grader_chain(registry))
+    assert refused.value.message == said

@@ -9,7 +9,7 @@ from typing import Protocol
 from certlab_core._runtime.providers import Providers
 from certlab_core.plugin.types.sandbox import SANDBOX_CHOICES, UNCONTAINED, Containment, ResourceLimits, Sandbox
 from certlab_core.sdk.containment import installation_paths, runtime_folder
-from certlab_core.sdk.processes import TooSlow, deadline
+from certlab_core.sdk.deadline import TooSlow, deadline
 
 KIND = "sandboxes"
 

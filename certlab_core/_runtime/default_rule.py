@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 
-from certlab_core._runtime.deadline import plugin_call
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.rule import Interval, StatisticalRule
+from certlab_core.sdk.deadline import plugin_call
 
 #: What a contract says for an interval when no installed rule marks itself the default.
 NO_EXACT_INTERVAL = (

@@ -17,9 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from attrs import frozen
 
-from certlab_core._runtime.deadline import PLUGIN_LOAD_ENV, PLUGIN_LOAD_S
 from certlab_core.plugin.types.discovery import PluginWarning
-from certlab_core.sdk.processes import TooSlow, deadline
+from certlab_core.sdk.deadline import PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, TooSlow, deadline
 
 ENTRY_POINT_GROUP = "certlab.providers"
 #: What a message says when no installed list names the distribution that provides a name.

@@ -22,13 +22,12 @@ from typing import Any, TypeVar, overload
 
 import pluggy
 
-from certlab_core._runtime.deadline import PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, plugin_wait_s
 from certlab_core._runtime.providers import ENTRY_POINT_GROUP as PROVIDERS_GROUP
 from certlab_core._runtime.providers import NO_LIST, DeclaredList, Providers, declared_lists
 from certlab_core.plugin import hookspecs
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.discovery import PluginFailure, PluginInfo, PluginWarning
-from certlab_core.sdk.processes import TooSlow, deadline
+from certlab_core.sdk.deadline import PLUGIN_LOAD_ENV, PLUGIN_LOAD_S, TooSlow, deadline, plugin_wait_s
 
 ENTRY_POINT_GROUP = "certlab.plugins"
 ONLY_ENV = "CERTLAB_PLUGINS"

@@ -18,7 +18,6 @@ from attrs import frozen
 
 from certlab_core import __version__
 from certlab_core._runtime.containment import choose_containment
-from certlab_core._runtime.deadline import plugin_call
 from certlab_core._runtime.default_rule import exact_interval
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
@@ -65,6 +64,7 @@ from certlab_core.plugin.types.held_out import HeldOutRun
 from certlab_core.plugin.types.instrument_proof import ProofRequest
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.canonical import sealed, structure, unstructure
+from certlab_core.sdk.deadline import plugin_call
 from certlab_core.sdk.grading import grader_chain, scores_held_out
 from certlab_core.sdk.model_boundary import model_plan_for
 from certlab_core.sdk.safe_io import CERTIFICATION_SCHEMA

@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
-from certlab_core._runtime.deadline import plugin_call, plugin_wait_s
 from certlab_core.certify.heartbeat import InFlight, beating, clock, heartbeat_interval
 from certlab_core.certify.lab import Progress, TrialRecord, TrialSpec, preload, quiet, run_trial
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.types.executor import ExecutorSession, Stage, Work
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.deadline import plugin_call, plugin_wait_s
 from certlab_core.sdk.forking import ChildFailure, map_in_forks
 
 _executors: list[ExecutorSession] = []

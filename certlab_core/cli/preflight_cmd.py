@@ -13,10 +13,10 @@ import os
 
 import typer
 
-from certlab_core._runtime.deadline import plugin_call
 from certlab_core._runtime.registry import discover
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, InstrumentError
 from certlab_core.plugin.types.agent import AgentAdapter, AgentRequest, PreflightCheck
+from certlab_core.sdk.deadline import plugin_call
 from certlab_core.sdk.trees import make_temp_folder, remove_made
 
 SMOKE_PROMPT = (

@@ -28,14 +28,13 @@ from typing import Any
 
 from attrs import define, field
 
-from certlab_core._runtime.deadline import PLUGIN_LOAD_ENV, plugin_wait_s
 from certlab_core.gate.manifest import ARMS, Manifest, SealedCondition
 from certlab_core.gate.store import DECISION_SCHEMA
 from certlab_core.gate.summaries import Observer, SplitObserver, Trials, TrialSummary, read_summaries, verify_lines
 from certlab_core.plugin.errors import EXIT_BLOCK, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_PASS
 from certlab_core.plugin.types.rule import Bounds, StatisticalRule
 from certlab_core.sdk.canonical import sealed
-from certlab_core.sdk.processes import TooSlow, deadline
+from certlab_core.sdk.deadline import PLUGIN_LOAD_ENV, TooSlow, deadline, plugin_wait_s
 
 EXIT_CODES = {"PASS": EXIT_PASS, "BLOCK": EXIT_BLOCK, "INCONCLUSIVE": EXIT_INCONCLUSIVE, "ERROR": EXIT_ERROR}
 PROBLEMS_SHOWN = 20

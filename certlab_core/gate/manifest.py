@@ -19,7 +19,6 @@ import attrs
 from attrs import field, frozen
 
 from certlab_core import __version__
-from certlab_core._runtime.deadline import plugin_call
 from certlab_core._runtime.default_rule import default_rule
 from certlab_core._runtime.registry import Registry
 from certlab_core.gate.descriptor import (
@@ -40,6 +39,7 @@ from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.fault import Fault
 from certlab_core.plugin.types.tool_world import ToolWorld
 from certlab_core.sdk.canonical import seal_of, unstructure
+from certlab_core.sdk.deadline import plugin_call
 from certlab_core.sdk.looks import look_sizes
 
 SCHEMA = "certlab.manifest/1"

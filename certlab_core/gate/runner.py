@@ -27,7 +27,6 @@ from typing import Any
 import attrs
 from attrs import define, field, frozen
 
-from certlab_core._runtime.deadline import seconds_from_environment
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, heartbeat_interval
 from certlab_core.certify.trial_runs import trials_on
@@ -47,8 +46,8 @@ from certlab_core.plugin.types.executor import Executor, ExecutorOptions, Execut
 from certlab_core.plugin.types.fault import Fault
 from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.plugin.types.tool_world import ToolWorld
+from certlab_core.sdk.deadline import TooSlow, deadline, seconds_from_environment
 from certlab_core.sdk.forking import ForkedCallError, call_in_fork
-from certlab_core.sdk.processes import TooSlow, deadline
 
 ORACLE_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0

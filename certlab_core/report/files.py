@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from certlab_core._runtime.deadline import plugin_call, seconds_from_environment
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import CertlabError, UsageError
 from certlab_core.plugin.report import Report
 from certlab_core.plugin.types.rule import StatisticalRule
+from certlab_core.sdk.deadline import plugin_call, seconds_from_environment
 from certlab_core.sdk.safe_io import write_output
 
 #: How long a reporter may take to render one report (the text report of 100,000 trials takes about 4 s), unless

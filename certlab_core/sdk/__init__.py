@@ -12,6 +12,8 @@ this package imports none of them, so a process pays only for what it uses:
 - ``safe_io``, ``canonical``: capped readers of hostile files, safe writers, canonical JSON and seals;
 - ``looks``, ``report_format``, ``wilson``: the alpha split over looks, how a report's numbers read, and
   the Wilson interval shown beside a rule's for reading;
+- ``deadline``: a plugin's call bounded in this process (``plugin_call``: its time, what it raises,
+  what it returns) and the waits the environment sets (``CERTLAB_PLUGIN_LOAD_S``);
 - ``processes``: the one process layer (forked calls and their deadlines, stopping a group, reaping,
   the child failure record), which ``forking`` (calls and pools), ``zygote`` (preloaded zygotes),
   ``executor`` (isolated stage calls) and ``command`` are built on;

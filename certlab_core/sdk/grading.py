@@ -14,8 +14,8 @@ from attrs import frozen
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.grader import HELD_OUT_ROLE, Change, Grader, GradeRequest, GradeResult
+from certlab_core.sdk.deadline import TooSlow, deadline
 from certlab_core.sdk.forking import ForkedCallError, call_in_fork
-from certlab_core.sdk.processes import TooSlow, deadline
 
 #: How long one grader may take on one work copy before the chain reports it broken.
 GRADER_TIMEOUT_S = 300.0

@@ -38,6 +38,7 @@ from certlab_core.plugin.types.model_boundary import (
     ModelRun,
     ModelSession,
 )
+from certlab_core.sdk.deadline import plugin_call, plugin_wait_s
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:
@@ -60,7 +61,11 @@ class ModelBoundaryPlan:
     replay: tuple[JsonObject, ...] | None = None  # a recording to answer from, with no upstream
 
     def open(self, request: AgentRequest) -> ModelSession:
-        """Open the boundary for the agent run ``request`` describes."""
+        """Open the boundary for the agent run ``request`` describes (in the trial's process).
+
+        Under the plugin wait: a boundary whose ``open`` raises or does not return within
+        ``CERTLAB_PLUGIN_LOAD_S`` is one line naming it (an InstrumentError), never a hung trial.
+        """
         run = ModelRun(
             env={**os.environ, **request.env},  # the upstream and its key are the harness's, never the agent's
             workdir=request.workdir,
@@ -70,7 +75,9 @@ class ModelBoundaryPlan:
             max_tokens=self.max_tokens,
             replay=self.replay,
         )
-        return self.boundary.open(run)
+        whose = f"the model boundary {self.boundary.name}'s open"
+        session: ModelSession = plugin_call(whose, self.boundary.open, run, seconds=plugin_wait_s())
+        return session
 
 
 def upstream_errors(recording: Mapping[str, Any] | None) -> list[str]:

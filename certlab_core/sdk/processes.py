@@ -4,8 +4,7 @@ Everything certlab runs in a process of its own goes through here: a forked call
 its one result down a pipe (``fork_call``), many of them under deadlines (``Children``, which
 the fork pool and the zygotes serve from), a program stopped at its deadline (``stop_group``:
 SIGTERM to its group, SIGKILL a grace later), reaping, and the record of a child that failed
-(``ChildFailure``); and a plugin's call in this process bounded by a SIGALRM timer
-(``deadline``). The parent must not have started a thread before it forks (checked), so a
+(``ChildFailure``). The parent must not have started a thread before it forks (checked), so a
 child never inherits a lock held by a thread that does not exist in it.
 """
 
@@ -23,8 +22,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -33,41 +31,6 @@ if TYPE_CHECKING:  # a zygote imports this module as it starts: nothing it does 
     import subprocess
 
     from certlab_core.plugin.types.sandbox import SpawnedProcess
-
-# --------------------------------------------------------------------------- a call in this process, bounded
-
-
-class TooSlow(BaseException):
-    """Raised in the block by the deadline's alarm (a BaseException: a plugin's ``except Exception`` lets it by)."""
-
-
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` with :class:`TooSlow` (a SIGALRM timer: no thread is started).
-
-    For a plugin's code run in this process, where a fork would cost more than the call. Off
-    the main thread, where no signal can be handled, the block runs without one. A timer
-    already running (certify's heartbeat) is put back afterwards with what was left of it.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def too_slow(_signum: int, _frame: FrameType | None) -> None:
-        raise TooSlow
-
-    started = time.monotonic()
-    previous_handler = signal.signal(signal.SIGALRM, too_slow)
-    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous_handler)
-        if previous_delay > 0:
-            left = max(0.001, previous_delay - (time.monotonic() - started))
-            signal.setitimer(signal.ITIMER_REAL, left, previous_interval)
-
 
 # --------------------------------------------------------------------------- the child failure record
 

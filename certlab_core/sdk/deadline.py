@@ -1,15 +1,52 @@
-"""A plugin's call in the harness, bounded: its time, its errors, its type."""
+"""A plugin's call bounded in this process: a SIGALRM deadline, errors, type."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any, TypeVar
 
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.sdk.processes import TooSlow, deadline
 
 T = TypeVar("T")
+
+
+class TooSlow(BaseException):
+    """Raised in the block by the deadline's alarm (a BaseException: a plugin's ``except Exception`` lets it by)."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` with :class:`TooSlow` (a SIGALRM timer: no thread is started).
+
+    For a plugin's code run in this process, where a fork would cost more than the call. Off
+    the main thread, where no signal can be handled, the block runs without one. A timer
+    already running (certify's heartbeat) is put back afterwards with what was left of it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def too_slow(_signum: int, _frame: FrameType | None) -> None:
+        raise TooSlow
+
+    started = time.monotonic()
+    previous_handler = signal.signal(signal.SIGALRM, too_slow)
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_delay > 0:
+            left = max(0.001, previous_delay - (time.monotonic() - started))
+            signal.setitimer(signal.ITIMER_REAL, left, previous_interval)
+
 
 #: How long a plugin's import, and each hook that gives its records, may take (a provider list's import too),
 #: unless ``CERTLAB_PLUGIN_LOAD_S`` says otherwise: past it, the plugin is broken, named in one line, and every
