@@ -264,10 +264,10 @@ def test_a_fifo_named_as_the_program_does_not_hang_its_resolution(tmp_path: Path
 )
 def test_an_adapters_programs_that_raise_or_name_no_list_are_one_line(programs: object, said: str) -> None:
     from certlab_core.certify.program_check import declared_programs
-    from certlab_core.plugin import AgentAdapter, AgentOutcome, UsageError
+    from certlab_core.plugin import AgentAdapter, AgentOutcome, InstrumentError
 
     adapter = AgentAdapter(
         name="odd", description="", run=lambda r: AgentOutcome(status="completed"), programs=programs
     )
-    with pytest.raises(UsageError, match=said):
+    with pytest.raises(InstrumentError, match=said):  # the plugin's failure, exit 3, as its other callables
         declared_programs(adapter, ())

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from certlab_clopper_pearson import rule as clopper_pearson
 
-from certlab_core._runtime.default_rule import default_rule, exact_interval
+from certlab_core._runtime.default_rule import GuardedInterval, default_rule, exact_interval
 from certlab_core._runtime.registry import discover
 from certlab_core.gate.descriptor import Rule, load_descriptor
 from certlab_core.gate.manifest import build_manifest, manifest_document
@@ -62,7 +62,8 @@ def test_the_clopper_pearson_record_marks_itself_the_default_and_newcombe_does_n
     assert registry.get(StatisticalRule, "clopper-pearson").default is True
     assert registry.get(StatisticalRule, "newcombe").default is False
     assert default_rule(registry, "needed").name == "clopper-pearson"
-    assert exact_interval(registry).__wrapped__ is clopper_pearson.interval  # type: ignore[union-attr]
+    interval = exact_interval(registry)
+    assert isinstance(interval, GuardedInterval) and interval.interval is clopper_pearson.interval
 
 
 def test_a_default_that_is_not_a_bool_is_refused_by_the_record() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from certlab_clopper_pearson import rule
 
-from certlab_core._runtime.default_rule import NO_EXACT_INTERVAL, exact_interval
+from certlab_core._runtime.default_rule import NO_EXACT_INTERVAL, GuardedInterval, exact_interval
 from certlab_core._runtime.registry import discover
 from certlab_core.certify.contract import rule_interval_text
 from certlab_core.report.model import build_report
@@ -20,7 +20,7 @@ ARCHIVED = Path(__file__).resolve().parent / "archived_stores" / "block"
 
 def test_the_exact_interval_is_the_installed_rules_own_function() -> None:
     interval = exact_interval(discover())
-    assert interval is not None and interval.__wrapped__ is rule.interval  # type: ignore[attr-defined]
+    assert isinstance(interval, GuardedInterval) and interval.interval is rule.interval
     # Called through its guard, it gives the rule's own answers.
     for successes, n, alpha in ((0, 1, 0.05), (3, 10, 0.05), (10, 10, 0.01), (7, 40, 0.1)):
         assert interval(successes, n, alpha) == rule.interval(successes, n, alpha)

@@ -400,6 +400,15 @@ def check_args(args):
 def preflight(args, harness):
     return {"binary": "ok"} if os.environ["HOW"] == "preflight-dict" else []
 
+def programs(args):
+    how = os.environ["HOW"]
+    if how == "programs-raises":
+        raise PermissionError("odd: cannot look")
+    if how == "programs-hangs":
+        while True:
+            time.sleep(0.05)
+    return []
+
 def run(request):
     return AgentOutcome(status="completed")
 
@@ -408,7 +417,7 @@ def certlab_agents():
     return [
         AgentAdapter(
             name="odd", description="odd callables", run=run, version=version, check_args=check_args,
-            preflight=preflight,
+            preflight=preflight, programs=programs,
         )
     ]
 """
@@ -597,3 +606,57 @@ def test_a_graders_serve_that_breaks_is_one_line_before_the_agents_first_trial(
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stderr.strip().splitlines()[-1] == f"certlab: error: the grader server's serve {said}"
     assert not (out / "bundle.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("programs-raises", "raised PermissionError: odd: cannot look"),
+        ("programs-hangs", "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
+    ],
+)
+def test_an_adapters_programs_that_break_are_one_line_before_any_trial(tmp_path: Path, how: str, said: str) -> None:
+    site = site_with(tmp_path, "certlab-odd", "odd", ODD_ADAPTER)
+    out = tmp_path / "out"
+    done = certify(out, "odd", env_with(site, only=(*BUILT_IN, "odd"), HOW=how, CERTLAB_PLUGIN_LOAD_S="1"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"certlab: error: the adapter odd's programs() {said}"
+    assert not (out / "bundle.json").exists()
+
+
+# A fault whose parameter check breaks as $HOW says (it never refuses, and never fires).
+ODD_FAULT = """
+import os, time
+from certlab_core.plugin import Fault, hookimpl
+
+def check_params(params):
+    if os.environ["HOW"] == "raises":
+        raise TypeError("params is not a dict")
+    while True:
+        time.sleep(0.05)
+
+@hookimpl
+def certlab_faults():
+    return [Fault(name="odd_fault", description="an odd check", inject=lambda context: None,
+                  check_params=check_params)]
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("raises", "raised TypeError: params is not a dict"),
+        ("hangs", "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
+    ],
+)
+def test_a_faults_parameter_check_that_breaks_is_one_line_before_any_trial(tmp_path: Path, how: str, said: str) -> None:
+    site = site_with(tmp_path, "certlab-odd-fault", "odd-fault", ODD_FAULT)
+    descriptor = (Path(__file__).resolve().parent.parent / "examples" / "retry" / "a_vs_b.yaml").read_text()
+    descriptor = descriptor.replace("{fault: latency, tool: stock,", "{fault: odd_fault, tool: stock,")
+    (tmp_path / "odd_fault.yaml").write_text(descriptor)
+    env = env_with(site, HOW=how, CERTLAB_PLUGIN_LOAD_S="1")
+    done = run_certlab("run", "odd_fault.yaml", "--out", "runs", "-q", cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"certlab: error: the fault odd_fault's parameter check (certlab-odd-fault) {said}"
+    assert not (tmp_path / "runs").exists()

@@ -8,7 +8,7 @@ is one line when something needs it.
 
 from __future__ import annotations
 
-import functools
+from attrs import frozen
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.errors import InstrumentError, UsageError
@@ -59,21 +59,29 @@ def exact_interval(registry: Registry) -> Interval | None:
     return guarded_interval(registry, default_rule(registry, "an exact interval needs the default statistical rule"))
 
 
-def guarded_interval(registry: Registry, rule: StatisticalRule) -> Interval:
-    """``rule.interval`` as every caller in the harness calls it: under the plugin wait, its answer checked.
+def guarded_interval(registry: Registry, rule: StatisticalRule) -> GuardedInterval:
+    """``rule.interval`` as every caller in the harness calls it (:class:`GuardedInterval`)."""
+    return GuardedInterval(registry.part_of("statistical_rules", rule.name, "interval"), rule.interval, registry.load_s)
 
-    One that raises, runs past ``CERTLAB_PLUGIN_LOAD_S``, or returns anything but two numbers
-    with 0 <= low <= high <= 1 is one line naming the rule and its distribution (exit 3).
+
+@frozen
+class GuardedInterval:
+    """A rule's ``interval`` under the plugin wait, its answer checked; it pickles (the report's workers get it).
+
+    One that raises, runs past ``wait_s`` (``CERTLAB_PLUGIN_LOAD_S``), or returns anything but two
+    numbers with 0 <= low <= high <= 1 is one line naming the rule and its distribution (exit 3).
     """
-    whose = registry.part_of("statistical_rules", rule.name, "interval")
 
-    def interval(successes: int, n: int, alpha: float, /) -> tuple[float, float]:
-        bounds = plugin_call(whose, rule.interval, successes, n, alpha, seconds=registry.load_s, returns=(tuple, list))
+    whose: str
+    interval: Interval
+    wait_s: float
+
+    def __call__(self, successes: int, n: int, alpha: float, /) -> tuple[float, float]:
+        bounds = plugin_call(self.whose, self.interval, successes, n, alpha, seconds=self.wait_s, returns=(tuple, list))
         numbers = [b for b in bounds if isinstance(b, int | float) and not isinstance(b, bool)]
         if len(numbers) != 2 or len(bounds) != 2 or not 0 <= numbers[0] <= numbers[1] <= 1:
             raise InstrumentError(
-                f"{whose} returned {str(bounds)[:80]} for {successes}/{n}, not (low, high) with 0 <= low <= high <= 1"
+                f"{self.whose} returned {str(bounds)[:80]} for {successes}/{n}, "
+                "not (low, high) with 0 <= low <= high <= 1"
             )
         return float(numbers[0]), float(numbers[1])
-
-    return functools.wraps(rule.interval)(interval)  # its __wrapped__ is the rule's own function

@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from certlab_core.plugin.errors import UsageError
+from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.types.agent import AgentAdapter, AgentOutcome, AgentRequest
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.command import run_contained
 from certlab_core.sdk.containment import contained_environment
+from certlab_core.sdk.deadline import plugin_call, plugin_wait_s
 
 CHECK_TIMEOUT_S = 30.0
 # Inside the sandbox: the name of each program given that is not an executable file there.
@@ -75,14 +76,13 @@ def _found(program: str, env: dict[str, str]) -> str | None:
 
 
 def declared_programs(agent: AgentAdapter, agent_args: Sequence[str]) -> tuple[str, ...]:
-    """What the adapter's ``programs`` names; UsageError in one line when it raises or names no list of paths."""
+    """What the adapter's ``programs`` names, under the plugin wait: one that raises, never returns or names no
+    list of paths is one line naming it (exit 3), as its other quick callables are."""
     assert agent.programs is not None
-    try:
-        named = agent.programs(tuple(agent_args))
-    except Exception as error:  # a plugin's hook: its failure is named, never a traceback
-        raise UsageError(f"the adapter {agent.name}'s programs() raised {type(error).__name__}: {error}") from None
+    whose = f"the adapter {agent.name}'s programs()"
+    named = plugin_call(whose, agent.programs, tuple(agent_args), seconds=plugin_wait_s())
     if isinstance(named, str) or not isinstance(named, Sequence) or not all(isinstance(p, str) for p in named):
-        raise UsageError(f"the adapter {agent.name}'s programs() returned {type(named).__name__}, not a list of paths")
+        raise InstrumentError(f"{whose} returned {type(named).__name__}, not a list of paths")
     return tuple(named)
 
 

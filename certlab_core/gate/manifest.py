@@ -273,8 +273,9 @@ def build_manifest(descriptor: Descriptor, path: Path, registry: Registry) -> Ma
                 if record.target == "tool" and declared.tool == DECIDE:
                     problems.add(f"{where}.tool", f"the fault {record.name} acts on tools, not on the decision channel")
                 if record.check_params is not None:
-                    try:
-                        record.check_params(dict(declared.params))
+                    whose = registry.part_of("faults", declared.fault, "parameter check")
+                    try:  # its refusal is the descriptor's problem; anything else it does, the plugin's (exit 3)
+                        plugin_call(whose, record.check_params, dict(declared.params), seconds=registry.load_s)
                     except UsageError as error:
                         problems.add(f"{where}.params", error.message)
     asked = descriptor.rule

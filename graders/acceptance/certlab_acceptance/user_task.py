@@ -308,7 +308,10 @@ def holds_user_task(directory: Path) -> bool:
     try:
         config = read_config(directory)
     except UsageError:
-        return True  # let the loader say what is wrong
+        # A task: mapping this source cannot read is a user task's only where the default layout is there (the
+        # loader then says what is wrong); elsewhere it is another document's, such as an A/B experiment's own
+        # certlab.yaml (task: world, input, family...), which is no user task.
+        config = {}
     fixture = config.get("fixture", DEFAULTS["fixture"])
     cases = config.get("cases", DEFAULTS["cases"])
     return (

@@ -14,6 +14,7 @@ from certlab_acceptance.scaffold import scaffold
 from certlab_core._runtime.registry import discover
 from certlab_core.certify.acceptance import open_held_out, recognising_source
 from certlab_core.plugin import Defect, TaskFamily, TaskSource, hookimpl
+from certlab_core.testing import run_certlab
 
 CASES = '{"id": "neg", "call": "sign:sign", "args": [-2], "expect": -1}\n'
 
@@ -70,6 +71,26 @@ def test_the_user_task_source_recognises_a_scaffolded_task_and_no_other_folder(t
     assert recognising_source(registry, tmp_path / "empty") is None
     family = source.stage(tmp_path / "task", tmp_path / "staged")
     assert family.name == "task" and Path(family.tree_dir, "tests").is_dir() and not family.clean_tree
+
+
+def test_an_experiments_own_certlab_yaml_is_no_user_task_and_runs(tmp_path: Path) -> None:
+    # The gate's descriptor is certlab.yaml too (certlab init writes it): its task: mapping (world, input, family)
+    # is no user task's, and reading the folder as one refused every run of it in one misleading line.
+    example = Path(__file__).resolve().parents[3] / "examples" / "retry" / "a_vs_b.yaml"
+    (tmp_path / "ab").mkdir()
+    descriptor = tmp_path / "ab" / "certlab.yaml"
+    descriptor.write_text(example.read_text().replace("n_per_arm: 200", "n_per_arm: 3"), encoding="utf-8")
+    registry = discover()
+    assert recognising_source(registry, tmp_path / "ab") is None
+    done = run_certlab("run", str(descriptor), "--out", str(tmp_path / "runs"), "-q", timeout=120)
+    assert done.returncode in (0, 1, 2), done.stdout + done.stderr  # a verdict, whichever
+    assert "verdict: " in done.stdout
+    # A user task whose task: mapping is wrong is still read as one, so that its loader says what is wrong.
+    scaffold(tmp_path / "task")
+    config = tmp_path / "task" / "certlab.yaml"
+    config.write_text(config.read_text() + "\ntask:\n  fixtrue: fixture\n", encoding="utf-8")
+    source = recognising_source(registry, tmp_path / "task")
+    assert source is not None and source.name == "user-task"
 
 
 def test_another_sources_task_is_staged_by_it_and_locked_when_the_certification_starts(tmp_path: Path) -> None:
