@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import REPO, run_certlab
 
 from certlab_core.sdk.canonical import canonical_json, sealed
@@ -93,13 +94,19 @@ def test_kill_9_then_resume_runs_only_the_missing_trials_and_signs(script_certif
     assert verified.returncode == 0 and "certification, 2 files" in verified.stdout, verified.stderr
 
 
-def test_sigint_says_how_to_resume_and_a_new_certify_there_refuses(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_sigint_or_sigterm_says_how_to_resume_leaves_no_temp_folder_and_a_new_certify_there_refuses(
+    tmp_path: Path, stop: signal.Signals, code: int
+) -> None:
+    # SIGTERM (a cancelled CI job, timeout, docker stop) killed certify where it stood, saying nothing and leaving
+    # its temp folders; Ctrl-C left the trials' work copies and their graders' folders (their processes killed).
     out = tmp_path / "cert"
     runner = start_certify(tmp_path, out)
     wait_for_trials(runner, out, 1)
-    runner.send_signal(signal.SIGINT)
+    runner.send_signal(stop)
     _out, err = runner.communicate(timeout=60)
-    assert runner.returncode == 130, err
+    assert runner.returncode == code, err
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []  # its TMPDIR (start_certify)
     recorded = sum(line["kind"] == "trial" for line in journalled(out))
     expected = f"interrupted: {recorded} of 6 trials recorded; resume with certlab certify --resume {out}"
     assert expected in err.strip().splitlines()[-1]

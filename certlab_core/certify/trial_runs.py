@@ -185,7 +185,7 @@ def _run_trials(
     finished = enumerate(
         on_executor(_graded_trial, [(spec, graders) for spec in specs], "certify-trial", progress)
         if _executors
-        else map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers),
+        else map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers, temp_prefix="certlab-trials-"),
         1,
     )
     with beating(in_flight, progress, interval):

@@ -6,7 +6,9 @@ May import: any part of the kernel.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
+import signal
 import sys
 import textwrap
 import traceback
@@ -29,7 +31,36 @@ if TYPE_CHECKING:
 KERNEL_PLUGIN = "certlab"  # the name of the kernel's built-in command plugin in the registry
 KERNEL_COMMANDS = frozenset(name for commands in COMMAND_MODULES.values() for name in commands)
 
-_state = {"debug": False}
+_state = {"debug": False, "terminated": False}
+#: The exit code of a command that SIGTERM stopped (128 + 15, as a shell reports a process it killed).
+EXIT_TERMINATED = 128 + signal.SIGTERM
+EXIT_INTERRUPTED = 130
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM in this process what Ctrl-C is: the interrupt's line said, every ``finally`` run, exit 143.
+
+    A CI job cancelled, ``timeout`` or ``docker stop`` sends SIGTERM, whose default kills the
+    process where it stands: certify's and run's temp folders and trial processes were left
+    behind, and nothing said what was recorded. The handler calls whatever handles SIGINT now
+    (certify's and run's "interrupted: N of M trials recorded; resume with ..."), so the two
+    stops are one path. A forked child of this process that gets SIGTERM dies of it, as before;
+    a second SIGTERM kills at once.
+    """
+    owner = os.getpid()
+
+    def terminated(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if os.getpid() != owner:
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        _state["terminated"] = True
+        on_interrupt = signal.getsignal(signal.SIGINT)
+        if callable(on_interrupt):
+            on_interrupt(signal.SIGINT, frame)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminated)
 
 
 @functools.cache
@@ -238,11 +269,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if asked else EXIT_USAGE
     import typer
 
+    stop_on_sigterm()
     try:
         _register_for(args)
         returned = app()(args=args, prog_name="certlab", standalone_mode=False)
-        if isinstance(returned, int):  # click returns the code of typer.Exit when not standalone
-            return returned
+        if isinstance(returned, int):  # click returns the code of typer.Exit when not standalone (130: interrupted)
+            return EXIT_TERMINATED if returned == EXIT_INTERRUPTED and _state["terminated"] else returned
     except CertlabError as error:
         if _state["debug"]:
             traceback.print_exc()
@@ -254,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(done.code or 0) if isinstance(done.code, int) else EXIT_USAGE
     except KeyboardInterrupt as interrupted:  # the message of certlab_core.gate.resume's handler, if it raised
         print(f"certlab: {interrupted.args[0] if interrupted.args else 'interrupted'}", file=sys.stderr)
-        return 130
+        return EXIT_TERMINATED if _state["terminated"] else EXIT_INTERRUPTED
     except Exception as error:  # click usage errors and anything unforeseen
         click_exceptions = _click_exceptions()
         if isinstance(error, click_exceptions.NoArgsIsHelpError):
@@ -268,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             cause = error.__cause__
             said = cause.args[0] if isinstance(cause, KeyboardInterrupt) and cause.args else "aborted"
             print(f"certlab: {said}", file=sys.stderr)
-            return 130
+            return EXIT_TERMINATED if _state["terminated"] else EXIT_INTERRUPTED
         if _state["debug"]:
             traceback.print_exc()
         print(

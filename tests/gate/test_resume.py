@@ -179,15 +179,17 @@ def test_a_second_runner_on_the_same_store_refuses_in_one_line(tmp_path: Path) -
     assert sum(trial_ids(store).values()) == len(trial_ids(store))  # the second runner wrote nothing
 
 
-def test_sigint_says_how_many_trials_are_recorded_and_how_to_resume(
-    tmp_path: Path, uninterrupted: dict[str, Any]
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_sigint_or_sigterm_says_how_many_trials_are_recorded_and_how_to_resume(
+    tmp_path: Path, uninterrupted: dict[str, Any], stop: signal.Signals, code: int
 ) -> None:
+    # SIGTERM (a cancelled CI job, timeout, docker stop) killed the run where it stood, saying nothing.
     slow_experiment(tmp_path)
     runner = start_run(tmp_path, "runs")
     store = wait_for_lines(runner, tmp_path, "runs", 2)
-    runner.send_signal(signal.SIGINT)
+    runner.send_signal(stop)
     _out, err = runner.communicate(timeout=60)
-    assert runner.returncode == 130, err
+    assert runner.returncode == code, err
     recorded = len(trial_ids(store))
     where = store.relative_to(tmp_path)  # as the run was given it: relative to its working folder
     expected = f"interrupted: {recorded} of {SCHEDULED} trials recorded; resume with certlab run --resume {where}"
