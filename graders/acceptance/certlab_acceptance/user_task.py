@@ -55,7 +55,7 @@ TASK_KEYS = (
 )
 # Keys of the A/B gate's ``task:`` (certlab_core.gate.descriptor) that may share the mapping: a
 # descriptor whose ``task: {family: NAME}`` names this directory's own task is its experiment.
-GATE_TASK_KEYS = ("world", "input", "family", "defects")
+GATE_TASK_KEYS = ("world", "input", "family", "defects", "twins")
 DEFAULTS = {
     "fixture": "fixture",
     "tests": "tests",
@@ -308,10 +308,7 @@ def holds_user_task(directory: Path) -> bool:
     try:
         config = read_config(directory)
     except UsageError:
-        # A task: mapping this source cannot read is a user task's only where the default layout is there (the
-        # loader then says what is wrong); elsewhere it is another document's, such as an A/B experiment's own
-        # certlab.yaml (task: world, input, family...), which is no user task.
-        config = {}
+        return True  # let the loader say what is wrong
     fixture = config.get("fixture", DEFAULTS["fixture"])
     cases = config.get("cases", DEFAULTS["cases"])
     return (

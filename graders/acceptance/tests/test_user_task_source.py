@@ -7,12 +7,15 @@ import shutil
 import types
 from pathlib import Path
 
+import attrs
 import pytest
 from certlab_acceptance.lock import LockRefused
 from certlab_acceptance.scaffold import scaffold
+from certlab_acceptance.user_task import GATE_TASK_KEYS
 
 from certlab_core._runtime.registry import discover
 from certlab_core.certify.acceptance import open_held_out, recognising_source
+from certlab_core.gate.descriptor import Task
 from certlab_core.plugin import Defect, TaskFamily, TaskSource, hookimpl
 from certlab_core.testing import run_certlab
 
@@ -73,8 +76,13 @@ def test_the_user_task_source_recognises_a_scaffolded_task_and_no_other_folder(t
     assert family.name == "task" and Path(family.tree_dir, "tests").is_dir() and not family.clean_tree
 
 
+def test_the_gate_task_keys_this_source_lets_by_are_the_descriptors() -> None:
+    # They were copied once, and task.twins came later: every descriptor with it was read as a broken user task.
+    assert set(GATE_TASK_KEYS) == {field.name for field in attrs.fields(Task)}
+
+
 def test_an_experiments_own_certlab_yaml_is_no_user_task_and_runs(tmp_path: Path) -> None:
-    # The gate's descriptor is certlab.yaml too (certlab init writes it): its task: mapping (world, input, family)
+    # The gate's descriptor is certlab.yaml too (certlab init writes it): its task: mapping (world, input, twins)
     # is no user task's, and reading the folder as one refused every run of it in one misleading line.
     example = Path(__file__).resolve().parents[3] / "examples" / "retry" / "a_vs_b.yaml"
     (tmp_path / "ab").mkdir()
