@@ -25,6 +25,7 @@ from certlab_core.testing import run_certlab
 
 GATE = ("retry-world", "faults")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "retry"
+CERTIFICATIONS = Path(__file__).resolve().parents[1] / "certifications"
 
 
 def second_default() -> types.ModuleType:
@@ -168,3 +169,19 @@ def test_certlab_stats_without_rule_uses_the_default_and_two_defaults_are_one_li
     assert two.returncode == 4 and "Traceback" not in two.stderr, two.stderr
     (line,) = two.stderr.strip().splitlines()
     assert "--rule is not given, and 2 installed statistical rules mark themselves the default" in line
+
+
+def test_the_contract_heads_the_default_rules_interval_with_its_own_name() -> None:
+    # Every heading said "Clopper-Pearson", whichever rule marked itself the default and computed the intervals.
+    from certlab_core._runtime.default_rule import exact_interval_name
+    from certlab_core.certify.contract import render_contract
+
+    bundle = json.loads((CERTIFICATIONS / "pattern-fixer-intervals-k3" / "bundle.json").read_text())
+    installed = discover(only=("clopper-pearson",))
+    assert exact_interval_name(installed) == "Clopper-Pearson"
+    assert "| 95% Clopper-Pearson |" in render_contract(bundle, installed)
+    another = discover(only=("newcombe",), extra=[("second-default", second_default())])
+    assert exact_interval_name(another) == "also-default"  # no interval_name: the rule's name
+    contract = render_contract(bundle, another)
+    assert "| 95% also-default |" in contract and "Clopper-Pearson" not in contract
+    assert exact_interval_name(discover(only=("newcombe",))) == "exact interval"

@@ -59,6 +59,15 @@ def exact_interval(registry: Registry) -> Interval | None:
     return guarded_interval(registry, default_rule(registry, "an exact interval needs the default statistical rule"))
 
 
+def exact_interval_name(registry: Registry | None) -> str:
+    """What heads the default rule's exact interval in a contract or a summary: its ``interval_name`` (for
+    certlab-clopper-pearson's, "Clopper-Pearson"), else its name; "exact interval" when none is installed."""
+    found = default_rules(registry) if registry is not None else []
+    if len(found) != 1:
+        return "exact interval"
+    return found[0].interval_name or found[0].name
+
+
 def guarded_interval(registry: Registry, rule: StatisticalRule) -> GuardedInterval:
     """``rule.interval`` as every caller in the harness calls it (:class:`GuardedInterval`)."""
     return GuardedInterval(registry.part_of("statistical_rules", rule.name, "interval"), rule.interval, registry.load_s)

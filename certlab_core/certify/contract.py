@@ -6,7 +6,7 @@ import math
 from collections import Counter, defaultdict
 from typing import Any
 
-from certlab_core._runtime.default_rule import NO_EXACT_INTERVAL, exact_interval
+from certlab_core._runtime.default_rule import NO_EXACT_INTERVAL, exact_interval, exact_interval_name
 from certlab_core._runtime.registry import Registry
 from certlab_core.plugin.failure_modes import GIVE_UP_FILE, TWIN_CHEATED
 from certlab_core.sdk.model_boundary import describe_upstream_errors, upstream_errors
@@ -28,6 +28,11 @@ def zero_failure_bound(trials: int, alpha: float = CONTRACT_ALPHA) -> float:
 def trials_needed(rate: float, alpha: float = CONTRACT_ALPHA) -> int:
     """How many failure-free trials bound the failure rate below ``rate`` at confidence 1 - alpha."""
     return math.ceil(math.log(alpha) / math.log(1.0 - rate))
+
+
+def interval_heading(registry: Registry | None) -> str:
+    """The level and name heading what :func:`rule_interval_text` prints: "95% Clopper-Pearson"."""
+    return f"{int((1 - CONTRACT_ALPHA) * 100)}% {exact_interval_name(registry)}"
 
 
 def rule_interval_text(registry: Registry | None, fixed: int, n: int, at_least: int = 2) -> str:
@@ -64,7 +69,7 @@ def repository_lines(bundle: dict[str, Any], registry: Registry | None) -> list[
         "",
         "Per repository (tasks built from its bug-fix commits):",
         "",
-        f"| repository | tasks | fixed | graded | {int((1 - CONTRACT_ALPHA) * 100)}% Clopper-Pearson |",
+        f"| repository | tasks | fixed | graded | {interval_heading(registry)} |",
         "| --- | --- | --- | --- | --- |",
     ]
     for repository, tasks, fixed, scheduled, graded in rows:
@@ -344,7 +349,7 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
         lines += [""]
         header = "| family | defect class | fixed | failure modes |"
         if repeats > 1:
-            header += f" {int((1 - CONTRACT_ALPHA) * 100)}% Clopper-Pearson |"
+            header += f" {interval_heading(registry)} |"
         lines += [header, "|" + " --- |" * (header.count("|") - 1)]
         groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for trial in trials:
@@ -366,7 +371,7 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
                 "",
                 "Per family:",
                 "",
-                "| family | fixed | graded | 95% Clopper-Pearson |",
+                f"| family | fixed | graded | {interval_heading(registry)} |",
                 "| --- | --- | --- | --- |",
             ]
             for facts in bundle["families"]:

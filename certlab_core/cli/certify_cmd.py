@@ -183,12 +183,11 @@ def certify_command(
 
 def repository_summary(bundle: dict[str, Any], registry: Registry) -> list[str]:
     """One line per repository the certified tasks were built from: fixed k/n and the rule's exact interval."""
-    from certlab_core.certify.contract import CONTRACT_ALPHA, repository_counts, rule_interval_text
+    from certlab_core.certify.contract import interval_heading, repository_counts, rule_interval_text
 
-    level = int((1 - CONTRACT_ALPHA) * 100)
     return [
         f"repository {repository}: fixed {fixed}/{scheduled} over {tasks} task(s), {graded} graded; "
-        f"{level}% Clopper-Pearson {rule_interval_text(registry, fixed, graded, at_least=1) or '–'}"
+        f"{interval_heading(registry)} {rule_interval_text(registry, fixed, graded, at_least=1) or '–'}"
         for repository, tasks, fixed, scheduled, graded in repository_counts(bundle)
     ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal, Protocol, get_args
 
 from attrs import field, frozen
-from attrs.validators import instance_of
+from attrs.validators import instance_of, optional
 
 from certlab_core.plugin.types.base import Record
 from certlab_core.plugin.types.fields import one_of
@@ -90,6 +90,9 @@ class StatisticalRule(Record):
       ``certlab stats bounds`` shows the per-arm intervals at that level; without it, at
       ``alpha``, and says they are not the rule's own.
 
+    ``interval_name``: how a contract or summary heads the per-arm exact interval the rule's
+    ``interval`` gives ("Clopper-Pearson"); None: the rule's name heads it.
+
     ``default``: the rule marks itself the default, the one a descriptor without ``rule.name``,
     a certification's exact intervals and ``certlab stats`` without ``--rule`` use (the kernel
     names no rule: certlab-clopper-pearson's marks itself so). Two installed defaults, or none,
@@ -103,3 +106,4 @@ class StatisticalRule(Record):
     plan: Plan | None = field(default=None, eq=False, repr=False)
     arm_alpha: ArmAlpha | None = field(default=None, eq=False, repr=False)
     default: bool = field(default=False, validator=instance_of(bool))
+    interval_name: str | None = field(default=None, validator=optional(instance_of(str)))

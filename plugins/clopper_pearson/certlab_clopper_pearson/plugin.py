@@ -20,5 +20,6 @@ def certlab_statistical_rules() -> list[StatisticalRule]:
             plan=rule.plan,
             arm_alpha=rule.arm_alpha,
             default=True,  # the rule a descriptor without rule.name, a contract's intervals and stats use
+            interval_name="Clopper-Pearson",  # what heads its exact interval in a contract
         )
     ]
