@@ -116,6 +116,7 @@ def walk(
     looks = len(sizes)
     k = manifest.schedule.gating_conditions
     result = Walk(states=[ConditionState(c) for c in manifest.conditions])
+    wait_s = plugin_wait_s()  # how long the rule may take at each look
     active = list(result.states)
     violated = {tid for tid, line in latest.items() if tid.startswith("candidate/") and _violated(line)}
     for look in range(1, looks + 1):
@@ -140,7 +141,6 @@ def walk(
             state.looks_run, state.size = look, size
             state.counts = {arm: _count(groups, arm, name, size) for arm in ARMS}
             base, cand = state.counts["baseline"], state.counts["candidate"]
-            wait_s = plugin_wait_s()
             try:
                 with deadline(wait_s):
                     bounds = rule.decide(

@@ -100,7 +100,7 @@ def checked_changes(
     Only a chain that passed is checked (any other comes back as it is, with None). The first
     grader whose check names a failure mode decides (the acceptance grader names ``answers-leaked``);
     None when none does, or none has such a check. A check runs in this process, under the
-    grader's time limit: one that raises, runs past ``GRADER_TIMEOUT_S``, returns neither None
+    grader's check limit: one that raises, runs past ``CHANGES_CHECK_TIMEOUT_S``, returns neither None
     nor a string, or names a mode its grader does not declare leaves the chain with an error
     naming the grader, as a grader whose grading breaks does; never a verdict.
     """
