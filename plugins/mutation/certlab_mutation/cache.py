@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
@@ -37,24 +36,21 @@ import attrs
 
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, Grader
+from certlab_core.sdk import measured_cache
 from certlab_core.sdk.trees import WORK_COPY_CAPS, walk
 from certlab_core.sdk.workcopy import sha256_file, taskset_sha256
 from certlab_mutation import engine as mutation
 from certlab_mutation.engine import Mutant, MutantResult, MutationProof, mutants_sha256
 
 SCHEMA = "certlab.mutation-cache/1"
-CACHE_VARIABLE = "CERTLAB_CACHE_DIR"
+KIND = "mutation"
 LOCK_WAIT_S = 900.0  # how long a process waits for another that is measuring the same key
 LOCK_POLL_S = 0.1
 
 
 def cache_dir() -> Path:
     """Where measured mutation proofs are kept: ``$CERTLAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/certlab``, under it."""
-    root = os.environ.get(CACHE_VARIABLE)
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "certlab")
-    return Path(root) / "mutation"
+    return measured_cache.cache_dir(KIND)
 
 
 def _tree_digest(folder: Path) -> str:
@@ -168,11 +164,8 @@ def _proof_of(document: Any, family: TaskFamily) -> MutationProof | None:
 
 
 def load(key: str, family: TaskFamily) -> MutationProof | None:
-    try:
-        document = json.loads((cache_dir() / f"{key}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return _proof_of(document, family)
+    """The proof kept under ``key``; None when there is none, or the file is not one (a FIFO or a link included)."""
+    return _proof_of(measured_cache.read_entry(KIND, key), family)
 
 
 def store(key: str, proof: MutationProof) -> None:
@@ -180,17 +173,7 @@ def store(key: str, proof: MutationProof) -> None:
     skipped."""
     if proof.problems or not proof.mutants:
         return
-    folder = cache_dir()
-    with contextlib.suppress(OSError):
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{key}.", dir=folder)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump(_document(proof), out, sort_keys=True)
-            os.replace(temporary, folder / f"{key}.json")
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
+    measured_cache.write_entry(KIND, key, _document(proof))
 
 
 @contextlib.contextmanager

@@ -6,7 +6,9 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import json
+import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -146,6 +148,16 @@ def test_a_broken_or_foreign_cache_file_is_a_miss_and_is_measured_again(
     ):
         (cache / f"{key}.json").write_text(broken)
         assert load(key, family) is None, broken
+    # a FIFO there opened for reading blocked certify for good; a symlink was followed to another file
+    (cache / f"{key}.json").unlink()
+    os.mkfifo(cache / f"{key}.json")
+    reader = threading.Thread(target=load, args=(key, family), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "reading a FIFO in the cache hung"
+    (cache / f"{key}.json").unlink()
+    (cache / f"{key}.json").symlink_to(folder / f"{key}.json")
+    assert load(key, family) is None
     proof, _key, cached = measured_proof(family, graders, expected, 2, None)
     assert not cached and verdicts_of(proof.results) == verdicts_of(good.results)
     assert load(key, family) is not None  # measured again and kept
