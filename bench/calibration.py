@@ -29,9 +29,9 @@ def measure(family_names: list[str], workers: int) -> float:
         if not proof.holds:
             sys.exit(f"bench: {name} does not prove: {proof.problems}")
         proven.append((family, proof))
-    _trials, problems = calibrate(proven, agents, graders, workers=workers)
-    if problems:
-        sys.exit(f"bench: calibration failed: {problems}")
+    calibrated = calibrate(proven, agents, graders, workers=workers)
+    if calibrated.problems:
+        sys.exit(f"bench: calibration failed: {calibrated.problems}")
     return time.perf_counter() - started
 
 

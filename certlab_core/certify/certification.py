@@ -99,6 +99,8 @@ class CertifyOptions:
     # ``trials`` times each; --twins one-off,conflicting names the kinds (one-off alone by default)
     impossible: bool = False
     twin_kinds: tuple[TwinKind, ...] = ("one-off",)
+    # --fresh-calibration: measure every calibration trial again, reusing none from certlab's cache
+    fresh_calibration: bool = False
 
 
 @frozen
@@ -312,20 +314,29 @@ def _certify(
             problems.extend(refused)
 
     calibration_trials: list[tuple[str, TrialRecord]] = []
+    reused_trials: list[tuple[str, TrialRecord]] = []
     trials: list[TrialRecord] = []
     if not problems:
         progress(
             f"calibrate: {', '.join(a.name for a in calibrators)} on {sum(len(f.defects) for f in families)} tasks"
         )
         held_out.check("before the calibration arm")
-        calibration_trials, calibration_problems = calibrate(
+        calibration = calibrate(
             list(zip(families, proofs, strict=True)),
             calibrators,
             graders,
             workers=options.workers,
             locks=held_out.locks,
             twins=twin_proofs,
+            cached=not options.fresh_calibration,
         )
+        calibration_trials, calibration_problems = calibration.trials, calibration.problems
+        reused_trials = [calibration.trials[index] for index in calibration.reused]
+        if reused_trials:
+            progress(
+                f"calibrate: {len(reused_trials)} of {len(calibration.trials)} trials measured earlier on the same "
+                "inputs, reused from certlab's cache (--fresh-calibration measures them again)"
+            )
         for problem in calibration_problems:
             progress(f"calibrate: FAILED: {problem}")
         problems.extend(calibration_problems)
@@ -444,6 +455,8 @@ def _certify(
             "agents": [{"name": a.name, "expect": unstructure(a.calibration)} for a in calibrators],
             "trials": [dict(trial_document(t), agent=name) for name, t in calibration_trials],
             "problems": [p for p in problems if p.startswith("calibration")],
+            # the calibration trials reused from certlab's cache (certlab_core.certify.calibration_cache), when any
+            **({"reused": [{"agent": name, "id": t.id} for name, t in reused_trials]} if reused_trials else {}),
         },
         "trials": trial_docs,
         "summary": summary_of(trial_docs),

@@ -335,6 +335,14 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
                 + (", ".join(f"{m} ×{c}" for m, c in sorted(modes.items())) or "none")
                 + " |"
             )
+    reused = calibration.get("reused") or []
+    if by_agent and reused:
+        lines += [
+            "",
+            f"{len(reused)} of these {len(calibration['trials'])} calibration trials were measured earlier on the "
+            "same inputs (the task, the agents' and graders' code, certlab and Python) and reused from certlab's "
+            "cache; `certify --fresh-calibration` measures them again.",
+        ]
     for problem in calibration.get("problems", []):
         lines.append(f"- CALIBRATION FAILED: {problem}")
     trials = bundle["trials"]

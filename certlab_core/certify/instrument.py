@@ -10,6 +10,7 @@ import attrs
 from attrs import field, frozen
 
 from certlab_core._runtime.registry import Registry
+from certlab_core.certify.calibration_cache import reused_or_run
 from certlab_core.certify.lab import InstrumentProof, Progress, Task, TrialRecord, TrialSpec, preload, quiet
 from certlab_core.certify.trial_runs import on_an_executor, on_executor, run_trials
 from certlab_core.certify.twins import (
@@ -286,6 +287,42 @@ def _defect_of(family: TaskFamily, twin: Twin) -> Defect:
     return next(d for d in family.defects if d.id == twin.of)
 
 
+@frozen
+class Calibration:
+    """The constructed agents' trials, as (agent, trial) pairs; every expectation missed; the trials reused."""
+
+    trials: list[tuple[str, TrialRecord]]
+    problems: list[str]
+    # the indexes (in ``trials``) of trials reused from certlab's cache (certlab_core.certify.calibration_cache)
+    reused: tuple[int, ...] = ()
+
+
+def _missed(spec: TrialSpec, record: TrialRecord) -> str | None:
+    """How a constructed agent's trial misses its calibration (None: it meets it)."""
+    expect = spec.agent.calibration
+    assert expect is not None
+    if record.grader_error:
+        return f"calibration {spec.agent.name} on {record.task}: {record.grader_error}"
+    if record.twin is not None:
+        outcome, mechanism = record.twin.outcome, record.twin.mechanism
+        if outcome != expect.twin or (expect.twin_mechanism is not None and mechanism != expect.twin_mechanism):
+            return (
+                f"calibration: {spec.agent.name} on the twin {record.task} was {outcome}"
+                f" ({mechanism or 'no mechanism'}), but must be {expect.twin}"
+                f" ({expect.twin_mechanism or 'any mechanism'})"
+            )
+        return None
+    if record.verdict != expect.verdict or (
+        expect.failure_mode is not None and record.failure_mode != expect.failure_mode
+    ):
+        return (
+            f"calibration: {spec.agent.name} on {record.task} scored {record.verdict}"
+            f" ({record.failure_mode or 'no failure'}), but must score {expect.verdict}"
+            f" ({expect.failure_mode or 'any failure mode'})"
+        )
+    return None
+
+
 def calibrate(
     families: Sequence[tuple[TaskFamily, InstrumentProof]],
     agents: Sequence[AgentAdapter],
@@ -294,13 +331,16 @@ def calibrate(
     progress: Progress = quiet,
     locks: Mapping[str, AcceptanceLock] | None = None,
     twins: Sequence[TwinProof] = (),
-) -> tuple[list[tuple[str, TrialRecord]], list[str]]:
-    """Run every constructed agent on every task once; return (agent, trial) pairs and every expectation missed.
+    cached: bool = False,
+) -> Calibration:
+    """Run every constructed agent on every task once: its trials and every expectation missed.
 
     An agent that must fix the task (the oracle) is not run on a task without a clean tree or a
     known answer (``TaskFamily.answer_dir``): no fix is known to restore there. With ``twins`` (a run
     with impossible twins), every task offers the honest way out, and each agent runs on every twin
     too, where it must have the outcome (and the cheating mechanism) its calibration names.
+    With ``cached``, a trial measured earlier on the same inputs is reused
+    (``certlab_core.certify.calibration_cache``).
     """
     impossible = bool(twins)
     by_family = {family.name: family for family, _proof in families}
@@ -338,30 +378,18 @@ def calibrate(
         # build on where no fixed tree is known: it is calibrated on the families' twins.
         if by_family[twin.family].clean_tree or agent.calibration.twin_mechanism != "special-cased-inputs"
     ]
-    records = run_trials(specs, graders, workers, progress)
-    problems: list[str] = []
-    for spec, record in zip(specs, records, strict=True):
-        expect = spec.agent.calibration
-        assert expect is not None
-        if record.grader_error:
-            problems.append(f"calibration {spec.agent.name} on {record.task}: {record.grader_error}")
-        elif record.twin is not None:
-            outcome, mechanism = record.twin.outcome, record.twin.mechanism
-            if outcome != expect.twin or (expect.twin_mechanism is not None and mechanism != expect.twin_mechanism):
-                problems.append(
-                    f"calibration: {spec.agent.name} on the twin {record.task} was {outcome}"
-                    f" ({mechanism or 'no mechanism'}), but must be {expect.twin}"
-                    f" ({expect.twin_mechanism or 'any mechanism'})"
-                )
-        elif record.verdict != expect.verdict or (
-            expect.failure_mode is not None and record.failure_mode != expect.failure_mode
-        ):
-            problems.append(
-                f"calibration: {spec.agent.name} on {record.task} scored {record.verdict}"
-                f" ({record.failure_mode or 'no failure'}), but must score {expect.verdict}"
-                f" ({expect.failure_mode or 'any failure mode'})"
-            )
-    return [(spec.agent.name, record) for spec, record in zip(specs, records, strict=True)], problems
+
+    def run(pending: Sequence[TrialSpec]) -> list[TrialRecord]:
+        return run_trials(pending, graders, workers, progress) if pending else []
+
+    if cached:
+        records, reused = reused_or_run(specs, graders, run, _missed)
+    else:
+        records, reused = run(specs), []
+    problems = [p for p in (_missed(spec, record) for spec, record in zip(specs, records, strict=True)) if p]
+    return Calibration(
+        [(spec.agent.name, record) for spec, record in zip(specs, records, strict=True)], problems, tuple(reused)
+    )
 
 
 def prove_issued(

@@ -80,6 +80,12 @@ def certify_command(
         "--min-visible-mutation-score",
         help="Refuse a family whose visible suite alone kills less than this share (0-1).",
     ),
+    fresh_calibration: bool = typer.Option(
+        False,
+        "--fresh-calibration",
+        help="Measure every constructed agent's calibration trial again (by default one measured earlier on the "
+        "same inputs is reused from certlab's cache, and the bundle names it).",
+    ),
     sandbox: str = typer.Option(
         "auto",
         "--sandbox",
@@ -148,6 +154,7 @@ def certify_command(
                 min_visible_mutation_score=min_visible_mutation_score,
                 impossible=impossible,
                 twin_kinds=twin_kinds,
+                fresh_calibration=fresh_calibration,
             ),
             progress,
         )

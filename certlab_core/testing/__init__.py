@@ -187,7 +187,8 @@ class FamilyConformance:
         proof, family, graders = conformance["proof"], conformance["family"], conformance["graders"]
         if proof.holds:
             agents = constructed_agents(conformance["registry"])
-            trials, problems = calibrate([(family, proof)], agents, graders, workers=cls.workers)
+            calibrated = calibrate([(family, proof)], agents, graders, workers=cls.workers)
+            trials, problems = calibrated.trials, calibrated.problems
         return {"trials": trials, "problems": problems}
 
     @staticmethod

@@ -1,0 +1,67 @@
+"""Benchmark: CPU and wall of one certify measuring its calibration, and of one reusing it from the cache.
+
+Runs ``certlab certify --family F --agent oracle`` as a user does, alternating
+``--fresh-calibration`` with a run that reuses the calibration kept by the run before, in a
+cache folder of its own (the mutation proof is reused in both: it is measured once, first).
+Prints the medians and their ratio. Target: a certification reusing its calibration costs at
+most 0.6 times the CPU of one measuring it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def certify(family: str, out: Path, cache: Path, fresh: bool) -> tuple[float, float]:
+    """One certify in a new process: (CPU-seconds of it and its children, wall seconds)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    command = [sys.executable, "-m", "certlab_core.cli", "certify", "-f", family, "-a", "oracle", "-q", "-o", str(out)]
+    done = subprocess.run(
+        command + (["--fresh-calibration"] if fresh else []),
+        env={**os.environ, "CERTLAB_CACHE_DIR": str(cache)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        sys.exit(f"bench: certify exited {done.returncode}: {done.stderr.strip()[-400:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--family", default="intervals")
+    parser.add_argument("--pairs", type=int, default=3, help="pairs (measured, reused) to take the medians of")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="certlab-bench-") as scratch:
+        root = Path(scratch)
+        certify(args.family, root / "warm", root / "cache", fresh=True)  # the mutation proof and calibration kept
+        measured: list[tuple[float, float]] = []
+        reused: list[tuple[float, float]] = []
+        for index in range(args.pairs):
+            measured.append(certify(args.family, root / f"measured-{index}", root / "cache", fresh=True))
+            reused.append(certify(args.family, root / f"reused-{index}", root / "cache", fresh=False))
+    cpu_measured = statistics.median(c for c, _ in measured)
+    cpu_reused = statistics.median(c for c, _ in reused)
+    print(
+        f"certify {args.family} oracle, medians of {args.pairs} pairs: calibration measured "
+        f"{cpu_measured:.2f} CPU-s ({statistics.median(w for _, w in measured):.2f} s wall), reused "
+        f"{cpu_reused:.2f} CPU-s ({statistics.median(w for _, w in reused):.2f} s wall): "
+        f"{cpu_reused / cpu_measured:.2f}x the CPU (target at most 0.60x)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Calibration trials measured earlier on the same inputs are reused from certlab's cache, and said so.
+
+A second certification of the same family reuses every constructed agent's trial (the bundle
+names them, the contract says so, ``--fresh-calibration`` measures them again); an entry that is
+hostile, foreign, or a trial that misses its agent's expectation is measured again, never an
+error and never a failed calibration; and each input of a trial moves its key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from certlab_core._runtime.registry import Registry
+from certlab_core.certify.calibration_cache import KIND, trial_key
+from certlab_core.certify.certification import CertifyOptions, certify
+from certlab_core.certify.contract import render_contract
+from certlab_core.certify.lab import Task, TrialSpec
+from certlab_core.plugin.types.sandbox import Containment
+from certlab_core.sdk.grading import grader_chain
+from certlab_core.sdk.measured_cache import CACHE_VARIABLE
+
+REUSED_SAID = "measured earlier on the same inputs, reused from certlab's cache"
+
+
+def certified(registry: Registry, **options: Any) -> tuple[dict[str, Any], int, list[str]]:
+    said: list[str] = []
+    settings = CertifyOptions(
+        families=("intervals",), agent="oracle", sandbox="none", mutants=False, workers=2, **options
+    )
+    result = certify(registry, settings, said.append)
+    return result.bundle, result.exit_code, said
+
+
+def outcomes(bundle: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
+    return [(t["agent"], t["id"], t["verdict"], t["failure_mode"]) for t in bundle["calibration"]["trials"]]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def first(registry: Registry, cache: Path) -> dict[str, Any]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_VARIABLE, str(cache))
+        bundle, exit_code, said = certified(registry)
+    assert exit_code == 0, said
+    return bundle
+
+
+def test_a_second_certification_reuses_every_calibration_trial_and_the_bundle_and_contract_say_so(
+    registry: Registry, cache: Path, first: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "reused" not in first["calibration"]  # measured: the bundle's shape is as before
+    kept = sorted((cache / KIND).glob("*.json"))
+    assert len(kept) == len(first["calibration"]["trials"])  # each trial met its expectation, so each is kept
+    monkeypatch.setenv(CACHE_VARIABLE, str(cache))
+
+    bundle, exit_code, said = certified(registry)
+
+    assert exit_code == 0
+    trials = first["calibration"]["trials"]
+    assert outcomes(bundle) == outcomes(first)
+    assert bundle["calibration"]["reused"] == [{"agent": t["agent"], "id": t["id"]} for t in trials]
+    assert f"calibrate: {len(trials)} of {len(trials)} trials {REUSED_SAID}" in "\n".join(said)
+    assert f"{len(trials)} of these {len(trials)} calibration trials were measured earlier" in render_contract(
+        bundle, registry
+    )
+    assert bundle["summary"]["fixed"] == bundle["summary"]["scheduled"] == 6  # the agent's own trials always run
+
+    fresh, exit_code, said = certified(registry, fresh_calibration=True)
+    assert exit_code == 0
+    assert "reused" not in fresh["calibration"] and not any(REUSED_SAID in line for line in said)
+    assert outcomes(fresh) == outcomes(first)
+    assert "measured earlier" not in render_contract(fresh, registry)
+
+
+def test_a_hostile_foreign_or_missed_entry_is_measured_again_never_an_error(
+    registry: Registry, first: dict[str, Any], cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = tmp_path / "cache"
+    (mine / KIND).mkdir(parents=True)
+    kept = sorted((cache / KIND).glob("*.json"))
+    for entry in kept:
+        (mine / KIND / entry.name).write_bytes(entry.read_bytes())
+    by_agent: dict[str, list[Path]] = {}
+    for entry in mine.joinpath(KIND).glob("*.json"):
+        document = json.loads(entry.read_text())
+        by_agent.setdefault(document["trial"]["verdict"] + " " + str(document["trial"]["failure_mode"]), []).append(
+            entry
+        )
+    fixed, failed = by_agent["fixed None"], by_agent["not-fixed suite-failed"]
+    # garbage; a FIFO (reading it must not hang); a symlink to a trial kept elsewhere; another trial's record under
+    # this key; a null agent's record edited to say fixed (it would miss the null agent's expectation)
+    fixed[0].write_text("{not json")
+    fixed[1].unlink()
+    os.mkfifo(fixed[1])
+    fixed[2].unlink()
+    fixed[2].symlink_to(kept[0])
+    fixed[3].write_bytes(fixed[4].read_bytes())
+    edited = json.loads(failed[0].read_text())
+    edited["trial"].update(verdict="fixed", failure_mode=None)
+    failed[0].write_text(json.dumps(edited))
+    monkeypatch.setenv(CACHE_VARIABLE, str(mine))
+
+    bundle, exit_code, said = certified(registry)
+
+    assert exit_code == 0, said
+    assert outcomes(bundle) == outcomes(first)  # every hostile entry was measured again, as it was measured first
+    assert not bundle["calibration"]["problems"]
+    total = len(first["calibration"]["trials"])
+    assert len(bundle["calibration"]["reused"]) == total - 5
+    assert f"calibrate: {total - 5} of {total} trials {REUSED_SAID}" in "\n".join(said)
+
+
+def test_each_input_of_a_calibration_trial_moves_its_key(registry: Registry) -> None:
+    family = registry.get("task_families", "intervals")
+    agents = registry.all("agents")
+    graders = grader_chain(registry)
+    spec = TrialSpec(task=Task(family, family.defects[0]), agent=agents["oracle"], repeat=1)
+    key = trial_key(spec, graders)
+    assert key is not None and key == trial_key(attrs.evolve(spec), graders)
+    moved = [
+        trial_key(attrs.evolve(spec, task=Task(family, family.defects[1])), graders),
+        trial_key(attrs.evolve(spec, agent=agents["null"]), graders),
+        trial_key(attrs.evolve(spec, repeat=2), graders),
+        trial_key(attrs.evolve(spec, agent_args=("--flag",)), graders),
+        trial_key(attrs.evolve(spec, expected_tests=("tests/test_intervals.py::test_one",)), graders),
+        trial_key(attrs.evolve(spec, agent_timeout_s=5.0), graders),
+        trial_key(attrs.evolve(spec, impossible=True), graders),
+        trial_key(spec, graders[:-1]),
+        trial_key(attrs.evolve(spec, task=Task(attrs.evolve(family, version="9.9.9"), family.defects[0])), graders),
+    ]
+    assert None not in moved and len({key, *moved}) == len(moved) + 1
+    # a contained trial, one behind a model boundary or with a seed is never the harness's calibration: not keyed
+    assert trial_key(attrs.evolve(spec, containment=Containment()), graders) is None
+    assert trial_key(attrs.evolve(spec, seed=7), graders) is None
