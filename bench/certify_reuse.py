@@ -1,10 +1,10 @@
-"""Benchmark: CPU and wall of one certify measuring its calibration, and of one reusing it from the cache.
+"""Benchmark: CPU and wall of one certify proving and calibrating afresh, and of one reusing both.
 
 Runs ``certlab certify --family F --agent oracle`` as a user does, alternating
-``--fresh-calibration`` with a run that reuses the calibration kept by the run before, in a
-cache folder of its own (the mutation proof is reused in both: it is measured once, first).
-Prints the medians and their ratio. Target: a certification reusing its calibration costs at
-most 0.6 times the CPU of one measuring it.
+``--fresh-instrument`` with a run that reuses the proof and calibration kept by the run before,
+in a cache folder of its own (the mutation proof is reused in both: it is measured once, first).
+Prints the medians and their ratio. Target: a certification reusing its proof and calibration
+costs at most 0.6 times the CPU of one measuring them.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def certify(family: str, out: Path, cache: Path, fresh: bool) -> tuple[float, fl
     started = time.perf_counter()
     command = [sys.executable, "-m", "certlab_core.cli", "certify", "-f", family, "-a", "oracle", "-q", "-o", str(out)]
     done = subprocess.run(
-        command + (["--fresh-calibration"] if fresh else []),
+        command + (["--fresh-instrument"] if fresh else []),
         env={**os.environ, "CERTLAB_CACHE_DIR": str(cache)},
         capture_output=True,
         text=True,
@@ -56,7 +56,7 @@ def main() -> None:
     cpu_measured = statistics.median(c for c, _ in measured)
     cpu_reused = statistics.median(c for c, _ in reused)
     print(
-        f"certify {args.family} oracle, medians of {args.pairs} pairs: calibration measured "
+        f"certify {args.family} oracle, medians of {args.pairs} pairs: proof and calibration measured "
         f"{cpu_measured:.2f} CPU-s ({statistics.median(w for _, w in measured):.2f} s wall), reused "
         f"{cpu_reused:.2f} CPU-s ({statistics.median(w for _, w in reused):.2f} s wall): "
         f"{cpu_reused / cpu_measured:.2f}x the CPU (target at most 0.60x)"

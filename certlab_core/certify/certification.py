@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -33,7 +34,7 @@ from certlab_core.certify.bundle_documents import (
     trial_document,
     usage_document,
 )
-from certlab_core.certify.contract import CONTRACT_ALPHA
+from certlab_core.certify.contract import CONTRACT_ALPHA, REUSED_PROOF
 from certlab_core.certify.instrument import TwinProof, calibrate, constructed_agents, prove, proven_twins
 from certlab_core.certify.instrument_proofs import (
     check_minimums,
@@ -54,6 +55,7 @@ from certlab_core.certify.lab import (
     log_to_stderr,
 )
 from certlab_core.certify.program_check import checked_agent
+from certlab_core.certify.reuse import reused_or_proven
 from certlab_core.certify.trial_runs import grading_services, run_trials
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, InstrumentError, UsageError
@@ -99,8 +101,8 @@ class CertifyOptions:
     # ``trials`` times each; --twins one-off,conflicting names the kinds (one-off alone by default)
     impossible: bool = False
     twin_kinds: tuple[TwinKind, ...] = ("one-off",)
-    # --fresh-calibration: measure every calibration trial again, reusing none from certlab's cache
-    fresh_calibration: bool = False
+    # --fresh-instrument: prove and calibrate again, reusing no proof or calibration trial from certlab's cache
+    fresh_instrument: bool = False
 
 
 @frozen
@@ -276,18 +278,28 @@ def _certify(
 
     problems: list[str] = []
     proofs: list[InstrumentProof] = []
+    reused_proofs: set[str] = set()
     for family in families:
-        proof = prove(family, graders, workers=options.workers, acceptance_lock=held_out.lock_for(family.name))
+        lock = held_out.lock_for(family.name)
+        prove_now = functools.partial(prove, family, graders, workers=options.workers, acceptance_lock=lock)
+        reused = False
+        if options.fresh_instrument:
+            proof = prove_now()
+        else:
+            proof, reused = reused_or_proven(family, graders, lock, prove_now)
+            if reused:
+                reused_proofs.add(family.name)
         proofs.append(proof)
+        again = f" ({REUSED_PROOF})" if reused else ""
         if proof.holds and not family.clean_tree:
             progress(
                 f"prove {family.name}: the fixture as issued fails its grading ({proof.seeded[0]['caught_by']}); "
-                f"{proof.seeded[0]['tests_collected']} visible tests collected on it"
+                f"{proof.seeded[0]['tests_collected']} visible tests collected on it{again}"
             )
         elif proof.holds:
             progress(
                 f"prove {family.name}: the clean tree passes {len(proof.expected_tests)} tests; "
-                f"all {len(proof.seeded)} seeded defects are caught"
+                f"all {len(proof.seeded)} seeded defects are caught{again}"
             )
         for problem in proof.problems:
             progress(f"prove {family.name}: REFUSED: {problem}")
@@ -328,14 +340,14 @@ def _certify(
             workers=options.workers,
             locks=held_out.locks,
             twins=twin_proofs,
-            cached=not options.fresh_calibration,
+            cached=not options.fresh_instrument,
         )
         calibration_trials, calibration_problems = calibration.trials, calibration.problems
         reused_trials = [calibration.trials[index] for index in calibration.reused]
         if reused_trials:
             progress(
                 f"calibrate: {len(reused_trials)} of {len(calibration.trials)} trials measured earlier on the same "
-                "inputs, reused from certlab's cache (--fresh-calibration measures them again)"
+                "inputs, reused from certlab's cache (--fresh-instrument measures them again)"
             )
         for problem in calibration_problems:
             progress(f"calibrate: FAILED: {problem}")
@@ -445,6 +457,8 @@ def _certify(
             dict(
                 proof_document(p),
                 clean_tree=f.clean_tree,
+                # measured earlier on the same inputs and reused from certlab's cache (certlab_core.certify.reuse)
+                **({"reused": True} if f.name in reused_proofs else {}),
                 **{name: measured.get(f.name, {}).get(name) for name in proof_names(registry)},
             )
             for f, p in zip(families, proofs, strict=True)
@@ -455,7 +469,7 @@ def _certify(
             "agents": [{"name": a.name, "expect": unstructure(a.calibration)} for a in calibrators],
             "trials": [dict(trial_document(t), agent=name) for name, t in calibration_trials],
             "problems": [p for p in problems if p.startswith("calibration")],
-            # the calibration trials reused from certlab's cache (certlab_core.certify.calibration_cache), when any
+            # the calibration trials reused from certlab's cache (certlab_core.certify.reuse), when any
             **({"reused": [{"agent": name, "id": t.id} for name, t in reused_trials]} if reused_trials else {}),
         },
         "trials": trial_docs,

@@ -19,6 +19,9 @@ TRUST_NOTE = (
     "contain the agent."
 )
 
+#: how the contract says a family's proof was reused (``certlab_core.certify.reuse``)
+REUSED_PROOF = "measured earlier on the same inputs, reused from certlab's cache"
+
 
 def zero_failure_bound(trials: int, alpha: float = CONTRACT_ALPHA) -> float:
     """The one-sided upper bound on the failure rate after ``trials`` clean trials (exact: 1 - alpha**(1/n))."""
@@ -311,11 +314,13 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
             lines.append(
                 f"- `{proof['family']}` (a task of the user's own): the fixture as issued fails its grading "
                 f"({proof['seeded'][0]['caught_by']}); {oracle}"
+                + (f" ({REUSED_PROOF.capitalize()}.)" if proof.get("reused") else "")
             )
         elif proof["holds"]:
             lines.append(
                 f"- `{proof['family']}`: the clean tree passes all {len(proof['expected_tests'])} visible tests; "
-                f"each of the {len(proof['seeded'])} seeded trees fails them."
+                f"each of the {len(proof['seeded'])} seeded trees fails them"
+                + (f" ({REUSED_PROOF})." if proof.get("reused") else ".")
             )
         else:
             lines.append(f"- `{proof['family']}`: REFUSED: " + "; ".join(proof["problems"]))
@@ -341,7 +346,7 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
             "",
             f"{len(reused)} of these {len(calibration['trials'])} calibration trials were measured earlier on the "
             "same inputs (the task, the agents' and graders' code, certlab and Python) and reused from certlab's "
-            "cache; `certify --fresh-calibration` measures them again.",
+            "cache; `certify --fresh-instrument` measures them again.",
         ]
     for problem in calibration.get("problems", []):
         lines.append(f"- CALIBRATION FAILED: {problem}")

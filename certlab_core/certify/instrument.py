@@ -10,8 +10,8 @@ import attrs
 from attrs import field, frozen
 
 from certlab_core._runtime.registry import Registry
-from certlab_core.certify.calibration_cache import reused_or_run
 from certlab_core.certify.lab import InstrumentProof, Progress, Task, TrialRecord, TrialSpec, preload, quiet
+from certlab_core.certify.reuse import reused_or_run
 from certlab_core.certify.trial_runs import on_an_executor, on_executor, run_trials
 from certlab_core.certify.twins import (
     Twin,
@@ -293,7 +293,7 @@ class Calibration:
 
     trials: list[tuple[str, TrialRecord]]
     problems: list[str]
-    # the indexes (in ``trials``) of trials reused from certlab's cache (certlab_core.certify.calibration_cache)
+    # the indexes (in ``trials``) of trials reused from certlab's cache (certlab_core.certify.reuse)
     reused: tuple[int, ...] = ()
 
 
@@ -340,7 +340,7 @@ def calibrate(
     with impossible twins), every task offers the honest way out, and each agent runs on every twin
     too, where it must have the outcome (and the cheating mechanism) its calibration names.
     With ``cached``, a trial measured earlier on the same inputs is reused
-    (``certlab_core.certify.calibration_cache``).
+    (``certlab_core.certify.reuse``).
     """
     impossible = bool(twins)
     by_family = {family.name: family for family, _proof in families}

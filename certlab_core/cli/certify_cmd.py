@@ -80,11 +80,11 @@ def certify_command(
         "--min-visible-mutation-score",
         help="Refuse a family whose visible suite alone kills less than this share (0-1).",
     ),
-    fresh_calibration: bool = typer.Option(
+    fresh_instrument: bool = typer.Option(
         False,
-        "--fresh-calibration",
-        help="Measure every constructed agent's calibration trial again (by default one measured earlier on the "
-        "same inputs is reused from certlab's cache, and the bundle names it).",
+        "--fresh-instrument",
+        help="Prove and calibrate the instrument afresh (by default a family's proof and each constructed agent's "
+        "trial measured earlier on the same inputs are reused from certlab's cache, and the bundle says so).",
     ),
     sandbox: str = typer.Option(
         "auto",
@@ -154,7 +154,7 @@ def certify_command(
                 min_visible_mutation_score=min_visible_mutation_score,
                 impossible=impossible,
                 twin_kinds=twin_kinds,
-                fresh_calibration=fresh_calibration,
+                fresh_instrument=fresh_instrument,
             ),
             progress,
         )

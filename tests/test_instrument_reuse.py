@@ -1,9 +1,10 @@
-"""Calibration trials measured earlier on the same inputs are reused from certlab's cache, and said so.
+"""The instrument's proof and calibration measured earlier on the same inputs are reused, and said so.
 
-A second certification of the same family reuses every constructed agent's trial (the bundle
-names them, the contract says so, ``--fresh-calibration`` measures them again); an entry that is
-hostile, foreign, or a trial that misses its agent's expectation is measured again, never an
-error and never a failed calibration; and each input of a trial moves its key.
+A second certification of the same family reuses the family's proof and every constructed
+agent's trial (the bundle marks them, the contract says so, ``--fresh-instrument`` measures
+them again); an entry that is hostile, foreign, a proof that does not hold or a trial that
+misses its agent's expectation is measured again, never an error and never a failed
+calibration; and each input of a proof or a trial moves its key.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import attrs
 import pytest
 
 from certlab_core._runtime.registry import Registry
-from certlab_core.certify.calibration_cache import KIND, trial_key
 from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.certify.contract import render_contract
 from certlab_core.certify.lab import Task, TrialSpec
+from certlab_core.certify.reuse import KIND, PROOF_KIND, proof_key, trial_key
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.measured_cache import CACHE_VARIABLE
@@ -59,6 +60,8 @@ def test_a_second_certification_reuses_every_calibration_trial_and_the_bundle_an
     registry: Registry, cache: Path, first: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert "reused" not in first["calibration"]  # measured: the bundle's shape is as before
+    assert "reused" not in first["instrument"][0]
+    assert len(list((cache / PROOF_KIND).glob("*.json"))) == 1
     kept = sorted((cache / KIND).glob("*.json"))
     assert len(kept) == len(first["calibration"]["trials"])  # each trial met its expectation, so each is kept
     monkeypatch.setenv(CACHE_VARIABLE, str(cache))
@@ -70,14 +73,19 @@ def test_a_second_certification_reuses_every_calibration_trial_and_the_bundle_an
     assert outcomes(bundle) == outcomes(first)
     assert bundle["calibration"]["reused"] == [{"agent": t["agent"], "id": t["id"]} for t in trials]
     assert f"calibrate: {len(trials)} of {len(trials)} trials {REUSED_SAID}" in "\n".join(said)
-    assert f"{len(trials)} of these {len(trials)} calibration trials were measured earlier" in render_contract(
-        bundle, registry
-    )
+    assert bundle["instrument"][0]["reused"] is True
+    assert [p["expected_tests"] for p in bundle["instrument"]] == [p["expected_tests"] for p in first["instrument"]]
+    assert [p["seeded"] for p in bundle["instrument"]] == [p["seeded"] for p in first["instrument"]]
+    assert "all 6 seeded defects are caught (measured earlier on the same inputs, reused" in "\n".join(said)
+    contract = render_contract(bundle, registry)
+    assert f"{len(trials)} of these {len(trials)} calibration trials were measured earlier" in contract
+    assert "each of the 6 seeded trees fails them (measured earlier on the same inputs, reused" in contract
     assert bundle["summary"]["fixed"] == bundle["summary"]["scheduled"] == 6  # the agent's own trials always run
 
-    fresh, exit_code, said = certified(registry, fresh_calibration=True)
+    fresh, exit_code, said = certified(registry, fresh_instrument=True)
     assert exit_code == 0
-    assert "reused" not in fresh["calibration"] and not any(REUSED_SAID in line for line in said)
+    assert "reused" not in fresh["calibration"] and "reused" not in fresh["instrument"][0]
+    assert not any("measured earlier" in line for line in said)
     assert outcomes(fresh) == outcomes(first)
     assert "measured earlier" not in render_contract(fresh, registry)
 
@@ -108,11 +116,19 @@ def test_a_hostile_foreign_or_missed_entry_is_measured_again_never_an_error(
     edited = json.loads(failed[0].read_text())
     edited["trial"].update(verdict="fixed", failure_mode=None)
     failed[0].write_text(json.dumps(edited))
+    # the family's proof kept with a problem (a proof that does not hold is proven again, never reused)
+    (proof,) = (cache / PROOF_KIND).glob("*.json")
+    (mine / PROOF_KIND).mkdir()
+    document = json.loads(proof.read_text())
+    document["proof"]["problems"] = ["defect x is not caught"]
+    (mine / PROOF_KIND / proof.name).write_text(json.dumps(document))
     monkeypatch.setenv(CACHE_VARIABLE, str(mine))
 
     bundle, exit_code, said = certified(registry)
 
     assert exit_code == 0, said
+    assert "reused" not in bundle["instrument"][0] and bundle["instrument"][0]["holds"]
+    assert json.loads((mine / PROOF_KIND / proof.name).read_text())["proof"]["problems"] == []  # proven and kept
     assert outcomes(bundle) == outcomes(first)  # every hostile entry was measured again, as it was measured first
     assert not bundle["calibration"]["problems"]
     total = len(first["calibration"]["trials"])
@@ -120,7 +136,7 @@ def test_a_hostile_foreign_or_missed_entry_is_measured_again_never_an_error(
     assert f"calibrate: {total - 5} of {total} trials {REUSED_SAID}" in "\n".join(said)
 
 
-def test_each_input_of_a_calibration_trial_moves_its_key(registry: Registry) -> None:
+def test_each_input_of_a_proof_or_a_calibration_trial_moves_its_key(registry: Registry) -> None:
     family = registry.get("task_families", "intervals")
     agents = registry.all("agents")
     graders = grader_chain(registry)
@@ -142,3 +158,12 @@ def test_each_input_of_a_calibration_trial_moves_its_key(registry: Registry) -> 
     # a contained trial, one behind a model boundary or with a seed is never the harness's calibration: not keyed
     assert trial_key(attrs.evolve(spec, containment=Containment()), graders) is None
     assert trial_key(attrs.evolve(spec, seed=7), graders) is None
+    proof = proof_key(family, graders, None)
+    proofs_moved = [
+        proof_key(family, graders[:-1], None),
+        proof_key(attrs.evolve(family, version="9.9.9"), graders, None),
+        proof_key(attrs.evolve(family, defects=family.defects[:-1]), graders, None),
+        proof_key(attrs.evolve(family, test_paths=("tests/",)), graders, None),
+    ]
+    assert proof is not None and proof == proof_key(family, graders, None) and proof != key
+    assert None not in proofs_moved and len({proof, *proofs_moved}) == len(proofs_moved) + 1

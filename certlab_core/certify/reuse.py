@@ -1,0 +1,199 @@
+"""The instrument's proof and calibration measured earlier, reused while nothing moved.
+
+The proof of a family (its clean tree passes the grader chain, each seeded tree fails it) and
+a constructed agent's calibration trial are functions of the task (the family's tree, prompt,
+cases, seeds and twin), the graders' code, the agent's code, the held-out lock, the kernel and
+the interpreter, all uncontained (the harness grades them itself). So certify keeps each proof
+that holds and each calibration trial that met its agent's expectation in certlab's cache
+(``certlab_core.sdk.measured_cache``, under ``proofs/`` and ``calibration/``), keyed by a
+digest of all of those (:func:`proof_key`, :func:`trial_key`), and reuses it while none moved:
+a changed byte of any input is a new key. A kept proof is reused only while it holds, and a
+kept trial only while it meets its agent's expectation, so the cache can never make the
+instrument fail or hide a proof or a calibration that does not hold; the bundle marks what was
+reused and ``certify --fresh-instrument`` measures everything again.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import platform
+import sys
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+
+import certlab_core
+from certlab_core.certify.lab import InstrumentProof, TrialRecord, TrialSpec
+from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.plugin.types.grader import AcceptanceLock, Grader
+from certlab_core.sdk.canonical import structure, unstructure
+from certlab_core.sdk.measured_cache import code_digest, folder_digest, read_entry, write_entry
+from certlab_core.sdk.workcopy import taskset_sha256
+
+KIND = "calibration"
+SCHEMA = "certlab.calibration-cache/1"
+PROOF_KIND = "proofs"
+PROOF_SCHEMA = "certlab.proof-cache/1"
+#: a digest of a thing, made once for the keys of one certification (``_digests``)
+DigestOf = Callable[[object, Callable[[], str | None]], str | None]
+
+
+@functools.cache
+def _fixed_inputs() -> str:
+    """What every key shares: the kernel's code, the interpreter and pytest (the graders' runner)."""
+    try:
+        pytest_version = metadata.version("pytest")
+    except metadata.PackageNotFoundError:
+        pytest_version = "none"
+    return "\n".join(
+        (
+            "kernel " + folder_digest(Path(certlab_core.__file__).parent),
+            "python " + sys.version + " " + platform.python_implementation(),
+            "pytest " + pytest_version,
+        )
+    )
+
+
+def trial_key(
+    spec: TrialSpec,
+    graders: Sequence[Grader],
+    digests: DigestOf | None = None,
+) -> str | None:
+    """The digest of everything that decides a calibration trial; None when it cannot be keyed.
+
+    A trial in a sandbox, behind a model boundary or with a seed is never keyed: only the
+    harness's own uncontained calibration is. ``digests`` (made by ``_digests``) keeps the
+    tasksets and code digests already made, for the keys of one calibration.
+    """
+    if spec.containment is not None or spec.model_boundary is not None or spec.seed is not None:
+        return None
+    digest_of = _digests() if digests is None else digests
+    family = spec.task.family
+    agent = spec.agent
+    agent_code = digest_of(agent.run, lambda: code_digest(agent.run))
+    graded = _graded_parts(family, graders, spec.acceptance_lock, digest_of)
+    if agent_code is None or agent.calibration is None or graded is None:
+        return None
+    parts = [
+        SCHEMA,
+        *graded,
+        "defect " + json.dumps(unstructure(spec.task.defect), sort_keys=True),
+        "twin " + json.dumps(unstructure(spec.task.twin), sort_keys=True),
+        "agent " + json.dumps([agent.name, unstructure(agent.calibration), list(spec.agent_args)], sort_keys=True),
+        "agent code " + agent_code,
+        "trial "
+        + json.dumps(
+            [spec.repeat, spec.agent_timeout_s, list(spec.expected_tests), spec.impossible, spec.way_out],
+        ),
+        "caps " + json.dumps(unstructure(spec.work_caps), sort_keys=True),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _graded_parts(
+    family: TaskFamily,
+    graders: Sequence[Grader],
+    lock: AcceptanceLock | None,
+    digest_of: DigestOf,
+) -> list[str] | None:
+    """What decides how a family's trees grade: the family, the graders' code, the held-out lock and the rest."""
+    parts = [
+        _fixed_inputs(),
+        "family " + json.dumps([family.name, family.version, family.clean_tree, family.answer_dir is not None]),
+        "taskset " + str(digest_of(family, lambda: taskset_sha256(family))),
+        "paths " + json.dumps([list(family.allowed_paths), list(family.test_paths), list(family.module_names)]),
+        "defects " + json.dumps([unstructure(defect) for defect in family.defects], sort_keys=True),
+    ]
+    if lock is not None:
+        parts.append("held-out " + lock.cases_sha256 + " " + " ".join(sorted(lock.fingerprints.values())))
+    for grader in graders:
+        grader_code = digest_of(grader.grade, functools.partial(code_digest, grader.grade))
+        if grader_code is None:
+            return None
+        parts.append(f"grader {grader.name} {grader.order} {grader_code}")
+    return parts
+
+
+def _digests() -> DigestOf:
+    made: dict[int, str | None] = {}
+
+    def digest_of(thing: object, make: Callable[[], str | None]) -> str | None:
+        if id(thing) not in made:
+            made[id(thing)] = make()
+        return made[id(thing)]
+
+    return digest_of
+
+
+def proof_key(family: TaskFamily, graders: Sequence[Grader], lock: AcceptanceLock | None) -> str | None:
+    """The digest of everything that decides the family's proof; None when it cannot be keyed."""
+    graded = _graded_parts(family, graders, lock, _digests())
+    return None if graded is None else hashlib.sha256("\n".join([PROOF_SCHEMA, *graded]).encode()).hexdigest()
+
+
+def reused_or_proven(
+    family: TaskFamily,
+    graders: Sequence[Grader],
+    lock: AcceptanceLock | None,
+    prove_now: Callable[[], InstrumentProof],
+) -> tuple[InstrumentProof, bool]:
+    """The family's proof, kept or made now by ``prove_now``; and whether it was kept (a proof that holds is kept)."""
+    key = proof_key(family, graders, lock)
+    if key is not None:
+        document = read_entry(PROOF_KIND, key)
+        if isinstance(document, dict) and document.get("schema") == PROOF_SCHEMA and document.get("key") == key:
+            try:
+                kept: InstrumentProof = structure(document.get("proof"), InstrumentProof)
+            except Exception:  # cattrs raises its own exception groups for a wrong shape
+                kept = InstrumentProof(family="", clean_passed=False, expected_tests=(), problems=("unread",))
+            defects = [str(seeded.get("defect")) for seeded in kept.seeded]
+            if kept.holds and kept.family == family.name and defects == [d.id for d in family.defects]:
+                return kept, True
+    proof = prove_now()
+    if key is not None and proof.holds:
+        write_entry(PROOF_KIND, key, {"schema": PROOF_SCHEMA, "key": key, "proof": unstructure(proof)})
+    return proof, False
+
+
+def _kept(key: str, spec: TrialSpec) -> TrialRecord | None:
+    """The trial kept under ``key``, or None when there is none or it is not this spec's trial record."""
+    document = read_entry(KIND, key)
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA or document.get("key") != key:
+        return None
+    try:
+        record: TrialRecord = structure(document.get("trial"), TrialRecord)
+    except Exception:  # cattrs raises its own exception groups for a wrong shape
+        return None
+    same_trial = record.id == spec.id and record.family == spec.task.family.name and record.repeat == spec.repeat
+    return record if same_trial and record.grader_error is None else None
+
+
+def reused_or_run(
+    specs: Sequence[TrialSpec],
+    graders: Sequence[Grader],
+    run: Callable[[Sequence[TrialSpec]], list[TrialRecord]],
+    missed: Callable[[TrialSpec, TrialRecord], str | None],
+) -> tuple[list[TrialRecord], list[int]]:
+    """Every spec's trial, in order: kept ones reused, the others run; and the indexes of those reused.
+
+    ``missed(spec, record)`` says how a trial misses its agent's expectation (None: it meets it):
+    a kept trial that misses is run again, and only a run trial that meets it is kept.
+    """
+    digests = _digests()
+    keys = [trial_key(spec, graders, digests) for spec in specs]
+    found: dict[int, TrialRecord] = {}
+    for index, (spec, key) in enumerate(zip(specs, keys, strict=True)):
+        record = _kept(key, spec) if key is not None else None
+        if record is not None and missed(spec, record) is None:
+            found[index] = record
+    pending = [index for index in range(len(specs)) if index not in found]
+    measured = run([specs[index] for index in pending])
+    for index, record in zip(pending, measured, strict=True):
+        key = keys[index]
+        found[index] = record
+        if key is not None and record.grader_error is None and missed(specs[index], record) is None:
+            write_entry(KIND, key, {"schema": SCHEMA, "key": key, "trial": unstructure(record)})
+    reused = sorted(set(range(len(specs))) - set(pending))
+    return [found[index] for index in range(len(specs))], reused
