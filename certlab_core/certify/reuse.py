@@ -1,4 +1,4 @@
-"""The instrument's proof and calibration measured earlier, reused while nothing moved.
+"""Proofs and calibration trials measured earlier, reused while nothing moved.
 
 The proof of a family (its clean tree passes the grader chain, each seeded tree fails it) and
 a constructed agent's calibration trial are functions of the task (the family's tree, prompt,
