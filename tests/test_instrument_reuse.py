@@ -1,10 +1,10 @@
 """The instrument's proof and calibration measured earlier on the same inputs are reused, and said so.
 
-A second certification of the same family reuses the family's proof and every constructed
-agent's trial (the bundle marks them, the contract says so, ``--fresh-instrument`` measures
-them again); an entry that is hostile, foreign, a proof that does not hold or a trial that
-misses its agent's expectation is measured again, never an error and never a failed
-calibration; and each input of a proof or a trial moves its key.
+A second certification of the same family, or of a task of one's own, reuses its proof and
+every constructed agent's trial (the bundle marks them, the contract says so,
+``--fresh-instrument`` measures them again); an entry that is hostile, foreign, a proof that
+does not hold or a trial that misses its agent's expectation is measured again, never an
+error and never a failed calibration; and each input of a proof or a trial moves its key.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from certlab_core.certify.reuse import KIND, PROOF_KIND, proof_key, trial_key
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.measured_cache import CACHE_VARIABLE
+from certlab_core.testing import run_certlab
 
 REUSED_SAID = "measured earlier on the same inputs, reused from certlab's cache"
 
@@ -82,12 +83,35 @@ def test_a_second_certification_reuses_every_calibration_trial_and_the_bundle_an
     assert "each of the 6 seeded trees fails them (measured earlier on the same inputs, reused" in contract
     assert bundle["summary"]["fixed"] == bundle["summary"]["scheduled"] == 6  # the agent's own trials always run
 
-    fresh, exit_code, said = certified(registry, fresh_instrument=True)
-    assert exit_code == 0
-    assert "reused" not in fresh["calibration"] and "reused" not in fresh["instrument"][0]
-    assert not any("measured earlier" in line for line in said)
-    assert outcomes(fresh) == outcomes(first)
-    assert "measured earlier" not in render_contract(fresh, registry)
+
+def test_a_task_of_ones_own_is_reused_too_and_fresh_instrument_measures_it_again(tmp_path: Path) -> None:
+    env = {**os.environ, CACHE_VARIABLE: str(tmp_path / "cache")}
+    assert run_certlab("init-task", str(tmp_path / "task"), env=env).returncode == 0
+
+    def certify_task(out: str, *more: str) -> tuple[dict[str, Any], str]:
+        done = run_certlab(
+            "certify", "--task", str(tmp_path / "task"), "-a", "null", "--sandbox", "none", "-o", str(tmp_path / out),
+            *more, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads((tmp_path / out / "bundle.json").read_text()), done.stderr
+
+    first, said = certify_task("first")
+    assert "reused" not in first["instrument"][0] and "reused" not in first["calibration"]
+    assert "measured earlier" not in said
+    again, said = certify_task("again")
+    assert (
+        again["instrument"][0]["reused"] is True
+        and again["instrument"][0]["seeded"] == first["instrument"][0]["seeded"]
+    )
+    assert len(again["calibration"]["reused"]) == len(first["calibration"]["trials"]) == 4
+    assert f"calibrate: 4 of 4 trials {REUSED_SAID}" in said
+    assert "the fixture as issued fails its grading" in said and f"({REUSED_SAID})" in said
+    assert f"({REUSED_SAID.capitalize()}.)" in (tmp_path / "again" / "CONTRACT.md").read_text()
+    fresh, said = certify_task("fresh", "--fresh-instrument")
+    assert "reused" not in fresh["instrument"][0] and "reused" not in fresh["calibration"]
+    assert "measured earlier" not in said and "measured earlier" not in (tmp_path / "fresh" / "CONTRACT.md").read_text()
+    assert outcomes(fresh) == outcomes(again) == outcomes(first)
 
 
 def test_a_hostile_foreign_or_missed_entry_is_measured_again_never_an_error(
