@@ -20,8 +20,8 @@ import pytest
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.certify.contract import render_contract
-from certlab_core.certify.lab import Task, TrialSpec
-from certlab_core.certify.reuse import KIND, PROOF_KIND, proof_key, trial_key
+from certlab_core.certify.lab import InstrumentProof, Task, TrialSpec
+from certlab_core.certify.reuse import KIND, PROOF_KIND, proof_key, reused_or_proven, trial_key
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.measured_cache import CACHE_VARIABLE
@@ -140,6 +140,10 @@ def test_a_hostile_foreign_or_missed_entry_is_measured_again_never_an_error(
     edited = json.loads(failed[0].read_text())
     edited["trial"].update(verdict="fixed", failure_mode=None)
     failed[0].write_text(json.dumps(edited))
+    # a number where the trial's diff (text) belongs: cattrs would take it, as "5"
+    loose = json.loads(fixed[5].read_text())
+    loose["trial"]["diff"] = 5
+    fixed[5].write_text(json.dumps(loose))
     # the family's proof kept with a problem (a proof that does not hold is proven again, never reused)
     (proof,) = (cache / PROOF_KIND).glob("*.json")
     (mine / PROOF_KIND).mkdir()
@@ -156,8 +160,8 @@ def test_a_hostile_foreign_or_missed_entry_is_measured_again_never_an_error(
     assert outcomes(bundle) == outcomes(first)  # every hostile entry was measured again, as it was measured first
     assert not bundle["calibration"]["problems"]
     total = len(first["calibration"]["trials"])
-    assert len(bundle["calibration"]["reused"]) == total - 5
-    assert f"calibrate: {total - 5} of {total} trials {REUSED_SAID}" in "\n".join(said)
+    assert len(bundle["calibration"]["reused"]) == total - 6
+    assert f"calibrate: {total - 6} of {total} trials {REUSED_SAID}" in "\n".join(said)
 
 
 def test_each_input_of_a_proof_or_a_calibration_trial_moves_its_key(registry: Registry) -> None:
@@ -191,3 +195,42 @@ def test_each_input_of_a_proof_or_a_calibration_trial_moves_its_key(registry: Re
     ]
     assert proof is not None and proof == proof_key(family, graders, None) and proof != key
     assert None not in proofs_moved and len({proof, *proofs_moved}) == len(proofs_moved) + 1
+
+
+def test_a_kept_proof_is_reused_only_while_it_is_this_familys_and_holds(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path))
+    family = registry.get("task_families", "intervals")
+    graders = grader_chain(registry)
+    seeded = tuple(
+        {"defect": d.id, "defect_class": d.defect_class, "caught_by": "suite-failed"} for d in family.defects
+    )
+    made = InstrumentProof(family="intervals", clean_passed=True, expected_tests=("t.py::a",), seeded=seeded)
+    proved: list[InstrumentProof] = []
+
+    def prove_now() -> InstrumentProof:
+        proved.append(made)
+        return made
+
+    assert reused_or_proven(family, graders, None, prove_now) == (made, False)
+    assert reused_or_proven(family, graders, None, prove_now) == (made, True) and len(proved) == 1
+    entry = tmp_path / PROOF_KIND / f"{proof_key(family, graders, None)}.json"
+    kept = json.loads(entry.read_text())
+    for hostile in (
+        {**kept["proof"], "seeded": [1]},
+        {**kept["proof"], "seeded": [["defect", "clamp-to-end"]]},
+        {**kept["proof"], "seeded": kept["proof"]["seeded"][:-1]},
+        {**kept["proof"], "family": "ledger"},
+        {**kept["proof"], "problems": ["defect x is not caught"]},
+        {**kept["proof"], "expected_tests": "t.py::a"},  # cattrs would read it as its letters
+        {**kept["proof"], "family": 7},
+        "not a proof",
+    ):
+        entry.write_text(json.dumps({**kept, "proof": hostile}))
+        assert reused_or_proven(family, graders, None, prove_now) == (made, False), hostile  # proven again
+        assert json.loads(entry.read_text()) == kept  # and kept again
+    failing = attrs.evolve(made, problems=("defect x is not caught",))
+    entry.unlink()
+    assert reused_or_proven(family, graders, None, lambda: failing) == (failing, False)
+    assert not entry.exists()  # a proof that does not hold is never kept

@@ -133,6 +133,29 @@ def proof_key(family: TaskFamily, graders: Sequence[Grader], lock: AcceptanceLoc
     return None if graded is None else hashlib.sha256("\n".join([PROOF_SCHEMA, *graded]).encode()).hexdigest()
 
 
+def _kept_proof(key: str, family: TaskFamily) -> InstrumentProof | None:
+    """The proof kept under ``key``, or None: there is none, it is not one, not this family's, or it does not hold."""
+    document = read_entry(PROOF_KIND, key)
+    if not isinstance(document, dict) or document.get("schema") != PROOF_SCHEMA or document.get("key") != key:
+        return None
+    kept = _exactly(document.get("proof"), InstrumentProof)
+    if not isinstance(kept, InstrumentProof):
+        return None
+    defects = [seeded.get("defect") for seeded in kept.seeded]
+    same = kept.family == family.name and defects == [defect.id for defect in family.defects]
+    return kept if same and kept.holds else None
+
+
+def _exactly(data: object, cls: type) -> object | None:
+    """``data`` as a ``cls`` record, only when it is exactly what certlab keeps of one (it unstructures back to
+    ``data``): cattrs would read a string where a list belongs as its letters, a number where text belongs as text."""
+    try:
+        record = structure(data, cls)
+    except Exception:  # cattrs raises its own exception groups for a wrong shape
+        return None
+    return record if unstructure(record) == data else None
+
+
 def reused_or_proven(
     family: TaskFamily,
     graders: Sequence[Grader],
@@ -141,16 +164,9 @@ def reused_or_proven(
 ) -> tuple[InstrumentProof, bool]:
     """The family's proof, kept or made now by ``prove_now``; and whether it was kept (a proof that holds is kept)."""
     key = proof_key(family, graders, lock)
-    if key is not None:
-        document = read_entry(PROOF_KIND, key)
-        if isinstance(document, dict) and document.get("schema") == PROOF_SCHEMA and document.get("key") == key:
-            try:
-                kept: InstrumentProof = structure(document.get("proof"), InstrumentProof)
-            except Exception:  # cattrs raises its own exception groups for a wrong shape
-                kept = InstrumentProof(family="", clean_passed=False, expected_tests=(), problems=("unread",))
-            defects = [str(seeded.get("defect")) for seeded in kept.seeded]
-            if kept.holds and kept.family == family.name and defects == [d.id for d in family.defects]:
-                return kept, True
+    kept = _kept_proof(key, family) if key is not None else None
+    if kept is not None:
+        return kept, True
     proof = prove_now()
     if key is not None and proof.holds:
         write_entry(PROOF_KIND, key, {"schema": PROOF_SCHEMA, "key": key, "proof": unstructure(proof)})
@@ -162,9 +178,8 @@ def _kept(key: str, spec: TrialSpec) -> TrialRecord | None:
     document = read_entry(KIND, key)
     if not isinstance(document, dict) or document.get("schema") != SCHEMA or document.get("key") != key:
         return None
-    try:
-        record: TrialRecord = structure(document.get("trial"), TrialRecord)
-    except Exception:  # cattrs raises its own exception groups for a wrong shape
+    record = _exactly(document.get("trial"), TrialRecord)
+    if not isinstance(record, TrialRecord):
         return None
     same_trial = record.id == spec.id and record.family == spec.task.family.name and record.repeat == spec.repeat
     return record if same_trial and record.grader_error is None else None
