@@ -58,3 +58,20 @@ def test_no_kernel_module_computes_a_beta_quantile() -> None:
             if named and node.name != "t_quantile":  # type: ignore[union-attr]  # Student's t, for the cost report
                 found.append(f"{path.relative_to(KERNEL)}:{node.lineno} {node.name}")  # type: ignore[union-attr]
     assert found == []
+
+
+def test_the_markdown_report_heads_the_exact_interval_with_the_rule_that_computed_it() -> None:
+    # It said "exact (Clopper-Pearson)" whichever rule marked itself the default and computed the figures.
+    from certlab_report_markdown.render import render
+
+    manifest = json.loads((ARCHIVED / "manifest.json").read_text())
+    decision = json.loads((ARCHIVED / "decision.json").read_text())
+    lines = [json.loads(line) for line in (ARCHIVED / "trials.jsonl").read_text().splitlines()]
+    installed = build_report(manifest, lines, decision, exact=exact_interval(discover()))
+    wald = GuardedInterval("the rule wald", rule.interval, 5.0, "Wald")
+    another = build_report(manifest, lines, decision, exact=wald)
+    unnamed = build_report(manifest, lines, decision, exact=rule.interval)
+    assert (installed.exact_name, another.exact_name, unnamed.exact_name) == ("Clopper-Pearson", "Wald", "")
+    assert "| exact (Clopper-Pearson) |" in render(installed)
+    assert "| exact (Wald) |" in render(another) and "Clopper-Pearson" not in render(another)
+    assert "| exact |" in render(unnamed)

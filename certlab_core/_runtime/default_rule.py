@@ -70,7 +70,12 @@ def exact_interval_name(registry: Registry | None) -> str:
 
 def guarded_interval(registry: Registry, rule: StatisticalRule) -> GuardedInterval:
     """``rule.interval`` as every caller in the harness calls it (:class:`GuardedInterval`)."""
-    return GuardedInterval(registry.part_of("statistical_rules", rule.name, "interval"), rule.interval, registry.load_s)
+    return GuardedInterval(
+        registry.part_of("statistical_rules", rule.name, "interval"),
+        rule.interval,
+        registry.load_s,
+        rule.interval_name or rule.name,
+    )
 
 
 @frozen
@@ -84,6 +89,8 @@ class GuardedInterval:
     whose: str
     interval: Interval
     wait_s: float
+    #: what heads the interval in a report or a contract: the rule's ``interval_name``, else its name
+    name: str = ""
 
     def __call__(self, successes: int, n: int, alpha: float, /) -> tuple[float, float]:
         bounds = plugin_call(self.whose, self.interval, successes, n, alpha, seconds=self.wait_s, returns=(tuple, list))

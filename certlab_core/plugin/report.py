@@ -184,6 +184,9 @@ class Report(Record):
     earlier_runs: tuple[EarlierRun, ...] = field(converter=_tuple, default=())
     cost: tuple[str, ...] = field(converter=_tuple, default=())
     trust_note: str = TRUST_NOTE
+    #: what heads each arm's exact interval: the default rule's ``interval_name`` ("Clopper-Pearson"), else its
+    #: name; "" when the interval was handed in unnamed or none was computed
+    exact_name: str = ""
 
     @property
     def all_faults_fired(self) -> bool:

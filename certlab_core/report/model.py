@@ -2,10 +2,10 @@
 
 ``build_report`` is a pure function of the manifest, the trial lines and the decision the
 gate computes from them (docs/run-store.md). It only counts and summarises: the verdict
-and the bounds are the decision's; the per-arm exact (Clopper-Pearson) and Wilson
+and the bounds are the decision's; the per-arm exact (the default rule's) and Wilson
 intervals, at the experiment's alpha, are for reading and never decide anything. The
-exact one is the installed Clopper-Pearson rule's ``interval``, handed in: the kernel
-has no second implementation of it (none installed: the report shows none).
+exact one is the installed default rule's ``interval`` (Clopper-Pearson's), handed in with
+its name: the kernel has no second implementation of it (none installed: none is shown).
 Reporter plugins (``certlab_reporters``) render a ``Report``; ``certlab report --json``
 prints it.
 """
@@ -478,6 +478,8 @@ class ReportAccumulator:
             trials=decision.get("trials") or {},
             decision_file=decision_file,
             earlier_runs=earlier_runs,
+            # a GuardedInterval (the harness's) names its rule's interval; a bare function names nothing
+            exact_name=str(getattr(self.exact, "name", "") or "") if self.exact is not None else "",
         )
 
 

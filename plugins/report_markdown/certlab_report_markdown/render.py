@@ -94,7 +94,7 @@ def render(report: Report, rule: Any = None) -> str:
             "arm",
             "successes",
             "rate",
-            "exact (Clopper-Pearson)",
+            f"exact ({report.exact_name})" if report.exact_name else "exact",
             "Wilson",
             *[f"pass^{k}" for k in report.pass_k],
             "agent failures",
