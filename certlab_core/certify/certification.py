@@ -34,7 +34,7 @@ from certlab_core.certify.bundle_documents import (
     trial_document,
     usage_document,
 )
-from certlab_core.certify.contract import CONTRACT_ALPHA, REUSED_PROOF
+from certlab_core.certify.contract import CONTRACT_ALPHA, REUSED
 from certlab_core.certify.instrument import TwinProof, calibrate, constructed_agents, prove, proven_twins
 from certlab_core.certify.instrument_proofs import (
     check_minimums,
@@ -290,7 +290,7 @@ def _certify(
             if reused:
                 reused_proofs.add(family.name)
         proofs.append(proof)
-        again = f" ({REUSED_PROOF})" if reused else ""
+        again = f" ({REUSED})" if reused else ""
         if proof.holds and not family.clean_tree:
             progress(
                 f"prove {family.name}: the fixture as issued fails its grading ({proof.seeded[0]['caught_by']}); "
@@ -346,8 +346,8 @@ def _certify(
         reused_trials = [calibration.trials[index] for index in calibration.reused]
         if reused_trials:
             progress(
-                f"calibrate: {len(reused_trials)} of {len(calibration.trials)} trials measured earlier on the same "
-                "inputs, reused from certlab's cache (--fresh-instrument measures them again)"
+                f"calibrate: {len(reused_trials)} of {len(calibration.trials)} trials {REUSED} "
+                "(--fresh-instrument measures them again)"
             )
         for problem in calibration_problems:
             progress(f"calibrate: FAILED: {problem}")

@@ -19,8 +19,8 @@ TRUST_NOTE = (
     "contain the agent."
 )
 
-#: how the contract says a family's proof was reused (``certlab_core.certify.reuse``)
-REUSED_PROOF = "measured earlier on the same inputs, reused from certlab's cache"
+#: how certify and the contract say a proof or calibration trial was reused (``certlab_core.certify.reuse``)
+REUSED = "measured earlier on the same inputs, reused from certlab's cache"
 
 
 def zero_failure_bound(trials: int, alpha: float = CONTRACT_ALPHA) -> float:
@@ -314,13 +314,13 @@ def render_contract(bundle: dict[str, Any], registry: Registry | None) -> str:
             lines.append(
                 f"- `{proof['family']}` (a task of the user's own): the fixture as issued fails its grading "
                 f"({proof['seeded'][0]['caught_by']}); {oracle}"
-                + (f" ({REUSED_PROOF.capitalize()}.)" if proof.get("reused") else "")
+                + (f" ({REUSED.capitalize()}.)" if proof.get("reused") else "")
             )
         elif proof["holds"]:
             lines.append(
                 f"- `{proof['family']}`: the clean tree passes all {len(proof['expected_tests'])} visible tests; "
                 f"each of the {len(proof['seeded'])} seeded trees fails them"
-                + (f" ({REUSED_PROOF})." if proof.get("reused") else ".")
+                + (f" ({REUSED})." if proof.get("reused") else ".")
             )
         else:
             lines.append(f"- `{proof['family']}`: REFUSED: " + "; ".join(proof["problems"]))

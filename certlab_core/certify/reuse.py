@@ -135,10 +135,7 @@ def proof_key(family: TaskFamily, graders: Sequence[Grader], lock: AcceptanceLoc
 
 def _kept_proof(key: str, family: TaskFamily) -> InstrumentProof | None:
     """The proof kept under ``key``, or None: there is none, it is not one, not this family's, or it does not hold."""
-    document = read_entry(PROOF_KIND, key)
-    if not isinstance(document, dict) or document.get("schema") != PROOF_SCHEMA or document.get("key") != key:
-        return None
-    kept = _exactly(document.get("proof"), InstrumentProof)
+    kept = _read_kept(PROOF_KIND, PROOF_SCHEMA, key, "proof", InstrumentProof)
     if not isinstance(kept, InstrumentProof):
         return None
     defects = [seeded.get("defect") for seeded in kept.seeded]
@@ -146,14 +143,23 @@ def _kept_proof(key: str, family: TaskFamily) -> InstrumentProof | None:
     return kept if same and kept.holds else None
 
 
-def _exactly(data: object, cls: type) -> object | None:
-    """``data`` as a ``cls`` record, only when it is exactly what certlab keeps of one (it unstructures back to
-    ``data``): cattrs would read a string where a list belongs as its letters, a number where text belongs as text."""
+def _read_kept(kind: str, schema: str, key: str, field: str, cls: type) -> object | None:
+    """The ``cls`` record kept under ``key`` (in its entry's ``field``), or None: no entry, another schema or key, or
+    not exactly what certlab keeps of one (it must unstructure back to what is there: cattrs would read a string
+    where a list belongs as its letters, a number where text belongs as text)."""
+    document = read_entry(kind, key)
+    if not isinstance(document, dict) or document.get("schema") != schema or document.get("key") != key:
+        return None
+    data = document.get(field)
     try:
         record = structure(data, cls)
     except Exception:  # cattrs raises its own exception groups for a wrong shape
         return None
     return record if unstructure(record) == data else None
+
+
+def _keep(kind: str, schema: str, key: str, field: str, record: object) -> None:
+    write_entry(kind, key, {"schema": schema, "key": key, field: unstructure(record)})
 
 
 def reused_or_proven(
@@ -169,16 +175,13 @@ def reused_or_proven(
         return kept, True
     proof = prove_now()
     if key is not None and proof.holds:
-        write_entry(PROOF_KIND, key, {"schema": PROOF_SCHEMA, "key": key, "proof": unstructure(proof)})
+        _keep(PROOF_KIND, PROOF_SCHEMA, key, "proof", proof)
     return proof, False
 
 
 def _kept(key: str, spec: TrialSpec) -> TrialRecord | None:
     """The trial kept under ``key``, or None when there is none or it is not this spec's trial record."""
-    document = read_entry(KIND, key)
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA or document.get("key") != key:
-        return None
-    record = _exactly(document.get("trial"), TrialRecord)
+    record = _read_kept(KIND, SCHEMA, key, "trial", TrialRecord)
     if not isinstance(record, TrialRecord):
         return None
     same_trial = record.id == spec.id and record.family == spec.task.family.name and record.repeat == spec.repeat
@@ -209,6 +212,6 @@ def reused_or_run(
         key = keys[index]
         found[index] = record
         if key is not None and record.grader_error is None and missed(specs[index], record) is None:
-            write_entry(KIND, key, {"schema": SCHEMA, "key": key, "trial": unstructure(record)})
+            _keep(KIND, SCHEMA, key, "trial", record)
     reused = sorted(set(range(len(specs))) - set(pending))
     return [found[index] for index in range(len(specs))], reused
