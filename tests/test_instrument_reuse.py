@@ -9,6 +9,7 @@ error and never a failed calibration; and each input of a proof or a trial moves
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -24,7 +25,7 @@ from certlab_core.certify.lab import InstrumentProof, Task, TrialSpec
 from certlab_core.certify.reuse import KIND, PROOF_KIND, proof_key, reused_or_proven, trial_key
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.grading import grader_chain
-from certlab_core.sdk.measured_cache import CACHE_VARIABLE
+from certlab_core.sdk.measured_cache import CACHE_VARIABLE, code_digest
 from certlab_core.testing import run_certlab
 
 REUSED_SAID = "measured earlier on the same inputs, reused from certlab's cache"
@@ -230,7 +231,37 @@ def test_a_kept_proof_is_reused_only_while_it_is_this_familys_and_holds(
         entry.write_text(json.dumps({**kept, "proof": hostile}))
         assert reused_or_proven(family, graders, None, prove_now) == (made, False), hostile  # proven again
         assert json.loads(entry.read_text()) == kept  # and kept again
+    # past the caps of every document certlab reads: over 16 MB, nested deeper than 200 levels
+    for oversized in (json.dumps({**kept, "padding": "x" * (17 << 20)}), "[" * 100_000 + "]" * 100_000):
+        entry.write_text(oversized)
+        assert reused_or_proven(family, graders, None, prove_now) == (made, False)
+        assert json.loads(entry.read_text()) == kept
     failing = attrs.evolve(made, problems=("defect x is not caught",))
     entry.unlink()
     assert reused_or_proven(family, graders, None, lambda: failing) == (failing, False)
     assert not entry.exists()  # a proof that does not hold is never kept
+
+
+def test_a_callable_is_keyed_on_its_package_or_a_lone_modules_own_file(tmp_path: Path) -> None:
+    def load(path: Path) -> object:
+        spec = importlib.util.spec_from_file_location(f"probe_{path.parent.name}_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.run  # type: ignore[attr-defined]
+
+    package, site = tmp_path / "pkg", tmp_path / "site"
+    package.mkdir()
+    site.mkdir()
+    (package / "__init__.py").write_text("")
+    for folder in (package, site):
+        (folder / "agent.py").write_text("def run():\n    return 1\n")
+        (folder / "beside.py").write_text("X = 1\n")
+    in_package, lone = code_digest(load(package / "agent.py")), code_digest(load(site / "agent.py"))
+    for folder in (package, site):
+        (folder / "beside.py").write_text("X = 2\n")
+    # a module beside it in its package is its code; one installed beside a lone module is not (site-packages)
+    assert code_digest(load(package / "agent.py")) != in_package
+    assert code_digest(load(site / "agent.py")) == lone
+    (site / "agent.py").write_text("def run():\n    return 2\n")
+    assert code_digest(load(site / "agent.py")) != lone

@@ -20,7 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from certlab_core.sdk.safe_io import MAX_DOCUMENT_BYTES
+from certlab_core.plugin.errors import InstrumentError
+from certlab_core.sdk.safe_io import MAX_DOCUMENT_BYTES, parse_json
+from certlab_core.sdk.trees import WORK_COPY_CAPS, TreeTooLarge, walk
 
 CACHE_VARIABLE = "CERTLAB_CACHE_DIR"
 
@@ -35,24 +37,30 @@ def cache_dir(kind: str) -> Path:
 
 
 def folder_digest(folder: Path) -> str:
-    """One sha256 over the Python files under ``folder`` (names and contents), bytecode caches left out."""
+    """One sha256 over the Python files under ``folder`` (names and contents), bytecode caches left out.
+
+    Walked within the work copy's caps, never following a link to a folder (:func:`certlab_core.sdk.trees.walk`);
+    raises :class:`certlab_core.sdk.trees.TreeTooLarge` past them.
+    """
     digest = hashlib.sha256()
-    found: list[tuple[str, Path]] = []
-    for parent, folders, files in os.walk(folder):
-        folders[:] = sorted(f for f in folders if f != "__pycache__")
-        found.extend((os.path.relpath(os.path.join(parent, f), folder), Path(parent, f)) for f in files)
-    for relpath, path in sorted(found):
-        if relpath.endswith(".py"):
-            digest.update(f"{relpath}\0".encode())
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    files = (
+        entry
+        for entry in walk(folder, WORK_COPY_CAPS, enter=lambda entry: entry.path.name != "__pycache__")
+        if entry.relpath.endswith(".py")
+        and (entry.kind == "file" or (entry.kind == "symlink" and entry.path.is_file()))
+    )
+    for entry in sorted(files, key=lambda entry: entry.relpath.split("/")):
+        digest.update(f"{entry.relpath}\0".encode())
+        digest.update(hashlib.sha256(entry.path.read_bytes()).digest())
     return digest.hexdigest()
 
 
 def code_digest(function: object) -> str | None:
-    """The digest of the package a plugin's callable comes from (None: it has no source file to key on).
+    """The digest of the code a plugin's callable comes from (None: it has no source file to key on).
 
     The whole package folder is hashed, not one file: a grader's ``plugin.py`` runs the code of
-    the modules beside it.
+    the modules beside it. A module outside any package (``site-packages/fixbot.py``) is hashed
+    alone: its folder is everything installed beside it.
     """
     code = getattr(function, "__code__", None)
     origin = getattr(code, "co_filename", None)
@@ -61,11 +69,18 @@ def code_digest(function: object) -> str | None:
         origin = getattr(module, "__file__", None)
     if not origin or not os.path.isfile(origin):
         return None
-    return folder_digest(Path(origin).parent)
+    folder = Path(origin).parent
+    if not (folder / "__init__.py").is_file():
+        return hashlib.sha256(Path(origin).read_bytes()).hexdigest()
+    try:
+        return folder_digest(folder)
+    except TreeTooLarge:  # a package past the work copy's caps is not keyed: it is measured every time
+        return None
 
 
 def read_entry(kind: str, key: str) -> Any | None:
-    """The JSON document kept under ``key``, or None: missing, not a regular file, over 16 MB or not JSON."""
+    """The JSON document kept under ``key``, or None: missing, a link, not a regular file, or past the caps of
+    :func:`certlab_core.sdk.safe_io.parse_json` (over 16 MB, nested over 200 levels) or not JSON."""
     path = cache_dir(kind) / f"{key}.json"
     try:  # O_NONBLOCK: a FIFO planted there opens at once; O_NOFOLLOW: a symlink is not followed
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -78,11 +93,9 @@ def read_entry(kind: str, key: str) -> Any | None:
             data = handle.read(MAX_DOCUMENT_BYTES + 1)
         except OSError:
             return None
-    if len(data) > MAX_DOCUMENT_BYTES:
-        return None
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
+    try:  # the caps of every document certlab reads: 16 MB, 200 levels of nesting, integers of 4,300 digits
+        return parse_json(data, str(path), what="cache entry")
+    except InstrumentError:
         return None
 
 
@@ -96,6 +109,7 @@ def write_entry(kind: str, key: str, document: Any) -> None:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 json.dump(document, out, sort_keys=True)
             os.replace(temporary, folder / f"{key}.json")
-        finally:
+        except BaseException:  # only its own temporary file, and only while it is still there under its name
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
+            raise

@@ -37,7 +37,6 @@ import attrs
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, Grader
 from certlab_core.sdk import measured_cache
-from certlab_core.sdk.trees import WORK_COPY_CAPS, walk
 from certlab_core.sdk.workcopy import sha256_file, taskset_sha256
 from certlab_mutation import engine as mutation
 from certlab_mutation.engine import Mutant, MutantResult, MutationProof, mutants_sha256
@@ -51,33 +50,6 @@ LOCK_POLL_S = 0.1
 def cache_dir() -> Path:
     """Where measured mutation proofs are kept: ``$CERTLAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/certlab``, under it."""
     return measured_cache.cache_dir(KIND)
-
-
-def _tree_digest(folder: Path) -> str:
-    digest = hashlib.sha256()
-    files = (
-        e
-        for e in walk(folder, WORK_COPY_CAPS)
-        if e.relpath.endswith(".py") and (e.kind == "file" or (e.kind == "symlink" and e.path.is_file()))
-    )
-    for entry in sorted(files, key=lambda e: e.relpath.split("/")):
-        if "__pycache__" not in entry.relpath.split("/"):
-            digest.update(f"{entry.relpath}\0".encode())
-            digest.update(hashlib.sha256(entry.path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def _grader_source(grader: Grader) -> str | None:
-    """A digest of the package the grader's code lives in (None: it has no file, so nothing can be keyed on it)."""
-    code = getattr(grader.grade, "__code__", None)  # the file it was compiled from, imported as a module or not
-    origin = getattr(code, "co_filename", None)
-    if not origin or not os.path.isfile(origin):
-        module = sys.modules.get(getattr(grader.grade, "__module__", "") or "")
-        origin = getattr(module, "__file__", None)
-    if not origin or not os.path.isfile(origin):
-        return None
-    path = Path(origin)
-    return _tree_digest(path.parent) if path.name in ("__init__.py", "plugin.py") else _file_digest(path)
 
 
 def _file_digest(path: Path) -> str:
@@ -101,7 +73,7 @@ def proof_key(
         "pytest " + metadata.version("pytest"),
     ]
     for grader in graders:
-        source = _grader_source(grader)
+        source = measured_cache.code_digest(grader.grade)
         if source is None:
             return None
         parts.append(f"grader {grader.name} {grader.order} {source}")
