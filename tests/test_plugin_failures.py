@@ -25,6 +25,8 @@ from certlab_core.certify.lab import AGENT_GRACE_S
 
 # The built-in plugins a certification of intervals needs, by entry point name.
 BUILT_IN = ("intervals", "calibration", "policy", "suite", "acceptance", "sandbox-none", "executor-local")
+# What a plugin call that never returns is said to have done, under CERTLAB_PLUGIN_LOAD_S=1.
+HUNG = "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"
 
 HANGING_ADAPTER = """
 import os, subprocess, time
@@ -317,7 +319,7 @@ def test_a_hook_that_never_returns_its_records_marks_its_plugin_broken(tmp_path:
     assert (failure["entry_point"], failure["distribution"], failure["hook"]) == (
         "waiter", "certlab-waiter", "certlab_graders"
     )  # fmt: skip
-    assert failure["error"] == "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"
+    assert failure["error"] == HUNG
 
 
 def test_a_provider_list_whose_import_never_ends_is_left_out_in_one_line(tmp_path: Path) -> None:
@@ -523,7 +525,7 @@ def certlab_statistical_rules():
 """
 RULE_BREAKS = [
     ("raises", "raised RuntimeError: no bounds today"),
-    ("hangs", "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
+    ("hangs", HUNG),
     ("answers-no-bounds", "returned str, not tuple or list"),
 ]
 
@@ -592,7 +594,7 @@ def bwrap_missing() -> str | None:
     ("how", "said"),
     [
         ("raises", "raised RuntimeError: no server today"),
-        ("hangs", "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
+        ("hangs", HUNG),
     ],
 )
 def test_a_graders_serve_that_breaks_is_one_line_before_the_agents_first_trial(
@@ -612,7 +614,7 @@ def test_a_graders_serve_that_breaks_is_one_line_before_the_agents_first_trial(
     ("how", "said"),
     [
         ("programs-raises", "raised PermissionError: odd: cannot look"),
-        ("programs-hangs", "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
+        ("programs-hangs", HUNG),
     ],
 )
 def test_an_adapters_programs_that_break_are_one_line_before_any_trial(tmp_path: Path, how: str, said: str) -> None:
@@ -646,7 +648,7 @@ def certlab_faults():
     ("how", "said"),
     [
         ("raises", "raised TypeError: params is not a dict"),
-        ("hangs", "did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
+        ("hangs", HUNG),
     ],
 )
 def test_a_faults_parameter_check_that_breaks_is_one_line_before_any_trial(tmp_path: Path, how: str, said: str) -> None:
