@@ -513,3 +513,33 @@ def test_an_output_file_that_is_a_fifo_nobody_reads_is_one_line_not_a_hang(
     assert done.stderr.strip().splitlines()[-1] == (
         f"certlab: error: {what} {fifo}: cannot write (a FIFO that nothing reads); choose a writable file"
     )
+
+
+def test_a_record_is_read_only_from_values_of_the_kinds_its_fields_declare() -> None:
+    """cattrs alone reads text where a list belongs as its letters, a number or a list where text belongs as its
+    ``str()``, and any value where a flag belongs as its truth; every document certlab reads back is hostile."""
+    from certlab_core.certify.lab import TrialRecord
+    from certlab_core.sdk.canonical import ShapeError, structure, unstructure
+
+    bundle = json.loads(PUBLISHED.read_text())
+    good = bundle["trials"][0]
+    record = structure(good, TrialRecord)  # a published trial, with keys TrialRecord does not read, is read
+    assert record.id == good["id"] and record.repeat == good["repeat"]
+    assert structure(unstructure(record), TrialRecord) == record
+    assert structure(dict(good, timings={"agent_s": 1}), TrialRecord).timings == {"agent_s": 1.0}  # an integer number
+    change = good["changes"][0]
+    wrong = {
+        "id": (7, "trial.id: expected text, found a number"),
+        "family": (["intervals"], "trial.family: expected text, found an array"),
+        "repeat": ("1", "trial.repeat: expected an integer, found text"),
+        "exit_code": (True, "trial.exit_code: expected an integer, found true or false"),
+        "leftover_processes": ("sleep 9", "trial.leftover_processes: expected an array, found text"),
+        "changes": ([dict(change, omitted="false")], "trial.changes[0].omitted: expected true or false, found text"),
+        "timings": ({"agent_s": "0.1"}, "trial.timings['agent_s']: expected a number, found text"),
+        "output_tail": (["stdout"], "trial.output_tail: expected an object, found an array"),
+        "usage": ("none", "trial.usage: expected an object, found text"),
+    }
+    for name, (value, said) in wrong.items():
+        with pytest.raises(ShapeError) as raised:
+            structure(dict(good, **{name: value}), TrialRecord, "trial")
+        assert str(raised.value).startswith(said), (name, str(raised.value))

@@ -313,3 +313,24 @@ def test_a_summary_its_trials_do_not_sum_to_is_a_mismatch(tmp_path: Path) -> Non
     done, _pid = regrade(resealed(tmp_path / "cert", bundle))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "mismatch: summary: recorded" in done.stdout and "regrade: mismatch" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        # cattrs alone read each of these as something else, and the resealed bundle regraded consistent
+        (lambda t: t.update(repeat="1"), "trials[0].repeat: expected an integer, found text"),
+        (lambda t: t.update(verdict=["fixed"]), "trials[0].verdict: expected text, found an array"),
+        (lambda t: t["changes"][0].update(omitted="false"), "trials[0].changes[0].omitted: expected true or false"),
+    ],
+)
+def test_a_resealed_trial_whose_value_is_of_another_kind_is_one_line_naming_it(
+    edit: Any, said: str, tmp_path: Path
+) -> None:
+    bundle = json.loads(PUBLISHED.read_text())
+    edit(bundle["trials"][0])
+    done, _pid = regrade(resealed(tmp_path / "cert", bundle))
+    assert done.returncode == 3, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "malformed trials" in lines[0] and said in lines[0], done.stderr
+    assert "consistent" not in done.stdout

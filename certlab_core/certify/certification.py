@@ -65,7 +65,7 @@ from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.held_out import HeldOutRun
 from certlab_core.plugin.types.instrument_proof import ProofRequest
 from certlab_core.plugin.types.sandbox import Containment
-from certlab_core.sdk.canonical import sealed, structure, unstructure
+from certlab_core.sdk.canonical import ShapeError, sealed, structure, unstructure
 from certlab_core.sdk.deadline import plugin_call
 from certlab_core.sdk.grading import grader_chain, scores_held_out
 from certlab_core.sdk.model_boundary import model_plan_for
@@ -211,11 +211,11 @@ def certify_into(
     if resumed:
         stored = journal.reopen()
         try:
-            journalled: CertifyOptions = structure(stored, CertifyOptions)
+            journalled: CertifyOptions = structure(stored, CertifyOptions, "options")
         except Exception as error:  # cattrs' exception groups for a wrong shape
+            said = str(error) if isinstance(error, ShapeError) else type(error).__name__
             raise InstrumentError(
-                f"{journal.path}: the journalled options are not certify's ({type(error).__name__}); "
-                "start a new --out folder"
+                f"{journal.path}: the journalled options are not certify's ({said}); start a new --out folder"
             ) from None
         options = attrs.evolve(journalled, workers=options.workers)
     else:

@@ -29,7 +29,7 @@ from certlab_core.evidence.record_file import (
 )
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.grader import Grader
-from certlab_core.sdk.canonical import canonical_json, seal_holds, sealed, structure, unstructure
+from certlab_core.sdk.canonical import ShapeError, canonical_json, seal_holds, sealed, structure, unstructure
 
 JOURNAL_FILE = "trials.journal.jsonl"
 JOURNAL_SCHEMA = "certlab.certify-journal/1"
@@ -137,11 +137,11 @@ class TrialJournal:
         found: dict[str, TrialRecord] = {}
         for line in self._lines("trial"):
             try:
-                trial = structure(line["trial"], TrialRecord)
+                trial = structure(line["trial"], TrialRecord, "trial")
             except Exception as error:  # cattrs raises its own exception groups for a wrong shape
+                said = str(error) if isinstance(error, ShapeError) else type(error).__name__
                 raise InstrumentError(
-                    f"{self.path}: trial {line.get('id')!r} is not a trial record ({type(error).__name__}); "
-                    "start a new --out folder"
+                    f"{self.path}: trial {line.get('id')!r} is not a trial record ({said}); start a new --out folder"
                 ) from None
             found[trial.id] = trial
         return found

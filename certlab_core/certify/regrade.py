@@ -112,7 +112,7 @@ def read_bundle(folder: Path) -> dict[str, Any]:
 
 def _recorded_trials(bundle: dict[str, Any], path: Path) -> list[RecordedTrial]:
     try:
-        return [structure(t, RecordedTrial) for t in bundle["trials"]]
+        return [structure(t, RecordedTrial, f"trials[{i}]") for i, t in enumerate(bundle["trials"])]
     except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
         detail = "; ".join(cattrs.transform_error(error)) if isinstance(error, cattrs.BaseValidationError) else error
         raise InstrumentError(f"{path}: malformed trials ({detail})") from None
@@ -387,7 +387,7 @@ def checked_twins(bundle: dict[str, Any], path: Path, families: dict[str, TaskFa
         recorded_twins = {str(t["task"]): str(t["sha256"]) for t in section["twins"]}
         # the candidate assertion each twin was made from (none recorded: the first, as before candidates were)
         candidates = {str(t["task"]): t.get("candidate", 0) for t in section["twins"]}
-        trials = [structure(t, RecordedTrial) for t in section["trials"]]
+        trials = [structure(t, RecordedTrial, f"impossible.trials[{i}]") for i, t in enumerate(section["trials"])]
         repeats = int(bundle["settings"]["trials"])
     except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
         raise InstrumentError(f"{path}: malformed impossible twins ({error})") from None

@@ -144,9 +144,9 @@ def _kept_proof(key: str, family: TaskFamily) -> InstrumentProof | None:
 
 
 def _read_kept(kind: str, schema: str, key: str, field: str, cls: type) -> object | None:
-    """The ``cls`` record kept under ``key`` (in its entry's ``field``), or None: no entry, another schema or key, or
-    not exactly what certlab keeps of one (it must unstructure back to what is there: cattrs would read a string
-    where a list belongs as its letters, a number where text belongs as text)."""
+    """The ``cls`` record kept under ``key`` (in its entry's ``field``), or None: no entry, another schema or key, a
+    value of another kind than its field's (``structure`` refuses it), or not exactly what certlab keeps of one (it
+    must unstructure back to what is there: no field left to its default, no key the record does not have)."""
     document = read_entry(kind, key)
     if not isinstance(document, dict) or document.get("schema") != schema or document.get("key") != key:
         return None

@@ -1,14 +1,27 @@
-"""Canonical JSON for records (one cattrs converter) and the seals over it."""
+"""Canonical JSON for records, read strictly, and the seals over it."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from typing import Any
+import types
+import typing
+from collections.abc import Mapping, MutableMapping, MutableSequence, Sequence
+from typing import Any, Union
 
+import attrs
 import cattrs
 
 converter = cattrs.Converter()
+
+_ARRAYS = (list, tuple, Sequence, MutableSequence)
+_OBJECTS = (dict, Mapping, MutableMapping)
+_KINDS = {str: "text", int: "an integer", float: "a number", bool: "true or false"}
+
+
+class ShapeError(ValueError):
+    """A document whose value is not the JSON kind its record's field declares, named by where it is."""
 
 
 def unstructure(obj: Any) -> Any:
@@ -16,9 +29,88 @@ def unstructure(obj: Any) -> Any:
     return converter.unstructure(obj)
 
 
-def structure(data: Any, cls: Any) -> Any:
-    """Build a record of type ``cls`` from plain data; raises on a wrong shape."""
+def structure(data: Any, cls: Any, where: str = "") -> Any:
+    """Build a record of type ``cls`` from plain data; raises on a wrong shape (:class:`ShapeError` on a wrong kind).
+
+    Every document certlab reads can be hostile, and cattrs alone is lenient: it reads text where a
+    list belongs as its letters, a list or a number where text belongs as its ``str()``, and any
+    value where a flag belongs as its truth. So each value must first be the JSON kind its field
+    declares (text for ``str``, an integer for ``int``, true or false for ``bool``, an array for a
+    sequence, an object for a mapping or a record); keys a record does not declare are not read.
+    ``where`` names the document in the error (``trials[3]``: ``trials[3].repeat: expected ...``).
+    """
+    problem = _kind_problem(data, cls, where)
+    if problem is not None:
+        raise ShapeError(problem)
     return converter.structure(data, cls)
+
+
+def _kind_problem(value: Any, cls: Any, where: str) -> str | None:
+    """Where in ``value`` something is not the JSON kind ``cls`` declares, and what it is; None when all are."""
+    origin = typing.get_origin(cls)
+    if origin is Union or origin is types.UnionType:
+        problems = [_kind_problem(value, member, where) for member in typing.get_args(cls)]
+        return None if None in problems else next(p for p in problems if p is not None)
+    if cls is type(None):
+        return None if value is None else f"{where or 'the document'}: expected null, found {_kind_of(value)}"
+    if cls in _KINDS:
+        fits = type(value) in (int, float) if cls is float else type(value) is cls
+        return None if fits else f"{where or 'the document'}: expected {_KINDS[cls]}, found {_kind_of(value)}"
+    if isinstance(cls, type) and attrs.has(cls):
+        if not isinstance(value, dict):
+            return f"{where or 'the document'}: expected an object, found {_kind_of(value)}"
+        for name, declared in _field_types(cls):
+            if name in value:
+                problem = _kind_problem(value[name], declared, f"{where}.{name}" if where else name)
+                if problem is not None:
+                    return problem
+        return None
+    if origin in _ARRAYS or cls in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return f"{where or 'the document'}: expected an array, found {_kind_of(value)}"
+        args = typing.get_args(cls)
+        homogeneous = not args or origin is not tuple or (len(args) == 2 and args[1] is Ellipsis)
+        if not homogeneous and len(args) != len(value):
+            return f"{where or 'the document'}: expected {len(args)} items, found {len(value)}"
+        for index, item in enumerate(value):
+            declared = (args[0] if args else Any) if homogeneous else args[index]
+            problem = _kind_problem(item, declared, f"{where}[{index}]")
+            if problem is not None:
+                return problem
+        return None
+    if origin in _OBJECTS or cls is dict:
+        if not isinstance(value, dict):
+            return f"{where or 'the document'}: expected an object, found {_kind_of(value)}"
+        args = typing.get_args(cls)
+        for key, item in value.items():
+            problem = _kind_problem(key, args[0], f"{where} key") if args else None
+            problem = problem or (_kind_problem(item, args[1], f"{where}[{key!r}]") if args else None)
+            if problem is not None:
+                return problem
+        return None
+    # Any, object, Literal words and enums (cattrs checks them), and unresolved forward references (JSON values)
+    return None
+
+
+@functools.cache
+def _field_types(cls: type) -> tuple[tuple[str, Any], ...]:
+    """A record class's fields and their declared types, resolved once (an unresolvable one is left to cattrs)."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):
+        hints = {}
+    return tuple((f.name, hints.get(f.name, Any)) for f in attrs.fields(cls))
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    for kinds, said in (((list, tuple), "an array"), ((dict,), "an object"), ((str,), "text")):
+        if isinstance(value, kinds):
+            return said
+    return "a number" if isinstance(value, (int, float)) else type(value).__name__
 
 
 def canonical_json(data: Any) -> bytes:
