@@ -1,7 +1,7 @@
 """The instrument's proof and calibration measured earlier on the same inputs are reused, and said so.
 
-A second certification of the same family, or of a task of one's own, reuses its proof and
-every constructed agent's trial (the bundle marks them, the contract says so,
+A second certification of the same family, or of a task of one's own, reuses its proof, its
+impossible twins' proofs and every constructed agent's trial (the bundle marks them, the contract says so,
 ``--fresh-instrument`` measures them again); an entry that is hostile, foreign, a proof that
 does not hold or a trial that misses its agent's expectation is measured again, never an
 error and never a failed calibration; and each input of a proof or a trial moves its key.
@@ -22,7 +22,7 @@ from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.certify.contract import render_contract
 from certlab_core.certify.lab import InstrumentProof, Task, TrialSpec
-from certlab_core.certify.reuse import KIND, PROOF_KIND, proof_key, reused_or_proven, trial_key
+from certlab_core.certify.reuse import KIND, PROOF_KIND, TWINS_SCHEMA, proof_key, reused_or_proven, trial_key
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.measured_cache import CACHE_VARIABLE, code_digest
@@ -265,3 +265,46 @@ def test_a_callable_is_keyed_on_its_package_or_a_lone_modules_own_file(tmp_path:
     assert code_digest(load(site / "agent.py")) == lone
     (site / "agent.py").write_text("def run():\n    return 2\n")
     assert code_digest(load(site / "agent.py")) != lone
+
+
+def test_the_impossible_twins_proofs_are_reused_only_as_the_twins_made_now_and_said_so(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_VARIABLE, str(cache))
+    first, exit_code, said = certified(registry, impossible=True)
+    assert exit_code == 0, said
+    assert not any("reused" in twin for twin in first["impossible"]["twins"])  # measured: as before
+    (kept,) = [e for e in (cache / PROOF_KIND).glob("*.json") if json.loads(e.read_text())["schema"] == TWINS_SCHEMA]
+
+    again, exit_code, said = certified(registry, impossible=True)
+
+    assert exit_code == 0, said
+    contract = render_contract(again, registry)
+    assert f"6 of 6 twins proven: the clean code fails each on its changed test alone (6 {REUSED_SAID})." in contract
+    twins = [dict(t) for t in again["impossible"]["twins"]]
+    assert [t.pop("reused") for t in twins] == [True] * 6 and twins == first["impossible"]["twins"]
+    assert f"twins intervals: 6 twin(s) made; the clean code fails each on its changed test ({REUSED_SAID})" in said
+    assert again["impossible"]["summary"] == first["impossible"]["summary"]
+
+    # A kept twin is never trusted: one that is not the twin the family makes now (its contradicted value edited,
+    # or made from another candidate assertion), or a proof with a problem, is proven again, and kept afresh.
+    document = json.loads(kept.read_text())
+    for edit in (
+        lambda twins: twins["proofs"][0]["twin"].update(contradicted="999"),
+        lambda twins: twins["proofs"][1]["twin"].update(candidate=1),
+        lambda twins: twins["proofs"][2].update(problems=["refused"]),
+        lambda twins: twins.update(proofs=twins["proofs"][:-1]),
+    ):
+        hostile = json.loads(json.dumps(document))
+        edit(hostile["twins"])
+        kept.write_text(json.dumps(hostile))
+        bundle, exit_code, said = certified(registry, impossible=True)
+        assert exit_code == 0, said
+        assert not any("reused" in twin for twin in bundle["impossible"]["twins"]), hostile["twins"]["proofs"][0]
+        assert bundle["impossible"]["twins"] == first["impossible"]["twins"]
+        assert json.loads(kept.read_text()) == document  # proven again and kept as measured
+
+    fresh, exit_code, said = certified(registry, impossible=True, fresh_instrument=True)
+    assert exit_code == 0 and not any("reused" in twin for twin in fresh["impossible"]["twins"])
+    assert REUSED_SAID not in "\n".join(said)

@@ -5,17 +5,16 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 from certlab_core._runtime.registry import Registry
-from certlab_core.certify.instrument import TwinProof
 from certlab_core.certify.lab import (
     InstrumentProof,
     TrialRecord,
 )
-from certlab_core.certify.twins import honesty_summary
+from certlab_core.certify.twins import TwinProof, honesty_summary
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.sdk.canonical import unstructure
 from certlab_core.sdk.grading import grader_chain
@@ -159,15 +158,21 @@ def impossible_document(
     families: Sequence[TaskFamily],
     trials: Sequence[dict[str, Any]],
     calibration_problems: Sequence[str],
+    reused: Collection[str] = (),
 ) -> dict[str, Any]:
-    """The bundle's ``impossible`` section: each twin with its own hash and proof, its trials, and the rates."""
+    """The bundle's ``impossible`` section: each twin with its own hash and proof, its trials, and the rates.
+
+    A twin whose proof was measured earlier and reused (its family is in ``reused``) says so: ``"reused": true``.
+    """
     from certlab_core.certify.contract import CONTRACT_ALPHA
 
     by_name = {f.name: f for f in families}
     rule, interval = rule_interval(registry)
     return {
         "kinds": list(kinds),
-        "twins": [p.document(by_name[p.family]) for p in proofs],
+        "twins": [
+            {**p.document(by_name[p.family]), **({"reused": True} if p.family in reused else {})} for p in proofs
+        ],
         "trials": list(trials),
         "summary": honesty_summary(trials, interval, CONTRACT_ALPHA, rule),
         "calibration_problems": list(calibration_problems),

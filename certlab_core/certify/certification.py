@@ -35,7 +35,7 @@ from certlab_core.certify.bundle_documents import (
     usage_document,
 )
 from certlab_core.certify.contract import CONTRACT_ALPHA, REUSED
-from certlab_core.certify.instrument import TwinProof, calibrate, constructed_agents, prove, proven_twins
+from certlab_core.certify.instrument import calibrate, constructed_agents, prove, proven_twins
 from certlab_core.certify.instrument_proofs import (
     check_minimums,
     installed_proofs,
@@ -55,9 +55,9 @@ from certlab_core.certify.lab import (
     log_to_stderr,
 )
 from certlab_core.certify.program_check import checked_agent
-from certlab_core.certify.reuse import reused_or_proven
+from certlab_core.certify.reuse import reused_or_proven, reused_or_proven_twins
 from certlab_core.certify.trial_runs import grading_services, run_trials
-from certlab_core.certify.twins import TWIN_KINDS, TwinKind
+from certlab_core.certify.twins import TWIN_KINDS, TwinKind, TwinProof
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, InstrumentError, UsageError
 from certlab_core.plugin.types.agent import AgentAdapter
 from certlab_core.plugin.types.family import TaskFamily
@@ -309,9 +309,20 @@ def _certify(
     )
     problems.extend(p for by_proof in measured.values() for record in by_proof.values() for p in record["refusals"])
     twin_proofs: list[TwinProof] = []
+    reused_twins: set[str] = set()
     if options.impossible and not problems:
         for family in families:
-            made = proven_twins(family, graders, options.twin_kinds, options.workers, held_out.lock_for(family.name))
+            lock = held_out.lock_for(family.name)
+            prove_twins_now = functools.partial(
+                proven_twins, family, graders, options.twin_kinds, options.workers, lock
+            )
+            reused = False
+            if options.fresh_instrument:
+                made = prove_twins_now()
+            else:
+                made, reused = reused_or_proven_twins(family, graders, lock, options.twin_kinds, None, prove_twins_now)
+                if reused:
+                    reused_twins.add(family.name)
             twin_proofs.extend(made.proofs)
             for fallback in made.fallbacks:
                 progress(f"twins {family.name}: {fallback}")
@@ -322,6 +333,7 @@ def _certify(
                 where = "the clean code" if family.clean_tree else "the tree as issued"
                 progress(
                     f"twins {family.name}: {len(made.proofs)} twin(s) made; {where} fails each on its changed test"
+                    + (f" ({REUSED})" if reused else "")
                 )
             problems.extend(refused)
 
@@ -482,7 +494,7 @@ def _certify(
     if options.impossible:
         twin_calibration = [p for p in problems if p.startswith("calibration") and "on the twin" in p]
         bundle["impossible"] = impossible_document(
-            registry, options.twin_kinds, twin_proofs, families, twin_docs, twin_calibration
+            registry, options.twin_kinds, twin_proofs, families, twin_docs, twin_calibration, reused_twins
         )
     bundle = sealed(bundle)
     unavailable = bundle["summary"]["unavailable"] + sum(1 for t in twin_docs if t["verdict"] == "unavailable")

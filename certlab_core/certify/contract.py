@@ -236,7 +236,11 @@ def impossible_lines(bundle: dict[str, Any]) -> list[str]:
     lines.append("")
     twins = section.get("twins") or []
     held = sum(1 for t in twins if t.get("holds"))
-    lines.append(f"{held} of {len(twins)} twins proven: the clean code fails each on its changed test alone.")
+    reused = sum(1 for t in twins if t.get("reused"))
+    lines.append(
+        f"{held} of {len(twins)} twins proven: the clean code fails each on its changed test alone"
+        + (f" ({reused} {REUSED})." if reused else ".")
+    )
     for problem in section.get("calibration_problems") or []:
         lines.append(f"- CALIBRATION FAILED: {problem}")
     calibrated: dict[str, Counter[str]] = defaultdict(Counter)

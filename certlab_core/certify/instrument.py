@@ -7,16 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from attrs import field, frozen
+from attrs import frozen
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.lab import InstrumentProof, Progress, Task, TrialRecord, TrialSpec, preload, quiet
 from certlab_core.certify.reuse import reused_or_run
 from certlab_core.certify.trial_runs import on_an_executor, on_executor, run_trials
-from certlab_core.certify.twins import (
-    Twin,
-    TwinKind,
-)
+from certlab_core.certify.twins import ProvenTwins, Twin, TwinKind, TwinProof
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.types.agent import AgentAdapter
 from certlab_core.plugin.types.family import Defect, TaskFamily
@@ -139,30 +136,6 @@ def prove(
     )
 
 
-@frozen
-class TwinProof:
-    """The proof of one impossible twin: the clean code fails its visible suite on the changed assertion alone."""
-
-    family: str
-    twin: Twin
-    expected_tests: tuple[str, ...]
-    failed: tuple[str, ...]
-    problems: tuple[str, ...] = field(factory=tuple)
-
-    @property
-    def holds(self) -> bool:
-        return not self.problems
-
-    def document(self, family: TaskFamily) -> dict[str, Any]:
-        return dict(
-            self.twin.document(family),
-            holds=self.holds,
-            failed_on_clean=list(self.failed),
-            tests=len(self.expected_tests),
-            problems=list(self.problems),
-        )
-
-
 def _failed_nodes(chain: ChainResult) -> tuple[str, ...]:
     for grade in chain.grades:
         failed = grade.data.get("failed")
@@ -221,19 +194,6 @@ def prove_twins(
             problems.append(f"{task}: its change fails other tests on {where} too ({', '.join(failed[:5])}); refused")
         proofs.append(TwinProof(family.name, twin, _collected(result), failed, tuple(problems)))
     return proofs
-
-
-@frozen
-class ProvenTwins:
-    """A family's twins as the prover settled them: a proof per twin, what could not be made, and each fallback."""
-
-    proofs: tuple[TwinProof, ...]
-    unmade: tuple[str, ...]
-    fallbacks: tuple[str, ...]  # one line per twin made from a later candidate, naming why the earlier were refused
-
-    @property
-    def problems(self) -> list[str]:
-        return [*self.unmade, *(p for proof in self.proofs for p in proof.problems)]
 
 
 def proven_twins(

@@ -1,16 +1,17 @@
 """Proofs and calibration trials measured earlier, reused while nothing moved.
 
-The proof of a family (its clean tree passes the grader chain, each seeded tree fails it) and
-a constructed agent's calibration trial are functions of the task (the family's tree, prompt,
-cases, seeds and twin), the graders' code, the agent's code, the held-out lock, the kernel and
-the interpreter, all uncontained (the harness grades them itself). So certify keeps each proof
-that holds and each calibration trial that met its agent's expectation in certlab's cache
-(``certlab_core.sdk.measured_cache``, under ``proofs/`` and ``calibration/``), keyed by a
-digest of all of those (:func:`proof_key`, :func:`trial_key`), and reuses it while none moved:
-a changed byte of any input is a new key. A kept proof is reused only while it holds, and a
-kept trial only while it meets its agent's expectation, so the cache can never make the
-instrument fail or hide a proof or a calibration that does not hold; the bundle marks what was
-reused and ``certify --fresh-instrument`` measures everything again.
+The proof of a family (its clean tree passes the grader chain, each seeded tree fails it), the
+proofs of its impossible twins and a constructed agent's calibration trial are functions of the
+task (the family's tree, prompt, cases, seeds and twin), the graders' code, the agent's code, the
+held-out lock, the kernel and the interpreter, all uncontained (the harness grades them itself).
+So certify keeps each proof that holds and each calibration trial that met its agent's
+expectation in certlab's cache (``certlab_core.sdk.measured_cache``, under ``proofs/`` and
+``calibration/``), keyed by a digest of all of those (:func:`proof_key`, :func:`twins_key`,
+:func:`trial_key`), and reuses it while none moved: a changed byte of any input is a new key. A
+kept proof is reused only while it holds (a twin only while it is the twin made now), and a kept
+trial only while it meets its agent's expectation, so the cache can never make the instrument
+fail or hide a proof or a calibration that does not hold; the bundle marks what was reused and
+``certify --fresh-instrument`` measures everything again.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pathlib import Path
 
 import certlab_core
 from certlab_core.certify.lab import InstrumentProof, TrialRecord, TrialSpec
-from certlab_core.plugin.types.family import TaskFamily
+from certlab_core.certify.twins import ProvenTwins, TwinKind, make_twin
+from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, Grader
 from certlab_core.sdk.canonical import structure, unstructure
 from certlab_core.sdk.measured_cache import code_digest, folder_digest, read_entry, write_entry
@@ -36,6 +38,7 @@ KIND = "calibration"
 SCHEMA = "certlab.calibration-cache/1"
 PROOF_KIND = "proofs"
 PROOF_SCHEMA = "certlab.proof-cache/1"
+TWINS_SCHEMA = "certlab.twins-proof-cache/1"  # kept beside the proofs (``PROOF_KIND``)
 #: a digest of a thing, made once for the keys of one certification (``_digests``)
 DigestOf = Callable[[object, Callable[[], str | None]], str | None]
 
@@ -177,6 +180,63 @@ def reused_or_proven(
     if key is not None and proof.holds:
         _keep(PROOF_KIND, PROOF_SCHEMA, key, "proof", proof)
     return proof, False
+
+
+def twins_key(
+    family: TaskFamily,
+    graders: Sequence[Grader],
+    lock: AcceptanceLock | None,
+    kinds: Sequence[TwinKind],
+    defects: Sequence[Defect] | None,
+) -> str | None:
+    """The digest of everything that decides the family's impossible twins and their proofs; None when unkeyable."""
+    graded = _graded_parts(family, graders, lock, _digests())
+    if graded is None:
+        return None
+    chosen = None if defects is None else [defect.id for defect in defects]
+    parts = [TWINS_SCHEMA, *graded, "kinds " + json.dumps(list(kinds)), "of " + json.dumps(chosen)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _kept_twins(
+    key: str, family: TaskFamily, kinds: Sequence[TwinKind], defects: Sequence[Defect] | None
+) -> ProvenTwins | None:
+    """The twins' proofs kept under ``key``, or None unless each holds and each twin is exactly the one made now.
+
+    The twins themselves are never taken from the cache: each kept twin must be the twin the family
+    makes now from its defect, kind and candidate assertion, and there must be one per defect and kind.
+    """
+    kept = _read_kept(PROOF_KIND, TWINS_SCHEMA, key, "twins", ProvenTwins)
+    if not isinstance(kept, ProvenTwins) or kept.problems:
+        return None
+    by_id = {defect.id: defect for defect in family.defects}
+    wanted = sorted((defect.id, kind) for defect in (defects or family.defects) for kind in kinds)
+    if sorted((proof.twin.of, proof.twin.kind) for proof in kept.proofs) != wanted:
+        return None
+    for proof in kept.proofs:
+        made = make_twin(family, by_id[proof.twin.of], proof.twin.kind, proof.twin.candidate)
+        if proof.family != family.name or made != proof.twin:
+            return None
+    return kept
+
+
+def reused_or_proven_twins(
+    family: TaskFamily,
+    graders: Sequence[Grader],
+    lock: AcceptanceLock | None,
+    kinds: Sequence[TwinKind],
+    defects: Sequence[Defect] | None,
+    prove_now: Callable[[], ProvenTwins],
+) -> tuple[ProvenTwins, bool]:
+    """The family's twins and their proofs, kept or made now; and whether kept (only twins that all hold are kept)."""
+    key = twins_key(family, graders, lock, kinds, defects)
+    kept = _kept_twins(key, family, kinds, defects) if key is not None else None
+    if kept is not None:
+        return kept, True
+    made = prove_now()
+    if key is not None and not made.problems:
+        _keep(PROOF_KIND, TWINS_SCHEMA, key, "twins", made)
+    return made, False
 
 
 def _kept(key: str, spec: TrialSpec) -> TrialRecord | None:

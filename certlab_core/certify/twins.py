@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from attrs import frozen
+from attrs import field, frozen
 
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.types.agent import TWIN_OUTCOMES, TwinOutcome
@@ -106,6 +106,43 @@ class Twin:
             "candidate": self.candidate,
             "sha256": twin_sha256(family, self),
         }
+
+
+@frozen
+class TwinProof:
+    """The proof of one impossible twin: the clean code fails its visible suite on the changed assertion alone."""
+
+    family: str
+    twin: Twin
+    expected_tests: tuple[str, ...]
+    failed: tuple[str, ...]
+    problems: tuple[str, ...] = field(factory=tuple)
+
+    @property
+    def holds(self) -> bool:
+        return not self.problems
+
+    def document(self, family: TaskFamily) -> dict[str, Any]:
+        return dict(
+            self.twin.document(family),
+            holds=self.holds,
+            failed_on_clean=list(self.failed),
+            tests=len(self.expected_tests),
+            problems=list(self.problems),
+        )
+
+
+@frozen
+class ProvenTwins:
+    """A family's twins as the prover settled them: a proof per twin, what could not be made, and each fallback."""
+
+    proofs: tuple[TwinProof, ...]
+    unmade: tuple[str, ...]
+    fallbacks: tuple[str, ...]  # one line per twin made from a later candidate, naming why the earlier were refused
+
+    @property
+    def problems(self) -> list[str]:
+        return [*self.unmade, *(p for proof in self.proofs for p in proof.problems)]
 
 
 def twin_id(defect_id: str, kind: TwinKind) -> str:
