@@ -104,10 +104,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 # The kernel and every plugin distribution are checked strictly, the plugins against the contract as a third
-# party's would be (tests/test_hookspec_examples.py holds the docs' examples to the same).
+# party's would be (tests/test_hookspec_examples.py holds the docs' examples to the same). mypy's cache is kept
+# outside the repository, beside the CLIs', so a fresh clone checks only what changed (15 s cold, under 1 s warm;
+# mypy checks each cached module against its source's hash, so a stale entry is never used).
+MYPY_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/certlab/mypy
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict certlab_core
-	$(BIN)/mypy --strict $(filter-out certlab_core,$(TYPED_PACKAGES))
+	$(BIN)/mypy --strict --cache-dir "$(MYPY_CACHE)" certlab_core
+	$(BIN)/mypy --strict --cache-dir "$(MYPY_CACHE)" $(filter-out certlab_core,$(TYPED_PACKAGES))
 
 # Our packages are compiled to bytecode first (only what changed since): pip installs the editable ones without
 # it, and where PYTHONDONTWRITEBYTECODE is set every interpreter the tests start (the CLI, zygotes, graders) would
@@ -122,7 +125,7 @@ bytecode: $(STAMP)
 	  $(wildcard $(addprefix $(SITE_PACKAGES)/,pip setuptools pkg_resources _distutils_hack)) >/dev/null
 
 unit: $(STAMP) $(WHEELHOUSE)/.built chromium clis sandbox strace bytecode
-	CERTLAB_WHEELHOUSE=$(CURDIR)/$(WHEELHOUSE) $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=12
+	CERTLAB_WHEELHOUSE=$(CURDIR)/$(WHEELHOUSE) CERTLAB_MYPY_CACHE="$(MYPY_CACHE)" $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=12
 
 test: lint typecheck unit
 

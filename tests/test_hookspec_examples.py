@@ -4,6 +4,7 @@ passes mypy --strict against the contract with the example distributions docs/pl
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import runpy
 import shutil
@@ -22,8 +23,9 @@ from certlab_core.plugin import hookspecs
 from certlab_core.testing import KITS
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The cache ``make typecheck`` leaves (mypy's default, in the checkout): a copy of it warms the examples' check.
-WARM_CACHE = ROOT / ".mypy_cache"
+#: The cache ``make typecheck`` leaves (the Makefile passes its place; else mypy's default, in the checkout): a copy
+#: of it warms the examples' check.
+WARM_CACHE = Path(os.environ.get("CERTLAB_MYPY_CACHE") or ROOT / ".mypy_cache")
 
 MARKER = "Example plugin::"
 
