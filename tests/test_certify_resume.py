@@ -115,6 +115,45 @@ def test_sigint_or_sigterm_says_how_to_resume_leaves_no_temp_folder_and_a_new_ce
     assert f"certlab certify --resume {out}" in again.stderr
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stopped_certification_leaves_no_agent_it_started_running(tmp_path: Path, stop: signal.Signals) -> None:
+    # Its trials' processes were killed alone: each agent, in a session of its own, ran on after certify had
+    # exited, into the trial folder certify was deleting (which it then left behind).
+    pids = tmp_path / "agents"
+    pids.mkdir()
+    agent = tmp_path / "waiting_agent.sh"
+    agent.write_text(f'#!/bin/sh\necho $$ > "{pids}/$$"\nexec sleep 120\n')
+    agent.chmod(0o755)
+    (tmp_path / "tmp").mkdir()
+    argv = ["certify", "--family", "intervals", "--agent", "command", "--agent-name", "waiter", "--agent-arg"]
+    argv += [str(agent), "--out", str(tmp_path / "cert"), "-w", "2", "--sandbox", "none", "-q", "--no-mutants"]
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "certlab_core.cli", *argv],
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while len(list(pids.iterdir())) < 2:
+        assert runner.poll() is None and time.monotonic() < deadline, "the agents did not start in time"
+        time.sleep(0.05)
+    runner.send_signal(stop)
+    _out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 128 + stop, err
+    started = [int(p.name) for p in pids.iterdir()]
+    assert [pid for pid in started if alive(pid)] == [], "an agent outlived the certification that started it"
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def test_a_certification_refused_before_its_trials_leaves_nothing_to_resume(tmp_path: Path) -> None:
     out = tmp_path / "cert"
     done = run_certlab("certify", "--family", "no-such-family", "--agent", "oracle", "--out", str(out))

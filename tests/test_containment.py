@@ -19,7 +19,8 @@ import pytest
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.plugin.types.agent import AgentRequest
-from certlab_core.sdk.command import live_descendants, run_command
+from certlab_core.sdk.command import run_command
+from certlab_core.sdk.processes import live_descendants
 
 
 def alive(pid: int) -> bool:

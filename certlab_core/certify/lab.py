@@ -28,7 +28,7 @@ from certlab_core.plugin.types.agent import AgentAdapter, AgentOutcome, AgentReq
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, Change, Grader, GradeRequest, GradeResult
 from certlab_core.plugin.types.sandbox import Containment
-from certlab_core.sdk.command import KILL_GRACE_S, become_subreaper, has_children, live_descendants, sweep_descendants
+from certlab_core.sdk.command import KILL_GRACE_S, become_subreaper, has_children, sweep_descendants
 from certlab_core.sdk.containment import (
     active_containment,
     contained_environment,
@@ -41,6 +41,7 @@ from certlab_core.sdk.containment import (
 from certlab_core.sdk.forking import ForkedCallError, PendingCall
 from certlab_core.sdk.grading import ChainResult, checked_changes, run_chain, scores_held_out
 from certlab_core.sdk.model_boundary import ModelBoundaryPlan, judged_outcome, spent_budget
+from certlab_core.sdk.processes import live_descendants
 from certlab_core.sdk.trees import (
     WORK_COPY_CAPS,
     TreeCaps,

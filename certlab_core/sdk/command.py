@@ -42,7 +42,15 @@ from certlab_core.plugin.types.fields import one_of
 from certlab_core.plugin.types.sandbox import Containment, SandboxLaunch, SpawnedProcess
 from certlab_core.sdk.containment import active_containment, record_limits_hit
 from certlab_core.sdk.processes import has_children as has_children
-from certlab_core.sdk.processes import kill_group, reap, reap_exited, stop_group
+from certlab_core.sdk.processes import (
+    kill_group,
+    live_descendants,
+    process_ids,
+    process_state,
+    reap,
+    reap_exited,
+    stop_group,
+)
 
 TAIL_BYTES = 64 * 1024
 KILL_GRACE_S = 5.0
@@ -59,10 +67,6 @@ def _tail(path: Path) -> str:
     with path.open("rb") as handle:
         handle.seek(max(0, size - TAIL_BYTES))
         return handle.read().decode("utf-8", "replace")
-
-
-def _proc_ids() -> list[int]:
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
 
 
 def _command_line(pid: int) -> str:
@@ -88,74 +92,10 @@ def _command_line(pid: int) -> str:
     return f"[{name}]" if name else "?"
 
 
-def _stat(pid: int) -> tuple[int, str] | None:
-    """``pid``'s parent and state letter, from ``/proc/PID/stat`` (None when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[1]), fields[0]
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def become_subreaper() -> bool:
     """Make this process the child subreaper of everything it starts; False where the kernel refuses."""
     libc = ctypes.CDLL(None, use_errno=True)
     return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-
-
-def _children(pid: int) -> list[int] | None:
-    """The children of ``pid``, from ``/proc/PID/task/*/children``; None where the kernel does not list them."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    found: list[int] = []
-    for task in tasks:
-        try:
-            found.extend(int(child) for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split())
-        except FileNotFoundError:
-            if os.path.isdir(f"/proc/{pid}/task/{task}"):  # the thread is there, its list is not: no lists here
-                return None
-        except (OSError, ValueError):  # the thread ended meanwhile
-            continue
-    return found
-
-
-def _state(pid: int) -> str:
-    return (_stat(pid) or (0, "X"))[1]
-
-
-def live_descendants(root: int | None = None, spare: Collection[int] = ()) -> list[int]:
-    """The live processes below ``root`` (this process by default), leaving out ``spare`` and theirs.
-
-    Walks the tree down from ``root`` through the kernel's lists of children, which reads a
-    few files for a few descendants (the whole process table only where those lists are missing).
-    """
-    me = os.getpid() if root is None else root
-    walked: list[int] = []
-    stack = [me]
-    while stack:
-        below = _children(stack.pop())
-        if below is None:
-            return _live_descendants_from_table(me, spare)
-        fresh = [pid for pid in below if pid not in spare and pid not in walked]
-        walked.extend(fresh)
-        stack.extend(fresh)
-    return [pid for pid in walked if _state(pid) not in ("Z", "X")]
-
-
-def _live_descendants_from_table(me: int, spare: Collection[int]) -> list[int]:
-    table = {pid: stat for pid in _proc_ids() if (stat := _stat(pid)) is not None}
-    children: dict[int, list[int]] = {}
-    for pid, (parent, _state) in table.items():
-        children.setdefault(parent, []).append(pid)
-    found: list[int] = []
-    stack = [pid for pid in children.get(me, []) if pid not in spare]
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(p for p in children.get(pid, []) if p not in spare)
-    return [pid for pid in found if table[pid][1] not in ("Z", "X")]
 
 
 def sweep_descendants(spare: Collection[int] = ()) -> list[str]:
@@ -192,7 +132,7 @@ def find_leftovers(session_id: int, token: str) -> list[tuple[int, str]]:
     marker = f"{TOKEN_VARIABLE}={token}".encode()
     found: list[tuple[int, str]] = []
     me = os.getpid()
-    for pid in _proc_ids():
+    for pid in process_ids():
         if pid == me:
             continue
         try:
@@ -202,7 +142,7 @@ def find_leftovers(session_id: int, token: str) -> list[tuple[int, str]]:
                 continue
         except OSError:
             continue
-        if _state(pid) in ("Z", "X"):  # already dead, awaiting its parent, or gone
+        if process_state(pid) in ("Z", "X"):  # already dead, awaiting its parent, or gone
             continue
         found.append((pid, _command_line(pid)))
     return found

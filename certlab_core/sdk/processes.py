@@ -22,7 +22,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -155,6 +156,30 @@ def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
+
+
+def kill_tree(pid: int, group: bool = False) -> None:
+    """SIGKILL the child ``pid`` and everything below it (with its process group when ``group``), and reap it.
+
+    A forked child killed alone leaves running what it started: an agent in a session of its own,
+    a grader's processes. Reparented away, they outlived the call and wrote on into folders certlab
+    was deleting. So the child is stopped first (it cannot start more), each process below it is
+    killed with its process group (a session's leader takes its group with it), or alone when it
+    shares this process's group, and then the child.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGSTOP)
+    own_group = os.getpgrp()
+    for below in live_descendants(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            below_group = os.getpgid(below)
+            if below_group == own_group:
+                os.kill(below, signal.SIGKILL)
+            else:
+                os.killpg(below_group, signal.SIGKILL)
+    if group:
+        kill_group(pid)
+    kill(pid)
 
 
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
@@ -338,6 +363,8 @@ class Children:
         return True
 
     def _kill(self, fd: int, pid: int) -> None:
+        """Kill a child past its deadline: its group when it leads one (what it started is its caller's to sweep
+        and name: a trial's leftover processes), else the child alone."""
         if fd in self._leaders:
             kill_group(pid)
             with contextlib.suppress(ChildProcessError):
@@ -374,12 +401,85 @@ class Children:
         return done
 
     def close(self) -> None:
-        """Kill every child still running and forget it."""
+        """Kill every child still running, with everything it started (nothing is left to sweep it), and forget it."""
         for fd, (_t, pid, _c, _d) in list(self._running.items()):
-            self._kill(fd, pid)
+            kill_tree(pid, group=fd in self._leaders)
             self._forget(fd)
         self._running.clear()
         self._ended.clear()
+
+
+# --------------------------------------------------------------------------- the processes below one
+
+
+def process_ids() -> list[int]:
+    """Every process id in ``/proc``."""
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """``pid``'s parent and state letter, from ``/proc/PID/stat`` (None when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[1]), fields[0]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _children(pid: int) -> list[int] | None:
+    """The children of ``pid``, from ``/proc/PID/task/*/children``; None where the kernel does not list them."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for task in tasks:
+        try:
+            found.extend(int(child) for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+        except FileNotFoundError:
+            if os.path.isdir(f"/proc/{pid}/task/{task}"):  # the thread is there, its list is not: no lists here
+                return None
+        except (OSError, ValueError):  # the thread ended meanwhile
+            continue
+    return found
+
+
+def process_state(pid: int) -> str:
+    """``pid``'s state letter (``Z`` a zombie, ``X`` gone)."""
+    return (_stat(pid) or (0, "X"))[1]
+
+
+def live_descendants(root: int | None = None, spare: Collection[int] = ()) -> list[int]:
+    """The live processes below ``root`` (this process by default), leaving out ``spare`` and theirs.
+
+    Walks the tree down from ``root`` through the kernel's lists of children, which reads a
+    few files for a few descendants (the whole process table only where those lists are missing).
+    """
+    me = os.getpid() if root is None else root
+    walked: list[int] = []
+    stack = [me]
+    while stack:
+        below = _children(stack.pop())
+        if below is None:
+            return _live_descendants_from_table(me, spare)
+        fresh = [pid for pid in below if pid not in spare and pid not in walked]
+        walked.extend(fresh)
+        stack.extend(fresh)
+    return [pid for pid in walked if process_state(pid) not in ("Z", "X")]
+
+
+def _live_descendants_from_table(me: int, spare: Collection[int]) -> list[int]:
+    table = {pid: stat for pid in process_ids() if (stat := _stat(pid)) is not None}
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _state) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found: list[int] = []
+    stack = [pid for pid in children.get(me, []) if pid not in spare]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(p for p in children.get(pid, []) if p not in spare)
+    return [pid for pid in found if table[pid][1] not in ("Z", "X")]
 
 
 # --------------------------------------------------------------------------- framing
