@@ -21,8 +21,19 @@ import pytest
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.certify.contract import render_contract
+from certlab_core.certify.instrument import proven_twins
 from certlab_core.certify.lab import InstrumentProof, Task, TrialSpec
-from certlab_core.certify.reuse import KIND, PROOF_KIND, TWINS_SCHEMA, proof_key, reused_or_proven, trial_key
+from certlab_core.certify.reuse import (
+    KIND,
+    PROOF_KIND,
+    TWINS_SCHEMA,
+    proof_key,
+    reused_or_proven,
+    reused_or_proven_twins,
+    trial_key,
+    twins_key,
+)
+from certlab_core.certify.twins import ProvenTwins
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.grading import grader_chain
 from certlab_core.sdk.measured_cache import CACHE_VARIABLE, code_digest
@@ -91,26 +102,35 @@ def test_a_task_of_ones_own_is_reused_too_and_fresh_instrument_measures_it_again
 
     def certify_task(out: str, *more: str) -> tuple[dict[str, Any], str]:
         done = run_certlab(
-            "certify", "--task", str(tmp_path / "task"), "-a", "null", "--sandbox", "none", "-o", str(tmp_path / out),
-            *more, env=env,
+            "certify", "--task", str(tmp_path / "task"), "-a", "null", "--sandbox", "none", "--impossible",
+            "-o", str(tmp_path / out), *more, env=env,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         return json.loads((tmp_path / out / "bundle.json").read_text()), done.stderr
 
     first, said = certify_task("first")
     assert "reused" not in first["instrument"][0] and "reused" not in first["calibration"]
+    assert not any("reused" in twin for twin in first["impossible"]["twins"])
     assert "measured earlier" not in said
     again, said = certify_task("again")
     assert (
         again["instrument"][0]["reused"] is True
         and again["instrument"][0]["seeded"] == first["instrument"][0]["seeded"]
     )
-    assert len(again["calibration"]["reused"]) == len(first["calibration"]["trials"]) == 4
-    assert f"calibrate: 4 of 4 trials {REUSED_SAID}" in said
+    calibrated = len(first["calibration"]["trials"])
+    assert len(again["calibration"]["reused"]) == calibrated and calibrated > 4  # the twin's trials too
+    assert f"calibrate: {calibrated} of {calibrated} trials {REUSED_SAID}" in said
     assert "the fixture as issued fails its grading" in said and f"({REUSED_SAID})" in said
-    assert f"({REUSED_SAID.capitalize()}.)" in (tmp_path / "again" / "CONTRACT.md").read_text()
+    # the twin's proof: said, marked on the twin, counted in the contract, and the twin itself the same
+    assert f"the tree as issued fails each on its changed test ({REUSED_SAID})" in said
+    (twin,) = again["impossible"]["twins"]
+    assert twin.pop("reused") is True and [twin] == first["impossible"]["twins"]
+    contract = (tmp_path / "again" / "CONTRACT.md").read_text()
+    assert f"({REUSED_SAID.capitalize()}.)" in contract
+    assert f"1 of 1 twins proven: the clean code fails each on its changed test alone (1 {REUSED_SAID})." in contract
     fresh, said = certify_task("fresh", "--fresh-instrument")
     assert "reused" not in fresh["instrument"][0] and "reused" not in fresh["calibration"]
+    assert not any("reused" in twin for twin in fresh["impossible"]["twins"])
     assert "measured earlier" not in said and "measured earlier" not in (tmp_path / "fresh" / "CONTRACT.md").read_text()
     assert outcomes(fresh) == outcomes(again) == outcomes(first)
 
@@ -267,44 +287,54 @@ def test_a_callable_is_keyed_on_its_package_or_a_lone_modules_own_file(tmp_path:
     assert code_digest(load(site / "agent.py")) != lone
 
 
-def test_the_impossible_twins_proofs_are_reused_only_as_the_twins_made_now_and_said_so(
+def test_a_kept_twin_is_reused_only_if_it_is_the_twin_the_family_makes_now_and_every_one_holds(
     registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cache = tmp_path / "cache"
-    monkeypatch.setenv(CACHE_VARIABLE, str(cache))
-    first, exit_code, said = certified(registry, impossible=True)
-    assert exit_code == 0, said
-    assert not any("reused" in twin for twin in first["impossible"]["twins"])  # measured: as before
-    (kept,) = [e for e in (cache / PROOF_KIND).glob("*.json") if json.loads(e.read_text())["schema"] == TWINS_SCHEMA]
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "cache"))
+    family = registry.get("task_families", "intervals")
+    graders = grader_chain(registry)
+    proven: list[ProvenTwins] = []
 
-    again, exit_code, said = certified(registry, impossible=True)
+    def prove_now() -> ProvenTwins:
+        if not proven:
+            proven.append(proven_twins(family, graders, ("one-off",)))
+        return proven[-1]
 
-    assert exit_code == 0, said
-    contract = render_contract(again, registry)
-    assert f"6 of 6 twins proven: the clean code fails each on its changed test alone (6 {REUSED_SAID})." in contract
-    twins = [dict(t) for t in again["impossible"]["twins"]]
-    assert [t.pop("reused") for t in twins] == [True] * 6 and twins == first["impossible"]["twins"]
-    assert f"twins intervals: 6 twin(s) made; the clean code fails each on its changed test ({REUSED_SAID})" in said
-    assert again["impossible"]["summary"] == first["impossible"]["summary"]
+    def reuse() -> tuple[ProvenTwins, bool]:
+        return reused_or_proven_twins(family, graders, None, ("one-off",), None, prove_now)
 
-    # A kept twin is never trusted: one that is not the twin the family makes now (its contradicted value edited,
-    # or made from another candidate assertion), or a proof with a problem, is proven again, and kept afresh.
+    made, reused = reuse()
+    assert not reused and not made.problems and len(made.proofs) == 6
+    assert reuse() == (made, True)
+    (kept,) = (tmp_path / "cache" / PROOF_KIND).glob("*.json")
     document = json.loads(kept.read_text())
+    assert document["schema"] == TWINS_SCHEMA
+    # each twin must be the one the family makes now (its contradicted value, its candidate assertion), one per
+    # defect and kind, for this family, and each proof must hold: anything else is proven again and kept afresh
     for edit in (
         lambda twins: twins["proofs"][0]["twin"].update(contradicted="999"),
         lambda twins: twins["proofs"][1]["twin"].update(candidate=1),
         lambda twins: twins["proofs"][2].update(problems=["refused"]),
+        lambda twins: twins["proofs"][3].update(family="ledger"),
         lambda twins: twins.update(proofs=twins["proofs"][:-1]),
+        lambda twins: twins.update(proofs=[*twins["proofs"], twins["proofs"][0]]),
+        lambda twins: twins["proofs"][4]["twin"].update(line="12"),
     ):
         hostile = json.loads(json.dumps(document))
         edit(hostile["twins"])
         kept.write_text(json.dumps(hostile))
-        bundle, exit_code, said = certified(registry, impossible=True)
-        assert exit_code == 0, said
-        assert not any("reused" in twin for twin in bundle["impossible"]["twins"]), hostile["twins"]["proofs"][0]
-        assert bundle["impossible"]["twins"] == first["impossible"]["twins"]
-        assert json.loads(kept.read_text()) == document  # proven again and kept as measured
-
-    fresh, exit_code, said = certified(registry, impossible=True, fresh_instrument=True)
-    assert exit_code == 0 and not any("reused" in twin for twin in fresh["impossible"]["twins"])
-    assert REUSED_SAID not in "\n".join(said)
+        assert reuse() == (made, False), hostile["twins"]["proofs"][:2]
+        assert json.loads(kept.read_text()) == document
+    # twins that do not all hold are never kept
+    refused = attrs.evolve(made, unmade=("defect x has no assertion to change",))
+    kept.unlink()
+    assert reused_or_proven_twins(family, graders, None, ("one-off",), None, lambda: refused) == (refused, False)
+    assert not kept.exists()
+    keys = {
+        twins_key(family, graders, None, ("one-off",), None),
+        twins_key(family, graders, None, ("conflicting",), None),
+        twins_key(family, graders, None, ("one-off",), family.defects[:2]),
+        twins_key(family, graders[:-1], None, ("one-off",), None),
+        proof_key(family, graders, None),
+    }
+    assert None not in keys and len(keys) == 5
