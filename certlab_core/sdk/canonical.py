@@ -7,7 +7,7 @@ import hashlib
 import json
 import types
 import typing
-from collections.abc import Mapping, MutableMapping, MutableSequence, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, MutableSequence, Sequence
 from typing import Any, Union
 
 import attrs
@@ -51,45 +51,45 @@ def _kind_problem(value: Any, cls: Any, where: str) -> str | None:
     if origin is Union or origin is types.UnionType:
         problems = [_kind_problem(value, member, where) for member in typing.get_args(cls)]
         return None if None in problems else next(p for p in problems if p is not None)
+    at = where or "the document"
     if cls is type(None):
-        return None if value is None else f"{where or 'the document'}: expected null, found {_kind_of(value)}"
+        return None if value is None else f"{at}: expected null, found {_kind_of(value)}"
     if cls in _KINDS:
         fits = type(value) in (int, float) if cls is float else type(value) is cls
-        return None if fits else f"{where or 'the document'}: expected {_KINDS[cls]}, found {_kind_of(value)}"
+        return None if fits else f"{at}: expected {_KINDS[cls]}, found {_kind_of(value)}"
     if isinstance(cls, type) and attrs.has(cls):
-        if not isinstance(value, dict):
-            return f"{where or 'the document'}: expected an object, found {_kind_of(value)}"
+        shape = "record"
+    elif origin in _ARRAYS or cls in (list, tuple):
+        shape = "array"
+    elif origin in _OBJECTS or cls is dict:
+        shape = "mapping"
+    else:  # Any, object, Literal words and enums (cattrs checks them), unresolved forward references (JSON values)
+        return None
+    if shape != "array" and not isinstance(value, dict):
+        return f"{at}: expected an object, found {_kind_of(value)}"
+    if shape == "array" and not isinstance(value, (list, tuple)):
+        return f"{at}: expected an array, found {_kind_of(value)}"
+    args = typing.get_args(cls)
+    if shape == "array" and origin is tuple and args and args[-1] is not Ellipsis and len(args) != len(value):
+        return f"{at}: expected {len(args)} items, found {len(value)}"
+    parts = _parts(value, cls, where, shape, args)
+    return next((p for item, declared, inner in parts if (p := _kind_problem(item, declared, inner))), None)
+
+
+def _parts(value: Any, cls: Any, where: str, shape: str, args: tuple[Any, ...]) -> Iterator[tuple[Any, Any, str]]:
+    """Each value inside a record, an array or a mapping, with the type its place declares and where it is."""
+    if shape == "record":
         for name, declared in _field_types(cls):
             if name in value:
-                problem = _kind_problem(value[name], declared, f"{where}.{name}" if where else name)
-                if problem is not None:
-                    return problem
-        return None
-    if origin in _ARRAYS or cls in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            return f"{where or 'the document'}: expected an array, found {_kind_of(value)}"
-        args = typing.get_args(cls)
-        homogeneous = not args or origin is not tuple or (len(args) == 2 and args[1] is Ellipsis)
-        if not homogeneous and len(args) != len(value):
-            return f"{where or 'the document'}: expected {len(args)} items, found {len(value)}"
+                yield value[name], declared, f"{where}.{name}" if where else name
+    elif shape == "array":
+        homogeneous = not args or args[-1] is Ellipsis or typing.get_origin(cls) is not tuple
         for index, item in enumerate(value):
-            declared = (args[0] if args else Any) if homogeneous else args[index]
-            problem = _kind_problem(item, declared, f"{where}[{index}]")
-            if problem is not None:
-                return problem
-        return None
-    if origin in _OBJECTS or cls is dict:
-        if not isinstance(value, dict):
-            return f"{where or 'the document'}: expected an object, found {_kind_of(value)}"
-        args = typing.get_args(cls)
+            yield item, ((args[0] if args else Any) if homogeneous else args[index]), f"{where}[{index}]"
+    elif len(args) == 2:  # a mapping's keys, then its values (a bare ``dict`` declares neither)
         for key, item in value.items():
-            problem = _kind_problem(key, args[0], f"{where} key") if args else None
-            problem = problem or (_kind_problem(item, args[1], f"{where}[{key!r}]") if args else None)
-            if problem is not None:
-                return problem
-        return None
-    # Any, object, Literal words and enums (cattrs checks them), and unresolved forward references (JSON values)
-    return None
+            yield key, args[0], f"{where} key"
+            yield item, args[1], f"{where}[{key!r}]"
 
 
 @functools.cache
