@@ -15,6 +15,7 @@ import pytest
 from conftest import REPO, run_certlab
 
 from certlab_core.sdk.canonical import canonical_json, sealed
+from certlab_core.sdk.processes import process_state
 
 JOURNAL = "trials.journal.jsonl"
 
@@ -142,16 +143,9 @@ def test_a_stopped_certification_leaves_no_agent_it_started_running(tmp_path: Pa
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == 128 + stop, err
     started = [int(p.name) for p in pids.iterdir()]
-    assert [pid for pid in started if alive(pid)] == [], "an agent outlived the certification that started it"
+    alive = [pid for pid in started if process_state(pid) not in ("Z", "X")]
+    assert alive == [], "an agent outlived the certification that started it"
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def test_a_certification_refused_before_its_trials_leaves_nothing_to_resume(tmp_path: Path) -> None:
