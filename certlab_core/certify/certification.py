@@ -282,13 +282,9 @@ def _certify(
     for family in families:
         lock = held_out.lock_for(family.name)
         prove_now = functools.partial(prove, family, graders, workers=options.workers, acceptance_lock=lock)
-        reused = False
-        if options.fresh_instrument:
-            proof = prove_now()
-        else:
-            proof, reused = reused_or_proven(family, graders, lock, prove_now)
-            if reused:
-                reused_proofs.add(family.name)
+        proof, reused = reused_or_proven(family, graders, lock, prove_now, fresh=options.fresh_instrument)
+        if reused:
+            reused_proofs.add(family.name)
         proofs.append(proof)
         again = f" ({REUSED})" if reused else ""
         if proof.holds and not family.clean_tree:
@@ -316,13 +312,11 @@ def _certify(
             prove_twins_now = functools.partial(
                 proven_twins, family, graders, options.twin_kinds, options.workers, lock
             )
-            reused = False
-            if options.fresh_instrument:
-                made = prove_twins_now()
-            else:
-                made, reused = reused_or_proven_twins(family, graders, lock, options.twin_kinds, None, prove_twins_now)
-                if reused:
-                    reused_twins.add(family.name)
+            made, reused = reused_or_proven_twins(
+                family, graders, lock, options.twin_kinds, None, prove_twins_now, fresh=options.fresh_instrument
+            )
+            if reused:
+                reused_twins.add(family.name)
             twin_proofs.extend(made.proofs)
             for fallback in made.fallbacks:
                 progress(f"twins {family.name}: {fallback}")

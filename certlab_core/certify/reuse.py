@@ -170,8 +170,13 @@ def reused_or_proven(
     graders: Sequence[Grader],
     lock: AcceptanceLock | None,
     prove_now: Callable[[], InstrumentProof],
+    fresh: bool = False,
 ) -> tuple[InstrumentProof, bool]:
-    """The family's proof, kept or made now by ``prove_now``; and whether it was kept (a proof that holds is kept)."""
+    """The family's proof, kept or made now by ``prove_now``; and whether it was kept (a proof that holds is kept).
+
+    ``fresh`` (``--fresh-instrument``): made now, and the cache neither read nor written."""
+    if fresh:
+        return prove_now(), False
     key = proof_key(family, graders, lock)
     kept = _kept_proof(key, family) if key is not None else None
     if kept is not None:
@@ -227,8 +232,13 @@ def reused_or_proven_twins(
     kinds: Sequence[TwinKind],
     defects: Sequence[Defect] | None,
     prove_now: Callable[[], ProvenTwins],
+    fresh: bool = False,
 ) -> tuple[ProvenTwins, bool]:
-    """The family's twins and their proofs, kept or made now; and whether kept (only twins that all hold are kept)."""
+    """The family's twins and their proofs, kept or made now; and whether kept (only twins that all hold are kept).
+
+    ``fresh`` (``--fresh-instrument``): made now, and the cache neither read nor written."""
+    if fresh:
+        return prove_now(), False
     key = twins_key(family, graders, lock, kinds, defects)
     kept = _kept_twins(key, family, kinds, defects) if key is not None else None
     if kept is not None:
