@@ -252,3 +252,35 @@ def test_a_zygote_whose_preload_made_the_runtime_folder_removes_it_when_it_ends(
     finally:
         zygote.close()
     assert not Path(made).exists()
+
+
+def _start_an_agent_and_join_a_group(foreign_group: int, pids: Path) -> None:
+    """In a pool's child: an agent in a session of its own, and a process that joins a group certlab did not make."""
+    agent = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    joiner = subprocess.Popen(["sleep", "60"], process_group=foreign_group)
+    (pids / "started").write_text(f"{agent.pid} {joiner.pid}")
+    time.sleep(60)
+
+
+def test_an_abandoned_pool_kills_what_its_children_started_and_signals_no_group_it_did_not_make(
+    tmp_path: Path,
+) -> None:
+    from certlab_core.sdk.processes import process_state
+
+    foreign = subprocess.Popen(["sleep", "60"], process_group=0)  # a group of its own, which the pool did not make
+    try:
+        with ForkPool(1) as pool:
+            pool.submit(lambda _arg: _start_an_agent_and_join_a_group(foreign.pid, tmp_path), None, "child")
+            deadline = time.monotonic() + 30
+            while not (tmp_path / "started").exists():
+                assert time.monotonic() < deadline, "the child did not start its processes"
+                time.sleep(0.02)
+        # the pool is abandoned here, its child still running
+        agent, joiner = (int(pid) for pid in (tmp_path / "started").read_text().split())
+        time.sleep(0.1)  # killed ones are reaped by init meanwhile
+        assert process_state(agent) in ("Z", "X"), "the agent in a session of its own outlived the pool"
+        assert process_state(joiner) in ("Z", "X")
+        assert foreign.poll() is None, "the pool killed a process group it did not make"
+    finally:
+        foreign.kill()
+        foreign.wait()

@@ -164,19 +164,20 @@ def kill_tree(pid: int, group: bool = False) -> None:
     A forked child killed alone leaves running what it started: an agent in a session of its own,
     a grader's processes. Reparented away, they outlived the call and wrote on into folders certlab
     was deleting. So the child is stopped first (it cannot start more), each process below it is
-    killed with its process group (a session's leader takes its group with it), or alone when it
-    shares this process's group, and then the child.
+    killed with its process group when the group's leader is one of them (a session's leader takes
+    its group with it), else alone (a group certlab did not start is never signalled), then the child.
     """
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGSTOP)
-    own_group = os.getpgrp()
-    for below in live_descendants(pid):
+    tree = live_descendants(pid)
+    ours = {pid, *tree}  # a group is killed whole only when one of these leads it: never one certlab did not make
+    for below in tree:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             below_group = os.getpgid(below)
-            if below_group == own_group:
-                os.kill(below, signal.SIGKILL)
-            else:
+            if below_group in ours:
                 os.killpg(below_group, signal.SIGKILL)
+            else:
+                os.kill(below, signal.SIGKILL)
     if group:
         kill_group(pid)
     kill(pid)
