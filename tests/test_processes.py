@@ -254,6 +254,30 @@ def test_a_zygote_whose_preload_made_the_runtime_folder_removes_it_when_it_ends(
     assert not Path(made).exists()
 
 
+def _made_in_a_zygote_then(_preloaded: object, end: str) -> str:
+    return _make_a_folder_then(end)
+
+
+def test_a_zygote_s_calls_killed_when_it_is_closed_leave_nothing_in_the_temp_folder(private_temp: Path) -> None:
+    # An interrupted run closes its zygotes: each killed the calls it had forked, and the folders they would have
+    # deleted (a trial's work copy, its agent's capture) stayed in the temp folder.
+    zygote = Zygote(lambda: None, _made_in_a_zygote_then)
+    try:
+        assert zygote.wait_ready(), zygote.problem
+        with ForkPool(2) as pool:
+            pool.submit_to(zygote, "returns", "returns")
+            ((_tag, made),) = pool.wait()
+            pool.submit_to(zygote, "hangs", "hangs")
+            deadline = time.monotonic() + 30
+            while len(list(Path(made).parent.iterdir())) < 2:  # the hanging call has made its folder
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        assert Path(made).parent.parent == private_temp and Path(made).parent.name.startswith("certlab-calls-")
+    finally:
+        zygote.close()
+    assert list(private_temp.iterdir()) == []
+
+
 def _start_an_agent_and_join_a_group(foreign_group: int, pids: Path) -> None:
     """In a pool's child: an agent in a session of its own, and a process that joins a group certlab did not make."""
     agent = subprocess.Popen(["sleep", "60"], start_new_session=True)

@@ -10,7 +10,6 @@ import contextlib
 import os
 import pickle
 import selectors
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -28,7 +27,7 @@ from certlab_core.sdk.processes import (
     reap,
     send_frame,
 )
-from certlab_core.sdk.trees import make_temp_folder, remove_made
+from certlab_core.sdk.trees import MadeFolder, make_temp_folder, remove_made, use_temp_folder
 
 __all__ = [
     "ChildFailure", "ForkPool", "ForkedCallError", "PendingCall", "call_in_fork", "map_in_forks", "use_temp_folder",
@@ -66,12 +65,6 @@ def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None,
         returned: R = value
         return returned
     raise ForkedCallError(value)
-
-
-def use_temp_folder(folder: str) -> None:
-    """In a forked child: every temp folder made from now on is made below ``folder``, by it and what it starts."""
-    tempfile.tempdir = folder
-    os.environ["TMPDIR"] = folder
 
 
 def _in_temp_folder(folder: str, fn: Callable[..., R], *args: Any) -> R:
@@ -173,16 +166,9 @@ def map_in_forks(
     :func:`call_in_fork`'s: the children's temp folders are made in one folder this process
     deletes once the map is over, or abandoned (its children in flight are killed first).
     """
-    if temp_prefix is not None:
-        made = make_temp_folder(temp_prefix)
-        try:
-            yield from map_in_forks(partial(_in_temp_folder, made.path, fn), items, workers, timeout)
-        finally:
-            remove_made(made)
-        return
     pending = list(enumerate(items))
     pending.reverse()
-    with ForkPool(workers) as pool:
+    with ForkPool(workers, temp_prefix) as pool:
         while pending or pool.busy():
             while pending and pool.free() > 0:
                 index, item = pending.pop()
@@ -208,10 +194,17 @@ class ForkPool:
     result)`` pairs, a ChildFailure standing for a child that raised, died or ran past its
     time limit. Unlike ``map_in_forks``, new work can depend on finished work (a trial's
     oracle after the trial). Leaving the ``with`` block kills whatever still runs.
+
+    With ``temp_prefix``, the temp folders of the children ``submit`` starts are made in one
+    folder the pool makes at the first submit and deletes on ``close``, after killing what still
+    runs: a child killed at its deadline or abandoned cannot leave in the temp folder what it
+    would have deleted itself. (A zygote does the same for the grandchildren it forks.)
     """
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, temp_prefix: str | None = None) -> None:
         self.workers = max(1, workers)
+        self._temp_prefix = temp_prefix
+        self._temp: MadeFolder | None = None
         self._selector = selectors.DefaultSelector()
         self._children = Children(self._selector)
         self._zygotes: dict[int, ZygoteChannel] = {}  # result fd -> zygote
@@ -238,6 +231,10 @@ class ForkPool:
         self._in_zygotes += 1
 
     def submit(self, fn: Callable[[Any], Any], arg: Any, tag: Any, timeout: float | None = None) -> None:
+        if self._temp_prefix is not None:
+            if self._temp is None:
+                self._temp = make_temp_folder(self._temp_prefix)
+            fn = partial(_in_temp_folder, self._temp.path, fn)
         self._children.start(fn, (arg,), tag, timeout)
 
     def wait(self) -> list[tuple[Any, Any]]:
@@ -266,3 +263,6 @@ class ForkPool:
         self._zygotes.clear()
         self._in_zygotes = 0
         self._selector.close()
+        if self._temp is not None:
+            remove_made(self._temp)
+            self._temp = None

@@ -305,6 +305,12 @@ def make_temp_folder(prefix: str = "certlab-", parent: str | os.PathLike[str] | 
     return _handle(tempfile.mkdtemp(prefix=prefix, dir=parent))
 
 
+def use_temp_folder(folder: str) -> None:
+    """In a forked child: every temp folder made from now on is made below ``folder``, by it and what it starts."""
+    tempfile.tempdir = folder
+    os.environ["TMPDIR"] = folder
+
+
 @contextlib.contextmanager
 def temporary_folder(prefix: str = "certlab-", parent: str | os.PathLike[str] | None = None) -> Iterator[MadeFolder]:
     """A new temp folder for the ``with`` block, removed (by :func:`remove_made`) when it ends."""

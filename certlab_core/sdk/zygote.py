@@ -28,6 +28,7 @@ from certlab_core.sdk.processes import (
     stop_child,
     write_all,
 )
+from certlab_core.sdk.trees import make_temp_folder, remove_made, use_temp_folder
 
 if TYPE_CHECKING:
     import subprocess
@@ -168,6 +169,10 @@ def _zygote_main(command_fd: int, result_fd: int, preload: Callable[[], Any], ca
         send_frame(result_fd, ("unready", f"{type(error).__name__}: {error}"))
         return
     send_frame(result_fd, ("ready", os.getpid()))
+    # The calls make their temp folders in one the zygote deletes as it ends: a call killed when its parent
+    # goes (an interrupted run) cannot leave in the temp folder what it would have deleted itself.
+    calls_temp = make_temp_folder("certlab-calls-")
+    use_temp_folder(calls_temp.path)
     selector = selectors.DefaultSelector()
     selector.register(command_fd, selectors.EVENT_READ)
     commands = bytearray()
@@ -180,10 +185,10 @@ def _zygote_main(command_fd: int, result_fd: int, preload: Callable[[], Any], ca
                     calls.read(int(key.fd))
                     continue
                 data = os.read(command_fd, 1 << 16)
-                if not data:
+                if not data:  # the parent has gone: nothing will sweep what a call started, so kill it all
                     open_commands = False
                     selector.unregister(command_fd)
-                    calls.kill_all()  # the parent has gone
+                    calls.close()
                     continue
                 commands.extend(data)
                 for call_id, arg, timeout in frames(commands):
@@ -196,6 +201,7 @@ def _zygote_main(command_fd: int, result_fd: int, preload: Callable[[], Any], ca
                     send_frame(result_fd, ("failed", child.tag, child.outcome()[1]))
     finally:
         calls.close()
+        remove_made(calls_temp)
 
 
 class Zygote:

@@ -17,6 +17,7 @@ from gate_helpers import write, write_module
 
 from certlab_core.gate.manifest import ARMS
 from certlab_core.gate.store import DECISION, TRIALS, seal_line
+from certlab_core.sdk.processes import process_state
 
 # Each trial takes a little while, so a signal lands while the run is writing; the candidate fails
 # on some seeds (its random stream is the trial's seed), so a resumed run that ran a trial twice or
@@ -215,3 +216,44 @@ def test_resume_refuses_a_finished_run_and_an_edited_store(tmp_path: Path, unint
     assert edited.returncode == 3 and "cannot be resumed" in edited.stderr
     both = finish("run", "certlab.yaml", "--resume", str(store), cwd=tmp_path)
     assert both.returncode == 4 and "give no descriptor" in both.stderr
+
+
+def test_an_interrupted_run_of_coding_arms_leaves_no_agent_and_nothing_in_the_temp_folder(tmp_path: Path) -> None:
+    # Its trials' forks were killed when the run stopped, before they could delete their trial folders: each
+    # left its seeded work copy, prompt and agent capture in TMPDIR, however often the run was interrupted.
+    pids = tmp_path / "agents"
+    pids.mkdir()
+    agent = tmp_path / "waiting_agent.sh"
+    agent.write_text(f'#!/bin/sh\necho $$ > "{pids}/$$"\nexec sleep 120\n')
+    agent.chmod(0o755)
+    write(
+        tmp_path,
+        {
+            "experiment": "waiting-arms",
+            "task": {"family": "intervals", "defects": ["length-counts-end"]},
+            "oracle": "graders",
+            "arms": {arm: {"adapter": "command", "args": [str(agent)]} for arm in ARMS},
+            "conditions": [{"name": "clean", "bucket": "benign"}],
+            "n_per_arm": 2,
+            "budgets": {"seconds": 120},
+        },
+    )
+    (tmp_path / "tmp").mkdir()
+    runner = subprocess.Popen(
+        certlab_argv("run", "certlab.yaml", "--out", "runs", "-q", "-w", "2", "--sandbox", "none"),
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while len(list(pids.iterdir())) < 2:
+        assert runner.poll() is None and time.monotonic() < deadline, "the agents did not start in time"
+        time.sleep(0.05)
+    runner.send_signal(signal.SIGINT)
+    _out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 130, err
+    started = [int(p.name) for p in pids.iterdir()]
+    assert [pid for pid in started if process_state(pid) not in ("Z", "X")] == [], "an agent outlived the run"
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []

@@ -23,7 +23,7 @@ class LocalSession:
     """Forks of this process, at most ``workers`` units at once."""
 
     def __init__(self, workers: int) -> None:
-        self._pool = ForkPool(workers)
+        self._pool = ForkPool(workers, temp_prefix="certlab-units-")  # what a killed unit made goes on close
         self._zygotes: dict[str, Zygote] = {}
 
     @property
