@@ -271,3 +271,29 @@ def test_the_contract_lists_each_trial_that_recovered_from_upstream_errors() -> 
         "- `intervals/b/1`: not-fixed (suite-failed), after 2 upstream errors (HTTP 500 ×2)",
     ]
     assert recovered_lines(trials[2:]) == []
+
+
+def test_a_trial_that_hangs_past_every_limit_of_its_own_is_killed_and_refused_in_one_line(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A certification's trials had no limit of their own: a trial hung anywhere but in its agent and graders (each
+    # held to a deadline) held certify forever. The limit, shortened here to stand for a hang, kills it and all it
+    # started.
+    from certlab_core.certify import trial_runs
+    from certlab_core.plugin.errors import InstrumentError
+    from certlab_core.sdk.processes import process_state
+
+    pids = tmp_path / "agents"
+    pids.mkdir()
+    agent = tmp_path / "waiting_agent.sh"
+    agent.write_text(f'#!/bin/sh\necho $$ > "{pids}/$$"\nexec sleep 60\n')
+    agent.chmod(0o755)
+    monkeypatch.setattr(trial_runs, "trial_time_limit_s", lambda _timeout_s, _graders: 3.0)
+    options = CertifyOptions(
+        families=("intervals",), agent="command", agent_args=(str(agent),), agent_timeout_s=30, workers=1,
+        sandbox="none", mutants=False,
+    )  # fmt: skip
+    with pytest.raises(InstrumentError, match=r"ran past 3 s \(its agent's timeout and every grader's limit\)"):
+        certify(registry, options, lambda _m: None)
+    started = [int(p.name) for p in pids.iterdir()]
+    assert started and [pid for pid in started if process_state(pid) not in ("Z", "X")] == []

@@ -39,7 +39,7 @@ from certlab_core.sdk.containment import (
     use_containment,
 )
 from certlab_core.sdk.forking import ForkedCallError, PendingCall
-from certlab_core.sdk.grading import ChainResult, checked_changes, run_chain, scores_held_out
+from certlab_core.sdk.grading import ChainResult, chain_time_limit_s, checked_changes, run_chain, scores_held_out
 from certlab_core.sdk.model_boundary import ModelBoundaryPlan, judged_outcome, spent_budget
 from certlab_core.sdk.processes import live_descendants
 from certlab_core.sdk.trees import (
@@ -426,6 +426,19 @@ def run_trial(spec: TrialSpec, graders: Sequence[Grader]) -> TrialRecord:
 #: Seconds an adapter's ``run`` may take past the agent timeout (``run_command`` stops a program at it, then
 #: kills its group ``KILL_GRACE_S`` later) before its process group is killed and the trial is agent-timeout.
 AGENT_GRACE_S = KILL_GRACE_S + 1.0
+#: What a trial may take beyond its agent's time and its graders' limits (issuing the work copy, the model
+#: boundary, recording the changes, the sweep) before what runs it kills it as hung.
+TRIAL_OVERHEAD_S = 120.0
+
+
+def trial_time_limit_s(agent_timeout_s: float, graders: Sequence[Grader]) -> float:
+    """How long the process running one trial may take: a backstop that the trial's own deadlines always beat.
+
+    The agent timeout and its grace, every grader's limit with its changes check, and ``TRIAL_OVERHEAD_S``.
+    A trial past it hung in the harness (a grader, the boundary, a sweep), never by the agent's doing: it is
+    an error of the run, not a failure of the agent.
+    """
+    return agent_timeout_s + AGENT_GRACE_S + chain_time_limit_s(graders) + TRIAL_OVERHEAD_S
 
 
 def _adapter_run(

@@ -9,7 +9,15 @@ from functools import partial
 from typing import Any
 
 from certlab_core.certify.heartbeat import InFlight, beating, clock, heartbeat_interval
-from certlab_core.certify.lab import Progress, TrialRecord, TrialSpec, preload, quiet, run_trial
+from certlab_core.certify.lab import (
+    Progress,
+    TrialRecord,
+    TrialSpec,
+    preload,
+    quiet,
+    run_trial,
+    trial_time_limit_s,
+)
 from certlab_core.plugin.errors import InstrumentError
 from certlab_core.plugin.types.executor import ExecutorSession, Stage, Work
 from certlab_core.plugin.types.grader import Grader
@@ -47,11 +55,15 @@ def _graded_trial(_preloaded: object, item: tuple[TrialSpec, Sequence[Grader]]) 
 
 
 def on_executor(
-    call: Callable[[object, Any], Any], items: Sequence[Any], what: str, progress: Progress = quiet
+    call: Callable[[object, Any], Any],
+    items: Sequence[Any],
+    what: str,
+    progress: Progress = quiet,
+    timeout_s: float | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """``call(preloaded, item)`` for each item in a fresh process on the executor in force; ``(index, result)`` pairs.
 
-    A result is a ChildFailure when the unit raised, died or timed out. A unit lost with its
+    A result is a ChildFailure when the unit raised, died or ran past ``timeout_s``. A unit lost with its
     worker runs again (at most ``WORKER_LOST_RERUNS`` times), so no trial is counted twice
     or lost.
     """
@@ -64,7 +76,7 @@ def on_executor(
     while pending or session.busy():
         while pending and session.busy() < session.slots:
             index = pending.pop()
-            session.submit(Work(tag=index, stage=stage, arg=items[index], timeout_s=None))
+            session.submit(Work(tag=index, stage=stage, arg=items[index], timeout_s=timeout_s))
         for done in session.wait():
             assert isinstance(done.tag, int)
             index = done.tag
@@ -182,14 +194,23 @@ def _run_trials(
         progress(f"[0/{len(specs)}] in flight: {', '.join(s.id for s in specs[:workers])}")
     for spec in specs[:workers]:  # trials start in schedule order, each as soon as a slot is free
         in_flight.start(spec.id)
+    # A backstop only: each trial holds its agent and graders to their own deadlines first.
+    limit_s = max((trial_time_limit_s(spec.agent_timeout_s, graders) for spec in specs), default=None)
     finished = enumerate(
-        on_executor(_graded_trial, [(spec, graders) for spec in specs], "certify-trial", progress)
+        on_executor(_graded_trial, [(spec, graders) for spec in specs], "certify-trial", progress, limit_s)
         if _executors
-        else map_in_forks(lambda spec: run_trial(spec, graders), specs, workers=workers, temp_prefix="certlab-trials-"),
+        else map_in_forks(
+            lambda spec: run_trial(spec, graders), specs, workers, timeout=limit_s, temp_prefix="certlab-trials-"
+        ),
         1,
     )
     with beating(in_flight, progress, interval):
         for done, (index, result) in finished:
+            if isinstance(result, ChildFailure) and result.kind == "timeout":
+                raise InstrumentError(
+                    f"trial {specs[index].id} ran past {limit_s:g} s (its agent's timeout and every grader's "
+                    "limit) and was killed: a part of the harness hung (a grader, the model boundary), not the agent"
+                )
             if isinstance(result, ChildFailure):
                 raise InstrumentError(f"trial {specs[index].id} could not be run: {result.summary}")
             results[index] = result

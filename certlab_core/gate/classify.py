@@ -62,11 +62,22 @@ def classify(
     return "failure", fm.ORACLE_REJECTED, None
 
 
-def child_failure_outcome(failure: ChildFailure | WorkFailure, manifest: Manifest) -> dict[str, Any]:
-    """What a trial child that did not report stands for: killed at its deadline, died, lost with its worker, broken."""
+def child_failure_outcome(
+    failure: ChildFailure | WorkFailure, manifest: Manifest, agent_held_inside: bool = False
+) -> dict[str, Any]:
+    """What a trial child that did not report stands for: killed at its deadline, died, lost with its worker, broken.
+
+    ``agent_held_inside``: the child holds its agent to the seconds budget itself and grades after it (a coding
+    trial), so its own deadline is a backstop: past it the harness hung (a grader, the boundary), not the agent.
+    """
     outcome = blank_outcome("crashed", failure.summary[:DETAIL_LIMIT])
     if failure.kind == WORKER_LOST:
         outcome["error"] = f"{WORKER_LOST}: {failure.summary[:DETAIL_LIMIT]}"
+    elif failure.kind == "timeout" and agent_held_inside:
+        outcome["error"] = (
+            "runner-broken: the trial ran past its agent's budget and every grader's limit and was killed: "
+            "a part of the harness hung (a grader, the model boundary), not the agent"
+        )
     elif failure.kind == "timeout":
         outcome["agent"]["status"] = "timeout"
         outcome["budget_exceeded"] = "seconds"

@@ -29,6 +29,7 @@ from attrs import define, field, frozen
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, heartbeat_interval
+from certlab_core.certify.lab import trial_time_limit_s
 from certlab_core.certify.trial_runs import trials_on
 from certlab_core.gate import boundary as bd
 from certlab_core.gate import trial as tr
@@ -48,6 +49,7 @@ from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.plugin.types.tool_world import ToolWorld
 from certlab_core.sdk.deadline import TooSlow, deadline, seconds_from_environment
 from certlab_core.sdk.forking import ForkedCallError, call_in_fork
+from certlab_core.sdk.grading import grader_chain
 
 ORACLE_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0
@@ -360,7 +362,7 @@ def _run_looks(
     identities = Identities(manifest)
     looks = len(manifest.schedule.look_sizes)
     counts = {"done": 0, "failed": 0, "errors": 0}
-    trial_timeout = manifest.budgets.seconds + KILL_GRACE_S
+    trial_timeout = _trial_time_limit_s(plan, graded_in_child)
     retried: set[str] = set()  # trials whose one --retry-infra retry is used
     lost: dict[str, int] = {}  # trials re-run after their worker was lost, and how often
     in_flight = InFlight()
@@ -389,7 +391,9 @@ def _run_looks(
                     job = tag.job  # type: ignore[attr-defined]
                     if isinstance(tag, TrialTag):
                         outcome = (
-                            child_failure_outcome(done.failure, manifest) if done.failure is not None else done.value
+                            child_failure_outcome(done.failure, manifest, agent_held_inside=graded_in_child)
+                            if done.failure is not None
+                            else done.value
                         )
                         assert isinstance(outcome, dict)
                         if not graded_in_child and needs_oracle(outcome):
@@ -449,6 +453,13 @@ def _run_looks(
                 result.stopped = f"the stopping rule stopped the run after look {look}"
                 break
             conditions = due
+
+
+def _trial_time_limit_s(plan: Plan, graded_in_child: bool) -> float:
+    """How long one trial's unit may run. A tool-world trial is its agent's run: the seconds budget and a grace.
+    A coding trial holds its agent to the budget itself and is graded after it, so its limit is a backstop."""
+    seconds = plan.manifest.budgets.seconds
+    return trial_time_limit_s(seconds, grader_chain(plan.registry)) if graded_in_child else seconds + KILL_GRACE_S
 
 
 def _timings(started: Mapping[str, float], job: Job, outcome: Mapping[str, Any]) -> dict[str, float]:

@@ -23,6 +23,11 @@ GRADER_TIMEOUT_S = 300.0
 CHANGES_CHECK_TIMEOUT_S = 60.0
 
 
+def chain_time_limit_s(graders: Sequence[Grader]) -> float:
+    """The longest the chain may take on one trial: each grader's limit, and its changes check's."""
+    return len(graders) * (GRADER_TIMEOUT_S + CHANGES_CHECK_TIMEOUT_S)
+
+
 class GraderIndex(Protocol):
     """What the chain reads of the installed plugins: every record of a kind, by name."""
 

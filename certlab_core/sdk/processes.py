@@ -365,13 +365,14 @@ class Children:
 
     def _kill(self, fd: int, pid: int) -> None:
         """Kill a child past its deadline: its group when it leads one (what it started is its caller's to sweep
-        and name: a trial's leftover processes), else the child alone."""
+        and name: a trial's leftover processes), else the child with everything below it (nothing sweeps after
+        a trial or a grader killed at its limit)."""
         if fd in self._leaders:
             kill_group(pid)
             with contextlib.suppress(ChildProcessError):
                 reap(pid)
         else:
-            kill(pid)
+            kill_tree(pid)
 
     def _forget(self, fd: int) -> None:
         for watched in (fd, self._leaders.pop(fd, None)):
