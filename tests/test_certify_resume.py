@@ -148,6 +148,32 @@ def test_a_stopped_certification_leaves_no_agent_it_started_running(tmp_path: Pa
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
 
 
+def test_a_certification_stopped_while_it_proves_its_instrument_leaves_nothing_in_the_temp_folder(
+    tmp_path: Path,
+) -> None:
+    # The proof's tree checks were forked without a folder of their own, and the one checking the clean tree was
+    # never killed: stopped then, certify left each check's work copy and graders' scratch in TMPDIR.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    argv = ["certify", "-f", "ledger", "-a", "oracle", "-o", str(tmp_path / "cert"), "--fresh-instrument"]
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "certlab_core.cli", *argv, "--sandbox", "none", "-q", "--no-mutants"],
+        env={**os.environ, "TMPDIR": str(temp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(temp.rglob("certlab-prove-*")):  # a tree check is under way
+        assert runner.poll() is None and time.monotonic() < deadline, "the proof did not start in time"
+        time.sleep(0.01)
+    os.killpg(runner.pid, signal.SIGINT)  # as Ctrl-C does: to every process of the terminal's foreground group
+    _out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 130, err
+    assert sorted(p.name for p in temp.iterdir()) == []
+
+
 def test_a_certification_refused_before_its_trials_leaves_nothing_to_resume(tmp_path: Path) -> None:
     out = tmp_path / "cert"
     done = run_certlab("certify", "--family", "no-such-family", "--agent", "oracle", "--out", str(out))

@@ -49,6 +49,11 @@ def _check_tree_chain(
         return run_chain(graders, request)
 
 
+#: The folder a proof's forked tree checks make their temp folders in, deleted by the process that forked them:
+#: a check killed in flight (an interrupted certify) cannot leave its work copy and its graders' scratch behind.
+PROOFS_TEMP = "certlab-proofs-"
+
+
 def _tree_check(_preloaded: object, item: tuple[Any, ...]) -> ChainResult:
     return _check_tree_chain(*item)
 
@@ -62,7 +67,9 @@ def _checked_tree(
 ) -> ChainResult:
     """One tree through the grader chain in a fresh process: forked here, or on the executor in force."""
     if not on_an_executor():
-        return call_in_fork(_check_tree_chain, family, defect, graders, expected, acceptance_lock)
+        return call_in_fork(
+            _check_tree_chain, family, defect, graders, expected, acceptance_lock, temp_prefix=PROOFS_TEMP
+        )
     ((_index, result),) = on_executor(_tree_check, [(family, defect, graders, expected, acceptance_lock)], "prove")
     if isinstance(result, ChildFailure):
         raise ForkedCallError(result)
@@ -112,7 +119,10 @@ def prove(
             on_executor(_tree_check, [(family, d, graders, expected, acceptance_lock) for d in defects], "prove")
             if on_an_executor()
             else map_in_forks(
-                lambda d: _check_tree_chain(family, d, graders, expected, acceptance_lock), defects, workers=workers
+                lambda d: _check_tree_chain(family, d, graders, expected, acceptance_lock),
+                defects,
+                workers=workers,
+                temp_prefix=PROOFS_TEMP,
             )
         ):
             defect = defects[index]
@@ -173,7 +183,12 @@ def prove_twins(
     results: dict[int, ChainResult | ChildFailure] = dict(
         on_executor(_tree_check, [(family, p, graders, (), acceptance_lock) for p in probes], "prove-twins")
         if on_an_executor()
-        else map_in_forks(lambda p: _check_tree_chain(family, p, graders, (), acceptance_lock), probes, workers=workers)
+        else map_in_forks(
+            lambda p: _check_tree_chain(family, p, graders, (), acceptance_lock),
+            probes,
+            workers=workers,
+            temp_prefix=PROOFS_TEMP,
+        )
     )
     proofs: list[TwinProof] = []
     for index, twin in enumerate(twins):

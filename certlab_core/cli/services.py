@@ -24,9 +24,8 @@ if TYPE_CHECKING:
     from certlab_core.plugin.types.services import BundleView, Services, StoreView
 
 CHILD_MODULE = "certlab_core.cli.child"  # the fresh interpreter of child_argv
-# How long building a trial's world to learn its agent's task may take, and the margin a certified re-run gets.
+# How long building a trial's world to learn its agent's task may take.
 WORLD_TIMEOUT_S = 120.0
-GRADING_MARGIN_S = 600.0
 
 
 def _fault_declaration(document: Mapping[str, Any]) -> FaultDeclaration:
@@ -246,8 +245,9 @@ class KernelServices:
         self, bundle: BundleView, trial_id: str, /, sandbox: str = "auto", hidden: Sequence[str] = ()
     ) -> CertifiedReplay:
         from certlab_core.certify.contract import token_budget_of
-        from certlab_core.certify.lab import Task, TrialSpec
+        from certlab_core.certify.lab import Task, TrialSpec, trial_time_limit_s
         from certlab_core.sdk.forking import ForkedCallError, call_in_fork
+        from certlab_core.sdk.grading import grader_chain
         from certlab_core.sdk.model_boundary import ModelBoundaryPlan, default_model_plan
 
         registry = self.registry
@@ -287,7 +287,8 @@ class KernelServices:
             containment=containment,
         )
         try:
-            record = call_in_fork(_certified_child, spec, registry, timeout=spec.agent_timeout_s + GRADING_MARGIN_S)
+            limit_s = trial_time_limit_s(spec.agent_timeout_s, grader_chain(registry))
+            record = call_in_fork(_certified_child, spec, registry, timeout=limit_s, temp_prefix="certlab-trials-")
         except ForkedCallError as error:
             return CertifiedReplay(containment=line, failure=error.failure.summary)
         model = record.model or {}

@@ -56,10 +56,13 @@ def call_in_fork(fn: Callable[..., R], *args: Any, timeout: float | None = None,
         children = Children(selector)
         children.start(fn, args, None, timeout)
         done: list[Finished] = []
-        while not done:
-            for key, _mask in selector.select(children.wait_s()):
-                children.read(int(key.fd))
-            done = children.finished()
+        try:
+            while not done:
+                for key, _mask in selector.select(children.wait_s()):
+                    children.read(int(key.fd))
+                done = children.finished()
+        finally:  # an interrupt leaves no child running on, nor writing into a temp folder being deleted
+            children.close()
     kind, value = done[0].outcome()
     if kind == "ok":
         returned: R = value

@@ -102,13 +102,20 @@ def run_exit_cleanups() -> None:
                 cleanup()
 
 
+def _interrupt_is_the_parents(_signum: int, _frame: object) -> None:
+    """A forked child's SIGINT handler: nothing. Ctrl-C reaches the terminal's whole process group; the
+    parent handles it and kills each child with everything it started, where a child dying of it alone
+    left its agent and graders running. A handler, not SIG_IGN: the programs the child starts get the
+    default action back."""
+
+
 def child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """Run in the child: compute, send ("ok", value) or ("err", ChildFailure), exit without the interpreter's
     cleanup: only what the child registered with :func:`at_exit` runs (a folder it made, say)."""
     code = 0
     try:
         try:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, _interrupt_is_the_parents)
             payload: tuple[str, Any] = ("ok", fn(*args))
         except BaseException as error:  # everything, SystemExit included, is reported
             payload = (

@@ -246,12 +246,13 @@ def test_an_interrupted_run_of_coding_arms_leaves_no_agent_and_nothing_in_the_te
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 120
     while len(list(pids.iterdir())) < 2:
         assert runner.poll() is None and time.monotonic() < deadline, "the agents did not start in time"
         time.sleep(0.05)
-    runner.send_signal(signal.SIGINT)
+    os.killpg(runner.pid, signal.SIGINT)  # as Ctrl-C does: to every process of the terminal's foreground group
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == 130, err
     started = [int(p.name) for p in pids.iterdir()]

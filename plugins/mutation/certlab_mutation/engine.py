@@ -666,7 +666,9 @@ def clean_run(
 ) -> CleanRun:
     """The clean tree through the staged chain, timed per grader (with no ``expected``, the suite discovers them)."""
     try:
-        result, stages, collected = call_in_fork(_grade_tree, family, None, graders, expected, lock, None)
+        result, stages, collected = call_in_fork(
+            _grade_tree, family, None, graders, expected, lock, None, temp_prefix="certlab-mutants-"
+        )
     except ForkedCallError as error:
         return CleanRun(False, (), f"the clean tree could not be graded: {error.failure.summary}")
     seconds = tuple((stage.grader, stage.wall_s) for stage in stages)
