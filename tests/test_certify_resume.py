@@ -134,12 +134,16 @@ def test_a_stopped_certification_leaves_no_agent_it_started_running(tmp_path: Pa
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 300
     while len(list(pids.iterdir())) < 2:
         assert runner.poll() is None and time.monotonic() < deadline, "the agents did not start in time"
         time.sleep(0.05)
-    runner.send_signal(stop)
+    if stop == signal.SIGINT:
+        os.killpg(runner.pid, stop)  # as Ctrl-C does: to every process of the terminal's foreground group
+    else:
+        runner.send_signal(stop)  # as timeout, docker stop or a cancelled CI job does
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == 128 + stop, err
     started = [int(p.name) for p in pids.iterdir()]
