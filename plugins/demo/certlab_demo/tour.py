@@ -7,10 +7,8 @@ import json
 import os
 import resource
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -20,6 +18,7 @@ from pathlib import Path
 from attrs import frozen
 
 from certlab_core.plugin import UsageError
+from certlab_core.sdk.trees import make_temp_folder, remove_made
 
 # Each chapter module defines ``steps(context) -> list[DemoStep]``; a capability adds its chapter here.
 CHAPTERS: tuple[str, ...] = (
@@ -177,19 +176,24 @@ def run_demo(keep: Path | None = None, jobs: int | None = None) -> int:
 
 def in_working_folder(keep: Path | None, run: Callable[[Path], int]) -> int:
     """``run`` in ``keep`` (made if missing, always kept), or in a new temporary folder that is removed when
-    ``run`` returns 0 and kept, and named, for a look when it does not (or raises)."""
+    ``run`` returns 0 or is interrupted, and kept, and named, for a look when it does not hold (or raises)."""
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         return run(keep)
-    workdir = Path(tempfile.mkdtemp(prefix="certlab-demo-"))
+    made = make_temp_folder("certlab-demo-")
+    workdir = made.as_path
     code = 1
     try:
         code = run(workdir)
+    except KeyboardInterrupt:  # stopped, not failed: nothing in it to look at
+        remove_made(made)
+        print(f"demo: interrupted; removed its working folder {workdir}", flush=True)
+        raise
     finally:
         if code == 0:
-            shutil.rmtree(workdir, ignore_errors=True)
+            remove_made(made)
             print(f"demo: removed its working folder {workdir} (--keep DIR keeps one)", flush=True)
-        else:
+        elif workdir.exists():
             print(f"demo: its working folder is kept for a look: {workdir}", flush=True)
     return code
 

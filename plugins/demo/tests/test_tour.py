@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -136,7 +137,7 @@ def test_a_temporary_working_folder_is_removed_after_a_tour_that_held_and_kept_a
 ) -> None:
     """Every ``certlab demo`` without ``--keep`` left its folder of runs and certifications in the temp folder."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tour.tempfile, "tempdir", None)  # TMPDIR is read again
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR is read again
     used: list[Path] = []
 
     def tour_that(code: int) -> Callable[[Path], int]:
@@ -154,3 +155,22 @@ def test_a_temporary_working_folder_is_removed_after_a_tour_that_held_and_kept_a
     assert f"kept for a look: {used[-1]}" in capsys.readouterr().out
     kept = tmp_path / "mine"
     assert tour.in_working_folder(kept, tour_that(0)) == 0 and (kept / "bundle.json").is_file()
+
+
+def test_an_interrupted_tour_removes_its_temporary_working_folder_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ctrl-C kept the half-made folder "for a look", in the temp folder, every time a tour was stopped.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    used: list[Path] = []
+
+    def stopped(workdir: Path) -> int:
+        (workdir / "runs").mkdir()
+        used.append(workdir)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tour.in_working_folder(None, stopped)
+    assert list(tmp_path.iterdir()) == []
+    assert capsys.readouterr().out == f"demo: interrupted; removed its working folder {used[0]}\n"
