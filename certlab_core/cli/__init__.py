@@ -44,16 +44,16 @@ def stop_on_sigterm() -> None:
     process where it stands: certify's and run's temp folders and trial processes were left
     behind, and nothing said what was recorded. The handler calls whatever handles SIGINT now
     (certify's and run's "interrupted: N of M trials recorded; resume with ..."), so the two
-    stops are one path. A forked child of this process that gets SIGTERM dies of it, as before;
-    a second SIGTERM kills at once.
+    stops are one path; a second SIGTERM kills at once. A forked child of this process leaves
+    the stop to it (``timeout`` signals the whole process group): this process kills each child
+    with everything it started, where a child dying of it alone left its agent running.
     """
     owner = os.getpid()
 
     def terminated(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if os.getpid() != owner:
-            os.kill(os.getpid(), signal.SIGTERM)
             return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _state["terminated"] = True
         on_interrupt = signal.getsignal(signal.SIGINT)
         if callable(on_interrupt):

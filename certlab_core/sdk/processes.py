@@ -102,6 +102,10 @@ def run_exit_cleanups() -> None:
                 cleanup()
 
 
+#: The signals that stop certlab (Ctrl-C, and SIGTERM from timeout, docker stop or a cancelled CI job).
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
 def _interrupt_is_the_parents(_signum: int, _frame: object) -> None:
     """A forked child's SIGINT handler: nothing. Ctrl-C reaches the terminal's whole process group; the
     parent handles it and kills each child with everything it started, where a child dying of it alone
@@ -116,6 +120,7 @@ def child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> 
     try:
         try:
             signal.signal(signal.SIGINT, _interrupt_is_the_parents)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held by the parent across the fork
             payload: tuple[str, Any] = ("ok", fn(*args))
         except BaseException as error:  # everything, SystemExit included, is reported
             payload = (
@@ -327,8 +332,13 @@ class Children:
         return len(self._running)
 
     def start(self, fn: Callable[..., Any], args: tuple[Any, ...], tag: Any, timeout: float | None) -> None:
-        pid, read_fd = fork_call(fn, args)
-        self.watch(pid, read_fd, tag, None if timeout is None else time.monotonic() + timeout)
+        # An interrupt between the fork and the watch would leave a child no one kills: it waits until then.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            pid, read_fd = fork_call(fn, args)
+            self.watch(pid, read_fd, tag, None if timeout is None else time.monotonic() + timeout)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def watch(self, pid: int, read_fd: int, tag: Any, deadline: float | None, leader: bool = False) -> None:
         """Watch a child that sends its result on ``read_fd`` (closed here once it is done).
@@ -385,7 +395,8 @@ class Children:
         for watched in (fd, self._leaders.pop(fd, None)):
             if watched is not None:
                 self._exits.pop(watched, None)
-                self._selector.unregister(watched)
+                with contextlib.suppress(KeyError):  # an interrupt came before it was registered
+                    self._selector.unregister(watched)
                 os.close(watched)
 
     def kill_all(self) -> None:

@@ -218,9 +218,14 @@ def test_resume_refuses_a_finished_run_and_an_edited_store(tmp_path: Path, unint
     assert both.returncode == 4 and "give no descriptor" in both.stderr
 
 
-def test_an_interrupted_run_of_coding_arms_leaves_no_agent_and_nothing_in_the_temp_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_of_coding_arms_leaves_no_agent_and_nothing_in_the_temp_folder(
+    tmp_path: Path, stop: signal.Signals, code: int
+) -> None:
     # Its trials' forks were killed when the run stopped, before they could delete their trial folders: each
-    # left its seeded work copy, prompt and agent capture in TMPDIR, however often the run was interrupted.
+    # left its seeded work copy, prompt and agent capture in TMPDIR, however often the run was interrupted. And
+    # sent to the whole process group (Ctrl-C; timeout's SIGTERM), the signal killed each trial's fork alone: its
+    # adapter's process and agent ran on, holding the run's pipes.
     pids = tmp_path / "agents"
     pids.mkdir()
     agent = tmp_path / "waiting_agent.sh"
@@ -252,9 +257,9 @@ def test_an_interrupted_run_of_coding_arms_leaves_no_agent_and_nothing_in_the_te
     while len(list(pids.iterdir())) < 2:
         assert runner.poll() is None and time.monotonic() < deadline, "the agents did not start in time"
         time.sleep(0.05)
-    os.killpg(runner.pid, signal.SIGINT)  # as Ctrl-C does: to every process of the terminal's foreground group
+    os.killpg(runner.pid, stop)  # as Ctrl-C and timeout do: to every process of the group
     _out, err = runner.communicate(timeout=60)
-    assert runner.returncode == 130, err
+    assert runner.returncode == code, err
     started = [int(p.name) for p in pids.iterdir()]
     assert [pid for pid in started if process_state(pid) not in ("Z", "X")] == [], "an agent outlived the run"
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
