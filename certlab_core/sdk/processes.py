@@ -106,11 +106,20 @@ def run_exit_cleanups() -> None:
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
-def _interrupt_is_the_parents(_signum: int, _frame: object) -> None:
-    """A forked child's SIGINT handler: nothing. Ctrl-C reaches the terminal's whole process group; the
-    parent handles it and kills each child with everything it started, where a child dying of it alone
-    left its agent and graders running. A handler, not SIG_IGN: the programs the child starts get the
-    default action back."""
+def _stop_is_the_parents(_signum: int, _frame: object) -> None:
+    """A forked child's SIGINT and SIGTERM handler: nothing (:func:`leave_stops_to_parent`)."""
+
+
+def leave_stops_to_parent() -> None:
+    """In a process certlab forked or spawned to do work: Ctrl-C and SIGTERM are its parent's to handle.
+
+    Ctrl-C reaches the terminal's whole process group, and ``timeout``'s SIGTERM the group it
+    leads; the parent stops and kills each child with everything it started, where a child dying
+    of the signal alone left its agent and graders running and its temp folders behind. A
+    handler, not SIG_IGN: the programs the process starts get the default action back.
+    """
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, _stop_is_the_parents)
 
 
 def child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -119,7 +128,7 @@ def child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> 
     code = 0
     try:
         try:
-            signal.signal(signal.SIGINT, _interrupt_is_the_parents)
+            leave_stops_to_parent()
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held by the parent across the fork
             payload: tuple[str, Any] = ("ok", fn(*args))
         except BaseException as error:  # everything, SystemExit included, is reported

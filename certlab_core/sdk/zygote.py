@@ -20,6 +20,7 @@ from certlab_core.sdk.processes import (
     Children,
     assert_single_threaded,
     frames,
+    leave_stops_to_parent,
     read_exactly,
     reap,
     run_exit_cleanups,
@@ -158,7 +159,7 @@ class ZygoteHost:
 
 def _zygote_main(command_fd: int, result_fd: int, preload: Callable[[], Any], call: Callable[[Any, Any], Any]) -> None:
     """In the zygote: preload once, then fork a fresh grandchild per call and pass its raw result back."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles an interrupt and closes the zygote
+    leave_stops_to_parent()  # the parent handles an interrupt and closes the zygote
     try:
         preloaded = preload()
         if threading.active_count() > 1:

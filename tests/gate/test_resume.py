@@ -95,6 +95,7 @@ def start_run(cwd: Path, out: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # a group of its own, as a terminal's job is
     )
 
 
@@ -184,13 +185,16 @@ def test_a_second_runner_on_the_same_store_refuses_in_one_line(tmp_path: Path) -
 def test_sigint_or_sigterm_says_how_many_trials_are_recorded_and_how_to_resume(
     tmp_path: Path, uninterrupted: dict[str, Any], stop: signal.Signals, code: int
 ) -> None:
-    # SIGTERM (a cancelled CI job, timeout, docker stop) killed the run where it stood, saying nothing.
+    # SIGTERM (a cancelled CI job, timeout, docker stop) killed the run where it stood, saying nothing. Sent to
+    # the whole group (Ctrl-C; timeout's SIGTERM), it killed each arm's zygote alone, which left its calls' temp
+    # folder behind.
     slow_experiment(tmp_path)
     runner = start_run(tmp_path, "runs")
     store = wait_for_lines(runner, tmp_path, "runs", 2)
-    runner.send_signal(stop)
+    os.killpg(runner.pid, stop)
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == code, err
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
     recorded = len(trial_ids(store))
     where = store.relative_to(tmp_path)  # as the run was given it: relative to its working folder
     expected = f"interrupted: {recorded} of {SCHEDULED} trials recorded; resume with certlab run --resume {where}"
