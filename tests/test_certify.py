@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,13 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert done.returncode == 4 and "Traceback" in done.stderr
 
 
+@pytest.fixture
+def in_test_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This process's temp folder is the test's: a plugin made in-process makes its files there."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
 UNCAUGHT_FAMILY = """
 import pathlib, tempfile
 from certlab_core.plugin import hookimpl
@@ -198,7 +206,7 @@ def certlab_task_families():
 """
 
 
-def test_a_defect_the_suite_misses_is_refused_by_name(certlab_temp_plugin) -> None:  # type: ignore[no-untyped-def]
+def test_a_defect_the_suite_misses_is_refused_by_name(certlab_temp_plugin, in_test_temp) -> None:  # type: ignore[no-untyped-def]
     registry = certlab_temp_plugin(UNCAUGHT_FAMILY, name="half_family", only=("calibration", "policy", "suite"))
     result = certify(registry, CertifyOptions(families=("half",), agent="oracle"), lambda _m: None)
     assert result.exit_code == 3
@@ -206,7 +214,7 @@ def test_a_defect_the_suite_misses_is_refused_by_name(certlab_temp_plugin) -> No
     assert any("defect unseen (dead-code) is not caught" in p for p in result.problems)
 
 
-def test_registry_refuses_a_name_given_twice(certlab_temp_plugin) -> None:  # type: ignore[no-untyped-def]
+def test_registry_refuses_a_name_given_twice(certlab_temp_plugin, in_test_temp) -> None:  # type: ignore[no-untyped-def]
     twin = UNCAUGHT_FAMILY.replace('name="half"', 'name="intervals"')
     registry = certlab_temp_plugin(twin, name="twin_family", only=("intervals",))
     with pytest.raises(

@@ -10,6 +10,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import types
 import typing
@@ -61,7 +62,10 @@ def test_every_kind_has_a_spec() -> None:
 
 
 @pytest.mark.parametrize(("name", "spec"), specs(), ids=[name for name, _ in specs()])
-def test_example_plugin_yields_its_records(name: str, spec: types.FunctionType) -> None:
+def test_example_plugin_yields_its_records(
+    name: str, spec: types.FunctionType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # an example's files go where the test's do
     source = example_of(spec)
     module = types.ModuleType(f"example_{name}")
     exec(compile(source, module.__name__, "exec"), module.__dict__)

@@ -11,6 +11,7 @@ environment, what the containment shows) is refused in one line, exit 4; and wit
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import types
 from pathlib import Path
@@ -94,8 +95,12 @@ def test_a_key_no_sandbox_shows_is_accepted_and_uncontained_is_one_warning(tmp_p
 
 
 @needs_bwrap
-def test_certify_refuses_a_key_in_the_temp_folder_before_any_trial(tmp_path: Path) -> None:
-    private, _public = key_pair(Path(tempfile.mkdtemp(dir=tempfile.gettempdir())) / "k")
+def test_certify_refuses_a_key_in_the_temp_folder_before_any_trial(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    in_temp = Path(tempfile.mkdtemp(dir=tempfile.gettempdir()))  # the machine's temp folder, not the test's
+    request.addfinalizer(lambda: shutil.rmtree(in_temp, ignore_errors=True))
+    private, _public = key_pair(in_temp / "k")
     out = tmp_path / "cert"
     done = run_certlab(
         "certify", "-f", "intervals", "-a", "oracle", "--no-mutants", "-o", str(out), "--sign-key", str(private)
