@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 import typer
-from conftest import run_certlab
+from conftest import REPO, run_certlab
 
 from certlab_core.cli import COMMAND_MODULES
 
@@ -157,3 +158,24 @@ def test_the_listed_line_of_each_kernel_command_is_the_first_line_of_its_help(mo
     for name, line in COMMAND_MODULES[module_name].items():
         first = " ".join(str(helps[name]).strip().split("\n\n")[0].split())
         assert first == line, (name, first)
+
+
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_command_with_no_interrupt_line_of_its_own_still_says_it_was_interrupted(
+    stop: signal.Signals, code: int
+) -> None:
+    # regrade and prove ended at Ctrl-C with exit 130 and nothing on stderr: typer turns the interrupt into a
+    # quiet exit, and only certify and run had a line of their own.
+    published = REPO / "certifications" / "oracle-all"
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "certlab_core.cli", "regrade", str(published), "--sandbox", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert runner.stderr is not None and runner.stderr.readline(), "regrade said nothing before it ended"
+    os.killpg(runner.pid, stop)  # as Ctrl-C and timeout do: to every process of the group
+    _out, err = runner.communicate(timeout=60)
+    assert runner.returncode == code, err
+    assert err.strip().splitlines()[-1] == "certlab: interrupted"

@@ -274,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         _register_for(args)
         returned = app()(args=args, prog_name="certlab", standalone_mode=False)
         if isinstance(returned, int):  # click returns the code of typer.Exit when not standalone (130: interrupted)
+            if returned == EXIT_INTERRUPTED:
+                from certlab_core.evidence.record_file import interrupt_said
+
+                if not interrupt_said():  # a command with no line of its own for it (prove, regrade) stopped silently
+                    print("certlab: interrupted", file=sys.stderr)
             return EXIT_TERMINATED if returned == EXIT_INTERRUPTED and _state["terminated"] else returned
     except CertlabError as error:
         if _state["debug"]:

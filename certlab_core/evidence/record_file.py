@@ -180,6 +180,11 @@ def _quiet_when_dropped(unraisable: Any) -> None:
         _report_unraisable(unraisable)
 
 
+def interrupt_said() -> bool:
+    """Whether a SIGINT interrupted this process and its line (:func:`notice_interrupt_line`) was said."""
+    return os.getpid() in _interrupted
+
+
 def raise_if_interrupted() -> None:
     """Raise the KeyboardInterrupt of a SIGINT whose handler's exception Python dropped (its line is said)."""
     if os.getpid() in _interrupted:
