@@ -7,12 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import typer
 from conftest import REPO, run_certlab
 
 from certlab_core.cli import COMMAND_MODULES
+from certlab_core.sdk.processes import live_descendants
 
 
 @pytest.mark.parametrize(
@@ -174,7 +176,10 @@ def test_a_command_with_no_interrupt_line_of_its_own_still_says_it_was_interrupt
         text=True,
         start_new_session=True,
     )
-    assert runner.stderr is not None and runner.stderr.readline(), "regrade said nothing before it ended"
+    deadline = time.monotonic() + 60
+    while not live_descendants(runner.pid):  # its regrades are forked: the work is under way
+        assert runner.poll() is None and time.monotonic() < deadline, "regrade ended before it could be stopped"
+        time.sleep(0.01)
     os.killpg(runner.pid, stop)  # as Ctrl-C and timeout do: to every process of the group
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == code, err
