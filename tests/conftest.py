@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,35 @@ from made_once import made_once_per_run
 from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.certify.out_folder import write_certification
+from certlab_core.sdk.processes import process_state
 from certlab_core.testing import run_certlab  # noqa: F401  (the suites' helpers import it from here)
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+class WaitingAgent:
+    """A command agent that records its pid in ``pids`` and then waits two minutes: one a stop must kill."""
+
+    def __init__(self, folder: Path) -> None:
+        self.pids = folder / "agents"
+        self.pids.mkdir()
+        self.script = folder / "waiting_agent.sh"
+        self.script.write_text(f'#!/bin/sh\necho $$ > "{self.pids}/$$"\nexec sleep 120\n')
+        self.script.chmod(0o755)
+
+    def started(self) -> list[int]:
+        return [int(p.name) for p in self.pids.iterdir()]
+
+    def wait_until_started(self, count: int, runner: subprocess.Popen[str], timeout_s: float) -> None:
+        """Until ``count`` agents have started, ``runner`` (what starts them) still running."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.started()) < count:
+            assert runner.poll() is None and time.monotonic() < deadline, "the agents did not start in time"
+            time.sleep(0.05)
+
+    def alive(self) -> list[int]:
+        """The agents that started and still run (a zombie has ended)."""
+        return [pid for pid in self.started() if process_state(pid) not in ("Z", "X")]
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import make_certification, run_certlab
+from conftest import WaitingAgent, make_certification, run_certlab
 
 from certlab_core._runtime.registry import Registry, discover
 from certlab_core.certify.certification import CertifyOptions, certify
@@ -289,19 +289,13 @@ def test_a_trial_that_hangs_past_every_limit_of_its_own_is_killed_and_refused_in
     # started.
     from certlab_core.certify import trial_runs
     from certlab_core.plugin.errors import InstrumentError
-    from certlab_core.sdk.processes import process_state
 
-    pids = tmp_path / "agents"
-    pids.mkdir()
-    agent = tmp_path / "waiting_agent.sh"
-    agent.write_text(f'#!/bin/sh\necho $$ > "{pids}/$$"\nexec sleep 60\n')
-    agent.chmod(0o755)
+    agent = WaitingAgent(tmp_path)
     monkeypatch.setattr(trial_runs, "trial_time_limit_s", lambda _timeout_s, _graders: 3.0)
     options = CertifyOptions(
-        families=("intervals",), agent="command", agent_args=(str(agent),), agent_timeout_s=30, workers=1,
+        families=("intervals",), agent="command", agent_args=(str(agent.script),), agent_timeout_s=30, workers=1,
         sandbox="none", mutants=False,
     )  # fmt: skip
     with pytest.raises(InstrumentError, match=r"ran past 3 s \(its agent's timeout and every grader's limit\)"):
         certify(registry, options, lambda _m: None)
-    started = [int(p.name) for p in pids.iterdir()]
-    assert started and [pid for pid in started if process_state(pid) not in ("Z", "X")] == []
+    assert agent.started() and agent.alive() == []

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_certlab
+from conftest import REPO, WaitingAgent, run_certlab
 
 from certlab_core.sdk.canonical import canonical_json, sealed
-from certlab_core.sdk.processes import process_state
 
 JOURNAL = "trials.journal.jsonl"
 
@@ -120,14 +119,10 @@ def test_sigint_or_sigterm_says_how_to_resume_leaves_no_temp_folder_and_a_new_ce
 def test_a_stopped_certification_leaves_no_agent_it_started_running(tmp_path: Path, stop: signal.Signals) -> None:
     # Its trials' processes were killed alone: each agent, in a session of its own, ran on after certify had
     # exited, into the trial folder certify was deleting (which it then left behind).
-    pids = tmp_path / "agents"
-    pids.mkdir()
-    agent = tmp_path / "waiting_agent.sh"
-    agent.write_text(f'#!/bin/sh\necho $$ > "{pids}/$$"\nexec sleep 120\n')
-    agent.chmod(0o755)
+    agent = WaitingAgent(tmp_path)
     (tmp_path / "tmp").mkdir()
     argv = ["certify", "--family", "intervals", "--agent", "command", "--agent-name", "waiter", "--agent-arg"]
-    argv += [str(agent), "--out", str(tmp_path / "cert"), "-w", "2", "--sandbox", "none", "-q", "--no-mutants"]
+    argv += [str(agent.script), "--out", str(tmp_path / "cert"), "-w", "2", "--sandbox", "none", "-q", "--no-mutants"]
     runner = subprocess.Popen(
         [sys.executable, "-m", "certlab_core.cli", *argv],
         env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
@@ -136,19 +131,14 @@ def test_a_stopped_certification_leaves_no_agent_it_started_running(tmp_path: Pa
         text=True,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 300
-    while len(list(pids.iterdir())) < 2:
-        assert runner.poll() is None and time.monotonic() < deadline, "the agents did not start in time"
-        time.sleep(0.05)
+    agent.wait_until_started(2, runner, timeout_s=300)
     if stop == signal.SIGINT:
         os.killpg(runner.pid, stop)  # as Ctrl-C does: to every process of the terminal's foreground group
     else:
         runner.send_signal(stop)  # as timeout, docker stop or a cancelled CI job does
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == 128 + stop, err
-    started = [int(p.name) for p in pids.iterdir()]
-    alive = [pid for pid in started if process_state(pid) not in ("Z", "X")]
-    assert alive == [], "an agent outlived the certification that started it"
+    assert agent.alive() == [], "an agent outlived the certification that started it"
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import WaitingAgent
 from gate_helpers import write, write_module
 
 from certlab_core.gate.manifest import ARMS
 from certlab_core.gate.store import DECISION, TRIALS, seal_line
-from certlab_core.sdk.processes import process_state
 
 # Each trial takes a little while, so a signal lands while the run is writing; the candidate fails
 # on some seeds (its random stream is the trial's seed), so a resumed run that ran a trial twice or
@@ -230,18 +230,14 @@ def test_an_interrupted_run_of_coding_arms_leaves_no_agent_and_nothing_in_the_te
     # left its seeded work copy, prompt and agent capture in TMPDIR, however often the run was interrupted. And
     # sent to the whole process group (Ctrl-C; timeout's SIGTERM), the signal killed each trial's fork alone: its
     # adapter's process and agent ran on, holding the run's pipes.
-    pids = tmp_path / "agents"
-    pids.mkdir()
-    agent = tmp_path / "waiting_agent.sh"
-    agent.write_text(f'#!/bin/sh\necho $$ > "{pids}/$$"\nexec sleep 120\n')
-    agent.chmod(0o755)
+    agent = WaitingAgent(tmp_path)
     write(
         tmp_path,
         {
             "experiment": "waiting-arms",
             "task": {"family": "intervals", "defects": ["length-counts-end"]},
             "oracle": "graders",
-            "arms": {arm: {"adapter": "command", "args": [str(agent)]} for arm in ARMS},
+            "arms": {arm: {"adapter": "command", "args": [str(agent.script)]} for arm in ARMS},
             "conditions": [{"name": "clean", "bucket": "benign"}],
             "n_per_arm": 2,
             "budgets": {"seconds": 120},
@@ -257,13 +253,9 @@ def test_an_interrupted_run_of_coding_arms_leaves_no_agent_and_nothing_in_the_te
         text=True,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
-    while len(list(pids.iterdir())) < 2:
-        assert runner.poll() is None and time.monotonic() < deadline, "the agents did not start in time"
-        time.sleep(0.05)
+    agent.wait_until_started(2, runner, timeout_s=120)
     os.killpg(runner.pid, stop)  # as Ctrl-C and timeout do: to every process of the group
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == code, err
-    started = [int(p.name) for p in pids.iterdir()]
-    assert [pid for pid in started if process_state(pid) not in ("Z", "X")] == [], "an agent outlived the run"
+    assert agent.alive() == [], "an agent outlived the run"
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
