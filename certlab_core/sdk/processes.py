@@ -408,12 +408,6 @@ class Children:
                     self._selector.unregister(watched)
                 os.close(watched)
 
-    def kill_all(self) -> None:
-        """Kill every child still running; each comes back from ``finished()`` as timed out."""
-        for fd, (_t, pid, _c, _d) in self._running.items():
-            self._kill(fd, pid)
-            self._ended[fd] = True
-
     def finished(self) -> list[Finished]:
         """The children that ended, and those now past their deadline, killed (their pipes closed)."""
         now = time.monotonic()
