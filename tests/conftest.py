@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,17 @@ from certlab_core.sdk.processes import process_state
 from certlab_core.testing import run_certlab  # noqa: F401  (the suites' helpers import it from here)
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The certlab command as a terminal starts it, with SIGINT's default action. A process started with SIGINT
+# ignored keeps ignoring it, as POSIX means for a shell's background job, and certlab respects that: a test
+# that stops certlab with SIGINT must not depend on how its own runner was started (a CI runner may start the
+# suite as a background job). runpy runs certlab as ``python -m certlab_core.cli`` does.
+CERTLAB_AS_IN_A_TERMINAL = [
+    sys.executable,
+    "-c",
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('certlab_core.cli', run_name='__main__')",
+]
 
 
 class WaitingAgent:

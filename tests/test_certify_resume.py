@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, WaitingAgent, run_certlab
+from conftest import CERTLAB_AS_IN_A_TERMINAL, REPO, WaitingAgent, run_certlab
 
 from certlab_core.sdk.canonical import canonical_json, sealed
 
@@ -32,18 +32,24 @@ def slow_fixer(folder: Path) -> Path:
     return script
 
 
-def start_certify(folder: Path, out: Path, *options: str) -> subprocess.Popen[str]:
+# A shell starts a script's background job with SIGINT ignored (``trap "" INT``), so that Ctrl-C stops only
+# the foreground; the job's programs inherit that.
+AS_A_BACKGROUND_JOB = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", sys.executable, "-m", "certlab_core.cli"]
+
+
+def start_certify(folder: Path, out: Path, *options: str, launcher: list[str] | None = None) -> subprocess.Popen[str]:
     argv = ["certify", "--family", "intervals", "--agent", "command", "--agent-name", "pattern-fixer"]
     argv += ["--agent-arg", str(slow_fixer(folder)), "--out", str(out), "-w", "2", "--sandbox", "none", "-q"]
     argv += options
     # Killed with SIGKILL, it cannot delete its temp folders: they are left in the test's folder, not the host's /tmp.
     (folder / "tmp").mkdir(exist_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-m", "certlab_core.cli", *argv],
+        [*(launcher or CERTLAB_AS_IN_A_TERMINAL), *argv],
         env={**os.environ, "TMPDIR": str(folder / "tmp")},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # a group of its own, as a job is
     )
 
 
@@ -115,6 +121,26 @@ def test_sigint_or_sigterm_says_how_to_resume_leaves_no_temp_folder_and_a_new_ce
     assert f"certlab certify --resume {out}" in again.stderr
 
 
+def test_a_certification_started_with_sigint_ignored_keeps_ignoring_it_and_sigterm_still_says_how_to_resume(
+    tmp_path: Path,
+) -> None:
+    # certify put its own handler over an inherited SIG_IGN: a Ctrl-C meant for a script's foreground stopped
+    # a certification the script had started in the background (regrade and the other commands went on).
+    out = tmp_path / "cert"
+    runner = start_certify(tmp_path, out, launcher=AS_A_BACKGROUND_JOB)
+    wait_for_trials(runner, out, 1)
+    os.killpg(runner.pid, signal.SIGINT)  # as Ctrl-C does: to every process of the group
+    at_the_interrupt = sum(line["kind"] == "trial" for line in journalled(out))
+    wait_for_trials(runner, out, at_the_interrupt + 1)  # it went on
+    os.killpg(runner.pid, signal.SIGTERM)  # as timeout does
+    _out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 143, err
+    recorded = sum(line["kind"] == "trial" for line in journalled(out))
+    expected = f"interrupted: {recorded} of 6 trials recorded; resume with certlab certify --resume {out}"
+    assert expected in err.strip().splitlines()[-1]
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_stopped_certification_leaves_no_agent_it_started_running(tmp_path: Path, stop: signal.Signals) -> None:
     # Its trials' processes were killed alone: each agent, in a session of its own, ran on after certify had
@@ -124,7 +150,7 @@ def test_a_stopped_certification_leaves_no_agent_it_started_running(tmp_path: Pa
     argv = ["certify", "--family", "intervals", "--agent", "command", "--agent-name", "waiter", "--agent-arg"]
     argv += [str(agent.script), "--out", str(tmp_path / "cert"), "-w", "2", "--sandbox", "none", "-q", "--no-mutants"]
     runner = subprocess.Popen(
-        [sys.executable, "-m", "certlab_core.cli", *argv],
+        [*CERTLAB_AS_IN_A_TERMINAL, *argv],
         env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -151,7 +177,7 @@ def test_a_certification_stopped_while_it_proves_its_instrument_leaves_nothing_i
     temp.mkdir()
     argv = ["certify", "-f", "ledger", "-a", "oracle", "-o", str(tmp_path / "cert"), "--fresh-instrument"]
     runner = subprocess.Popen(
-        [sys.executable, "-m", "certlab_core.cli", *argv, "--sandbox", "none", "-q", "--no-mutants"],
+        [*CERTLAB_AS_IN_A_TERMINAL, *argv, "--sandbox", "none", "-q", "--no-mutants"],
         env={**os.environ, "TMPDIR": str(temp)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -180,6 +206,8 @@ def test_a_certification_refused_before_its_trials_leaves_nothing_to_resume(tmp_
 DROPPED_INTERRUPT = """
 import os, signal
 from certlab_core.evidence.record_file import notice_interrupt_line, raise_if_interrupted
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (conftest.CERTLAB_AS_IN_A_TERMINAL)
 
 notice_interrupt_line(lambda: "certlab: interrupted: said once")
 

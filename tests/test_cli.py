@@ -11,7 +11,7 @@ import time
 
 import pytest
 import typer
-from conftest import REPO, run_certlab
+from conftest import CERTLAB_AS_IN_A_TERMINAL, REPO, run_certlab
 
 from certlab_core.cli import COMMAND_MODULES
 from certlab_core.sdk.processes import live_descendants
@@ -169,14 +169,8 @@ def test_a_command_with_no_interrupt_line_of_its_own_still_says_it_was_interrupt
     # regrade and prove ended at Ctrl-C with exit 130 and nothing on stderr: typer turns the interrupt into a
     # quiet exit, and only certify and run had a line of their own.
     published = REPO / "certifications" / "oracle-all"
-    # A process that starts with SIGINT ignored keeps ignoring it (as POSIX means for a background job, and a
-    # shell starts one so: a CI runner may start the suite that way). regrade is started as a terminal's is.
-    as_in_a_terminal = (
-        "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "runpy.run_module('certlab_core.cli', run_name='__main__')"
-    )
     runner = subprocess.Popen(
-        [sys.executable, "-c", as_in_a_terminal, "regrade", str(published), "--sandbox", "none"],
+        [*CERTLAB_AS_IN_A_TERMINAL, "regrade", str(published), "--sandbox", "none"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

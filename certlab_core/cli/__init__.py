@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from certlab_core.cli.builtin import COMMAND_MODULES
+from certlab_core.evidence.record_file import stop_line_handler
 from certlab_core.plugin.errors import EXIT_USAGE, CertlabError
 from certlab_core.plugin.types.command import Command
 
@@ -55,7 +56,8 @@ def stop_on_sigterm() -> None:
             return
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _state["terminated"] = True
-        on_interrupt = signal.getsignal(signal.SIGINT)
+        # The interrupt's line, also where SIGINT was ignored from the start (a script's background job).
+        on_interrupt = stop_line_handler() or signal.getsignal(signal.SIGINT)
         if callable(on_interrupt):
             on_interrupt(signal.SIGINT, frame)
         raise KeyboardInterrupt

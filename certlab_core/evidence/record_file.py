@@ -144,6 +144,7 @@ def torn(path: Path) -> bool:
 
 _report_unraisable = sys.unraisablehook  # the hook _quiet_when_dropped passes every other unraisable to
 _interrupted: set[int] = set()  # the pid of the process a SIGINT interrupted (it has said so), once it came
+_stop_line: dict[int, Callable[[int, FrameType | None], None]] = {}  # by pid: the interrupt-line handler made there
 
 
 def notice_interrupt_line(say: Callable[[], str]) -> None:
@@ -156,6 +157,10 @@ def notice_interrupt_line(say: Callable[[], str]) -> None:
     at the end of their runs, raises it again. A forked child that has not reset the handler
     gets the plain KeyboardInterrupt. The drop is not reported (``sys.unraisablehook``): the
     one line said is the interrupt's.
+
+    A process started with SIGINT ignored (a background job of a script: the shell ignores it
+    there, so that Ctrl-C stops only the foreground) keeps ignoring it, as POSIX means; the
+    line is then said on SIGTERM alone (:func:`stop_line_handler`).
     """
     owner = os.getpid()
     if sys.unraisablehook is not _quiet_when_dropped:
@@ -171,7 +176,14 @@ def notice_interrupt_line(say: Callable[[], str]) -> None:
                 print(say(), file=sys.stderr, flush=True)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, interrupted)
+    _stop_line[owner] = interrupted
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, interrupted)
+
+
+def stop_line_handler() -> Callable[[int, FrameType | None], None] | None:
+    """The handler :func:`notice_interrupt_line` made in this process (SIGTERM calls it), else None."""
+    return _stop_line.get(os.getpid())
 
 
 def _quiet_when_dropped(unraisable: Any) -> None:

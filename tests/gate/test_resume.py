@@ -7,13 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import WaitingAgent
+from conftest import CERTLAB_AS_IN_A_TERMINAL, WaitingAgent
 from gate_helpers import write, write_module
 
 from certlab_core.gate.manifest import ARMS
@@ -78,7 +77,7 @@ def slow_experiment(folder: Path, n_per_arm: int = N_PER_ARM) -> Path:
 
 
 def certlab_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "certlab_core.cli", *args]
+    return [*CERTLAB_AS_IN_A_TERMINAL, *args]
 
 
 def finish(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
