@@ -2,8 +2,9 @@
 
 Index ``i`` of both arms works on the family's ``i mod D``-th selected defect. The instrument
 is proven once before the first trial (the clean tree passes, each seeded tree fails), as
-certification does; each trial then runs in its own forked process, and each grader in a
-further process of its own (``certlab_core.certify.lab.run_trial``).
+certification does, and like certification a run reuses a proof that holds while nothing that
+decides it moved (``certlab_core.certify.reuse``); each trial then runs in its own forked
+process, and each grader in a further process of its own (``certlab_core.certify.lab.run_trial``).
 
 When a model boundary is installed, every agent run goes through it: the agent's model calls
 are the trial's events, a condition's faults (declared with ``tool: model``) are injected
@@ -24,6 +25,7 @@ from certlab_core.certify.acceptance import check_lock, experiment_lock
 from certlab_core.certify.instrument import prove, proven_twins
 from certlab_core.certify.lab import Task, TrialSpec, answer_key_paths, log_to_stderr, preload, run_trial
 from certlab_core.certify.program_check import checked_agent
+from certlab_core.certify.reuse import reused_or_proven, reused_or_proven_twins
 from certlab_core.certify.twins import Twin
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
@@ -64,7 +66,7 @@ class FamilyTrials:
         defects = tuple(by_id[d] for d in manifest.task.defects)
         graders = tuple(grader_chain(registry))
         lock = experiment_lock(registry, family.name)
-        proof = prove(family, graders, acceptance_lock=lock)
+        proof, _kept = reused_or_proven(family, graders, lock, lambda: prove(family, graders, acceptance_lock=lock))
         if not proof.holds:
             raise InstrumentError(f"the instrument does not hold for {family.name}: {proof.problems[0]}")
         if lock is not None:  # the arms interleave, so "before every arm" is before the first trial of either
@@ -74,7 +76,14 @@ class FamilyTrials:
         kind = getattr(manifest.task, "twins", None)
         if kind is not None:
             # A refused twin is made again from the next candidate assertion, as certify does, deterministically.
-            made = proven_twins(family, graders, (kind,), acceptance_lock=lock, defects=defects)
+            made, _kept = reused_or_proven_twins(
+                family,
+                graders,
+                lock,
+                (kind,),
+                defects,
+                lambda: proven_twins(family, graders, (kind,), acceptance_lock=lock, defects=defects),
+            )
             if made.unmade:
                 raise InstrumentError(
                     f"the family {family.name} has a defect with no visible assertion to make a twin of"

@@ -10,11 +10,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from certlab_demo.chapter_gate import choose_n, planning_rates, run_figures
 from gate_helpers import EXAMPLES, lines, run, write
 
 from certlab_core._runtime.registry import Registry
+from certlab_core.certify.reuse import PROOF_KIND
+from certlab_core.gate import family as family_stage
+from certlab_core.sdk.measured_cache import CACHE_VARIABLE
 
 RECORDED: dict[str, Any] = json.loads((EXAMPLES / "recorded_run.json").read_text())["figures"]
 FALSIFY = "reserve-timeout"
@@ -81,6 +85,35 @@ def test_a_against_a_at_the_planned_n_passes_as_recorded(registry: Registry, tmp
     assert decision["verdict"] == "PASS", decision["reasons"]
     conditions = run_figures(decision)["conditions"]
     assert conditions == {k: v for k, v in RECORDED["a-vs-a"]["conditions"].items() if k != CEILING}
+
+
+def test_a_run_of_coding_arms_keeps_its_proof_and_the_next_run_reuses_it(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # certlab run proved its family afresh on every run (about a CPU second for intervals), where certify keeps a
+    # proof that holds in certlab's cache and reuses it while nothing that decides it moved.
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "cache"))
+    data = {
+        "experiment": "intervals-oracle-vs-null",
+        "task": {"family": "intervals", "defects": ["length-counts-end"]},
+        "oracle": "graders",
+        "arms": {"baseline": {"adapter": "oracle"}, "candidate": {"adapter": "null"}},
+        "conditions": [{"name": "clean", "bucket": "benign"}],
+        "n_per_arm": 2,
+        "budgets": {"seconds": 120},
+    }
+    descriptor = write(tmp_path, data)
+    first_store, first = run(registry, descriptor, tmp_path / "first")
+    assert len(list((tmp_path / "cache" / PROOF_KIND).glob("*.json"))) == 1
+
+    def proved_again(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the kept proof was not reused")
+
+    monkeypatch.setattr(family_stage, "prove", proved_again)
+    second_store, second = run(registry, descriptor, tmp_path / "second")
+    assert (second["verdict"], second["exit_code"]) == (first["verdict"], first["exit_code"])
+    outcomes = [[(x["id"], x["outcome"]) for x in lines(store)] for store in (first_store, second_store)]
+    assert outcomes[0] == outcomes[1] and len(outcomes[0]) == 4
 
 
 def test_coding_arms_are_graded_by_the_family_graders(registry: Registry, tmp_path: Path) -> None:
