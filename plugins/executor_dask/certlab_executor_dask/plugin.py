@@ -27,6 +27,7 @@ from typing import Any
 from certlab_core.plugin import Executor, ExecutorOptions, Stage, UsageError, Work, WorkDone, hookimpl
 from certlab_core.plugin.types.executor import WorkFailure
 from certlab_core.sdk.executor import run_isolated, warm_up
+from certlab_core.sdk.trees import MadeFolder, make_temp_folder, remove_made
 
 CONNECT_TIMEOUT_S = 10.0
 WORKERS_TIMEOUT_S = 30.0
@@ -102,9 +103,17 @@ class DaskSession:
     instead of behind every queued trial, so records reach the store as trials finish.
     """
 
-    def __init__(self, client: Any, cluster: Any, previous_allowed_failures: int | None, threads: int) -> None:
+    def __init__(
+        self,
+        client: Any,
+        cluster: Any,
+        previous_allowed_failures: int | None,
+        threads: int,
+        scratch: MadeFolder | None = None,
+    ) -> None:
         self._client = client
         self._cluster = cluster
+        self._scratch = scratch  # the local cluster's workers' folder, made by this run and removed at close
         self._previous_allowed_failures = previous_allowed_failures
         self._threads = threads
         self._pending: list[Work] = []
@@ -227,8 +236,15 @@ class DaskSession:
         except Exception:  # the scheduler may already be gone; nothing of the run depends on it any more
             pass
         self._client.close()
-        if self._cluster is not None:
-            self._cluster.close()
+        _close_local(self._cluster, self._scratch)
+
+
+def _close_local(cluster: Any, scratch: MadeFolder | None) -> None:
+    """Stop the local cluster, if this run started one, and remove the folder its workers worked in."""
+    if cluster is not None:
+        cluster.close()
+    if scratch is not None:
+        remove_made(scratch)
 
 
 def _task_failure(future: Any, error: object) -> WorkFailure:
@@ -284,13 +300,14 @@ def _check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None
     asyncio.run(greet())
 
 
-def _connect(options: ExecutorOptions) -> tuple[Any, Any]:
+def _connect(options: ExecutorOptions) -> tuple[Any, Any, MadeFolder | None]:
+    """A client of the scheduler named, or of a local cluster started here with the folder its workers use."""
     from distributed import Client, LocalCluster
 
     if options.scheduler:
         try:
             _check_reachable(options.scheduler)
-            return Client(options.scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False), None
+            return Client(options.scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False), None, None
         except (OSError, TimeoutError, ValueError, TypeError) as error:
             raise UsageError(
                 f"--scheduler {options.scheduler}: no Dask scheduler answers there ({type(error).__name__}: "
@@ -299,21 +316,29 @@ def _connect(options: ExecutorOptions) -> tuple[Any, Any]:
             ) from None
     import dask.config
 
-    with dask.config.set(LOCAL_CLUSTER_CONFIG):  # a worker process takes its config from here
-        cluster = LocalCluster(
-            n_workers=max(1, options.workers),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",  # a free port: None still serves one, on 8787, warning when it is taken
-            silence_logs=50,
-            preload=[WORKER_START],  # each worker starts its zygote host as it starts
-        )
-    return Client(cluster, set_as_default=False), cluster
+    # The scheduler's and the workers' folder is one this run makes and removes: by default dask keeps a
+    # dask-scratch-space folder, with its lock files, in the temp folder for good.
+    scratch = make_temp_folder("certlab-dask-")
+    config = {**LOCAL_CLUSTER_CONFIG, "temporary-directory": scratch.path}
+    try:
+        with dask.config.set(config):  # a worker process takes its config from here
+            cluster = LocalCluster(
+                n_workers=max(1, options.workers),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",  # a free port: None still serves one, on 8787, warning when it is taken
+                silence_logs=50,
+                preload=[WORKER_START],  # each worker starts its zygote host as it starts
+            )
+    except BaseException:
+        remove_made(scratch)
+        raise
+    return Client(cluster, set_as_default=False), cluster, scratch
 
 
 def start(options: ExecutorOptions) -> DaskSession:
     """Open a session on the cluster; refuse in one line when it cannot run this run's trials."""
-    client, cluster = _connect(options)
+    client, cluster, scratch = _connect(options)
     try:
         where = options.scheduler or "the local cluster"
         try:
@@ -335,11 +360,10 @@ def start(options: ExecutorOptions) -> DaskSession:
             raise UsageError(problem)
         previous = int(client.run_on_scheduler(swap_allowed_failures, allowed=0))
         threads = sum(int(n) for n in client.nthreads().values())
-        return DaskSession(client, cluster, previous, max(1, threads))
+        return DaskSession(client, cluster, previous, max(1, threads), scratch)
     except BaseException:
         client.close()
-        if cluster is not None:
-            cluster.close()
+        _close_local(cluster, scratch)
         raise
 
 

@@ -111,17 +111,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     fake_distribution(root / "worker-path", "certlab-f14probe", "0.0.2", "f14_never")
     address = f"tcp://127.0.0.1:{free_port()}"
     port = address.rsplit(":", 1)[1]
+    # The cluster's temp folder: what the workers' zygotes and trials leave is seen, and dask's own
+    # dask-scratch-space (the user's cluster keeps it) stays out of the test run's temp folder.
+    cluster_temp = root / "cluster-tmp"
+    cluster_temp.mkdir()
     scheduler = subprocess.Popen(
         [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"],
+        env={**os.environ, "TMPDIR": str(cluster_temp)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    worker_temp = root / "worker-tmp"  # what the workers' zygotes and trials leave is seen
-    worker_temp.mkdir()
     workers = subprocess.Popen(
         [str(BIN / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1", "--no-dashboard"],
-        env={**os.environ, "PYTHONPATH": str(root / "worker-path"), "TMPDIR": str(worker_temp)},
+        env={**os.environ, "PYTHONPATH": str(root / "worker-path"), "TMPDIR": str(cluster_temp)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -144,7 +147,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     # The SIGTERM reached each worker's zygotes too, which died of it alone and left their calls' temp folders
     # (28 in one run of this module). A zygote leaves the stop to its worker and ends, tidily, when it goes.
     deadline = time.monotonic() + 30
-    while (left := sorted(p.name for p in worker_temp.iterdir() if p.name.startswith("certlab-"))) and (
+    while (left := sorted(p.name for p in cluster_temp.iterdir() if p.name.startswith("certlab-"))) and (
         time.monotonic() < deadline
     ):
         time.sleep(0.1)
@@ -467,11 +470,25 @@ finally:
 """
 
 
-def test_the_local_clusters_workers_start_their_zygote_hosts_as_they_start() -> None:
-    """Before any stage is known: the host's interpreter start is not in each worker's first warm-up, all at once."""
-    done = subprocess.run([sys.executable, "-c", HOST_AT_START], capture_output=True, text=True, timeout=300)
+def test_the_local_clusters_workers_start_their_zygote_hosts_as_they_start_and_leave_no_folder(
+    tmp_path: Path,
+) -> None:
+    """Before any stage is known: the host's interpreter start is not in each worker's first warm-up, all at once.
+
+    And the local cluster's workers work in a folder the run makes and removes: by default dask left its
+    ``dask-scratch-space`` folder and lock files in the temp folder after every run on a local cluster."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", HOST_AT_START],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TMPDIR": str(temp)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[0] == "[1, 1]", done.stdout
+    assert sorted(p.name for p in temp.iterdir()) == []
 
 
 class TestDaskConformance(ExecutorConformance):
