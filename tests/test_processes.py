@@ -10,12 +10,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import Grader, GradeRequest
-from certlab_core.sdk import containment
+from certlab_core.sdk import containment, forking
 from certlab_core.sdk.forking import ForkedCallError, ForkPool, PendingCall, call_in_fork, map_in_forks
 from certlab_core.sdk.grading import run_chain
 from certlab_core.sdk.processes import ChildFailure, Children, live_descendants, stop_child, stop_group
@@ -333,4 +334,25 @@ def test_an_interrupt_while_a_child_is_being_watched_kills_it_with_no_internal_e
             children.start(time.sleep, (60,), "waits", None)
         assert len(set(live_descendants()) - before) == 1  # the child runs, watched by no one yet
         children.close()
+    assert set(live_descendants()) - before == set()
+
+
+def test_a_stop_while_a_pending_call_is_forked_kills_its_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stop that came between the fork and the PendingCall's making left a child waiting for its argument,
+    # which no one would hand it or kill (a trial's adapter call is a PendingCall).
+    real_fork_call = forking.fork_call
+
+    def fork_then_stop(fn: Any, args: tuple[Any, ...]) -> tuple[int, int]:
+        forked = real_fork_call(fn, args)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, just after the fork
+        return forked
+
+    monkeypatch.setattr(forking, "fork_call", fork_then_stop)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # however the suite was started
+    before = set(live_descendants())
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            PendingCall(_sleep)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert set(live_descendants()) - before == set()

@@ -10,6 +10,7 @@ import contextlib
 import os
 import pickle
 import selectors
+import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -17,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from certlab_core.sdk.processes import FRAME as _FRAME
 from certlab_core.sdk.processes import (
+    STOP_SIGNALS,
     ChildFailure,
     Children,
     Finished,
@@ -89,7 +91,15 @@ class PendingCall:
 
     def __init__(self, fn: Callable[[Any], Any]) -> None:
         arg_read, arg_write = os.pipe()
-        pid, read_fd = fork_call(_when_started, (fn, arg_read, arg_write))
+        # A stop between the fork and this object's making would leave a child no one kills: it waits until then.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            pid, read_fd = fork_call(_when_started, (fn, arg_read, arg_write))
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            os.close(arg_read)
+            os.close(arg_write)
+            raise
         with contextlib.suppress(OSError):  # set on both sides, so the group exists whichever runs first
             os.setpgid(pid, pid)
         os.close(arg_read)
@@ -97,6 +107,12 @@ class PendingCall:
         self._arg_fd: int | None = arg_write
         self._read_fd: int | None = read_fd
         self._started_at: float | None = None
+        self._reaped = False
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a stop held meanwhile is raised here
+        except BaseException:
+            self.cancel()
+            raise
 
     def start(self, arg: Any) -> None:
         """Hand the child its argument: ``fn(arg)`` begins now."""
@@ -112,11 +128,11 @@ class PendingCall:
         """The call's return value, waiting at most ``timeout`` seconds from ``start``; ForkedCallError on failure."""
         assert self._read_fd is not None and self._started_at is not None, "start the call first"
         deadline = None if timeout is None else self._started_at + timeout
+        read_fd, self._read_fd = self._read_fd, None  # the watch's from here: it closes it
         with selectors.DefaultSelector() as selector:
             calls = Children(selector)
-            calls.watch(self.pid, self._read_fd, None, deadline, leader=True)
-            self._read_fd = None  # the watch closes it
             try:
+                calls.watch(self.pid, read_fd, None, deadline, leader=True)
                 done: list[Finished] = []
                 while not done:
                     for key, _mask in selector.select(calls.wait_s()):
@@ -124,6 +140,7 @@ class PendingCall:
                     done = calls.finished()
             finally:
                 calls.close()  # an interrupted wait: its group is killed
+        self._reaped = True
         kind, value = done[0].outcome()
         kill_group(self.pid)  # reaped, its group lives on while any member does: none of them outlives the call
         if kind == "ok":
@@ -135,11 +152,12 @@ class PendingCall:
         if self._arg_fd is not None:
             os.close(self._arg_fd)
             self._arg_fd = None
-        if self._read_fd is None and self._started_at is not None:
-            return  # its result was read: already reaped
+        if self._reaped:
+            return  # its result was read
         kill_group(self.pid)
         with contextlib.suppress(ChildProcessError):
             reap(self.pid)
+        self._reaped = True
         if self._read_fd is not None:
             os.close(self._read_fd)
             self._read_fd = None
