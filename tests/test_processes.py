@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -344,7 +345,9 @@ def test_a_stop_while_a_pending_call_is_forked_kills_its_child(monkeypatch: pyte
 
     def fork_then_stop(fn: Any, args: tuple[Any, ...]) -> tuple[int, int]:
         forked = real_fork_call(fn, args)
-        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, just after the fork
+        # Ctrl-C, just after the fork. To this thread: a PendingCall is made while its process has no other
+        # thread (the fork asks for it), where an xdist worker has execnet's, which would take a process's signal.
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
         return forked
 
     monkeypatch.setattr(forking, "fork_call", fork_then_stop)
