@@ -40,21 +40,41 @@ def inherited_folders(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
 
 
 _runtime: list[MadeFolder] = []  # forked processes inherit the maker's; only the maker removes it
+RUNTIME_PREFIX = "certlab-runtime-"
+#: The bytes a socket's path may take: AF_UNIX's ``sun_path`` holds 108 with the terminating NUL.
+SOCKET_PATH_MAX = 107
+#: The most a socket below the runtime folder adds to its path: a folder of its own and the socket's name
+#: ("/certlab-slots-XXXXXXXX/slot-12.sock", "/certlab-relay-XXXXXXXX/65535.sock").
+SOCKET_ROOM = 40
+
+
+def _runtime_base() -> str | None:
+    """The folder the runtime folder is made in: ``XDG_RUNTIME_DIR``, else the temp folder, else ``/tmp``,
+    the first that exists and is short enough for a socket's path below it (None: the temp folder).
+
+    A long ``TMPDIR`` (a CI workspace's) made every socket certlab binds there too long for AF_UNIX
+    (``OSError: AF_UNIX path too long``), and each trial through a model relay broke.
+    """
+    room = SOCKET_PATH_MAX - len(f"/{RUNTIME_PREFIX}XXXXXXXX") - SOCKET_ROOM
+    for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp"):
+        if base and os.path.isabs(base) and len(base) <= room and os.path.isdir(base):
+            return base
+    return None
 
 
 def runtime_folder() -> Path:
     """certlab's own folder for its sockets and keepers, made once per process tree, never bound into a sandbox.
 
-    It is made (mode 0700) under ``XDG_RUNTIME_DIR`` or the temp folder; whatever ``TMPDIR``
-    points at, no sandbox shows it, because a sandbox binds only the folders a request names,
-    and refuses one that holds this folder. ``choose_containment`` makes it in the process that
-    forks the trials, so that they share it; its maker removes it at exit, by the handle it made.
+    It is made (mode 0700) under ``XDG_RUNTIME_DIR`` or the temp folder (:func:`_runtime_base`);
+    whatever ``TMPDIR`` points at, no sandbox shows it, because a sandbox binds only the folders a
+    request names, and refuses one that holds this folder. ``choose_containment`` makes it in the
+    process that forks the trials, so that they share it; its maker removes it at exit, by the
+    handle it made.
     """
     made = made_runtime_folder()
     if made is not None:
         return made
-    base = os.environ.get("XDG_RUNTIME_DIR") or None
-    handle = make_temp_folder("certlab-runtime-", base if base is not None and os.path.isdir(base) else None)
+    handle = make_temp_folder(RUNTIME_PREFIX, _runtime_base())
     _runtime[:] = [handle]
     at_exit(lambda: remove_made(handle))  # a forked child that made it removes it too, before its os._exit
     return handle.as_path

@@ -226,3 +226,29 @@ def test_the_inner_relay_is_one_thread_whatever_the_connections_and_closes_those
             os.kill(relay_pid, signal.SIGKILL)  # the program's child, not ours: in a sandbox it dies with it
         program.kill()
         program.wait()
+
+
+LONG_TEMP_RELAY = """
+import sys
+from certlab_core.sdk.containment import runtime_folder
+from certlab_sandbox_bwrap.forwarder import HostPortForwarder
+
+runtime = runtime_folder()
+forwarder = HostPortForwarder((8765,), parent=str(runtime))
+print(runtime, flush=True)
+forwarder.close()
+"""
+
+
+def test_the_host_relay_binds_its_socket_though_the_temp_folder_is_a_long_path(tmp_path: Path) -> None:
+    # With a 65-byte TMPDIR (a CI workspace's) and no XDG_RUNTIME_DIR, every relay socket certlab bound below its
+    # runtime folder was past AF_UNIX's 108 bytes: OSError "AF_UNIX path too long", and each trial through a
+    # model relay broke. The runtime folder is then made where a socket fits.
+    long_temp = tmp_path / ("t" * max(1, 65 - len(str(tmp_path)) - 1))
+    long_temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"} | {"TMPDIR": str(long_temp)}
+    done = subprocess.run([sys.executable, "-c", LONG_TEMP_RELAY], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    runtime = Path(done.stdout.strip())
+    assert runtime.name.startswith("certlab-runtime-") and not runtime.exists()  # removed by its maker at exit
+    assert list(long_temp.iterdir()) == []
