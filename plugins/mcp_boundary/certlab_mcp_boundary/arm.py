@@ -10,7 +10,7 @@ In a descriptor, an arm's ``agent`` names an object built by :func:`mcp_command`
     arms:
       baseline: {agent: "my_agents:careful"}
 
-In each trial the harness opens the MCP boundary (a Unix socket in a private folder) over the
+In each trial the harness opens the MCP boundary (a Unix socket in certlab's runtime folder) over the
 trial's tool boundary, which records every call and applies the condition's budgets and
 faults, and starts the program in a new session with:
 
@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from certlab_core.plugin import BoundaryBroken, BudgetExceeded, ToolError
-from certlab_core.sdk.containment import contained_environment
+from certlab_core.sdk.containment import contained_environment, runtime_folder
+from certlab_core.sdk.trees import temporary_folder
 
 TAIL = 2000
 KILL_GRACE_S = 2.0
@@ -81,9 +82,15 @@ class McpBoundary:
         self._connections: list[socket.socket] = []
 
     def start(self) -> McpBoundary:
+        """Listen on the socket; a socket that cannot be made is the harness's failure, never the agent's."""
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(self.path)
-        listener.listen(8)
+        try:
+            listener.bind(self.path)
+            listener.listen(8)
+        except OSError as error:
+            listener.close()
+            line = f"runner-broken: the MCP boundary's socket {self.path} cannot be made: {error}"
+            raise BoundaryBroken(line) from None
         self._listener = listener
         threading.Thread(target=self._accept, name="certlab-mcp-boundary", daemon=True).start()
         return self
@@ -283,9 +290,14 @@ class McpCommandAgent:
         return f"mcp_command({list(self.argv)!r})"
 
     def __call__(self, task: Any, tools: Any, rng: Any) -> dict[str, Any]:
-        with tempfile.TemporaryDirectory(prefix="certlab-mcp-") as scratch:
+        # The socket lives in certlab's runtime folder, whose path leaves room for one (a trial's own temp
+        # folder below a long TMPDIR did not: every trial was agent-crashed, "AF_UNIX path too long").
+        with (
+            tempfile.TemporaryDirectory(prefix="certlab-mcp-") as scratch,
+            temporary_folder("certlab-mcp-", runtime_folder()) as sockets,
+        ):
             folder = Path(scratch)
-            boundary = McpBoundary(tools, str(folder / "tools.sock"), self.schemas).start()
+            boundary = McpBoundary(tools, str(sockets.as_path / "tools.sock"), self.schemas).start()
             server = [sys.executable, "-m", "certlab_mcp_boundary.relay", "--socket", boundary.path]
             config = folder / "mcp.json"
             config.write_text(json.dumps({"mcpServers": {"certlab": {"command": server[0], "args": server[1:]}}}))

@@ -50,16 +50,17 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
 
 
-def certlab(*args: str) -> subprocess.CompletedProcess[str]:
+def certlab(*args: str, temp: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = _env() | ({"TMPDIR": str(temp)} if temp is not None else {})
     return subprocess.run(
-        [sys.executable, "-m", "certlab_core.cli", *args], capture_output=True, text=True, env=_env(), timeout=300
+        [sys.executable, "-m", "certlab_core.cli", *args], capture_output=True, text=True, env=env, timeout=300
     )
 
 
-def run(tmp_path: Path, data: Any) -> tuple[int, list[dict[str, Any]], Path, str]:
+def run(tmp_path: Path, data: Any, temp: Path | None = None) -> tuple[int, list[dict[str, Any]], Path, str]:
     path = tmp_path / "certlab.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    result = certlab("run", str(path), "--out", str(tmp_path / "runs"), "-q", "-w", "2")
+    result = certlab("run", str(path), "--out", str(tmp_path / "runs"), "-q", "-w", "2", temp=temp)
     stores = sorted((tmp_path / "runs").glob("*/trials.jsonl"))
     assert stores, result.stdout + result.stderr
     trials = [json.loads(line) for line in stores[0].read_text().splitlines() if line.strip()]
@@ -107,6 +108,27 @@ def test_mcp_command_arms_cross_the_recorded_boundary_with_its_faults(
         assert (trial["outcome"], trial["failure_mode"]) == ("failure", "oracle-rejected"), trial
         assert [e["status"] for e in trial["events"]] == ["error", "ok", "ok"]
     assert code in (0, 1, 2), output  # a verdict, not an ERROR
+
+
+def test_under_a_long_temp_folder_the_boundary_socket_fits_and_one_that_cannot_be_made_is_not_the_agents(
+    tmp_path: Path,
+) -> None:
+    # With a 65-byte TMPDIR the boundary's socket, in the trial's temp folder, passed AF_UNIX's 108 bytes: every
+    # trial was agent-crashed ("OSError: AF_UNIX path too long"), the harness's failure charged to the agent.
+    long_temp = tmp_path / ("t" * max(1, 65 - len(str(tmp_path)) - 1))
+    long_temp.mkdir()
+    _code, trials, _store, output = run(tmp_path, descriptor("sdk_careful", "careless"), temp=long_temp)
+    assert sorted((t["arm"], t["outcome"], t["failure_mode"]) for t in trials) == [
+        ("baseline", "success", None),
+        ("candidate", "failure", "oracle-rejected"),
+    ], output
+    assert list(long_temp.iterdir()) == []
+    from certlab_mcp_boundary.arm import McpBoundary
+
+    with pytest.raises(BoundaryBroken) as broken:
+        McpBoundary(None, str(long_temp / ("s" * 120))).start()
+    assert broken.value.line.startswith("runner-broken: the MCP boundary's socket ")
+    assert broken.value.line.endswith("cannot be made: AF_UNIX path too long")
 
 
 def test_a_request_beyond_tools_is_refused_and_the_trial_is_error(tmp_path: Path) -> None:
