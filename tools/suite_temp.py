@@ -1,7 +1,8 @@
 """Run the tests with a temp folder of their own and fail when they leave anything in it.
 
-``python tools/suite_temp.py COMMAND [ARG...]`` makes a folder in the machine's temp folder, runs
-COMMAND with ``TMPDIR`` pointing there, and then looks at what is left in it. pytest's own folder
+``python tools/suite_temp.py COMMAND [ARG...]`` (the development venv's python: it uses certlab's
+own ``trees``) makes a folder in the machine's temp folder, runs COMMAND with ``TMPDIR`` pointing
+there, and then looks at what is left in it. pytest's own folder
 (``pytest-of-USER``, each test's ``tmp_path``) is expected; anything else was left by certlab or by
 a test (a temp folder a killed trial could not remove, a zygote's calls, a test's ``mkdtemp``), and
 certlab deletes only what it made. ``make test`` runs pytest through it, so the next leak fails the
@@ -20,14 +21,13 @@ from __future__ import annotations
 
 import getpass
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+
+from certlab_core.sdk.trees import make_temp_folder, remove_made
 
 PREFIX = "certlab-suite-"
 
@@ -52,19 +52,6 @@ def leftovers(folder: Path) -> list[Path]:
     """Everything in ``folder`` that the run should have removed, sorted by name."""
     allowed = expected_entries()
     return sorted(entry for entry in folder.iterdir() if entry.name not in allowed)
-
-
-def remove(folder: Path) -> None:
-    """Remove ``folder``, the one this run made, with the folders a test left without write permission."""
-
-    def writable_then_again(function: Callable[[str], object], path: str, _error: object) -> None:
-        os.chmod(os.path.dirname(path), 0o700)
-        function(path)
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(folder, onexc=writable_then_again)
-    else:
-        shutil.rmtree(folder, onerror=writable_then_again)
 
 
 def run(command: list[str], folder: Path) -> int:
@@ -94,7 +81,8 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         print("usage: python tools/suite_temp.py COMMAND [ARG...]", file=sys.stderr)
         return 2
-    folder = Path(tempfile.mkdtemp(prefix=PREFIX))
+    made = make_temp_folder(PREFIX)  # removed by this handle alone (certlab's remove_made): never what replaced it
+    folder = made.as_path
     code = run(argv, folder)
     left = leftovers(folder)
     if left:
@@ -109,7 +97,12 @@ def main(argv: list[str]) -> int:
     if code != 0:
         print(f"suite_temp: the run's temp folder is kept for a look: {folder}", file=sys.stderr)
         return code
-    remove(folder)
+    if not remove_made(made):
+        print(
+            f"suite_temp: the run's temp folder {folder} could not be removed whole (a mount below it?)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
