@@ -87,22 +87,26 @@ def test_a_against_a_at_the_planned_n_passes_as_recorded(registry: Registry, tmp
     assert conditions == {k: v for k, v in RECORDED["a-vs-a"]["conditions"].items() if k != CEILING}
 
 
+def oracle_vs_null(defects: list[str], n_per_arm: int) -> dict[str, Any]:
+    """Coding arms on intervals: the oracle against the null agent, graded by the family's graders."""
+    return {
+        "experiment": "intervals-oracle-vs-null",
+        "task": {"family": "intervals", "defects": defects},
+        "oracle": "graders",
+        "arms": {"baseline": {"adapter": "oracle"}, "candidate": {"adapter": "null"}},
+        "conditions": [{"name": "clean", "bucket": "benign"}],
+        "n_per_arm": n_per_arm,
+        "budgets": {"seconds": 120},
+    }
+
+
 def test_a_run_of_coding_arms_keeps_its_proof_and_the_next_run_reuses_it(
     registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # certlab run proved its family afresh on every run (about a CPU second for intervals), where certify keeps a
     # proof that holds in certlab's cache and reuses it while nothing that decides it moved.
     monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "cache"))
-    data = {
-        "experiment": "intervals-oracle-vs-null",
-        "task": {"family": "intervals", "defects": ["length-counts-end"]},
-        "oracle": "graders",
-        "arms": {"baseline": {"adapter": "oracle"}, "candidate": {"adapter": "null"}},
-        "conditions": [{"name": "clean", "bucket": "benign"}],
-        "n_per_arm": 2,
-        "budgets": {"seconds": 120},
-    }
-    descriptor = write(tmp_path, data)
+    descriptor = write(tmp_path, oracle_vs_null(["length-counts-end"], n_per_arm=2))
     first_store, first = run(registry, descriptor, tmp_path / "first")
     assert len(list((tmp_path / "cache" / PROOF_KIND).glob("*.json"))) == 1
 
@@ -117,15 +121,7 @@ def test_a_run_of_coding_arms_keeps_its_proof_and_the_next_run_reuses_it(
 
 
 def test_coding_arms_are_graded_by_the_family_graders(registry: Registry, tmp_path: Path) -> None:
-    data = {
-        "experiment": "intervals-oracle-vs-null",
-        "task": {"family": "intervals", "defects": ["length-counts-end", "intersection-inverted"]},
-        "oracle": "graders",
-        "arms": {"baseline": {"adapter": "oracle"}, "candidate": {"adapter": "null"}},
-        "conditions": [{"name": "clean", "bucket": "benign"}],
-        "n_per_arm": 12,
-        "budgets": {"seconds": 120},
-    }
+    data = oracle_vs_null(["length-counts-end", "intersection-inverted"], n_per_arm=12)
     store, decision = run(registry, write(tmp_path, data), tmp_path / "runs")
     assert decision["verdict"] == "BLOCK", decision
     found = lines(store)
