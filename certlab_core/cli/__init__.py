@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from certlab_core.cli.builtin import COMMAND_MODULES
-from certlab_core.evidence.record_file import stop_line_handler
+from certlab_core.evidence.record_file import interrupt_said, stop_line_handler
 from certlab_core.plugin.errors import EXIT_USAGE, CertlabError
 from certlab_core.plugin.types.command import Command
 
@@ -276,11 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         _register_for(args)
         returned = app()(args=args, prog_name="certlab", standalone_mode=False)
         if isinstance(returned, int):  # click returns the code of typer.Exit when not standalone (130: interrupted)
-            if returned == EXIT_INTERRUPTED:
-                from certlab_core.evidence.record_file import interrupt_said
-
-                if not interrupt_said():  # a command with no line of its own for it (prove, regrade) stopped silently
-                    print("certlab: interrupted", file=sys.stderr)
+            if returned == EXIT_INTERRUPTED and not interrupt_said():
+                # a command with no line of its own for it (prove, regrade) stopped silently
+                print("certlab: interrupted", file=sys.stderr)
             return EXIT_TERMINATED if returned == EXIT_INTERRUPTED and _state["terminated"] else returned
     except CertlabError as error:
         if _state["debug"]:
