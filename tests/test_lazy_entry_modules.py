@@ -68,3 +68,26 @@ def test_reporters_render_through_their_records() -> None:
         and "<testsuite" in texts["junit"]
         and "<svg" in texts["html"]
     )
+
+
+# A certlab command as the CLI runs it, then the modules it imported: certlab_core.cli's main, with its exit caught.
+COMMAND_AND_LIST = """
+import json, sys
+from certlab_core.cli import main
+sys.argv = ["certlab", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_command_does_not_import_pydantic() -> None:
+    """typer 0.29 imports pydantic to coerce every command's options: 0.15 CPU-s more for each certlab command
+    (bench/startup.py: certlab diff 0.81 s against 0.57 s), and the suite starts certlab hundreds of times."""
+    for args in (["plugins"], ["diff", str(BLOCK_STORE), "baseline/clean/0", "candidate/clean/0"]):
+        done = subprocess.run([sys.executable, "-c", COMMAND_AND_LIST, *args], capture_output=True, text=True)
+        modules = json.loads(done.stdout.strip().splitlines()[-1])
+        assert done.returncode == 0 and "certlab_core.cli" in modules, done.stderr
+        assert [m for m in modules if m.split(".")[0] in ("pydantic", "pydantic_core")] == [], args
