@@ -55,7 +55,7 @@ from certlab_core.certify.lab import (
     log_to_stderr,
 )
 from certlab_core.certify.program_check import checked_agent
-from certlab_core.certify.reuse import reused_or_proven, reused_or_proven_twins
+from certlab_core.certify.reuse import proof_line, reused_or_proven, reused_or_proven_twins, twins_line
 from certlab_core.certify.trial_runs import grading_services, run_trials
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, TwinProof
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, InstrumentError, UsageError
@@ -286,17 +286,8 @@ def _certify(
         if reused:
             reused_proofs.add(family.name)
         proofs.append(proof)
-        again = f" ({REUSED})" if reused else ""
-        if proof.holds and not family.clean_tree:
-            progress(
-                f"prove {family.name}: the fixture as issued fails its grading ({proof.seeded[0]['caught_by']}); "
-                f"{proof.seeded[0]['tests_collected']} visible tests collected on it{again}"
-            )
-        elif proof.holds:
-            progress(
-                f"prove {family.name}: the clean tree passes {len(proof.expected_tests)} tests; "
-                f"all {len(proof.seeded)} seeded defects are caught{again}"
-            )
+        if proof.holds:
+            progress(proof_line(family, proof, reused))
         for problem in proof.problems:
             progress(f"prove {family.name}: REFUSED: {problem}")
         problems.extend(proof.problems)
@@ -324,11 +315,7 @@ def _certify(
             for problem in refused:
                 progress(f"twins {family.name}: REFUSED: {problem}")
             if not refused:
-                where = "the clean code" if family.clean_tree else "the tree as issued"
-                progress(
-                    f"twins {family.name}: {len(made.proofs)} twin(s) made; {where} fails each on its changed test"
-                    + (f" ({REUSED})" if reused else "")
-                )
+                progress(twins_line(family, made, reused))
             problems.extend(refused)
 
     calibration_trials: list[tuple[str, TrialRecord]] = []

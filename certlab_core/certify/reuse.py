@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 import certlab_core
+from certlab_core.certify.contract import REUSED
 from certlab_core.certify.lab import InstrumentProof, TrialRecord, TrialSpec
 from certlab_core.certify.twins import ProvenTwins, TwinKind, make_twin
 from certlab_core.plugin.types.family import Defect, TaskFamily
@@ -185,6 +186,28 @@ def reused_or_proven(
     if key is not None and proof.holds:
         _keep(PROOF_KIND, PROOF_SCHEMA, key, "proof", proof)
     return proof, False
+
+
+def proof_line(family: TaskFamily, proof: InstrumentProof, reused: bool) -> str:
+    """The progress line of a proof that holds, as certify and run say it: what it showed, and whether it was kept."""
+    again = f" ({REUSED})" if reused else ""
+    if not family.clean_tree:
+        seeded = proof.seeded[0]
+        return (
+            f"prove {family.name}: the fixture as issued fails its grading ({seeded['caught_by']}); "
+            f"{seeded['tests_collected']} visible tests collected on it{again}"
+        )
+    return (
+        f"prove {family.name}: the clean tree passes {len(proof.expected_tests)} tests; "
+        f"all {len(proof.seeded)} seeded defects are caught{again}"
+    )
+
+
+def twins_line(family: TaskFamily, made: ProvenTwins, reused: bool) -> str:
+    """The progress line of twins made and proven, as certify and run say it, and whether they were kept."""
+    where = "the clean code" if family.clean_tree else "the tree as issued"
+    again = f" ({REUSED})" if reused else ""
+    return f"twins {family.name}: {len(made.proofs)} twin(s) made; {where} fails each on its changed test{again}"
 
 
 def twins_key(

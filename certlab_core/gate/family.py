@@ -25,7 +25,7 @@ from certlab_core.certify.acceptance import check_lock, experiment_lock
 from certlab_core.certify.instrument import prove, proven_twins
 from certlab_core.certify.lab import Task, TrialSpec, answer_key_paths, log_to_stderr, preload, run_trial
 from certlab_core.certify.program_check import checked_agent
-from certlab_core.certify.reuse import reused_or_proven, reused_or_proven_twins
+from certlab_core.certify.reuse import proof_line, reused_or_proven, reused_or_proven_twins, twins_line
 from certlab_core.certify.twins import Twin
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
@@ -66,9 +66,10 @@ class FamilyTrials:
         defects = tuple(by_id[d] for d in manifest.task.defects)
         graders = tuple(grader_chain(registry))
         lock = experiment_lock(registry, family.name)
-        proof, _kept = reused_or_proven(family, graders, lock, lambda: prove(family, graders, acceptance_lock=lock))
+        proof, kept = reused_or_proven(family, graders, lock, lambda: prove(family, graders, acceptance_lock=lock))
         if not proof.holds:
             raise InstrumentError(f"the instrument does not hold for {family.name}: {proof.problems[0]}")
+        log_to_stderr(proof_line(family, proof, kept))  # as certify says it: proven now, or kept from the cache
         if lock is not None:  # the arms interleave, so "before every arm" is before the first trial of either
             for side in manifest.arms:
                 check_lock(registry, lock, f"before the {side} arm ({family.name})")
@@ -76,7 +77,7 @@ class FamilyTrials:
         kind = getattr(manifest.task, "twins", None)
         if kind is not None:
             # A refused twin is made again from the next candidate assertion, as certify does, deterministically.
-            made, _kept = reused_or_proven_twins(
+            made, kept = reused_or_proven_twins(
                 family,
                 graders,
                 lock,
@@ -92,6 +93,7 @@ class FamilyTrials:
                 if not twin_proof.holds:
                     raise InstrumentError(f"the instrument does not hold: {twin_proof.problems[0]}")
                 twins.append((twin_proof.twin, twin_proof.expected_tests))
+            log_to_stderr(twins_line(family, made, kept))
         preload()
         adapters = {side: registry.get("agents", arm.adapter) for side, arm in manifest.arms.items()}
         hidden = [*answer_key_paths([family]), manifest.descriptor_dir]

@@ -101,20 +101,26 @@ def oracle_vs_null(defects: list[str], n_per_arm: int) -> dict[str, Any]:
 
 
 def test_a_run_of_coding_arms_keeps_its_proof_and_the_next_run_reuses_it(
-    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # certlab run proved its family afresh on every run (about a CPU second for intervals), where certify keeps a
-    # proof that holds in certlab's cache and reuses it while nothing that decides it moved.
+    # proof that holds in certlab's cache and reuses it while nothing that decides it moved; and it said nothing
+    # of its proof, where certify says what it showed and whether it was reused.
     monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "cache"))
     descriptor = write(tmp_path, oracle_vs_null(["length-counts-end"], n_per_arm=2))
     first_store, first = run(registry, descriptor, tmp_path / "first")
     assert len(list((tmp_path / "cache" / PROOF_KIND).glob("*.json"))) == 1
+    said = "prove intervals: the clean tree passes 25 tests; all 6 seeded defects are caught"
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("prove ")]
+    assert line == said
 
     def proved_again(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("the kept proof was not reused")
 
     monkeypatch.setattr(family_stage, "prove", proved_again)
     second_store, second = run(registry, descriptor, tmp_path / "second")
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("prove ")]
+    assert line == f"{said} (measured earlier on the same inputs, reused from certlab's cache)"
     assert (second["verdict"], second["exit_code"]) == (first["verdict"], first["exit_code"])
     outcomes = [sorted((x["id"], x["outcome"]) for x in lines(store)) for store in (first_store, second_store)]
     assert outcomes[0] == outcomes[1] and len(outcomes[0]) == 4
