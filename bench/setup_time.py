@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -24,24 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from fresh_clone import children_cpu, clone_at  # bench/fresh_clone.py, beside this script
+
 STEPS = (".venv/.installed", "wheelhouse")
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def one_run(rev: str, folder: Path) -> dict[str, tuple[float, float]]:
     """Clone ``rev`` into ``folder`` and run each step there; step -> (wall s, CPU s)."""
-    for what, git in (
-        ("clone", ["clone", "-q", str(REPO), str(folder)]),
-        ("checkout", ["-C", str(folder), "checkout", "-q", rev]),
-    ):
-        done = subprocess.run(["git", *git], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"git {what} of {rev} failed: {done.stderr.strip()[-500:]}")
+    clone_at(rev, folder)
     figures = {}
     for step in STEPS:
         wall, cpu = time.monotonic(), children_cpu()

@@ -12,7 +12,7 @@ it) unless ``--warm-measurements``: it proves, calibrates and measures mutants a
 machine's first run does, and the user's own cache is never touched. pip's and the agent CLIs'
 caches are this machine's, as the issue's figure allows.
 
-    python3 bench/suite_time.py [--repeat 2] [--rev OLD --rev HEAD] [--top 15] [--keep DIR]
+    python3 bench/suite_time.py [--repeat 2] [--rev OLD --rev HEAD] [--top 15] [--keep NEW_DIR]
 
 Target (issue 24): ``make test`` at most 600 s, pytest's share at most 480 s, the median of 2.
 Exit 0 when every run passed, 1 when a run's ``make test`` failed (its tail printed), 2 on a
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -33,15 +32,25 @@ import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from fresh_clone import children_cpu, clone_at  # bench/fresh_clone.py, beside this script
+
 SUMMARY = re.compile(r"(\d+) passed.* in ([0-9.]+)s")
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+@dataclass(frozen=True)
+class Figures:
+    """One ``make test`` run: wall and CPU seconds of the whole, pytest's own seconds, and what it printed."""
+
+    wall_s: float
+    cpu_s: float
+    exit_code: int
+    passed: int
+    pytest_s: float  # NaN when pytest printed no summary line (make failed before or during it)
+    modules: Counter[str]
+    tail: str
 
 
 def module_times(junit: Path) -> Counter[str]:
@@ -56,29 +65,22 @@ def module_times(junit: Path) -> Counter[str]:
     return times
 
 
-def one_run(rev: str, folder: Path, warm_measurements: bool) -> dict[str, object]:
+def one_run(rev: str, folder: Path, warm_measurements: bool) -> Figures:
     """Clone ``rev`` into ``folder/clone``, run ``make test`` there; its figures."""
     clone, junit, log = folder / "clone", folder / "junit.xml", folder / "make-test.log"
-    for what, git in (
-        ("clone", ["clone", "-q", str(REPO), str(clone)]),
-        ("checkout", ["-C", str(clone), "checkout", "-q", rev]),
-    ):
-        done = subprocess.run(["git", *git], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"git {what} of {rev} failed: {done.stderr.strip()[-500:]}")
+    clone_at(rev, clone)
     env = {**os.environ, "CI": "true", "PYTEST_ADDOPTS": f"--junitxml={junit}"}
     if not warm_measurements:
         env["CERTLAB_CACHE_DIR"] = str(folder / "measurements")
     wall, cpu = time.monotonic(), children_cpu()
     with log.open("w", encoding="utf-8") as out:
         code = subprocess.run(["make", "test"], cwd=clone, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
-    figures: dict[str, object] = {"wall": time.monotonic() - wall, "cpu": children_cpu() - cpu, "code": code}
+    wall, cpu = time.monotonic() - wall, children_cpu() - cpu
     text = log.read_text(encoding="utf-8", errors="replace")
     found = SUMMARY.findall(text)
-    figures["passed"], figures["pytest"] = (int(found[-1][0]), float(found[-1][1])) if found else (0, float("nan"))
-    figures["modules"] = module_times(junit) if junit.exists() else Counter()
-    figures["tail"] = text[-3000:]
-    return figures
+    passed, pytest_s = (int(found[-1][0]), float(found[-1][1])) if found else (0, float("nan"))
+    modules = module_times(junit) if junit.exists() else Counter()
+    return Figures(wall, cpu, code, passed, pytest_s, modules, text[-3000:])
 
 
 def main() -> int:
@@ -89,13 +91,16 @@ def main() -> int:
     parser.add_argument(
         "--warm-measurements", action="store_true", help="use certlab's own measurement cache, as it is"
     )
-    parser.add_argument("--keep", type=Path, default=None, help="clone into this folder and keep the clones")
+    parser.add_argument("--keep", type=Path, default=None, help="clone into this new folder and keep the clones")
     args = parser.parse_args()
     if shutil.which("make") is None or shutil.which("git") is None:
         print("bench/suite_time.py: needs make and git on PATH", file=sys.stderr)
         return 2
+    if args.keep is not None and args.keep.exists():
+        print(f"bench/suite_time.py: --keep {args.keep} exists; name a new folder", file=sys.stderr)
+        return 2
     revs = args.rev or ["HEAD"]
-    results: dict[str, list[dict[str, object]]] = {rev: [] for rev in revs}
+    results: dict[str, list[Figures]] = {rev: [] for rev in revs}
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="certlab-bench-suite-"))
     failed = False
     try:
@@ -110,27 +115,25 @@ def main() -> int:
                     return 2
                 results[rev].append(figures)
                 print(
-                    f"{rev}: make test {figures['wall']:.1f} s, pytest {figures['pytest']:.1f} s, "
-                    f"{figures['cpu']:.0f} CPU-s, {figures['passed']} passed, exit {figures['code']}; "
+                    f"{rev}: make test {figures.wall_s:.1f} s, pytest {figures.pytest_s:.1f} s, "
+                    f"{figures.cpu_s:.0f} CPU-s, {figures.passed} passed, exit {figures.exit_code}; "
                     f"load {os.getloadavg()[0]:.1f}",
                     flush=True,
                 )
-                modules = figures["modules"]
-                assert isinstance(modules, Counter)
-                for module, seconds in modules.most_common(args.top):
+                for module, seconds in figures.modules.most_common(args.top):
                     print(f"    {seconds:7.1f} s  {module}")
-                if figures["code"] != 0:
+                if figures.exit_code != 0:
                     failed = True
-                    print(f"bench/suite_time.py: make test failed at {rev}:\n{figures['tail']}", file=sys.stderr)
+                    print(f"bench/suite_time.py: make test failed at {rev}:\n{figures.tail}", file=sys.stderr)
                 if args.keep is None:
                     shutil.rmtree(folder, ignore_errors=True)
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
     for rev, runs in results.items():
-        wall = statistics.median(float(str(r["wall"])) for r in runs)
-        pytest_s = statistics.median(float(str(r["pytest"])) for r in runs)
-        cpu = statistics.median(float(str(r["cpu"])) for r in runs)
+        wall = statistics.median(r.wall_s for r in runs)
+        pytest_s = statistics.median(r.pytest_s for r in runs)
+        cpu = statistics.median(r.cpu_s for r in runs)
         print(f"median of {len(runs)}, {rev}: make test {wall:.1f} s, pytest {pytest_s:.1f} s, {cpu:.0f} CPU-s")
     return 1 if failed else 0
 
