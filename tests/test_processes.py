@@ -229,8 +229,6 @@ def _runtime_parent() -> Path:
 
 
 def _make_a_runtime_folder_of_its_own() -> str:
-    from certlab_core.sdk import containment
-
     containment._runtime.clear()  # as in a process whose parent made none (a conformance kit's forked run)
     return str(containment.runtime_folder())
 
