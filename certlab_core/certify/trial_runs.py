@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
+from types import TracebackType
 from typing import Any
 
 from certlab_core.certify.heartbeat import InFlight, beating, clock, heartbeat_interval
@@ -18,7 +20,7 @@ from certlab_core.certify.lab import (
     run_trial,
     trial_time_limit_s,
 )
-from certlab_core.plugin.errors import InstrumentError
+from certlab_core.plugin.errors import CertlabError, InstrumentError
 from certlab_core.plugin.types.executor import ExecutorSession, Stage, Work
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.sandbox import Containment
@@ -171,12 +173,25 @@ def _enter_service(
 
     Starting, entering and leaving it each run under the plugin wait (``CERTLAB_PLUGIN_LOAD_S``):
     one that raises or is not done in time is one line naming it (exit 3), never a hang or an
-    internal error before the first trial.
+    internal error before the first trial. Left while an error is on its way (another service
+    that broke, a trial that hung), a service that breaks as it leaves is a warning line and the
+    error stays the one said: a teardown never hides the cause. A service cannot swallow the
+    error either: what its ``__exit__`` returns is not asked.
     """
     wait_s = plugin_wait_s()
     service = plugin_call(whose, start, seconds=wait_s, returns=(contextlib.AbstractContextManager,))
     plugin_call(whose, service.__enter__, seconds=wait_s)
-    services.push(lambda *exc: plugin_call(f"{whose}, leaving,", service.__exit__, *exc, seconds=wait_s))
+
+    def leave(kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> bool:
+        try:
+            plugin_call(f"{whose}, leaving,", service.__exit__, kind, error, trace, seconds=wait_s)
+        except CertlabError as broke:
+            if error is None:
+                raise
+            print(f"certlab: warning: {broke.message}", file=sys.stderr)
+        return False
+
+    services.push(leave)
 
 
 def _run_trials(

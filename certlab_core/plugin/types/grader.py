@@ -111,7 +111,9 @@ class GradingService(Protocol):
     is the trials' sandbox, or uncontained: certify's proofs and calibration, graded by the
     harness, are served once for the tasks with an environment of their own. Making it,
     entering and leaving it each have ``CERTLAB_PLUGIN_LOAD_S`` (60 s): past that, or raising,
-    it is one line naming the grader, exit 3.
+    it is one line naming the grader, exit 3. Left on an error (a trial or another service that
+    broke), it should stop what it started at once rather than wait for it (a leaving past the
+    wait is cut short and what it made stays behind); it cannot swallow the error.
     """
 
     def __call__(

@@ -45,6 +45,7 @@ NAME = "suite"
 SUITE_TIMEOUT_S = 120.0
 LOG_TAIL_BYTES = 4096
 SERVER_GRACE_S = 30.0  # past the suite's own time limit (and a server's start), a silent server is given up
+SERVER_EXIT_S = 5.0  # a run's servers, told to end together, may take this long before they are killed
 REPORT_KEYS = {"collected": list, "outcomes": dict, "collect_errors": list, "strays": list}
 
 
@@ -298,22 +299,38 @@ def serve(containment: Containment, slots: int, environments: tuple[str | None, 
             started.append(GradingServer(containment, environment, folder, lock, broken, process, launch.release))
         _servers.extend(started)
         yield
+    except BaseException:
+        _stop_servers(started, at_once=True)
+        raise
+    else:
+        _stop_servers(started, at_once=False)
     finally:
-        for server in started:
-            with contextlib.suppress(ValueError):
-                _servers.remove(server)
-            with contextlib.suppress(OSError):
-                assert server.process.stdin is not None
-                server.process.stdin.close()
-            try:
-                server.process.wait(timeout=5.0)
-            except subprocess.TimeoutExpired:
-                server.process.kill()
-                server.process.wait()
-            if server.process.stdout is not None:
-                server.process.stdout.close()
-            server.release()
         trees.remove_made(made)
+
+
+def _stop_servers(servers: Sequence[GradingServer], at_once: bool) -> None:
+    """Stop ``servers``: each told to end (its stdin closed) and all awaited together for up to
+    ``SERVER_EXIT_S``, the rest killed; ``at_once`` (left on an error: a service that broke, a trial
+    that hung) killed straight away, so the kernel's wait for a leaving service never cuts the
+    teardown short and leaves the servers' folder behind."""
+    for server in servers:
+        with contextlib.suppress(ValueError):
+            _servers.remove(server)
+        if at_once:
+            server.process.kill()
+        with contextlib.suppress(OSError):
+            assert server.process.stdin is not None
+            server.process.stdin.close()
+    ends = time.monotonic() + SERVER_EXIT_S
+    for server in servers:
+        try:
+            server.process.wait(timeout=max(0.0, ends - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+        if server.process.stdout is not None:
+            server.process.stdout.close()
+        server.release()
 
 
 def _same(served: Containment, wanted: Containment) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import textwrap
 import time
 from collections.abc import Iterator
@@ -212,3 +213,21 @@ def test_outcomes_alone_on_the_server_leave_the_asserts_as_written(served: Conta
     assert full.report["outcomes"] == alone.report["outcomes"] == {node: "failed"}
     assert "assert [1] == [2]" in full.log_tail  # rewritten, the failure names what it compared
     assert "assert [1] == [2]" not in alone.log_tail and "def test_lists" not in alone.log_tail
+
+
+def test_left_on_an_error_the_servers_are_killed_at_once_and_their_folder_removed(containment: Containment) -> None:
+    """CI: a service that broke was followed by this teardown awaiting each server in turn, past the kernel's
+    wait of 1 s, which cut it short and left the servers' folder in /tmp."""
+    with pytest.raises(RuntimeError, match="a trial hung"), use_containment(containment), suite.serve(containment, 2):
+        servers = list(suite._servers)
+        raise RuntimeError("a trial hung")
+    assert [server.process.returncode for server in servers] == [-signal.SIGKILL] * 2  # not told to end, then awaited
+    assert not servers[0].folder.parent.exists()
+    assert suite._servers == []
+
+
+def test_left_after_the_last_grading_the_servers_end_on_their_own(containment: Containment) -> None:
+    with use_containment(containment), suite.serve(containment, 2):
+        servers = list(suite._servers)
+    assert [server.process.returncode for server in servers] == [0, 0]
+    assert not servers[0].folder.parent.exists()
