@@ -311,26 +311,29 @@ def serve(containment: Containment, slots: int, environments: tuple[str | None, 
 def _stop_servers(servers: Sequence[GradingServer], at_once: bool) -> None:
     """Stop ``servers``: each told to end (its stdin closed) and all awaited together for up to
     ``SERVER_EXIT_S``, the rest killed; ``at_once`` (left on an error: a service that broke, a trial
-    that hung) killed straight away, so the kernel's wait for a leaving service never cuts the
-    teardown short and leaves the servers' folder behind."""
-    for server in servers:
-        with contextlib.suppress(ValueError):
-            _servers.remove(server)
-        if at_once:
-            server.process.kill()
-        with contextlib.suppress(OSError):
-            assert server.process.stdin is not None
-            server.process.stdin.close()
-    ends = time.monotonic() + SERVER_EXIT_S
-    for server in servers:
-        try:
-            server.process.wait(timeout=max(0.0, ends - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
-        if server.process.stdout is not None:
-            server.process.stdout.close()
-        server.release()
+    that hung) killed straight away, well within the kernel's wait for a leaving service. Cut short
+    by that wait all the same, the servers still waited for are killed: none outlives the run."""
+    try:
+        for server in servers:
+            with contextlib.suppress(ValueError):
+                _servers.remove(server)
+            if at_once:
+                server.process.kill()
+            with contextlib.suppress(OSError):
+                assert server.process.stdin is not None
+                server.process.stdin.close()
+        ends = time.monotonic() + SERVER_EXIT_S
+        for server in servers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.process.wait(timeout=max(0.0, ends - time.monotonic()))
+    finally:  # past the wait, or cut short by the kernel's: the rest are killed, so none outlives the run
+        for server in servers:
+            if server.process.poll() is None:
+                server.process.kill()
+                server.process.wait()
+            if server.process.stdout is not None:
+                server.process.stdout.close()
+            server.release()
 
 
 def _same(served: Containment, wanted: Containment) -> bool:

@@ -18,6 +18,7 @@ from certlab_core.certify.lab import answer_key_paths
 from certlab_core.plugin.types.grader import GradeRequest, GradeResult
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.containment import use_containment
+from certlab_core.sdk.deadline import TooSlow, deadline
 from certlab_core.sdk.services import choose_containment
 from certlab_core.sdk.workcopy import materialise
 
@@ -230,4 +231,16 @@ def test_left_after_the_last_grading_the_servers_end_on_their_own(containment: C
     with use_containment(containment), suite.serve(containment, 2):
         servers = list(suite._servers)
     assert [server.process.returncode for server in servers] == [0, 0]
+    assert not servers[0].folder.parent.exists()
+
+
+def test_a_leaving_cut_short_by_the_kernels_wait_still_kills_every_server(containment: Containment) -> None:
+    serving = suite.serve(containment, 2)
+    with use_containment(containment):
+        serving.__enter__()
+        servers = list(suite._servers)
+        os.kill(servers[1].process.pid, signal.SIGSTOP)  # its bwrap cannot end: the wait for it runs out
+        with pytest.raises(TooSlow), deadline(0.5):
+            serving.__exit__(None, None, None)
+    assert [server.process.returncode for server in servers] == [0, -signal.SIGKILL]
     assert not servers[0].folder.parent.exists()
