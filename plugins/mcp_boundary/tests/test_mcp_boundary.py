@@ -14,6 +14,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -195,7 +196,15 @@ def test_a_python_world_is_served_as_an_mcp_server_with_its_tools_schemas() -> N
             refused = await client.call_tool("confirm", {"order": "no-such-order"})
             return tools, stock, refused
 
+    before = set(threading.enumerate())
     tools, stock, refused = anyio.run(session)
+    # The SDK's client learns of the server's exit from a thread of asyncio's (asyncio-waitpid-N), which may still
+    # be ending, or waiting on a server slow to die under load, when the session returns. The next test of this
+    # worker may fork in this process, which refuses while another thread runs (CI failed so, on a zygote): the
+    # server must be gone, and its watcher with it, before this test ends.
+    for thread in set(threading.enumerate()) - before:
+        thread.join(timeout=30)
+    assert [thread.name for thread in set(threading.enumerate()) - before if thread.is_alive()] == []
     assert set(tools) == {"stock", "reserve", "confirm"}
     assert set(tools["reserve"].input_schema["properties"]) == {"order", "sku", "qty"}
     assert not stock.is_error and stock.content
