@@ -1,4 +1,4 @@
-"""The whole repository's test run: a test that leaves a thread running fails itself.
+"""The whole test run's guard: a test that leaves a thread running fails.
 
 Many tests fork in their worker's own process (a zygote, a trial's fork), and certlab refuses
 to fork while another thread runs: a thread one test leaves behind (an SDK's process watcher,

@@ -1,4 +1,4 @@
-"""The kernel's grading services: a service left on an error neither hides that error nor swallows it."""
+"""A grading service left on an error neither hides the error nor eats it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The repository's conftest fails a test that leaves a thread running, and only that test."""
+"""The root conftest fails the test that leaves a thread running, only it."""
 
 from __future__ import annotations
 
