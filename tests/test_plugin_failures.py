@@ -280,6 +280,61 @@ def test_a_start_deadline_that_is_no_number_is_refused_in_one_line(tmp_path: Pat
     ]
 
 
+# An executor whose session runs every unit (it is the local executor's) and then breaks as it closes, as $HOW says.
+BREAKING_CLOSE = """
+import os, time
+from certlab_core.plugin import Executor, hookimpl
+from certlab_executor_local.plugin import start as local_start
+
+class Session:
+    def __init__(self, inner):
+        self.inner, self.slots = inner, inner.slots
+    def busy(self):
+        return self.inner.busy()
+    def prepare(self, stages):
+        return self.inner.prepare(stages)
+    def submit(self, work):
+        return self.inner.submit(work)
+    def wait(self):
+        return self.inner.wait()
+    def close(self):
+        self.inner.close()
+        if os.environ["HOW"] == "raises":
+            raise RuntimeError("cannot close")
+        while True:
+            time.sleep(0.05)
+
+@hookimpl
+def certlab_executors():
+    return [Executor(name="closer", description="its close breaks", start=lambda options: Session(local_start(options)),
+                     forks_here=True)]
+"""
+
+
+@pytest.mark.parametrize(("how", "said"), [("raises", "raised RuntimeError: cannot close"), ("hangs", HUNG)])
+def test_an_executor_whose_close_breaks_is_a_warning_and_the_verdict_and_exit_code_stand(
+    tmp_path: Path, how: str, said: str
+) -> None:
+    """Its close was called bare: one that raised was an internal error (exit 3 for a run that PASSed), one that
+    hung hung certify after the bundle was written."""
+    site = site_with(tmp_path, "certlab-closer", "closer", BREAKING_CLOSE)
+    env = env_with(site, only=(*BUILT_IN, "closer"), HOW=how, CERTLAB_PLUGIN_LOAD_S="1")
+    warning = f"certlab: warning: the executor closer's close (certlab-closer) {said}"
+    done = certify(tmp_path / "cert", "oracle", env, "--executor", "closer")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("certified: oracle fixed 6/6")
+    assert done.stderr.strip().splitlines()[-1] == warning, done.stderr
+    if how == "raises":  # the gate: the verdict's exit code, whatever the executor's close did
+        runs = tmp_path / "runs"
+        descriptor = str(Path(__file__).resolve().parents[1] / "examples" / "retry" / "a_vs_a.yaml")
+        every = env_with(site, HOW=how)  # the tool world, its faults and its rule too
+        ran = run_certlab("run", descriptor, "--out", str(runs), "-q", "--executor", "closer", env=every, timeout=300)
+        (decision,) = runs.glob("*/decision.json")
+        assert ran.returncode == json.loads(decision.read_text())["exit_code"], ran.stdout + ran.stderr
+        assert warning in ran.stderr.splitlines(), ran.stderr
+        assert "internal error" not in ran.stderr
+
+
 # Plugins whose import or record hook never ends: a loop at import, a hook that waits for ever, a provider list's
 # import that waits on a network. Each was a hang of every certlab command; now each is broken after
 # CERTLAB_PLUGIN_LOAD_S, named in one line, and the commands answer.

@@ -109,7 +109,7 @@ def certify_command(
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
     from certlab_core.certify.journal import TrialJournal, notice_interrupt
     from certlab_core.cli.sign_key import check_key_reach, check_sign_key, sign_evidence
-    from certlab_core.gate.runner import open_executor
+    from certlab_core.gate.executor_sessions import open_executor
 
     if resume is not None:
         out = resume

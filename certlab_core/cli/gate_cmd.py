@@ -112,15 +112,10 @@ def run_command(
     from certlab_core._runtime.registry import discover, refuse_broken
     from certlab_core.cli.sign_key import check_key_reach, check_sign_key, sign_evidence
     from certlab_core.gate.descriptor import load_descriptor
+    from certlab_core.gate.executor_sessions import open_executor
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.progress import ProgressLine
-    from certlab_core.gate.runner import (
-        open_executor,
-        plan_run,
-        run_distributions,
-        run_experiment,
-        workers_default,
-    )
+    from certlab_core.gate.runner import plan_run, run_distributions, run_experiment, workers_default
     from certlab_core.gate.store import create_run, earlier_lines
 
     if workers < 0:

@@ -12,14 +12,13 @@ is evaluated in a child (the rule's scipy never enters the parent).
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib.util
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,6 @@ from attrs import define, field, frozen
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.heartbeat import InFlight, beating, heartbeat_interval
 from certlab_core.certify.lab import trial_time_limit_s
-from certlab_core.certify.trial_runs import trials_on
 from certlab_core.gate import boundary as bd
 from certlab_core.gate import trial as tr
 from certlab_core.gate.classify import WORKER_LOST, child_failure_outcome, classify, needs_oracle
@@ -43,11 +41,10 @@ from certlab_core.gate.schedule import Identities, key_of, look_order
 from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink
 from certlab_core.gate.trial import Job, TrialKey, TrialPlan
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.types.executor import Executor, ExecutorOptions, ExecutorSession, Stage, Work
+from certlab_core.plugin.types.executor import ExecutorSession, Stage, Work
 from certlab_core.plugin.types.fault import Fault
 from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.plugin.types.tool_world import ToolWorld
-from certlab_core.sdk.deadline import TooSlow, deadline, seconds_from_environment
 from certlab_core.sdk.forking import ForkedCallError, call_in_fork
 from certlab_core.sdk.grading import grader_chain
 
@@ -64,7 +61,6 @@ __all__ = [
     "Job",
     "Plan",
     "TrialKey",
-    "open_executor",
     "plan_run",
     "rerun_trial",
     "run_distributions",
@@ -517,74 +513,6 @@ def rerun_trial(
         except ForkedCallError as error:
             oracle_error = error.failure.summary
     return trial_line(plan, job, outcome, oracle, oracle_error, {"total_s": time.perf_counter() - started})
-
-
-@contextlib.contextmanager
-def open_executor(
-    registry: Registry, name: str, workers: int, scheduler: str | None, distributions: Mapping[str, str]
-) -> Iterator[ExecutorSession]:
-    """The executor ``name``'s session for the ``with`` block, closed after it; refused in one line before it opens.
-
-    ``distributions`` (name -> version) must be installed alike wherever the trials run; the
-    executor's own distribution is added to them. Certification's trials, proofs and
-    calibrations in the block run on the session, unless the executor says its units fork
-    from this process (``forks_here``): then they fork from here, where warm services are.
-    """
-    executor: Executor = registry.get("executors", name)
-    info = registry.plugin_of("executors", name)
-    wanted = {**distributions, info.distribution: distributions.get(info.distribution, info.version)}
-    options = ExecutorOptions(workers=workers, scheduler=scheduler or None, distributions=wanted)
-    session = started_session(executor, info.distribution, options, executor_start_deadline())
-    try:
-        with contextlib.nullcontext() if executor.forks_here else trials_on(session):
-            yield session
-    finally:
-        session.close()
-
-
-#: What a session must have (``ExecutorSession``): checked on what an executor's ``start`` returns.
-SESSION_METHODS = ("busy", "prepare", "submit", "wait", "close")
-#: How long an executor's ``start`` may take (Dask's checks the workers' installs), unless
-#: ``CERTLAB_EXECUTOR_START_S`` says otherwise.
-EXECUTOR_START_S = 300.0
-
-
-def executor_start_deadline() -> float:
-    """``CERTLAB_EXECUTOR_START_S`` (seconds, a positive number) or :data:`EXECUTOR_START_S`; else one line."""
-    said = "an executor may take to start, e.g. 300"
-    return seconds_from_environment("CERTLAB_EXECUTOR_START_S", EXECUTOR_START_S, said)
-
-
-def started_session(executor: Executor, distribution: str, options: ExecutorOptions, seconds: float) -> ExecutorSession:
-    """The executor's open session; its refusal (a UsageError) goes on as it is, and a ``start`` that raises
-    anything else, runs past ``seconds`` or returns no session is one line (exit 3) before any trial runs."""
-    whose = f"the executor {executor.name}'s start ({distribution})"
-    try:
-        with deadline(seconds):
-            session = executor.start(options)
-    except UsageError:
-        raise
-    except TooSlow:
-        raise InstrumentError(
-            f"{whose} did not open a session within {seconds:g} s; nothing ran (CERTLAB_EXECUTOR_START_S sets the wait)"
-        ) from None
-    except Exception as error:  # a plugin's start
-        raise InstrumentError(f"{whose} raised {type(error).__name__}: {str(error)[:160]}; nothing ran") from None
-    missing = [method for method in SESSION_METHODS if not callable(getattr(session, method, None))]
-    try:
-        slots = session.slots
-    except Exception:  # a plugin's property
-        slots = None
-    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
-        missing.append("slots")
-    if missing:
-        if "close" not in missing:  # what it may have started (a cluster) is stopped
-            with contextlib.suppress(Exception):
-                session.close()
-        raise InstrumentError(
-            f"{whose} returned {type(session).__name__}, not a session (no usable {', '.join(missing)}); nothing ran"
-        )
-    return session
 
 
 def run_distributions(manifest: Manifest) -> dict[str, str]:

@@ -17,8 +17,9 @@ from conftest import run_certlab
 from certlab_core._runtime.registry import Registry, discover
 from certlab_core.gate.decision import decide
 from certlab_core.gate.descriptor import load_descriptor
+from certlab_core.gate.executor_sessions import open_executor
 from certlab_core.gate.manifest import build_manifest
-from certlab_core.gate.runner import open_executor, plan_run, run_experiment
+from certlab_core.gate.runner import plan_run, run_experiment
 from certlab_core.gate.store import create_run, read_store, write_decision
 from certlab_core.plugin.types.executor import ExecutorSession
 

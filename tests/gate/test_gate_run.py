@@ -412,7 +412,8 @@ from pathlib import Path
 from certlab_core._runtime.registry import discover
 from certlab_core.gate.descriptor import load_descriptor
 from certlab_core.gate.manifest import build_manifest
-from certlab_core.gate.runner import open_executor, plan_run, run_experiment
+from certlab_core.gate.executor_sessions import open_executor
+from certlab_core.gate.runner import plan_run, run_experiment
 from certlab_core.gate.store import create_run
 registry = discover()
 path = Path({str(path)!r})

@@ -134,7 +134,10 @@ class ExecutorSession(Protocol):
         ...
 
     def close(self) -> None:
-        """Stop everything still running; the session is not used again."""
+        """Stop everything still running; the session is not used again.
+
+        It has ``CERTLAB_PLUGIN_LOAD_S`` (60 s): one that raises or runs past that is a warning
+        line; the trials are recorded by then, and the verdict and exit code stand."""
         ...
 
 
