@@ -335,6 +335,66 @@ def test_an_executor_whose_close_breaks_is_a_warning_and_the_verdict_and_exit_co
         assert "internal error" not in ran.stderr
 
 
+# An executor whose session (the local executor's, as above) breaks its protocol mid-run, as $HOW says.
+BREAKING_SESSION = """
+import os
+from certlab_core.plugin import Executor, WorkDone, hookimpl
+from certlab_executor_local.plugin import start as local_start
+
+class Session:
+    def __init__(self, inner):
+        self.inner, self.slots = inner, inner.slots
+    def busy(self):
+        return "two" if os.environ["HOW"] == "busy" else self.inner.busy()
+    def prepare(self, stages):
+        return self.inner.prepare(stages)
+    def submit(self, work):
+        return self.inner.submit(work)
+    def wait(self):
+        how = os.environ["HOW"]
+        if how == "raises":
+            raise RuntimeError("lost the cluster")
+        if how in ("none", "empty"):
+            return None if how == "none" else []
+        return [WorkDone(tag="a stranger")] if how == "stranger" else self.inner.wait()
+    def close(self):
+        self.inner.close()
+
+@hookimpl
+def certlab_executors():
+    return [Executor(name="waiter", description="it breaks", start=lambda options: Session(local_start(options)))]
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("raises", "wait (certlab-waiter) raised RuntimeError: lost the cluster"),
+        ("none", "wait (certlab-waiter) returned NoneType, not a list of WorkDone"),
+        ("busy", "busy (certlab-waiter) returned str, not a count of units"),
+        ("stranger", "wait (certlab-waiter) returned a unit it was not given, or gave back already"),
+        ("empty", "wait (certlab-waiter) returned no finished unit while units were out ("),  # 1 or 2 of them
+    ],
+)
+def test_an_executor_session_that_breaks_its_protocol_mid_run_is_one_line(tmp_path: Path, how: str, said: str) -> None:
+    """Each was an internal error ('NoneType' object is not iterable, '<' not supported between str and int, a
+    KeyError), and a wait that answered nothing while units were out would have spun for ever."""
+    site = site_with(tmp_path, "certlab-waiter", "waiter", BREAKING_SESSION)
+    env = env_with(site, only=(*BUILT_IN, "waiter"), HOW=how)
+    done = certify(tmp_path / "cert", "oracle", env, "--executor", "waiter", "--workers", "2")
+    assert done.returncode == 3, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert (last.startswith if how == "empty" else last.__eq__)(f"certlab: error: the executor waiter's {said}"), last
+    if how == "raises":  # the gate's runner holds its session to the same protocol
+        runs = tmp_path / "runs"
+        descriptor = str(Path(__file__).resolve().parents[1] / "examples" / "retry" / "a_vs_a.yaml")
+        ran = run_certlab(
+            "run", descriptor, "--out", str(runs), "-q", "--executor", "waiter", env=env_with(site, HOW=how)
+        )
+        assert ran.returncode == 3, ran.stdout + ran.stderr
+        assert ran.stderr.strip().splitlines()[-1] == f"certlab: error: the executor waiter's {said}", ran.stderr
+
+
 # Plugins whose import or record hook never ends: a loop at import, a hook that waits for ever, a provider list's
 # import that waits on a network. Each was a hang of every certlab command; now each is broken after
 # CERTLAB_PLUGIN_LOAD_S, named in one line, and the commands answer.

@@ -1,22 +1,26 @@
 """An executor's session for a run or a certification: opened, checked, closed.
 
-Every step is a plugin's code under a deadline: its ``start`` under ``CERTLAB_EXECUTOR_START_S``
-(a cluster's may check its workers' installs), its ``close`` under the plugin wait
-(``CERTLAB_PLUGIN_LOAD_S``). A start that breaks is one line, exit 3, before any trial; a close
-that breaks is a warning line: the trials it ran are recorded by then (and a run's decision
-written), so it changes no verdict, and an error on its way stays the one named.
+Every step is a plugin's code: its ``start`` runs under ``CERTLAB_EXECUTOR_START_S`` (a
+cluster's may check its workers' installs), its ``close`` under the plugin wait
+(``CERTLAB_PLUGIN_LOAD_S``), and every call between is held to the session's protocol
+(:class:`CheckedSession`). A start that breaks is one line, exit 3, before any trial; so is a
+call that raises or answers what the protocol does not, mid-run (what ran is kept, to resume);
+a close that breaks is a warning line: the trials it ran are recorded by then (and a run's
+decision written), so it changes no verdict, and an error on its way stays the one named.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from typing import Any
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.trial_runs import trials_on
 from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
-from certlab_core.plugin.types.executor import Executor, ExecutorOptions, ExecutorSession
+from certlab_core.plugin.types.executor import Executor, ExecutorOptions, ExecutorSession, Stage, Work, WorkDone
 from certlab_core.sdk.deadline import TooSlow, deadline, plugin_call, plugin_wait_s, seconds_from_environment
 
 
@@ -36,11 +40,12 @@ def open_executor(
     wanted = {**distributions, info.distribution: distributions.get(info.distribution, info.version)}
     options = ExecutorOptions(workers=workers, scheduler=scheduler or None, distributions=wanted)
     session = started_session(executor, info.distribution, options, executor_start_deadline())
+    checked = CheckedSession(session, name, info.distribution)
     try:
-        with contextlib.nullcontext() if executor.forks_here else trials_on(session):
-            yield session
+        with contextlib.nullcontext() if executor.forks_here else trials_on(checked):
+            yield checked
     finally:
-        close_session(session, f"the executor {name}'s close ({info.distribution})")
+        checked.close()
 
 
 def close_session(session: ExecutorSession, whose: str) -> None:
@@ -50,6 +55,66 @@ def close_session(session: ExecutorSession, whose: str) -> None:
         plugin_call(whose, session.close, seconds=plugin_wait_s())
     except CertlabError as broke:
         print(f"certlab: warning: {broke.message}", file=sys.stderr)
+
+
+class CheckedSession:
+    """An executor's session held to its protocol: a call that raises, a ``busy`` that is no count, a ``wait``
+    that answers no list of ``WorkDone``, nothing while units are out, or a unit it was not given (or gave
+    back already) is one line naming the executor and the call (an InstrumentError, exit 3), never an
+    internal error nor a loop that spins for ever. Its ``close`` is :func:`close_session`'s."""
+
+    def __init__(self, session: ExecutorSession, name: str, distribution: str) -> None:
+        self._session = session
+        self._name, self._distribution = name, distribution
+        self._out: Counter[Hashable] = Counter()  # the tags submitted and not yet given back
+        self.slots: int = session.slots  # checked when the session opened
+
+    def _whose(self, method: str) -> str:
+        return f"the executor {self._name}'s {method} ({self._distribution})"
+
+    def _call(self, method: str, *args: Any) -> Any:
+        # No deadline: a wait blocks while units run (each under its own timeout), and an alarm would hold back
+        # certify's heartbeat; what is checked is what the calls answer.
+        try:
+            return getattr(self._session, method)(*args)
+        except CertlabError:
+            raise
+        except Exception as error:  # a plugin's call
+            raise InstrumentError(f"{self._whose(method)} raised {type(error).__name__}: {str(error)[:160]}") from None
+
+    def busy(self) -> int:
+        count = self._call("busy")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise InstrumentError(f"{self._whose('busy')} returned {type(count).__name__}, not a count of units")
+        return count
+
+    def prepare(self, stages: Sequence[Stage]) -> None:
+        self._call("prepare", stages)
+
+    def submit(self, work: Work) -> None:
+        self._call("submit", work)
+        self._out[work.tag] += 1
+
+    def wait(self) -> list[WorkDone]:
+        finished = self._call("wait")
+        if not isinstance(finished, list) or not all(isinstance(done, WorkDone) for done in finished):
+            raise InstrumentError(f"{self._whose('wait')} returned {type(finished).__name__}, not a list of WorkDone")
+        if not finished and self._out.total():
+            raise InstrumentError(
+                f"{self._whose('wait')} returned no finished unit while units were out ({self._out.total()})"
+            )
+        for done in finished:
+            try:
+                given = self._out[done.tag] > 0
+            except TypeError:  # an unhashable tag: none of ours
+                given = False
+            if not given:
+                raise InstrumentError(f"{self._whose('wait')} returned a unit it was not given, or gave back already")
+            self._out[done.tag] -= 1
+        return finished
+
+    def close(self) -> None:
+        close_session(self._session, self._whose("close"))
 
 
 #: What a session must have (``ExecutorSession``): checked on what an executor's ``start`` returns.

@@ -110,7 +110,11 @@ class ExecutorOptions(Record):
 
 
 class ExecutorSession(Protocol):
-    """An open executor: submit units while ``busy() < slots``, collect them with ``wait()``, then ``close()``."""
+    """An open executor: submit units while ``busy() < slots``, collect them with ``wait()``, then ``close()``.
+
+    certlab holds it to this: a call that raises, a ``busy`` that is no count, or a ``wait`` that
+    answers no list of ``WorkDone``, nothing while units are out, or a unit it was not given, is
+    one line naming the executor and the call (exit 3); the trials recorded so far are kept."""
 
     @property
     def slots(self) -> int:
