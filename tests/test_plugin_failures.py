@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
-from conftest import run_certlab
+from conftest import CERTLAB_AS_IN_A_TERMINAL, run_certlab
 
 from certlab_core.certify.lab import AGENT_GRACE_S
 
@@ -333,6 +334,29 @@ def test_an_executor_whose_close_breaks_is_a_warning_and_the_verdict_and_exit_co
         assert ran.returncode == json.loads(decision.read_text())["exit_code"], ran.stdout + ran.stderr
         assert warning in ran.stderr.splitlines(), ran.stderr
         assert "internal error" not in ran.stderr
+
+
+def test_interrupted_in_the_executors_close_certify_says_the_certification_is_written(tmp_path: Path) -> None:
+    """Its line said "interrupted before the agent's trials began; nothing to resume: certify again" there."""
+    site = site_with(tmp_path, "certlab-closer", "closer", BREAKING_CLOSE)
+    out = tmp_path / "cert"
+    args = ("certify", "-f", "intervals", "-a", "oracle", "--no-mutants", "--sandbox", "none", "-q", "-o", str(out))
+    env = env_with(site, only=(*BUILT_IN, "closer"), HOW="hangs")  # the close waits out the whole plugin wait
+    with subprocess.Popen(
+        [*CERTLAB_AS_IN_A_TERMINAL, *args, "--executor", "closer"], env=env, stderr=subprocess.PIPE, text=True
+    ) as certify_run:
+        deadline = time.monotonic() + 120
+        while not (out / "CONTRACT.md").exists() or (out / "trials.journal.jsonl").exists():
+            assert certify_run.poll() is None and time.monotonic() < deadline, "the certification was not written"
+            time.sleep(0.05)
+        time.sleep(0.5)  # into the close
+        certify_run.send_signal(signal.SIGINT)
+        _, stderr = certify_run.communicate(timeout=60)
+    assert certify_run.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"certlab: interrupted after the certification was written to {out}; nothing to resume"
+    ), stderr
+    assert json.loads((out / "bundle.json").read_text())["summary"]["fixed"] == 6
 
 
 # An executor whose session (the local executor's, as above) breaks its protocol mid-run, as $HOW says.

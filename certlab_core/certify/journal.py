@@ -92,8 +92,10 @@ class TrialJournal:
         self._append({"kind": "trial", "id": trial.id, "trial": unstructure(trial)})
 
     def finish(self) -> None:
+        """The certification is written: the journal goes (and an interrupt from now on says so)."""
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+        _written.add(self.out)
 
     # ------------------------------------------------------------------ reading
 
@@ -172,11 +174,17 @@ def run_journalled(
     return [by_id[spec.id] for spec in specs]
 
 
+#: The out folders whose certification this process wrote (their journal finished).
+_written: set[Path] = set()
+
+
 def notice_interrupt(out: Path) -> None:
     """On SIGINT: ``interrupted: N of M trials recorded; resume with certlab certify --resume OUT``, then exit 130."""
     journal = TrialJournal(out)
 
     def said() -> str:
+        if journal.out in _written:  # its last steps (signing, the executor's close) were left
+            return f"certlab: interrupted after the certification was written to {out}; nothing to resume"
         try:
             total = journal.scheduled()
         except InstrumentError:
