@@ -367,7 +367,10 @@ from certlab_executor_local.plugin import start as local_start
 
 class Session:
     def __init__(self, inner):
-        self.inner, self.slots = inner, inner.slots
+        self.inner, self.waited = inner, False
+    @property
+    def slots(self):
+        return "many" if os.environ["HOW"] == "slots" and self.waited else self.inner.slots
     def busy(self):
         return "two" if os.environ["HOW"] == "busy" else self.inner.busy()
     def prepare(self, stages):
@@ -375,7 +378,7 @@ class Session:
     def submit(self, work):
         return self.inner.submit(work)
     def wait(self):
-        how = os.environ["HOW"]
+        how, self.waited = os.environ["HOW"], True
         if how == "raises":
             raise RuntimeError("lost the cluster")
         if how in ("none", "empty"):
@@ -396,6 +399,7 @@ def certlab_executors():
         ("raises", "wait (certlab-waiter) raised RuntimeError: lost the cluster"),
         ("none", "wait (certlab-waiter) returned NoneType, not a list of WorkDone"),
         ("busy", "busy (certlab-waiter) returned str, not a count of units"),
+        ("slots", "slots (certlab-waiter) returned str, not a count of units"),
         ("stranger", "wait (certlab-waiter) returned a unit it was not given, or gave back already"),
         ("empty", "wait (certlab-waiter) returned no finished unit while units were out ("),  # 1 or 2 of them
     ],

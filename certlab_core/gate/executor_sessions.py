@@ -67,7 +67,6 @@ class CheckedSession:
         self._session = session
         self._name, self._distribution = name, distribution
         self._out: Counter[Hashable] = Counter()  # the tags submitted and not yet given back
-        self.slots: int = session.slots  # checked when the session opened
 
     def _whose(self, method: str) -> str:
         return f"the executor {self._name}'s {method} ({self._distribution})"
@@ -81,6 +80,17 @@ class CheckedSession:
             raise
         except Exception as error:  # a plugin's call
             raise InstrumentError(f"{self._whose(method)} raised {type(error).__name__}: {str(error)[:160]}") from None
+
+    @property
+    def slots(self) -> int:
+        """The session's own, asked each time (a cluster may grow), held to a whole number of at least one."""
+        try:
+            count = self._session.slots
+        except Exception as error:  # a plugin's property
+            raise InstrumentError(f"{self._whose('slots')} raised {type(error).__name__}: {str(error)[:160]}") from None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise InstrumentError(f"{self._whose('slots')} returned {type(count).__name__}, not a count of units")
+        return count
 
     def busy(self) -> int:
         count = self._call("busy")
