@@ -281,35 +281,46 @@ def test_a_start_deadline_that_is_no_number_is_refused_in_one_line(tmp_path: Pat
     ]
 
 
-# An executor whose session runs every unit (it is the local executor's) and then breaks as it closes, as $HOW says.
-BREAKING_CLOSE = """
+# An executor whose session runs every unit (it is the local executor's) and breaks as $HOW says (its protocol,
+# mid-run) or as $CLOSE says (as it closes, after the trials); {name} and {forks_here} are filled in by each test.
+BREAKING_SESSION = """
 import os, time
-from certlab_core.plugin import Executor, hookimpl
+from certlab_core.plugin import Executor, WorkDone, hookimpl
 from certlab_executor_local.plugin import start as local_start
 
 class Session:
     def __init__(self, inner):
-        self.inner, self.slots = inner, inner.slots
+        self.inner, self.waited = inner, False
+    @property
+    def slots(self):
+        return "many" if os.environ.get("HOW") == "slots" and self.waited else self.inner.slots
     def busy(self):
-        return self.inner.busy()
+        return "two" if os.environ.get("HOW") == "busy" else self.inner.busy()
     def prepare(self, stages):
         return self.inner.prepare(stages)
     def submit(self, work):
         return self.inner.submit(work)
     def wait(self):
-        return self.inner.wait()
+        how, self.waited = os.environ.get("HOW"), True
+        if how == "raises":
+            raise RuntimeError("lost the cluster")
+        if how in ("none", "empty"):
+            return None if how == "none" else []
+        return [WorkDone(tag="a stranger")] if how == "stranger" else self.inner.wait()
     def close(self):
         self.inner.close()
-        if os.environ["HOW"] == "raises":
+        if os.environ.get("CLOSE") == "raises":
             raise RuntimeError("cannot close")
-        while True:
+        while os.environ.get("CLOSE") == "hangs":
             time.sleep(0.05)
 
 @hookimpl
 def certlab_executors():
-    return [Executor(name="closer", description="its close breaks", start=lambda options: Session(local_start(options)),
-                     forks_here=True)]
+    start = lambda options: Session(local_start(options))
+    return [Executor(name="{name}", description="it breaks", start=start, forks_here={forks_here})]
 """
+BREAKING_CLOSE = BREAKING_SESSION.format(name="closer", forks_here=True)
+BREAKING_WAIT = BREAKING_SESSION.format(name="waiter", forks_here=False)
 
 
 @pytest.mark.parametrize(("how", "said"), [("raises", "raised RuntimeError: cannot close"), ("hangs", HUNG)])
@@ -319,7 +330,7 @@ def test_an_executor_whose_close_breaks_is_a_warning_and_the_verdict_and_exit_co
     """Its close was called bare: one that raised was an internal error (exit 3 for a run that PASSed), one that
     hung hung certify after the bundle was written."""
     site = site_with(tmp_path, "certlab-closer", "closer", BREAKING_CLOSE)
-    env = env_with(site, only=(*BUILT_IN, "closer"), HOW=how, CERTLAB_PLUGIN_LOAD_S="1")
+    env = env_with(site, only=(*BUILT_IN, "closer"), CLOSE=how, CERTLAB_PLUGIN_LOAD_S="1")
     warning = f"certlab: warning: the executor closer's close (certlab-closer) {said}"
     done = certify(tmp_path / "cert", "oracle", env, "--executor", "closer")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -328,7 +339,7 @@ def test_an_executor_whose_close_breaks_is_a_warning_and_the_verdict_and_exit_co
     if how == "raises":  # the gate: the verdict's exit code, whatever the executor's close did
         runs = tmp_path / "runs"
         descriptor = str(Path(__file__).resolve().parents[1] / "examples" / "retry" / "a_vs_a.yaml")
-        every = env_with(site, HOW=how)  # the tool world, its faults and its rule too
+        every = env_with(site, CLOSE=how)  # the tool world, its faults and its rule too
         ran = run_certlab("run", descriptor, "--out", str(runs), "-q", "--executor", "closer", env=every, timeout=300)
         (decision,) = runs.glob("*/decision.json")
         assert ran.returncode == json.loads(decision.read_text())["exit_code"], ran.stdout + ran.stderr
@@ -341,7 +352,7 @@ def test_interrupted_in_the_executors_close_certify_says_the_certification_is_wr
     site = site_with(tmp_path, "certlab-closer", "closer", BREAKING_CLOSE)
     out = tmp_path / "cert"
     args = ("certify", "-f", "intervals", "-a", "oracle", "--no-mutants", "--sandbox", "none", "-q", "-o", str(out))
-    env = env_with(site, only=(*BUILT_IN, "closer"), HOW="hangs")  # the close waits out the whole plugin wait
+    env = env_with(site, only=(*BUILT_IN, "closer"), CLOSE="hangs")  # the close waits out the whole plugin wait
     with subprocess.Popen(
         [*CERTLAB_AS_IN_A_TERMINAL, *args, "--executor", "closer"], env=env, stderr=subprocess.PIPE, text=True
     ) as certify_run:
@@ -359,40 +370,6 @@ def test_interrupted_in_the_executors_close_certify_says_the_certification_is_wr
     assert json.loads((out / "bundle.json").read_text())["summary"]["fixed"] == 6
 
 
-# An executor whose session (the local executor's, as above) breaks its protocol mid-run, as $HOW says.
-BREAKING_SESSION = """
-import os
-from certlab_core.plugin import Executor, WorkDone, hookimpl
-from certlab_executor_local.plugin import start as local_start
-
-class Session:
-    def __init__(self, inner):
-        self.inner, self.waited = inner, False
-    @property
-    def slots(self):
-        return "many" if os.environ["HOW"] == "slots" and self.waited else self.inner.slots
-    def busy(self):
-        return "two" if os.environ["HOW"] == "busy" else self.inner.busy()
-    def prepare(self, stages):
-        return self.inner.prepare(stages)
-    def submit(self, work):
-        return self.inner.submit(work)
-    def wait(self):
-        how, self.waited = os.environ["HOW"], True
-        if how == "raises":
-            raise RuntimeError("lost the cluster")
-        if how in ("none", "empty"):
-            return None if how == "none" else []
-        return [WorkDone(tag="a stranger")] if how == "stranger" else self.inner.wait()
-    def close(self):
-        self.inner.close()
-
-@hookimpl
-def certlab_executors():
-    return [Executor(name="waiter", description="it breaks", start=lambda options: Session(local_start(options)))]
-"""
-
-
 @pytest.mark.parametrize(
     ("how", "said"),
     [
@@ -407,7 +384,7 @@ def certlab_executors():
 def test_an_executor_session_that_breaks_its_protocol_mid_run_is_one_line(tmp_path: Path, how: str, said: str) -> None:
     """Each was an internal error ('NoneType' object is not iterable, '<' not supported between str and int, a
     KeyError), and a wait that answered nothing while units were out would have spun for ever."""
-    site = site_with(tmp_path, "certlab-waiter", "waiter", BREAKING_SESSION)
+    site = site_with(tmp_path, "certlab-waiter", "waiter", BREAKING_WAIT)
     env = env_with(site, only=(*BUILT_IN, "waiter"), HOW=how)
     done = certify(tmp_path / "cert", "oracle", env, "--executor", "waiter", "--workers", "2")
     assert done.returncode == 3, done.stdout + done.stderr
