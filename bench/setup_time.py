@@ -6,7 +6,7 @@ each timed on its own: wall seconds, and CPU seconds of ``make`` and every proce
 pip's cache is this machine's, as it is. With two ``--rev`` the runs alternate (OLD, HEAD,
 OLD, ...), so a before/after ratio shares the load; the load average is printed with each.
 
-    python3 bench/setup_time.py [--repeat 3] [--rev OLD --rev HEAD] [--keep DIR]
+    python3 bench/setup_time.py [--repeat 3] [--rev OLD --rev HEAD] [--keep NEW_DIR]
 
 Exit 0 when every run finished, 2 when a make step failed (its output's tail printed).
 """
@@ -14,16 +14,16 @@ Exit 0 when every run finished, 2 when a make step failed (its output's tail pri
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from fresh_clone import children_cpu, clone_at  # bench/fresh_clone.py, beside this script
+from fresh_clone import children_cpu, clone_at, run_folders  # bench/fresh_clone.py, beside this script
 
 STEPS = (".venv/.installed", "wheelhouse")
 
@@ -45,31 +45,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="clone and run this many times per revision")
     parser.add_argument("--rev", action="append", default=None, help="a revision to time (twice: alternate)")
-    parser.add_argument("--keep", type=Path, default=None, help="clone into this folder and keep the clones")
+    parser.add_argument("--keep", type=Path, default=None, help="clone into this new folder and keep the clones")
     args = parser.parse_args()
     if shutil.which("make") is None or shutil.which("git") is None:
         print("bench/setup_time.py: needs make and git on PATH", file=sys.stderr)
         return 2
     revs = args.rev or ["HEAD"]
     results: dict[str, list[dict[str, tuple[float, float]]]] = {rev: [] for rev in revs}
-    scratch = args.keep or Path(tempfile.mkdtemp(prefix="certlab-bench-setup-"))
     try:
-        for repeat in range(args.repeat):
-            for rev in revs:
-                folder = scratch / f"{rev.replace('/', '_')}-{repeat}"
-                try:
-                    figures = one_run(rev, folder)
-                except RuntimeError as error:
-                    print(f"bench/setup_time.py: {error}", file=sys.stderr)
-                    return 2
+        with contextlib.closing(run_folders(revs, args.repeat, args.keep, "certlab-bench-setup-")) as runs:
+            for rev, folder in runs:
+                figures = one_run(rev, folder)
                 results[rev].append(figures)
                 shown = ", ".join(f"{step} {wall:.1f} s ({cpu:.1f} CPU-s)" for step, (wall, cpu) in figures.items())
                 print(f"{rev}: {shown}; load {os.getloadavg()[0]:.1f}", flush=True)
-                if args.keep is None:
-                    shutil.rmtree(folder, ignore_errors=True)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(scratch, ignore_errors=True)
+    except (RuntimeError, FileExistsError) as error:
+        print(f"bench/setup_time.py: {error}", file=sys.stderr)
+        return 2
     for rev, runs in results.items():
         medians = {
             step: (statistics.median(r[step][0] for r in runs), statistics.median(r[step][1] for r in runs))

@@ -22,20 +22,20 @@ setup error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from fresh_clone import children_cpu, clone_at  # bench/fresh_clone.py, beside this script
+from fresh_clone import children_cpu, clone_at, run_folders  # bench/fresh_clone.py, beside this script
 
 SUMMARY = re.compile(r"(\d+) passed.* in ([0-9.]+)s")
 
@@ -96,23 +96,14 @@ def main() -> int:
     if shutil.which("make") is None or shutil.which("git") is None:
         print("bench/suite_time.py: needs make and git on PATH", file=sys.stderr)
         return 2
-    if args.keep is not None and args.keep.exists():
-        print(f"bench/suite_time.py: --keep {args.keep} exists; name a new folder", file=sys.stderr)
-        return 2
     revs = args.rev or ["HEAD"]
     results: dict[str, list[Figures]] = {rev: [] for rev in revs}
-    scratch = args.keep or Path(tempfile.mkdtemp(prefix="certlab-bench-suite-"))
     failed = False
     try:
-        for repeat in range(args.repeat):
-            for rev in revs:
-                folder = scratch / f"{rev.replace('/', '_')}-{repeat}"
+        with contextlib.closing(run_folders(revs, args.repeat, args.keep, "certlab-bench-suite-")) as runs:
+            for rev, folder in runs:
                 folder.mkdir(parents=True)
-                try:
-                    figures = one_run(rev, folder, args.warm_measurements)
-                except RuntimeError as error:
-                    print(f"bench/suite_time.py: {error}", file=sys.stderr)
-                    return 2
+                figures = one_run(rev, folder, args.warm_measurements)
                 results[rev].append(figures)
                 print(
                     f"{rev}: make test {figures.wall_s:.1f} s, pytest {figures.pytest_s:.1f} s, "
@@ -125,11 +116,9 @@ def main() -> int:
                 if figures.exit_code != 0:
                     failed = True
                     print(f"bench/suite_time.py: make test failed at {rev}:\n{figures.tail}", file=sys.stderr)
-                if args.keep is None:
-                    shutil.rmtree(folder, ignore_errors=True)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(scratch, ignore_errors=True)
+    except (RuntimeError, FileExistsError) as error:
+        print(f"bench/suite_time.py: {error}", file=sys.stderr)
+        return 2
     for rev, runs in results.items():
         wall = statistics.median(r.wall_s for r in runs)
         pytest_s = statistics.median(r.pytest_s for r in runs)
