@@ -242,5 +242,8 @@ def test_a_leaving_cut_short_by_the_kernels_wait_still_kills_every_server(contai
         os.kill(servers[1].process.pid, signal.SIGSTOP)  # its bwrap cannot end: the wait for it runs out
         with pytest.raises(TooSlow), deadline(0.5):
             serving.__exit__(None, None, None)
-    assert [server.process.returncode for server in servers] == [0, -signal.SIGKILL]
+    # The stopped one is killed; the other ended on its own, or, on a loaded machine where it had not by the
+    # deadline, was killed with it: either way none outlives the leaving.
+    assert servers[1].process.returncode == -signal.SIGKILL
+    assert servers[0].process.returncode in (0, -signal.SIGKILL)
     assert not servers[0].folder.parent.exists()
