@@ -39,6 +39,7 @@ from certlab_core.certify.lab import (
     preload,
     twin_settled,
 )
+from certlab_core.certify.trial_runs import grading_needs_of, grading_services
 from certlab_core.certify.twins import MAX_CANDIDATES, TWIN_KINDS, Twin, TwinKind, make_twins, twin_sha256
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import EXIT_MISMATCH, EXIT_OK, EXIT_STALE, CertlabError, InstrumentError
@@ -317,39 +318,43 @@ def regrade(
             raise InstrumentError(f"{path}: trial {trial.id}: {error.message}") from None
     mismatches: list[str] = []
     containment = evidence_code_containment(registry, sandbox)
-    for index, outcome in map_in_forks(
-        lambda job: _regrade_one(job[0], job[1], job[2], graders, expected[job[1].name], containment),
-        jobs,
-        workers=workers,
-        temp_prefix="certlab-regrades-",  # a refusal abandons the regrades in flight: their scratch goes too
-    ):
-        trial = jobs[index][0]
-        if isinstance(outcome, ChildFailure):
-            raise InstrumentError(f"regrading trial {trial.id} failed: {outcome.summary}")
-        verdict, mode, problem, _twin = outcome
-        if verdict == "tampered":
-            raise InstrumentError(f"{path}: trial {trial.id}: {problem}")
-        if verdict == "error":
-            raise InstrumentError(f"regrading trial {trial.id}: {problem}")
-        same = verdict == trial.verdict and mode == trial.failure_mode
-        line = (
-            f"{trial.id}: recorded {trial.verdict} ({trial.failure_mode or 'no failure'}), "
-            f"re-earned {verdict} ({mode or 'no failure'})"
-        )
-        progress(("consistent " if same else "MISMATCH   ") + line)
-        if not same:
-            mismatches.append(line)
-    for trial in trials:
-        if trial not in graded:
-            lines.append(f"{trial.id}: {trial.verdict} ({trial.failure_mode}) comes from the agent run, not regradable")
-    if graded:
-        lines.append(containment_line(containment, "this bundle"))
-    if twins is not None:
-        twin_lines, twin_mismatches = _regrade_twins(
-            registry, bundle, path, twins, graders, workers, containment, progress
-        )
-        lines.extend(twin_lines)
-        mismatches.extend(twin_mismatches)
+    # Forked gradings use warm services (a grading server in the sandbox), as certify's trials do: each
+    # grading is still a fresh process, forked from a server that has only imported the test runner.
+    with grading_services(grading_needs_of(containment, families.values()), graders, max(1, workers)):
+        for index, outcome in map_in_forks(
+            lambda job: _regrade_one(job[0], job[1], job[2], graders, expected[job[1].name], containment),
+            jobs,
+            workers=workers,
+            temp_prefix="certlab-regrades-",  # a refusal abandons the regrades in flight: their scratch goes too
+        ):
+            trial = jobs[index][0]
+            if isinstance(outcome, ChildFailure):
+                raise InstrumentError(f"regrading trial {trial.id} failed: {outcome.summary}")
+            verdict, mode, problem, _twin = outcome
+            if verdict == "tampered":
+                raise InstrumentError(f"{path}: trial {trial.id}: {problem}")
+            if verdict == "error":
+                raise InstrumentError(f"regrading trial {trial.id}: {problem}")
+            same = verdict == trial.verdict and mode == trial.failure_mode
+            line = (
+                f"{trial.id}: recorded {trial.verdict} ({trial.failure_mode or 'no failure'}), "
+                f"re-earned {verdict} ({mode or 'no failure'})"
+            )
+            progress(("consistent " if same else "MISMATCH   ") + line)
+            if not same:
+                mismatches.append(line)
+        for trial in trials:
+            if trial not in graded:
+                said = f"{trial.id}: {trial.verdict} ({trial.failure_mode})"
+                lines.append(f"{said} comes from the agent run, not regradable")
+        if graded:
+            lines.append(containment_line(containment, "this bundle"))
+        if twins is not None:
+            twin_lines, twin_mismatches = _regrade_twins(
+                registry, bundle, path, twins, graders, workers, containment, progress
+            )
+            lines.extend(twin_lines)
+            mismatches.extend(twin_mismatches)
     if mutants:
         from certlab_core.certify.instrument_proofs import recheck_bundle
 

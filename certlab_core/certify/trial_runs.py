@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from types import TracebackType
 from typing import Any
@@ -22,6 +22,7 @@ from certlab_core.certify.lab import (
 )
 from certlab_core.plugin.errors import CertlabError, InstrumentError
 from certlab_core.plugin.types.executor import ExecutorSession, Stage, Work
+from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.deadline import plugin_call, plugin_wait_s
@@ -121,18 +122,20 @@ def grading_needs(specs: Sequence[TrialSpec]) -> list[tuple[Containment, str | N
     environment). An uncontained one (a calibration agent's) is graded by the harness: in a
     fork of it, or in a fresh interpreter of its task's own environment, which a warm server saves.
     """
-    needs: list[tuple[Containment, str | None]] = []
-    for spec in specs:
-        environment = spec.task.family.environment_dir
-        if spec.containment is not None and spec.containment.contained:
-            need = (spec.containment, environment)
-        elif environment is not None:
-            need = (Containment(), environment)
-        else:
-            continue
-        if need not in needs:
-            needs.append(need)
-    return needs
+    needs = (_grading_need(spec.containment, spec.task.family.environment_dir) for spec in specs)
+    return list(dict.fromkeys(need for need in needs if need is not None))
+
+
+def grading_needs_of(containment: Containment, families: Iterable[TaskFamily]) -> list[tuple[Containment, str | None]]:
+    """What gradings of ``families``' tasks under ``containment`` want served (regrade's), as ``grading_needs``."""
+    needs = (_grading_need(containment, family.environment_dir) for family in families)
+    return list(dict.fromkeys(need for need in needs if need is not None))
+
+
+def _grading_need(containment: Containment | None, environment: str | None) -> tuple[Containment, str | None] | None:
+    if containment is not None and containment.contained:
+        return (containment, environment)
+    return (Containment(), environment) if environment is not None else None
 
 
 @contextlib.contextmanager

@@ -259,9 +259,10 @@ class Sandbox(Record):
     launch: SandboxLauncher = field(eq=False, repr=False)
     python: AgentPython = field(eq=False, repr=False)
     #: Warm resources for up to ``workers`` programs at once while the ``with`` block runs, which the
-    #: processes forked inside it inherit (the kernel serves a certification's trials this way);
-    #: ``launch`` works without it, and where it is not inherited. Making, entering and leaving it
-    #: each have ``CERTLAB_PLUGIN_LOAD_S``: past that, or raising, it is one line naming it, exit 3.
+    #: processes forked inside it inherit (the kernel serves a certification's trials and a regrade's
+    #: gradings this way); ``launch`` works without it, and where it is not inherited. Making,
+    #: entering and leaving it each have ``CERTLAB_PLUGIN_LOAD_S``: past that, or raising, it is
+    #: one line naming it, exit 3.
     serve: SandboxServe | None = field(default=None, eq=False, repr=False)
     #: What every launch shows of the host, before a request's own work copy, runtime and readable files.
     visible: SandboxVisible | None = field(default=None, eq=False, repr=False)
