@@ -101,6 +101,13 @@ def certify(out: Path, agent: str, env: dict[str, str], *more: str) -> subproces
     return run_certlab(*args, *more, env=env, timeout=300)
 
 
+def small_a_vs_a() -> str:
+    """examples/retry/a_vs_a.yaml at 20 trials per arm, not 200: a run that decides, through every plugin kind."""
+    example = (Path(__file__).resolve().parents[1] / "examples" / "retry" / "a_vs_a.yaml").read_text(encoding="utf-8")
+    assert "\nn_per_arm: 200 " in example
+    return example.replace("\nn_per_arm: 200 ", "\nn_per_arm: 20 ")
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -337,10 +344,10 @@ def test_an_executor_whose_close_breaks_is_a_warning_and_the_verdict_and_exit_co
     assert done.stdout.startswith("certified: oracle fixed 6/6")
     assert done.stderr.strip().splitlines()[-1] == warning, done.stderr
     if how == "raises":  # the gate: the verdict's exit code, whatever the executor's close did
-        runs = tmp_path / "runs"
-        descriptor = str(Path(__file__).resolve().parents[1] / "examples" / "retry" / "a_vs_a.yaml")
+        runs, descriptor = tmp_path / "runs", tmp_path / "a_vs_a_small.yaml"
         every = env_with(site, CLOSE=how)  # the tool world, its faults and its rule too
-        ran = run_certlab("run", descriptor, "--out", str(runs), "-q", "--executor", "closer", env=every, timeout=300)
+        descriptor.write_text(small_a_vs_a(), encoding="utf-8")
+        ran = run_certlab("run", str(descriptor), "--out", str(runs), "-q", "--executor", "closer", env=every)
         (decision,) = runs.glob("*/decision.json")
         assert ran.returncode == json.loads(decision.read_text())["exit_code"], ran.stdout + ran.stderr
         assert warning in ran.stderr.splitlines(), ran.stderr
