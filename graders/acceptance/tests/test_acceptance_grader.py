@@ -298,8 +298,19 @@ def test_a_process_left_running_is_named_killed_and_the_verdict_refused(tmp_path
                     os.environ.clear()
                     os.execvp("sleep", ["sleep", "{marker}"])
                 os._exit(0)
-            time.sleep(0.2)
+            deadline = time.monotonic() + 30  # until the daemon runs sleep (a fixed 0.2 s could pass first, loaded)
+            while time.monotonic() < deadline and not running("{marker}"):
+                time.sleep(0.02)
             return 1
+
+        def running(marker):
+            for entry in os.listdir("/proc"):
+                try:
+                    if entry.isdigit() and marker.encode() in open("/proc/" + entry + "/cmdline", "rb").read():
+                        return True
+                except OSError:
+                    pass
+            return False
     """
     request = subject_request(tmp_path, source, [case("leaves", f"subject:leave_{how}", expect=1)])
     with pytest.raises(plugin.VerdictRefused) as refused:
