@@ -220,6 +220,20 @@ def _regrade_one(
         return verdict, mode, None, recorded
 
 
+def _regraded(
+    path: Path, trial: RecordedTrial, outcome: ChildFailure | tuple[str, str | None, str | None, dict[str, Any] | None]
+) -> tuple[str, str | None, dict[str, Any] | None]:
+    """A trial's regrade as it came back from its fork: verdict, failure mode and twin judgement, or one refusal."""
+    if isinstance(outcome, ChildFailure):
+        raise InstrumentError(f"regrading trial {trial.id} failed: {outcome.summary}")
+    verdict, mode, problem, twin = outcome
+    if verdict == "tampered":
+        raise InstrumentError(f"{path}: trial {trial.id}: {problem}")
+    if verdict == "error":
+        raise InstrumentError(f"regrading trial {trial.id}: {problem}")
+    return verdict, mode, twin
+
+
 def regrade(
     registry: Registry, folder: Path, workers: int, progress: Progress, mutants: bool = False, sandbox: str = "auto"
 ) -> RegradeResult:
@@ -320,6 +334,7 @@ def regrade(
     containment = evidence_code_containment(registry, sandbox)
     # Forked gradings use warm services (a grading server in the sandbox), as certify's trials do: each
     # grading is still a fresh process, forked from a server that has only imported the test runner.
+    twin_lines: list[str] = []
     with grading_services(grading_needs_of(containment, families.values()), graders, max(1, workers)):
         for index, outcome in map_in_forks(
             lambda job: _regrade_one(job[0], job[1], job[2], graders, expected[job[1].name], containment),
@@ -328,13 +343,7 @@ def regrade(
             temp_prefix="certlab-regrades-",  # a refusal abandons the regrades in flight: their scratch goes too
         ):
             trial = jobs[index][0]
-            if isinstance(outcome, ChildFailure):
-                raise InstrumentError(f"regrading trial {trial.id} failed: {outcome.summary}")
-            verdict, mode, problem, _twin = outcome
-            if verdict == "tampered":
-                raise InstrumentError(f"{path}: trial {trial.id}: {problem}")
-            if verdict == "error":
-                raise InstrumentError(f"regrading trial {trial.id}: {problem}")
+            verdict, mode, _twin = _regraded(path, trial, outcome)
             same = verdict == trial.verdict and mode == trial.failure_mode
             line = (
                 f"{trial.id}: recorded {trial.verdict} ({trial.failure_mode or 'no failure'}), "
@@ -343,18 +352,17 @@ def regrade(
             progress(("consistent " if same else "MISMATCH   ") + line)
             if not same:
                 mismatches.append(line)
-        for trial in trials:
-            if trial not in graded:
-                said = f"{trial.id}: {trial.verdict} ({trial.failure_mode})"
-                lines.append(f"{said} comes from the agent run, not regradable")
-        if graded:
-            lines.append(containment_line(containment, "this bundle"))
         if twins is not None:
             twin_lines, twin_mismatches = _regrade_twins(
                 registry, bundle, path, twins, graders, workers, containment, progress
             )
-            lines.extend(twin_lines)
             mismatches.extend(twin_mismatches)
+    for trial in trials:
+        if trial not in graded:
+            lines.append(f"{trial.id}: {trial.verdict} ({trial.failure_mode}) comes from the agent run, not regradable")
+    if graded:
+        lines.append(containment_line(containment, "this bundle"))
+    lines.extend(twin_lines)
     if mutants:
         from certlab_core.certify.instrument_proofs import recheck_bundle
 
@@ -473,13 +481,7 @@ def _regrade_twins(
         temp_prefix="certlab-regrades-",
     ):
         trial = graded[index]
-        if isinstance(outcome, ChildFailure):
-            raise InstrumentError(f"regrading trial {trial.id} failed: {outcome.summary}")
-        verdict, mode, problem, judged_again = outcome
-        if verdict == "tampered":
-            raise InstrumentError(f"{path}: trial {trial.id}: {problem}")
-        if verdict == "error":
-            raise InstrumentError(f"regrading trial {trial.id}: {problem}")
+        verdict, mode, judged_again = _regraded(path, trial, outcome)
         was_twin = trial.twin or {}
         was = (trial.verdict, trial.failure_mode, was_twin.get("outcome"), was_twin.get("mechanism"))
         if was[:2] in LEGACY_TWIN_CHEATS and (verdict, mode) == ("not-fixed", fm.TWIN_CHEATED):

@@ -122,20 +122,30 @@ def grading_needs(specs: Sequence[TrialSpec]) -> list[tuple[Containment, str | N
     environment). An uncontained one (a calibration agent's) is graded by the harness: in a
     fork of it, or in a fresh interpreter of its task's own environment, which a warm server saves.
     """
-    needs = (_grading_need(spec.containment, spec.task.family.environment_dir) for spec in specs)
-    return list(dict.fromkeys(need for need in needs if need is not None))
+    return _distinct_needs((spec.containment, spec.task.family.environment_dir) for spec in specs)
 
 
 def grading_needs_of(containment: Containment, families: Iterable[TaskFamily]) -> list[tuple[Containment, str | None]]:
     """What gradings of ``families``' tasks under ``containment`` want served (regrade's), as ``grading_needs``."""
-    needs = (_grading_need(containment, family.environment_dir) for family in families)
-    return list(dict.fromkeys(need for need in needs if need is not None))
+    return _distinct_needs((containment, family.environment_dir) for family in families)
 
 
-def _grading_need(containment: Containment | None, environment: str | None) -> tuple[Containment, str | None] | None:
-    if containment is not None and containment.contained:
-        return (containment, environment)
-    return (Containment(), environment) if environment is not None else None
+def _distinct_needs(
+    gradings: Iterable[tuple[Containment | None, str | None]],
+) -> list[tuple[Containment, str | None]]:
+    """Each (containment, environment) grading's need once, in order; an uncontained one without an environment
+    (a fork of the harness) needs nothing."""
+    needs: list[tuple[Containment, str | None]] = []
+    for containment, environment in gradings:
+        if containment is not None and containment.contained:
+            need = (containment, environment)
+        elif environment is not None:
+            need = (Containment(), environment)
+        else:
+            continue
+        if need not in needs:
+            needs.append(need)
+    return needs
 
 
 @contextlib.contextmanager

@@ -330,8 +330,9 @@ def certlab_sandboxes() -> list[Sandbox]:
     interpreter contained code gets: one with pytest and nothing of certlab. Optional:
     ``serve(workers)``, a context manager the kernel enters around a certification's trials
     and a regrade's gradings (warm resources the forked trials inherit: bwrap's slots, cgroups
-    kept from start to start), and ``SandboxLaunch.handoff``, whose ``Handoff.spawn`` may start the program from
-    another process than the supervising one (a process already inside its cgroups).
+    kept from start to start), and ``SandboxLaunch.handoff``, whose ``Handoff.spawn`` may
+    start the program from another process than the supervising one (a process already inside
+    its cgroups).
 
     Example plugin::
 
