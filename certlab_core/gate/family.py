@@ -4,7 +4,8 @@ Index ``i`` of both arms works on the family's ``i mod D``-th selected defect. T
 is proven once before the first trial (the clean tree passes, each seeded tree fails), as
 certification does, and like certification a run reuses a proof that holds while nothing that
 decides it moved (``certlab_core.certify.reuse``); each trial then runs in its own forked
-process, and each grader in a further process of its own (``certlab_core.certify.lab.run_trial``).
+process, and each grader in a further process of its own (``certlab_core.certify.lab.run_trial``),
+forked from the run's warm grading services, as certify's are, where the trial forks here.
 
 When a model boundary is installed, every agent run goes through it: the agent's model calls
 are the trial's events, a condition's faults (declared with ``tool: model``) are injected
@@ -15,6 +16,7 @@ whose call the boundary refused for a spent budget is ``budget-exceeded`` (the r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import attrs
@@ -26,6 +28,7 @@ from certlab_core.certify.instrument import prove, proven_twins
 from certlab_core.certify.lab import Task, TrialSpec, answer_key_paths, log_to_stderr, preload, run_trial
 from certlab_core.certify.program_check import checked_agent
 from certlab_core.certify.reuse import proof_line, reused_or_proven, reused_or_proven_twins, twins_line
+from certlab_core.certify.trial_runs import grading_needs_of, grading_services
 from certlab_core.certify.twins import Twin
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
@@ -115,6 +118,12 @@ class FamilyTrials:
             acceptance_lock=lock,
             twins=tuple(twins),
         )
+
+    def warm_gradings(self, slots: int) -> AbstractContextManager[None]:
+        """For the ``with`` block, the sandbox's and the graders' services the trials' gradings fork from, as
+        certify's do (a warm grading server in the sandbox); none when the trials run on an executor's workers."""
+        containment = self.containment if self.containment is not None else Containment()
+        return grading_services(grading_needs_of(containment, [self.family]), self.graders, max(1, slots))
 
     def child(self, job: Any) -> dict[str, Any]:
         """In a trial child: run the arm's adapter on the index's defect and grade what it left."""

@@ -12,6 +12,7 @@ is evaluated in a child (the rule's scipy never enters the parent).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
 import os
@@ -21,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from attrs import define, field, frozen
@@ -47,6 +48,9 @@ from certlab_core.plugin.types.rule import StatisticalRule
 from certlab_core.plugin.types.tool_world import ToolWorld
 from certlab_core.sdk.forking import ForkedCallError, call_in_fork
 from certlab_core.sdk.grading import grader_chain
+
+if TYPE_CHECKING:
+    from certlab_core.gate.family import FamilyTrials
 
 ORACLE_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0
@@ -267,12 +271,14 @@ def run_experiment(
     The trials run on ``session`` (``open_executor``'s, which stays open: its opener closes
     it); a coding arm's proof runs where ``open_executor`` sends certification's work.
     """
-    stages = trial_stages(plan)
+    stages, coding = _stages(plan)
     result = RunOutcome()
     gc.collect()
     gc.freeze()  # children then share the parent's objects without copying them on the collector's account
     session.prepare(list(stages.values()))
-    _run_looks(plan, folder, retry_infra, progress, stages, session, result)
+    # A coding trial's gradings fork from warm services, as certify's do, where its unit forks from here.
+    with contextlib.nullcontext() if coding is None else coding.warm_gradings(session.slots):
+        _run_looks(plan, folder, retry_infra, progress, stages, session, result)
     if progress is not None:
         progress.finish()
     return result
@@ -288,12 +294,17 @@ def trial_stages(plan: Plan) -> dict[str, Stage]:
     code. A coding arm's trial is graded in its own process and has no serving process.
     Stage names carry the manifest's seal, so a worker that served another run starts afresh.
     """
+    return _stages(plan)[0]
+
+
+def _stages(plan: Plan) -> tuple[dict[str, Stage], FamilyTrials | None]:
+    """``trial_stages``, and a coding run's trials (whose gradings want warm services), else None."""
     seal = plan.manifest.seal
     if plan.manifest.task.kind == "family":
         from certlab_core.gate.family import FamilyTrials
 
         trials = attrs.evolve(FamilyTrials.prepare(plan), plan=ManifestOnly(plan.manifest))
-        return {FAMILY: Stage(name=f"{FAMILY}@{seal}", call=partial(_family_trial, trials))}
+        return {FAMILY: Stage(name=f"{FAMILY}@{seal}", call=partial(_family_trial, trials))}, trials
     assert plan.trial is not None
     stages = {
         arm: Stage(
@@ -312,7 +323,7 @@ def trial_stages(plan: Plan) -> dict[str, Stage]:
         direct=partial(tr.direct_oracle, plan.trial),
         portable=plan.spawnable,
     )
-    return stages
+    return stages, None
 
 
 @frozen

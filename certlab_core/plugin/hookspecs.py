@@ -328,11 +328,11 @@ def certlab_sandboxes() -> list[Sandbox]:
     in the child (limits), ``limits_hit(exit_code)`` naming the limits the run exceeded
     (the trial's ``agent-resource-limit``), and ``release()``. ``python()`` is the
     interpreter contained code gets: one with pytest and nothing of certlab. Optional:
-    ``serve(workers)``, a context manager the kernel enters around a certification's trials
-    and a regrade's gradings (warm resources the forked trials inherit: bwrap's slots, cgroups
-    kept from start to start), and ``SandboxLaunch.handoff``, whose ``Handoff.spawn`` may
-    start the program from another process than the supervising one (a process already inside
-    its cgroups).
+    ``serve(workers)``, a context manager the kernel enters around a certification's trials,
+    a coding run's trials and a regrade's gradings (warm resources the forked trials inherit:
+    bwrap's slots, cgroups kept from start to start), and ``SandboxLaunch.handoff``, whose
+    ``Handoff.spawn`` may start the program from another process than the supervising one (a
+    process already inside its cgroups).
 
     Example plugin::
 

@@ -109,8 +109,9 @@ class GradingService(Protocol):
     task environments (``TaskFamily.environment_dir``) the gradings run in (None: the agent
     environment, for a task with none); a grader that runs tests serves each one. ``containment``
     is the trials' sandbox, or uncontained: certify's proofs and calibration, graded by the
-    harness, are served once for the tasks with an environment of their own. Regrade serves its
-    gradings the same way, under the containment it runs the bundle's code in. Making it,
+    harness, are served once for the tasks with an environment of their own. A coding run's
+    trials (``certlab run`` on a family's task) are served as certify's are, and regrade serves
+    its gradings the same way, under the containment it runs the bundle's code in. Making it,
     entering and leaving it each have ``CERTLAB_PLUGIN_LOAD_S`` (60 s): past that, or raising,
     it is one line naming the grader, exit 3. Left on an error (a trial or another service that
     broke), it should stop what it started at once rather than wait for it (a leaving past the
