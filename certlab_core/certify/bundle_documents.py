@@ -37,7 +37,11 @@ def harness_commit() -> str:
 
 def environment_facts() -> dict[str, Any]:
     """Python, platform and installed distributions; never environment variables."""
-    dists = sorted({(d.metadata["Name"] or "?").lower(): d.version for d in importlib.metadata.distributions()}.items())
+    installed: dict[str, str] = {}
+    for distribution in importlib.metadata.distributions():
+        metadata = distribution.metadata  # parsed once: ``.version`` would parse the whole file again
+        installed[(metadata["Name"] or "?").lower()] = metadata["Version"]
+    dists = sorted(installed.items())
     return {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
