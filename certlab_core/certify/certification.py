@@ -56,7 +56,7 @@ from certlab_core.certify.lab import (
 )
 from certlab_core.certify.program_check import checked_agent
 from certlab_core.certify.reuse import proof_line, reused_or_proven, reused_or_proven_twins, twins_line
-from certlab_core.certify.trial_runs import grading_services, run_trials
+from certlab_core.certify.trial_runs import grading_needs_of, grading_services, run_trials
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, TwinProof
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, InstrumentError, UsageError
 from certlab_core.plugin.types.agent import AgentAdapter
@@ -191,7 +191,7 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
         graders = grader_chain(registry)
         # The harness grades the proofs and the calibration uncontained: a task with an environment of its own
         # gets warm servers in it once, for all of them (and for the trials too, under --sandbox none).
-        harness = [(Containment(), f.environment_dir) for f in held_out.families if f.environment_dir is not None]
+        harness = grading_needs_of(Containment(), held_out.families)
         with grading_services(harness, graders, max(1, options.workers)):
             return _certify(registry, options, progress, held_out, graders)
     finally:

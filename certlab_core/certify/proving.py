@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attrs import frozen
+from attrs import define, field, frozen
 
 from certlab_core._runtime.registry import Registry
+from certlab_core.certify import lab
 from certlab_core.certify.acceptance import open_held_out
 from certlab_core.certify.certification import resolve_families
 from certlab_core.certify.instrument import prove
@@ -22,9 +23,10 @@ from certlab_core.certify.instrument_proofs import (
     measured,
     missing_proofs,
 )
-from certlab_core.certify.lab import preload
+from certlab_core.certify.trial_runs import grading_needs_of, grading_services
 from certlab_core.plugin.errors import UsageError
-from certlab_core.plugin.types.instrument_proof import ProofRequest
+from certlab_core.plugin.types.instrument_proof import InstrumentProof, ProofRequest
+from certlab_core.plugin.types.sandbox import Containment
 from certlab_core.sdk.grading import grader_chain
 
 
@@ -66,53 +68,75 @@ def prove_families(
     installed = resolve_families(registry, names) if names or not tasks else []
     graders = tuple(grader_chain(registry))
     held_out = open_held_out(registry, installed, tasks)
-    lines: list[str] = []
-    details: list[str] = []
-    warnings: list[str] = []
-    problems: list[str] = []
+    report = _Found()
     try:
-        preload()
-        for family in held_out.families:
-            lock = held_out.lock_for(family.name)
-            proof = prove(family, graders, workers=workers, acceptance_lock=lock)
-            if proof.holds and family.clean_tree:
-                lines.append(
-                    f"prove {family.name}: the clean tree passes {len(proof.expected_tests)} tests; "
-                    f"all {len(proof.seeded)} seeded defects are caught"
+        lab.preload()
+        # The harness grades uncontained: a task with an environment of its own gets warm servers in it once, for
+        # its proof, its fixed tree and its mutants, as certify's harness gradings do.
+        with grading_services(grading_needs_of(Containment(), held_out.families), graders, max(1, workers)):
+            for family in held_out.families:
+                proof = prove(family, graders, workers=workers, acceptance_lock=held_out.lock_for(family.name))
+                request = ProofRequest(
+                    family,
+                    graders,
+                    # graded against the tests expected of the tree as issued (the suite collects them when the
+                    # proof left them open): a test that tree skips is not asked of a mutant either
+                    proof.expected_tests,
+                    workers=workers,
+                    lock=held_out.lock_for(family.name),
+                    minimum=min_mutation_score,
+                    minimum_visible=min_visible_mutation_score,
+                    fixed_tree=None if family.clean_tree else fixed,
+                    scratch=str(held_out.scratch),
                 )
-            elif proof.holds:
-                lines.append(f"prove {family.name}: the fixture as issued fails its grading")
-            problems.extend(proof.problems)
-            request = ProofRequest(
-                family,
-                graders,
-                # graded against the tests expected of the tree as issued (the suite collects them when the
-                # proof left them open): a test that tree skips is not asked of a mutant either
-                proof.expected_tests,
-                workers=workers,
-                lock=lock,
-                minimum=min_mutation_score,
-                minimum_visible=min_visible_mutation_score,
-                fixed_tree=None if family.clean_tree else fixed,
-                scratch=str(held_out.scratch),
-            )
-            if proof.holds and not family.clean_tree and fixed is not None:
-                for instrument in instruments:
-                    fixed_lines, fixed_problems = fixed_tree_checked(instrument, request)
-                    lines.extend(fixed_lines)
-                    problems.extend(fixed_problems)
-            if not mutants or not proof.holds:
-                continue
-            if not family.clean_tree and fixed is None:
-                warnings.append(f"task {family.name}: no fixed tree is given (--fixed DIR), so no mutant is made of it")
-                continue
-            for instrument in instruments:
-                outcome = measured(instrument, request)
-                lines.extend(outcome.lines)
-                details.extend(outcome.details)
-                problems.extend(outcome.refusals)
-                warnings.extend(outcome.warnings)
+                _prove_family(proof, request, instruments, mutants, report)
         held_out.check("after the proof")
     finally:
         held_out.close()
-    return ProveReport(tuple(lines), tuple(details), tuple(warnings), tuple(problems))
+    return ProveReport(tuple(report.lines), tuple(report.details), tuple(report.warnings), tuple(report.problems))
+
+
+@define
+class _Found:
+    """What the proofs found so far, in the order ``ProveReport`` gives it."""
+
+    lines: list[str] = field(factory=list)
+    details: list[str] = field(factory=list)
+    warnings: list[str] = field(factory=list)
+    problems: list[str] = field(factory=list)
+
+
+def _prove_family(
+    proof: lab.InstrumentProof,
+    request: ProofRequest,
+    instruments: Sequence[InstrumentProof],
+    mutants: bool,
+    found: _Found,
+) -> None:
+    """Add to ``found`` what one family's proof showed, its fixed tree's check and, with ``mutants``, each instrument
+    proof's measurement."""
+    family, fixed = request.family, request.fixed_tree
+    if proof.holds and family.clean_tree:
+        found.lines.append(
+            f"prove {family.name}: the clean tree passes {len(proof.expected_tests)} tests; "
+            f"all {len(proof.seeded)} seeded defects are caught"
+        )
+    elif proof.holds:
+        found.lines.append(f"prove {family.name}: the fixture as issued fails its grading")
+    found.problems.extend(proof.problems)
+    if proof.holds and not family.clean_tree and fixed is not None:
+        for instrument in instruments:
+            fixed_lines, fixed_problems = fixed_tree_checked(instrument, request)
+            found.lines.extend(fixed_lines)
+            found.problems.extend(fixed_problems)
+    if not mutants or not proof.holds:
+        return
+    if not family.clean_tree and fixed is None:
+        found.warnings.append(f"task {family.name}: no fixed tree is given (--fixed DIR), so no mutant is made of it")
+        return
+    for instrument in instruments:
+        outcome = measured(instrument, request)
+        found.lines.extend(outcome.lines)
+        found.details.extend(outcome.details)
+        found.problems.extend(outcome.refusals)
+        found.warnings.extend(outcome.warnings)

@@ -15,6 +15,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -153,6 +154,33 @@ def test_the_suite_and_the_held_out_test_run_in_the_task_environment_and_fail_wi
     without = certlab("prove", "--task", str(bare), "--fixed", str(bare / "oracle"))
     assert without.returncode == 3
     assert "the fixed tree does not pass grader suite" in without.stderr  # tinydep cannot be imported
+
+
+def test_prove_grades_a_task_with_an_environment_on_warm_servers_in_it(
+    built: tuple[Path, float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # certlab prove started a fresh interpreter of the task's environment for each grading (the tree as issued, the
+    # fixed tree, each mutant), where certify's harness gradings fork from a warm server in it.
+    from certlab_suite import plugin as suite
+
+    from certlab_core._runtime.registry import discover
+    from certlab_core.certify import proving
+
+    task, _seconds = built
+    servers_while_proving: list[int] = []
+    proved = proving.prove
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        servers_while_proving.append(len(suite._servers))
+        return proved(*args, **kwargs)
+
+    monkeypatch.setattr(proving, "prove", watched)
+    report = proving.prove_families(discover(), (), (str(task),), 2, fixed=str(task / "oracle"))
+    assert report.problems == () and len(report.lines) == 2, report
+    assert report.lines[0].endswith("the fixture as issued fails its grading")
+    assert report.lines[1].endswith("the fixed tree passes 1 visible tests and the held-out cases")
+    assert servers_while_proving == [2]  # one per worker, in the task's environment
+    assert suite._servers == []  # and none is left once it is done
 
 
 def _bwrap_reason() -> str | None:
