@@ -340,7 +340,9 @@ def test_an_unreachable_scheduler_is_refused_in_one_line_before_any_trial(tmp_pa
     assert "no Dask scheduler answers there" in message and "dask scheduler" in message
     assert "ConnectionRefusedError" in message  # the port refused: said at once, not after the client's timeout
     assert not (tmp_path / "out").exists()
-    assert time.monotonic() - started < CONNECT_TIMEOUT_S / 2
+    # Within the client's timeout: a refusal that waited it out takes at least that long. Half of it was too tight
+    # for a whole certlab run (its start, discovery, Dask's import) on a loaded machine: 5.8 s at a load of 12.
+    assert time.monotonic() - started < CONNECT_TIMEOUT_S
 
 
 def test_a_port_that_accepts_and_stays_silent_is_refused_after_the_timeout_not_waited_on_forever() -> None:
