@@ -740,6 +740,37 @@ def test_a_graders_serve_that_breaks_is_one_line_before_the_agents_first_trial(
     assert not (out / "bundle.json").exists()
 
 
+CODING_RUN = """
+schema: certlab.experiment/1
+experiment: served
+task: {family: intervals, defects: [length-counts-end]}
+oracle: graders
+arms: {baseline: {adapter: oracle}, candidate: {adapter: "null"}}
+conditions: [{name: clean, bucket: benign}]
+rule: {name: clopper-pearson, alpha: 0.05, delta: 0.1, looks: 1}
+n_per_arm: 2
+budgets: {seconds: 30}
+"""
+
+
+@pytest.mark.skipif(bwrap_missing() is not None, reason=f"a grader serves contained trials only: {bwrap_missing()}")
+def test_a_graders_serve_that_breaks_stops_a_coding_run_in_one_line_before_its_first_trial(tmp_path: Path) -> None:
+    # A coding run's gradings are served as certify's are: the serve that raises is the run's one error line.
+    site = site_with(tmp_path, "certlab-server", "server", BREAKING_SERVE)
+    only = (*(name for name in BUILT_IN if name != "sandbox-none"), "sandbox-bwrap", "clopper-pearson", "server")
+    (tmp_path / "exp.yaml").write_text(CODING_RUN)
+    out = tmp_path / "out"
+    args = ("run", str(tmp_path / "exp.yaml"), "--sandbox", "bwrap", "-q", "-o", str(out))
+    done = run_certlab(*args, env=env_with(site, only=only, HOW="raises"), timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert (
+        done.stderr.strip().splitlines()[-1]
+        == "certlab: error: the grader server's serve raised RuntimeError: no server today"
+    )
+    (store,) = out.iterdir()
+    assert (store / "trials.jsonl").read_text() == "" and not (store / "decision.json").exists()
+
+
 @pytest.mark.parametrize(
     ("how", "said"),
     [
