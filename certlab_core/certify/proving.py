@@ -75,7 +75,8 @@ def prove_families(
         # its proof, its fixed tree and its mutants, as certify's harness gradings do.
         with grading_services(grading_needs_of(Containment(), held_out.families), graders, max(1, workers)):
             for family in held_out.families:
-                proof = prove(family, graders, workers=workers, acceptance_lock=held_out.lock_for(family.name))
+                lock = held_out.lock_for(family.name)
+                proof = prove(family, graders, workers=workers, acceptance_lock=lock)
                 request = ProofRequest(
                     family,
                     graders,
@@ -83,7 +84,7 @@ def prove_families(
                     # proof left them open): a test that tree skips is not asked of a mutant either
                     proof.expected_tests,
                     workers=workers,
-                    lock=held_out.lock_for(family.name),
+                    lock=lock,
                     minimum=min_mutation_score,
                     minimum_visible=min_visible_mutation_score,
                     fixed_tree=None if family.clean_tree else fixed,
