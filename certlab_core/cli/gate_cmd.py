@@ -129,7 +129,7 @@ def run_command(
     _check_reporters(registry, junit, markdown)
     from certlab_core.certify.acceptance import refuse_unread_family, register_experiment_task  # a user's own task
     from certlab_core.evidence.record_file import raise_if_interrupted
-    from certlab_core.gate.resume import notice_interrupt, open_for_resume
+    from certlab_core.gate.resume import notice_interrupt, open_for_resume, scheduled_trials
 
     if resume is not None:
         manifest = open_for_resume(resume, descriptor)
@@ -156,7 +156,7 @@ def run_command(
         folder = resume if resume is not None else create_run(out, manifest)
         print(f"certlab: running {manifest.experiment} into {folder}", file=sys.stderr, flush=True)
         notice_interrupt(folder, manifest)
-        total = 2 * manifest.n_per_arm * len(manifest.conditions)
+        total = scheduled_trials(manifest)
         progress = ProgressLine(total, enabled=not quiet)
         outcome = run_experiment(plan, folder, session, retry_infra, progress)
         raise_if_interrupted()  # a Ctrl-C whose exception Python dropped (during a fork) still stops the run
