@@ -6,7 +6,7 @@ and forks one process per unit. A unit of a stage without a zygote is forked fro
 process and runs ``direct`` (or ``call(preload(), arg)``). The record says ``forks_here``:
 its units inherit what this process started, so certify runs its trials, proofs and
 calibrations as forks of its own (a warm grading server reaches them) rather than through a
-session.
+session, and a coding run's trials, forked here, grade on the servers the run started.
 """
 
 from __future__ import annotations
