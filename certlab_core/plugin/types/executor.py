@@ -162,7 +162,8 @@ class Executor(Record):
     ``forks_here`` says that the units run on this machine, a stage's without ``preload`` as
     forks of the process that runs certlab, inheriting what it started: certify then forks
     its trials, proofs and calibrations itself (its warm grading services reach them)
-    instead of sending them through a session.
+    instead of sending them through a session, and a coding run starts the grading services
+    its trials' forks inherit.
     """
 
     name: str
