@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import attrs
-from gate_helpers import lines, local_session, write
+from gate_helpers import descriptor, lines, local_session, write
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.gate.descriptor import load_descriptor
@@ -34,21 +34,15 @@ def test_a_coding_runs_trials_are_graded_on_warm_servers_in_the_sandbox(registry
     # examples/impossible/honesty.yaml (48 trials, bwrap) took 19.5 CPU-s, against 7.1 with its gradings served.
     from certlab_suite import plugin as suite
 
-    path = write(
-        tmp_path,
-        {
-            "schema": "certlab.experiment/1",
-            "experiment": "served-gradings",
-            "task": {"family": "intervals", "defects": ["length-counts-end", "clamp-to-end"]},
-            "oracle": "graders",
-            "arms": {"baseline": {"adapter": "oracle"}, "candidate": {"adapter": "null"}},
-            "conditions": [{"name": "clean", "bucket": "benign"}],
-            "rule": {"name": "clopper-pearson", "alpha": 0.05, "delta": 0.1, "looks": 1},
-            "n_per_arm": 2,
-            "seed": 7,
-            "budgets": {"seconds": 30},
-        },
+    coding = descriptor(
+        task={"family": "intervals", "defects": ["length-counts-end", "clamp-to-end"]},
+        oracle="graders",
+        arms={"baseline": {"adapter": "oracle"}, "candidate": {"adapter": "null"}},
+        conditions=[{"name": "clean", "bucket": "benign"}],
+        n_per_arm=2,
+        budgets={"seconds": 30},
     )
+    path = write(tmp_path, coding)
     manifest = build_manifest(load_descriptor(path), path, registry)
     manifest = seal_manifest(attrs.evolve(manifest, sandbox="bwrap"))
     folder = create_run(tmp_path / "runs", manifest)
