@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attrs import define, field, frozen
+import attrs
+from attrs import frozen
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify import lab
@@ -38,6 +39,11 @@ class ProveReport:
     details: tuple[str, ...]
     warnings: tuple[str, ...]
     problems: tuple[str, ...]
+
+    @classmethod
+    def joined(cls, parts: Sequence[ProveReport]) -> ProveReport:
+        """The reports of several families as one, each field's items in the families' order."""
+        return cls(*(tuple(item for part in parts for item in getattr(part, f.name)) for f in attrs.fields(cls)))
 
 
 def prove_families(
@@ -68,7 +74,7 @@ def prove_families(
     installed = resolve_families(registry, names) if names or not tasks else []
     graders = tuple(grader_chain(registry))
     held_out = open_held_out(registry, installed, tasks)
-    report = _Found()
+    reports: list[ProveReport] = []
     try:
         lab.preload()
         # The harness grades uncontained: a task with an environment of its own gets warm servers in it once, for
@@ -90,21 +96,11 @@ def prove_families(
                     fixed_tree=None if family.clean_tree else fixed,
                     scratch=str(held_out.scratch),
                 )
-                _prove_family(proof, request, instruments, mutants, report)
+                reports.append(_prove_family(proof, request, instruments, mutants))
         held_out.check("after the proof")
     finally:
         held_out.close()
-    return ProveReport(tuple(report.lines), tuple(report.details), tuple(report.warnings), tuple(report.problems))
-
-
-@define
-class _Found:
-    """What the proofs found so far, in the order ``ProveReport`` gives it."""
-
-    lines: list[str] = field(factory=list)
-    details: list[str] = field(factory=list)
-    warnings: list[str] = field(factory=list)
-    problems: list[str] = field(factory=list)
+    return ProveReport.joined(reports)
 
 
 def _prove_family(
@@ -112,32 +108,34 @@ def _prove_family(
     request: ProofRequest,
     instruments: Sequence[InstrumentProof],
     mutants: bool,
-    found: _Found,
-) -> None:
-    """Add to ``found`` what one family's proof showed, its fixed tree's check and, with ``mutants``, each instrument
-    proof's measurement."""
+) -> ProveReport:
+    """What one family's proof showed, its fixed tree's check and, with ``mutants``, each instrument proof's
+    measurement."""
     family, fixed = request.family, request.fixed_tree
+    lines: list[str] = []
+    details: list[str] = []
+    warnings: list[str] = []
+    problems: list[str] = []
     if proof.holds and family.clean_tree:
-        found.lines.append(
+        lines.append(
             f"prove {family.name}: the clean tree passes {len(proof.expected_tests)} tests; "
             f"all {len(proof.seeded)} seeded defects are caught"
         )
     elif proof.holds:
-        found.lines.append(f"prove {family.name}: the fixture as issued fails its grading")
-    found.problems.extend(proof.problems)
+        lines.append(f"prove {family.name}: the fixture as issued fails its grading")
+    problems.extend(proof.problems)
     if proof.holds and not family.clean_tree and fixed is not None:
         for instrument in instruments:
             fixed_lines, fixed_problems = fixed_tree_checked(instrument, request)
-            found.lines.extend(fixed_lines)
-            found.problems.extend(fixed_problems)
-    if not mutants or not proof.holds:
-        return
-    if not family.clean_tree and fixed is None:
-        found.warnings.append(f"task {family.name}: no fixed tree is given (--fixed DIR), so no mutant is made of it")
-        return
-    for instrument in instruments:
-        outcome = measured(instrument, request)
-        found.lines.extend(outcome.lines)
-        found.details.extend(outcome.details)
-        found.problems.extend(outcome.refusals)
-        found.warnings.extend(outcome.warnings)
+            lines.extend(fixed_lines)
+            problems.extend(fixed_problems)
+    if mutants and proof.holds and not family.clean_tree and fixed is None:
+        warnings.append(f"task {family.name}: no fixed tree is given (--fixed DIR), so no mutant is made of it")
+    elif mutants and proof.holds:
+        for instrument in instruments:
+            outcome = measured(instrument, request)
+            lines.extend(outcome.lines)
+            details.extend(outcome.details)
+            problems.extend(outcome.refusals)
+            warnings.extend(outcome.warnings)
+    return ProveReport(tuple(lines), tuple(details), tuple(warnings), tuple(problems))
