@@ -30,6 +30,7 @@ from certlab_core.certify.program_check import checked_agent
 from certlab_core.certify.reuse import proof_line, reused_or_proven, reused_or_proven_twins, twins_line
 from certlab_core.certify.trial_runs import grading_needs_of, grading_services
 from certlab_core.certify.twins import Twin
+from certlab_core.gate.resume import scheduled_trials
 from certlab_core.plugin import failure_modes as fm
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.agent import AgentAdapter
@@ -121,9 +122,11 @@ class FamilyTrials:
 
     def warm_gradings(self, slots: int) -> AbstractContextManager[None]:
         """For the ``with`` block, the sandbox's and the graders' services the trials' gradings fork from, as
-        certify's do (a warm grading server in the sandbox); none when the trials run on an executor's workers."""
+        certify's do (a warm grading server in the sandbox), ``slots`` at once but no more than the run's trials;
+        none when the trials run on an executor's workers."""
         containment = self.containment if self.containment is not None else Containment()
-        return grading_services(grading_needs_of(containment, [self.family]), self.graders, max(1, slots))
+        at_once = max(1, min(slots, scheduled_trials(self.plan.manifest)))
+        return grading_services(grading_needs_of(containment, [self.family]), self.graders, at_once)
 
     def child(self, job: Any) -> dict[str, Any]:
         """In a trial child: run the arm's adapter on the index's defect and grade what it left."""

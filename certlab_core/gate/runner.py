@@ -37,7 +37,7 @@ from certlab_core.gate.decision import walk
 from certlab_core.gate.descriptor import FaultDeclaration, is_reference
 from certlab_core.gate.manifest import ARMS, Manifest
 from certlab_core.gate.progress import ProgressLine
-from certlab_core.gate.resume import pending_jobs, recorded_trials, scheduled_trials
+from certlab_core.gate.resume import pending_jobs, recorded_trials
 from certlab_core.gate.schedule import Identities, key_of, look_order
 from certlab_core.gate.store import TRIAL_SCHEMA, TRIALS, TrialSink
 from certlab_core.gate.trial import Job, TrialKey, TrialPlan
@@ -277,8 +277,7 @@ def run_experiment(
     gc.freeze()  # children then share the parent's objects without copying them on the collector's account
     session.prepare(list(stages.values()))
     # A coding trial's gradings fork from warm services, as certify's do, where its unit forks from here.
-    slots = min(session.slots, scheduled_trials(plan.manifest))
-    with contextlib.nullcontext() if coding is None else coding.warm_gradings(slots):
+    with contextlib.nullcontext() if coding is None else coding.warm_gradings(session.slots):
         _run_looks(plan, folder, retry_infra, progress, stages, session, result)
     if progress is not None:
         progress.finish()

@@ -31,7 +31,8 @@ class ServersSeen(ProgressLine):
 
 def test_a_coding_runs_trials_are_graded_on_warm_servers_in_the_sandbox(registry: Registry, tmp_path: Path) -> None:
     # Each trial's grading started a sandbox and a test runner of its own, where certify's fork from warm servers:
-    # examples/impossible/honesty.yaml (48 trials, bwrap) took 19.5 CPU-s, against 7.1 with its gradings served.
+    # examples/impossible/honesty.yaml (48 trials, bwrap) took 18.2 to 18.4 CPU-s, against 5.5 to 6.5 with its gradings
+    # served (bench/coding_run.py).
     from certlab_suite import plugin as suite
 
     coding = descriptor(
