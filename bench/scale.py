@@ -3,11 +3,10 @@
 Prints, for each executor:
 - the retry experiment (``examples/retry/a_vs_b.yaml``, ``certlab run``): trials per second over
   the whole command and over the trials alone (from the run store's creation, which comes after
-  the executor is open, to ``decision.json``), and the CPU milliseconds per trial of the
-  processes of the run that are reaped by a waiting parent: on local every one (runner,
-  zygotes, trials and oracles), on dask the harness only (runner, scheduler, nannies and
-  workers: a worker's zygote host lets the kernel reap its zygotes, so their time and their
-  trials' is counted nowhere);
+  the executor is open, to ``decision.json``), and the CPU milliseconds per trial of every
+  process of the run (runner, zygotes, trials and oracles; on dask also the scheduler, nannies
+  and workers: a worker closing stops its zygotes and their host and waits for them, so their
+  time and their trials' reach it);
 - a certification of all three families by the oracle agent (``certlab certify --family all``);
 then a fleet of slow agents (each trial's agent sleeps 2 s) on a local cluster of 8
 single-thread workers: 64 tool-world trials, each in a fresh process; then what the cost per
@@ -206,7 +205,6 @@ def main() -> int:
             f"{figures['trials'] / figures['trial_phase']:.1f} trials/s over the trials "
             f"({figures['trial_phase']:.1f} s), "
             f"{figures['cpu_ms']:.1f} CPU ms per trial"
-            + (" (the harness alone: not the zygotes, trials and oracles)" if name == "dask" else "")
         )
     rates = {name: figures["trials"] / figures["trial_phase"] for name, figures in runs.items()}
     ratio = rates["dask"] / rates["local"]

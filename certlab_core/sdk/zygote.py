@@ -74,7 +74,9 @@ def zygote_host() -> None:
     It reads from its socket one byte per request, with the new zygote's command pipe (read
     end) and result pipe (write end) attached; the forked zygote reads its setup from that
     command pipe, as a spawned one does. It ends when the process that started it closes the
-    socket (or dies); the zygotes it forked end when their own command pipes close.
+    socket (or dies); the zygotes it forked end when their own command pipes close. It reaps
+    them itself, never through an ignored SIGCHLD, so that their CPU time (their calls'
+    included) is counted in its own, and so in its asker's.
     """
     import importlib
     import socket
@@ -85,8 +87,8 @@ def zygote_host() -> None:
             importlib.import_module(module)
     if threading.active_count() > 1:  # forking from here would not be safe: each zygote is then spawned
         os._exit(70)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the zygotes
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):  # a group's stop is its asker's: it ends with the socket
+        signal.signal(stop_signal, signal.SIG_IGN)
     gc.collect()
     gc.freeze()
     try:
@@ -99,14 +101,26 @@ def zygote_host() -> None:
                     os.close(fd)
                 continue
             command_fd, result_fd = fds
+            _reap_ended()
             if os.fork() == 0:
                 channel.close()
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote waits for its own children
                 _serve_setup(command_fd, result_fd)
             os.close(command_fd)
             os.close(result_fd)
     finally:
+        _reap_ended()  # the zygotes its asker closed (and waited for) before closing the socket
         os._exit(0)
+
+
+def _reap_ended() -> None:
+    """Reap every child of this process that has ended, without waiting for one that has not."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 class ZygoteHost:
@@ -280,6 +294,7 @@ class Zygote:
         self.problem: str | None = None
         self._start_timeout = start_timeout
         self._started = False
+        self._ended: int | None = None  # a hosted zygote's pidfd, readable once it has ended
         if not apart:
             self.wait_ready()
 
@@ -291,6 +306,8 @@ class Zygote:
             if first is not None and first[0] == "ready":
                 self.ready = True
                 self.pid = int(first[1])
+                if self._hosted:  # not this process's child: its close waits on a handle to it instead
+                    self._ended = _process_handle(self.pid)
             else:
                 self.problem = first[1] if first is not None else "the zygote did not start"
                 self.close()
@@ -359,10 +376,47 @@ class Zygote:
         with contextlib.suppress(OSError):
             os.close(self.command_fd)
         if self._hosted:
-            pass  # not this process's child: its host reaps it once it has ended
+            _await_end(self._ended, self.result_fd, 5.0)  # its host reaps it; once it ends, its calls' folder is gone
+            self._ended = None
         elif self._process is not None:
             stop(self._process, 5.0)
         else:
             stop_child(self.pid, 5.0)
         with contextlib.suppress(OSError):
             os.close(self.result_fd)
+
+
+def _process_handle(pid: int) -> int | None:
+    """A pidfd of ``pid`` (it becomes readable when the process ends), or None where the system has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _await_end(handle: int | None, drain_fd: int, grace_s: float) -> None:
+    """Wait for the process behind the pidfd ``handle`` to end, at most ``grace_s``, then SIGKILL it; close it.
+
+    What it still writes to ``drain_fd`` is read and dropped meanwhile: a full pipe would hold it."""
+    if handle is None:
+        return
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(handle, selectors.EVENT_READ)
+            selector.register(drain_fd, selectors.EVENT_READ)
+            deadline = time.monotonic() + grace_s
+            killed = False
+            while True:
+                ready = {key.fd for key, _mask in selector.select(max(0.0, deadline - time.monotonic()))}
+                if handle in ready:
+                    return
+                if drain_fd in ready and not os.read(drain_fd, 1 << 16):
+                    selector.unregister(drain_fd)
+                if time.monotonic() >= deadline:
+                    if killed:
+                        return
+                    with contextlib.suppress(OSError):
+                        signal.pidfd_send_signal(handle, signal.SIGKILL)
+                    killed, deadline = True, time.monotonic() + grace_s
+    finally:
+        os.close(handle)

@@ -202,6 +202,78 @@ def test_a_zygote_host_forks_zygotes_that_see_its_modules_and_not_each_others(tm
     assert not host.alive
 
 
+ENDING = """
+import os, tempfile, time
+
+def preload():
+    return None
+
+def call(preloaded, arg):
+    with open(os.path.join(tempfile.gettempdir(), "running"), "w"):  # the zygote's calls' folder
+        pass
+    if arg == "sleep":
+        time.sleep(30)
+    return os.getpid()
+"""
+
+
+def test_closing_a_hosted_zygote_returns_once_it_has_ended_and_its_calls_folder_is_gone(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    # A hosted zygote is its host's child, not this process's: a session that closed it and returned at once
+    # could leave its calls' temp folder behind for a moment (a run that had just ended, its TMPDIR removed).
+    (tmp_path / "ending_helpers.py").write_text(ENDING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    import ending_helpers  # type: ignore[import-not-found]
+
+    host = ZygoteHost()
+    try:
+        zygote = host.zygote(ending_helpers.preload, ending_helpers.call)
+        assert zygote.wait_ready()
+        pool = ForkPool(1)
+        pool.submit_to(zygote, None, "sleep")
+        deadline = time.monotonic() + 10
+        while not any(temp.glob("certlab-calls-*/*")) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the call is running: its own temp folder is in the zygote's
+        assert any(temp.glob("certlab-calls-*/*"))
+        zygote.close()
+        assert not _running(zygote.pid)
+        assert list(temp.iterdir()) == []
+        pool.close()
+    finally:
+        host.close()
+
+
+def test_a_zygote_host_leaves_a_groups_stop_to_the_process_that_asks_it(tmp_path: Any, monkeypatch: Any) -> None:
+    # Ctrl-C and timeout's SIGTERM reach the whole process group; the asker closes what it started.
+    import signal
+
+    (tmp_path / "ending_helpers.py").write_text(ENDING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    from ending_helpers import call, preload  # type: ignore[import-not-found]
+
+    host = ZygoteHost()
+    try:
+        first = host.zygote(preload, call)
+        assert first.wait_ready()  # the host is serving: its signal dispositions are set
+        for stop_signal in (signal.SIGINT, signal.SIGTERM):
+            os.kill(host._process.pid, stop_signal)
+        time.sleep(0.2)
+        assert host.alive
+        second = host.zygote(preload, call)
+        assert second.wait_ready()
+        first.close()
+        second.close()
+    finally:
+        host.close()
+    assert not host.alive
+
+
 def test_a_zygote_that_cannot_be_spawned_refuses_before_starting() -> None:
     import pickle
 

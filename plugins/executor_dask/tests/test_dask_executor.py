@@ -493,6 +493,61 @@ def test_the_local_clusters_workers_start_their_zygote_hosts_as_they_start_and_l
     assert sorted(p.name for p in temp.iterdir()) == []
 
 
+WORKER_LIFE = """
+import json, os, resource, sys, time
+from certlab_core.plugin import Stage
+from certlab_core.sdk.executor import run_isolated
+from certlab_executor_dask.worker_start import dask_setup, dask_teardown
+import stage_code
+
+dask_setup(None)
+done = run_isolated(Stage(name="burn", call=stage_code.burn, preload=stage_code.nothing), None)
+dask_teardown(None)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"value": done.value, "children_cpu_s": usage.ru_utime + usage.ru_stime}))
+"""
+
+STAGE_CODE = """
+import os, time
+
+def nothing():
+    return None
+
+def burn(_preloaded, _arg):
+    started = time.process_time()
+    while time.process_time() - started < 0.5:
+        pass
+    zygote = os.getppid()
+    with open(f"/proc/{zygote}/stat", encoding="ascii") as stat:
+        return zygote, int(stat.read().rsplit(")", 1)[1].split()[1])
+"""
+
+
+def test_a_closing_worker_ends_its_zygotes_and_their_host_and_counts_their_cpu_time(tmp_path: Path) -> None:
+    """A worker's trials run in its zygotes' forks, its zygotes in its host's: when the worker closes, they end
+    before it, reaped by waiting parents, so the trials' CPU time reaches the worker's and so the run's own."""
+    (tmp_path / "stage_code.py").write_text(STAGE_CODE)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", WORKER_LIFE], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = json.loads(done.stdout)
+    zygote, host = said["value"]
+    assert not running(zygote) and not running(host)
+    assert said["children_cpu_s"] >= 0.5  # the unit burnt 0.5 CPU s two generations down
+    assert list(temp.iterdir()) == []
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie awaiting its reaper does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class TestDaskConformance(ExecutorConformance):
     """ExecutorConformance on the module's cluster: fresh processes, every unit back once, failures as failures."""
 
