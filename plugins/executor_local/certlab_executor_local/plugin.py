@@ -1,12 +1,14 @@
 """The executor ``local``: fresh processes forked here, --workers at once.
 
-A prepared stage is served by a zygote: a fresh, lean interpreter started for it (or, when
-its functions do not pickle, a child forked from this process) that runs the preload once
-and forks one process per unit. A unit of a stage without a zygote is forked from this
-process and runs ``direct`` (or ``call(preload(), arg)``). The record says ``forks_here``:
-its units inherit what this process started, so certify runs its trials, proofs and
-calibrations as forks of its own (a warm grading server reaches them) rather than through a
-session, and a coding run's trials, forked here, grade on the servers the run started.
+A prepared stage is served by a zygote: a lean interpreter that runs the preload once and
+forks one process per unit. Stages prepared together share one interpreter start: a zygote
+host imports their code and forks a zygote for each (a stage alone gets a fresh interpreter;
+one whose functions do not pickle, a child forked from this process). A unit of a stage
+without a zygote is forked from this process and runs ``direct`` (or ``call(preload(),
+arg)``). The record says ``forks_here``: its units inherit what this process started, so
+certify runs its trials, proofs and calibrations as forks of its own (a warm grading server
+reaches them) rather than through a session, and a coding run's trials, forked here, grade
+on the servers the run started.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from certlab_core.plugin import Executor, ExecutorOptions, Stage, UsageError, Work, WorkDone, hookimpl
-from certlab_core.sdk.executor import done_of, unprepared
+from certlab_core.sdk.executor import code_modules, done_of, unprepared
 from certlab_core.sdk.forking import ForkPool
-from certlab_core.sdk.zygote import Zygote
+from certlab_core.sdk.zygote import Zygote, ZygoteHost
 
 
 class LocalSession:
@@ -25,6 +27,7 @@ class LocalSession:
     def __init__(self, workers: int) -> None:
         self._pool = ForkPool(workers, temp_prefix="certlab-units-")  # what a killed unit made goes on close
         self._zygotes: dict[str, Zygote] = {}
+        self._host: ZygoteHost | None = None  # forks the zygotes of stages prepared together
 
     @property
     def slots(self) -> int:
@@ -41,11 +44,14 @@ class LocalSession:
             for stage in stages
             if stage.preload is not None and not self._serving(stage.name)  # a stage prepared again keeps its zygote
         ]
-        for stage, preload in served:
-            if not stage.portable:
-                continue
+        portable = [(stage, preload) for stage, preload in served if stage.portable]
+        host = self._host_for([stage for stage, _preload in portable]) if len(portable) > 1 else None
+        for stage, preload in portable:
             try:
-                started[stage.name] = Zygote.spawn(preload, stage.call)
+                if host is not None:
+                    started[stage.name] = host.zygote(preload, stage.call)
+                else:
+                    started[stage.name] = Zygote.spawn(preload, stage.call)
             except Exception:  # not picklable, or could not start: fork one below
                 continue
         for stage, preload in served:
@@ -54,6 +60,20 @@ class LocalSession:
                 zygote = Zygote(preload, stage.call)
             if zygote.ready:
                 self._zygotes[stage.name] = zygote
+
+    def _host_for(self, stages: Sequence[Stage]) -> ZygoteHost | None:
+        """The session's zygote host, started with the stages' code if none is alive; None if it cannot start.
+
+        It lives until the session closes: it reaps the zygotes it forked, and leaves a group's stop to this
+        process, as they do."""
+        if self._host is None or not self._host.alive:
+            if self._host is not None:
+                self._host.close()
+            try:
+                self._host = ZygoteHost(code_modules(stages))
+            except OSError:
+                self._host = None
+        return self._host
 
     def _serving(self, name: str) -> bool:
         zygote = self._zygotes.get(name)
@@ -71,8 +91,11 @@ class LocalSession:
     def close(self) -> None:
         self._pool.close()
         for zygote in self._zygotes.values():
-            zygote.close()
+            zygote.close()  # a hosted one is waited for: what its units made is gone when it returns
         self._zygotes.clear()
+        if self._host is not None:
+            self._host.close()
+            self._host = None
 
 
 def start(options: ExecutorOptions) -> LocalSession:

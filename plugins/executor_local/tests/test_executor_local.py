@@ -61,6 +61,54 @@ def test_a_stage_prepared_again_keeps_its_serving_process() -> None:
     assert first.value == second.value != os.getpid()  # one zygote served both units
 
 
+STAGE_CODE = """
+import os
+
+def nothing():
+    return None
+
+def zygotes_parent(_preloaded, _arg):
+    # the zygote that forked this unit, and the process that started that zygote
+    zygote = os.getppid()
+    with open(f"/proc/{zygote}/stat", encoding="ascii") as stat:
+        return zygote, int(stat.read().rsplit(")", 1)[1].split()[1])
+"""
+
+
+def test_stages_prepared_together_share_one_interpreter_start_and_end_with_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A tool-world run prepares three stages (each arm's, the oracles'): one fresh interpreter (a zygote host)
+    # forks their zygotes, where each was an interpreter started for it alone.
+    from certlab_core.plugin import Stage, Work
+
+    (tmp_path / "stage_code.py").write_text(STAGE_CODE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the stages' code, importable where they are served
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    import stage_code  # type: ignore[import-not-found]
+
+    session = discover().get(Executor, "local").start(ExecutorOptions(workers=3))
+    try:
+        stages = [Stage(name=n, call=stage_code.zygotes_parent, preload=stage_code.nothing) for n in ("a", "b", "c")]
+        session.prepare(stages)
+        for stage in stages:
+            session.submit(Work(tag=stage.name, stage=stage, arg=None))
+        done = {}
+        while session.busy():
+            done.update((unit.tag, unit) for unit in session.wait())
+    finally:
+        session.close()
+    assert all(unit.failure is None for unit in done.values()), done
+    zygotes, parents = zip(*(done[stage.name].value for stage in stages), strict=True)
+    assert len(set(zygotes)) == 3  # a zygote per stage
+    (host,) = set(parents)  # all forked by one process
+    assert host != os.getpid()
+    assert list(temp.iterdir()) == []  # what the zygotes made is gone once the session has closed
+
+
 def _nothing() -> None:
     return None
 
