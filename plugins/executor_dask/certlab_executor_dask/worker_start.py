@@ -1,4 +1,4 @@
-"""A local worker's preload: start its zygote host as the worker starts, stop it as it closes.
+"""A local worker's preload: its zygote host starts and stops with it.
 
 Dask imports this module in each worker process of a cluster the session starts (the
 worker's ``preload``) and calls ``dask_setup``. The host's interpreter start and its
