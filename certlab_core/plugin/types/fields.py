@@ -37,10 +37,6 @@ def tool_map(value: Mapping[str, Tool]) -> dict[str, Tool]:
     return dict(value)
 
 
-def callable_map(value: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
-    return dict(value)
-
-
 def loose_map(value: Mapping[str, Any]) -> dict[str, Any]:
     """For the kernel's own records whose values are checked where they are read (never a plugin's record)."""
     return dict(value)
