@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -20,10 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from measured import children_cpu_s
+
 
 def certify(family: str, out: Path, cache: Path, fresh: bool, more: tuple[str, ...] = ()) -> tuple[float, float]:
     """One certify in a new process: (CPU-seconds of it and its children, wall seconds)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu_s()
     started = time.perf_counter()
     command = [sys.executable, "-m", "certlab_core.cli", "certify", "-f", family, "-a", "oracle", "-q", "-o", str(out)]
     done = subprocess.run(
@@ -34,10 +35,9 @@ def certify(family: str, out: Path, cache: Path, fresh: bool, more: tuple[str, .
         check=False,
     )
     wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = children_cpu_s() - before
     if done.returncode != 0:
         sys.exit(f"bench: certify exited {done.returncode}: {done.stderr.strip()[-400:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, wall
 
 

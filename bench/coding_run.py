@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -21,14 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from measured import children_cpu_s
+
 REPO = Path(__file__).resolve().parent.parent
 CERTLAB = [sys.executable, "-m", "certlab_core.cli"]
 VERDICTS = {0: "PASS", 1: "BLOCK", 2: "INCONCLUSIVE"}
-
-
-def children_cpu_s() -> float:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
 
 
 def timed_run(descriptor: Path, out: Path) -> tuple[float, float, str]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -33,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from measured import children_cpu_s
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_S = 90.0
@@ -55,7 +56,7 @@ def one_run(folder: Path, rev: str, jobs: int | None, cold_cache: bool) -> dict[
         env["CERTLAB_CACHE_DIR"] = str(folder.parent / "certlab-cache")
     command = ["make", "demo"] + ([f"DEMO_JOBS={jobs}"] if jobs else [])
     load_before = load()
-    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = children_cpu_s()
     started = time.monotonic()
     first: float | None = None
     lines: list[str] = []
@@ -68,8 +69,7 @@ def one_run(folder: Path, rev: str, jobs: int | None, cold_cache: bool) -> dict[
             if first is None and line.startswith("demo: ") and " steps, " in line:
                 first = time.monotonic()
     ended = time.monotonic()
-    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    cpu = children_cpu_s() - cpu_before
     final = next((FINAL.match(line) for line in reversed(lines) if FINAL.match(line)), None)
     if make.returncode != 0 or first is None or final is None:
         tail = "\n".join(lines[-15:])

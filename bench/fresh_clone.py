@@ -1,8 +1,7 @@
-"""What the fresh-clone benches share: clones at revisions, their folders, children's CPU."""
+"""What the fresh-clone benches share: clones at revisions, and their folders."""
 
 from __future__ import annotations
 
-import resource
 import shutil
 import subprocess
 import tempfile
@@ -10,12 +9,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def children_cpu() -> float:
-    """CPU seconds (user + system) of every child this process has waited for, and of theirs."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def clone_at(rev: str, folder: Path) -> None:

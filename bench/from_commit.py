@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -23,6 +22,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from measured import children_cpu_s
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLE = REPO / "graders" / "acceptance" / "tests" / "data" / "parse" / "parse.bundle"
@@ -33,22 +34,17 @@ BUILD_TARGET_S = 60.0
 FIRST_DEFECT = "length-counts-end"  # the intervals task the like-with-like figure certifies
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def certlab(*args: str) -> float:
     return certlab_timed(*args)[0]
 
 
 def certlab_timed(*args: str) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the command and every process it waited for)."""
-    started, cpu = time.perf_counter(), _children_cpu()
+    started, cpu = time.perf_counter(), children_cpu_s()
     done = subprocess.run([sys.executable, "-m", "certlab_core.cli", *args], capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"bench: certlab {args[0]} failed: {done.stderr.strip()[-400:]}")
-    return time.perf_counter() - started, _children_cpu() - cpu
+    return time.perf_counter() - started, children_cpu_s() - cpu
 
 
 def intervals_task(folder: Path) -> Path:

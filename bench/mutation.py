@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import time
 
 from certlab_mutation.engine import percent, prove_by_mutation
+from measured import children_cpu_s
 
 from certlab_core._runtime.registry import discover
 from certlab_core.certify.instrument import prove
 from certlab_core.certify.lab import preload
 from certlab_core.sdk.grading import grader_chain
-
-
-def children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _load() -> float:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -20,12 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from measured import children_cpu_s
+
 CERTLAB = [sys.executable, "-m", "certlab_core.cli"]
-
-
-def children_cpu_s() -> float:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
 
 
 def timed(args: list[str]) -> tuple[float, float]:

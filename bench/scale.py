@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from measured import children_cpu_s
+
 REPO = Path(__file__).resolve().parent.parent
 RETRY = REPO / "examples" / "retry" / "a_vs_b.yaml"
 
@@ -47,17 +49,12 @@ def sleepy(task, tools, rng):
 """
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def certlab(*args: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
     """Run the certlab command; its result, wall seconds and CPU seconds (all its processes)."""
-    cpu = children_cpu()
+    cpu = children_cpu_s()
     started = time.time()
     done = subprocess.run([sys.executable, "-m", "certlab_core.cli", *args], capture_output=True, text=True)
-    return done, time.time() - started, children_cpu() - cpu
+    return done, time.time() - started, children_cpu_s() - cpu
 
 
 def executor_args(executor: str, workers: int) -> list[str]:

@@ -23,7 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from fresh_clone import children_cpu, clone_at, run_folders  # bench/fresh_clone.py, beside this script
+from fresh_clone import clone_at, run_folders  # bench/fresh_clone.py, beside this script
+from measured import children_cpu_s
 
 STEPS = (".venv/.installed", "wheelhouse")
 
@@ -33,11 +34,11 @@ def one_run(rev: str, folder: Path) -> dict[str, tuple[float, float]]:
     clone_at(rev, folder)
     figures = {}
     for step in STEPS:
-        wall, cpu = time.monotonic(), children_cpu()
+        wall, cpu = time.monotonic(), children_cpu_s()
         done = subprocess.run(["make", "-s", step], cwd=folder, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"make {step} exited {done.returncode} at {rev}:\n{done.stderr[-2000:]}")
-        figures[step] = (time.monotonic() - wall, children_cpu() - cpu)
+        figures[step] = (time.monotonic() - wall, children_cpu_s() - cpu)
     return figures
 
 

@@ -35,7 +35,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from fresh_clone import children_cpu, clone_at, run_folders  # bench/fresh_clone.py, beside this script
+from fresh_clone import clone_at, run_folders  # bench/fresh_clone.py, beside this script
+from measured import children_cpu_s
 
 SUMMARY = re.compile(r"(\d+) passed.* in ([0-9.]+)s")
 
@@ -72,10 +73,10 @@ def one_run(rev: str, folder: Path, warm_measurements: bool) -> Figures:
     env = {**os.environ, "CI": "true", "PYTEST_ADDOPTS": f"--junitxml={junit}"}
     if not warm_measurements:
         env["CERTLAB_CACHE_DIR"] = str(folder / "measurements")
-    wall, cpu = time.monotonic(), children_cpu()
+    wall, cpu = time.monotonic(), children_cpu_s()
     with log.open("w", encoding="utf-8") as out:
         code = subprocess.run(["make", "test"], cwd=clone, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
-    wall, cpu = time.monotonic() - wall, children_cpu() - cpu
+    wall, cpu = time.monotonic() - wall, children_cpu_s() - cpu
     text = log.read_text(encoding="utf-8", errors="replace")
     found = SUMMARY.findall(text)
     passed, pytest_s = (int(found[-1][0]), float(found[-1][1])) if found else (0, float("nan"))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -23,13 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from measured import children_cpu_s
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DESCRIPTOR = REPO / "examples" / "retry" / "a_vs_b.yaml"
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def one_run(descriptor: Path, workers: int) -> tuple[int, float, float, str]:
@@ -39,10 +35,10 @@ def one_run(descriptor: Path, workers: int) -> tuple[int, float, float, str]:
         argv = [sys.executable, "-m", "certlab_core.cli", "run", str(descriptor), "--out", str(out), "--quiet"]
         if workers:
             argv += ["--workers", str(workers)]
-        cpu_before = children_cpu()
+        cpu_before = children_cpu_s()
         started = time.time()
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        cpu = children_cpu() - cpu_before
+        cpu = children_cpu_s() - cpu_before
         if done.returncode not in (0, 1, 2):
             raise SystemExit(f"certlab run exited {done.returncode}: {done.stderr.strip()[-500:]}")
         (folder,) = [p for p in out.iterdir() if p.is_dir()]
