@@ -22,7 +22,7 @@ from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import CertifyOptions, certify
 from certlab_core.certify.contract import render_contract
 from certlab_core.certify.instrument import proven_twins
-from certlab_core.certify.lab import InstrumentProof, Task, TrialSpec
+from certlab_core.certify.lab import SeededProof, Task, TrialSpec
 from certlab_core.certify.reuse import (
     KIND,
     PROOF_KIND,
@@ -227,10 +227,10 @@ def test_a_kept_proof_is_reused_only_while_it_is_this_familys_and_holds(
     seeded = tuple(
         {"defect": d.id, "defect_class": d.defect_class, "caught_by": "suite-failed"} for d in family.defects
     )
-    made = InstrumentProof(family="intervals", clean_passed=True, expected_tests=("t.py::a",), seeded=seeded)
-    proved: list[InstrumentProof] = []
+    made = SeededProof(family="intervals", clean_passed=True, expected_tests=("t.py::a",), seeded=seeded)
+    proved: list[SeededProof] = []
 
-    def prove_now() -> InstrumentProof:
+    def prove_now() -> SeededProof:
         proved.append(made)
         return made
 

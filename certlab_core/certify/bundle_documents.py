@@ -11,7 +11,7 @@ from typing import Any
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.lab import (
-    InstrumentProof,
+    SeededProof,
     TrialRecord,
 )
 from certlab_core.certify.twins import TwinProof, honesty_summary
@@ -133,7 +133,7 @@ def usage_document(trials: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def proof_document(proof: InstrumentProof) -> dict[str, Any]:
+def proof_document(proof: SeededProof) -> dict[str, Any]:
     return {
         "family": proof.family,
         "holds": proof.holds,

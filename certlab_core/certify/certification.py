@@ -46,8 +46,8 @@ from certlab_core.certify.instrument_proofs import (
     said_as,
 )
 from certlab_core.certify.lab import (
-    InstrumentProof,
     Progress,
+    SeededProof,
     Task,
     TrialRecord,
     TrialSpec,
@@ -277,7 +277,7 @@ def _certify(
     started = time.monotonic()
 
     problems: list[str] = []
-    proofs: list[InstrumentProof] = []
+    proofs: list[SeededProof] = []
     reused_proofs: set[str] = set()
     for family in families:
         lock = held_out.lock_for(family.name)
@@ -486,7 +486,7 @@ def _certify(
 def _instrument_proofs(
     registry: Registry,
     families: Sequence[TaskFamily],
-    proofs: Sequence[InstrumentProof],
+    proofs: Sequence[SeededProof],
     graders: Sequence[Grader],
     options: CertifyOptions,
     held_out: HeldOutRun,

@@ -10,7 +10,7 @@ import attrs
 from attrs import frozen
 
 from certlab_core._runtime.registry import Registry
-from certlab_core.certify.lab import InstrumentProof, Progress, Task, TrialRecord, TrialSpec, preload, quiet
+from certlab_core.certify.lab import Progress, SeededProof, Task, TrialRecord, TrialSpec, preload, quiet
 from certlab_core.certify.reuse import reused_or_run
 from certlab_core.certify.trial_runs import on_an_executor, on_executor, run_trials
 from certlab_core.certify.twins import ProvenTwins, Twin, TwinKind, TwinProof
@@ -79,7 +79,7 @@ def _checked_tree(
 
 def prove(
     family: TaskFamily, graders: Sequence[Grader], workers: int = 2, acceptance_lock: AcceptanceLock | None = None
-) -> InstrumentProof:
+) -> SeededProof:
     """The clean tree must pass the grader chain and every seeded tree must fail it.
 
     A task without a clean tree (a user's own) is proven by :func:`prove_issued` instead.
@@ -137,7 +137,7 @@ def prove(
                     f"defect {defect.id} ({defect.defect_class}) is not caught: the seeded tree passes the suite"
                 )
         seeded.sort(key=lambda s: ids.index(s["defect"]))
-    return InstrumentProof(
+    return SeededProof(
         family=family.name,
         clean_passed=clean.passed,
         expected_tests=expected,
@@ -299,7 +299,7 @@ def _missed(spec: TrialSpec, record: TrialRecord) -> str | None:
 
 
 def calibrate(
-    families: Sequence[tuple[TaskFamily, InstrumentProof]],
+    families: Sequence[tuple[TaskFamily, SeededProof]],
     agents: Sequence[AgentAdapter],
     graders: Sequence[Grader],
     workers: int = 2,
@@ -369,7 +369,7 @@ def calibrate(
 
 def prove_issued(
     family: TaskFamily, graders: Sequence[Grader], acceptance_lock: AcceptanceLock | None = None
-) -> InstrumentProof:
+) -> SeededProof:
     """A task without a clean tree: the tree as issued must fail its grading (suite or held-out cases).
 
     The visible tests collected on the issued tree become the expected tests when every test
@@ -379,7 +379,7 @@ def prove_issued(
     problems: list[str] = []
     if len(family.defects) != 1:
         problems.append(f"task {family.name} must be issued as exactly one task (it has {len(family.defects)})")
-        return InstrumentProof(family=family.name, clean_passed=False, expected_tests=(), problems=tuple(problems))
+        return SeededProof(family=family.name, clean_passed=False, expected_tests=(), problems=tuple(problems))
     defect = family.defects[0]
     issued = _checked_tree(family, defect, graders, (), acceptance_lock)
     collected: tuple[str, ...] = ()
@@ -410,7 +410,7 @@ def prove_issued(
         "tests_collected": len(collected),
         "collection": "complete" if complete else "partial",
     }
-    return InstrumentProof(
+    return SeededProof(
         family=family.name,
         clean_passed=False,
         expected_tests=collected if complete else (),

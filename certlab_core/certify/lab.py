@@ -148,8 +148,10 @@ class TwinJudgement:
 
 
 @frozen
-class InstrumentProof:
-    """The instrument's proof for one family: the clean tree passes, each seeded tree fails."""
+class SeededProof:
+    """The instrument's proof for one family on its seeded defects: the clean tree passes, each seeded tree fails.
+
+    The installed instrument proofs (``InstrumentProof`` records: the mutation proof) measure more, beside it."""
 
     family: str
     clean_passed: bool

@@ -104,7 +104,7 @@ def prove_families(
 
 
 def _prove_family(
-    proof: lab.InstrumentProof,
+    proof: lab.SeededProof,
     request: ProofRequest,
     instruments: Sequence[InstrumentProof],
     mutants: bool,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import certlab_core
 from certlab_core.certify.contract import REUSED
-from certlab_core.certify.lab import InstrumentProof, TrialRecord, TrialSpec
+from certlab_core.certify.lab import SeededProof, TrialRecord, TrialSpec
 from certlab_core.certify.twins import ProvenTwins, TwinKind, make_twin
 from certlab_core.plugin.types.family import Defect, TaskFamily
 from certlab_core.plugin.types.grader import AcceptanceLock, Grader
@@ -137,10 +137,10 @@ def proof_key(family: TaskFamily, graders: Sequence[Grader], lock: AcceptanceLoc
     return None if graded is None else hashlib.sha256("\n".join([PROOF_SCHEMA, *graded]).encode()).hexdigest()
 
 
-def _kept_proof(key: str, family: TaskFamily) -> InstrumentProof | None:
+def _kept_proof(key: str, family: TaskFamily) -> SeededProof | None:
     """The proof kept under ``key``, or None: there is none, it is not one, not this family's, or it does not hold."""
-    kept = _read_kept(PROOF_KIND, PROOF_SCHEMA, key, "proof", InstrumentProof)
-    if not isinstance(kept, InstrumentProof):
+    kept = _read_kept(PROOF_KIND, PROOF_SCHEMA, key, "proof", SeededProof)
+    if not isinstance(kept, SeededProof):
         return None
     defects = [seeded.get("defect") for seeded in kept.seeded]
     same = kept.family == family.name and defects == [defect.id for defect in family.defects]
@@ -170,9 +170,9 @@ def reused_or_proven(
     family: TaskFamily,
     graders: Sequence[Grader],
     lock: AcceptanceLock | None,
-    prove_now: Callable[[], InstrumentProof],
+    prove_now: Callable[[], SeededProof],
     fresh: bool = False,
-) -> tuple[InstrumentProof, bool]:
+) -> tuple[SeededProof, bool]:
     """The family's proof, kept or made now by ``prove_now``; and whether it was kept (a proof that holds is kept).
 
     ``fresh`` (``--fresh-instrument``): made now, and the cache neither read nor written."""
@@ -188,7 +188,7 @@ def reused_or_proven(
     return proof, False
 
 
-def proof_line(family: TaskFamily, proof: InstrumentProof, reused: bool) -> str:
+def proof_line(family: TaskFamily, proof: SeededProof, reused: bool) -> str:
     """The progress line of a proof that holds, as certify and run say it: what it showed, and whether it was kept."""
     again = f" ({REUSED})" if reused else ""
     if not family.clean_tree:
