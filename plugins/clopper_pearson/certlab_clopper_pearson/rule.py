@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from certlab_rule_support import numerics
 from certlab_rule_support.two_arm_rule import DEFAULT_ALPHA as DEFAULT_ALPHA
 from certlab_rule_support.two_arm_rule import DEFAULT_DELTA as DEFAULT_DELTA
 from certlab_rule_support.two_arm_rule import Decide, Plan, arm_counts, whole
@@ -38,6 +39,7 @@ def arm_alpha(alpha: float = DEFAULT_ALPHA, conditions: int = 1, looks: int = 1)
 
 def limits(successes: ArrayLike, n: ArrayLike, alpha: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Clopper-Pearson limits at two-sided level ``alpha`` for arrays of counts (vectorised, broadcasting)."""
+    numerics.load("numpy", "scipy.special")
     import numpy as np
     from scipy import special
 

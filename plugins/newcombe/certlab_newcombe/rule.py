@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from certlab_rule_support import numerics
 from certlab_rule_support.two_arm_rule import DEFAULT_ALPHA as DEFAULT_ALPHA
 from certlab_rule_support.two_arm_rule import DEFAULT_DELTA as DEFAULT_DELTA
 from certlab_rule_support.two_arm_rule import Decide, Plan, arm_counts, whole
@@ -51,6 +52,7 @@ def limits(successes: ArrayLike, n: ArrayLike, alpha: float) -> tuple[NDArray[np
 
     ``(2x + z^2 -+ z sqrt(z^2 + 4 x (n - x) / n)) / (2 (n + z^2))``; exactly 0 at x = 0 and 1 at x = n.
     """
+    numerics.load("numpy")
     import numpy as np
 
     x = np.asarray(successes, dtype=np.float64)
@@ -73,6 +75,7 @@ def bounds_grid(
     per_arm_alpha: float,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Newcombe's hybrid score bounds on candidate minus baseline for (broadcast) arrays of counts."""
+    numerics.load("numpy")
     import numpy as np
 
     baseline_rate = np.asarray(baseline_successes, dtype=np.float64) / np.asarray(baseline_n, dtype=np.float64)

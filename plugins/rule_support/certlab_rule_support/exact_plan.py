@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from certlab_core.sdk.looks import look_sizes
+from certlab_rule_support import numerics
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,6 +38,7 @@ TAIL_MASS = 1e-20
 
 def _stirling_error(n: NDArray[np.float64]) -> NDArray[np.float64]:
     """``log(n!) - log(sqrt(2 pi n) (n / e)^n)`` for n >= 1 (Loader 2000: direct below 16, else its series)."""
+    numerics.load("numpy", "scipy.special")
     import numpy as np
     from scipy import special
 
@@ -62,6 +64,7 @@ def _stirling_error(n: NDArray[np.float64]) -> NDArray[np.float64]:
 
 def _deviance(x: NDArray[np.float64], mean: float) -> NDArray[np.float64]:
     """``x log(x / mean) + mean - x`` without cancellation near ``x = mean`` (Loader 2000)."""
+    numerics.load("numpy", "scipy.special")
     import numpy as np
     from scipy import special
 
@@ -79,6 +82,7 @@ def _deviance(x: NDArray[np.float64], mean: float) -> NDArray[np.float64]:
 
 def binomial_pmf(n: int, p: float) -> NDArray[np.float64]:
     """P(X = k) for k = 0..n, X ~ Binomial(n, p), by Loader's saddle-point form (total error about 1e-15)."""
+    numerics.load("numpy")
     import numpy as np
 
     pmf = np.zeros(n + 1)
@@ -103,6 +107,7 @@ def binomial_pmf(n: int, p: float) -> NDArray[np.float64]:
 
 def support(pmf: NDArray[np.float64]) -> tuple[int, int]:
     """The smallest range ``[low, high]`` outside which each side holds at most ``TAIL_MASS``."""
+    numerics.load("numpy")
     import numpy as np
 
     below = np.cumsum(pmf)  # P(X <= k)
@@ -114,6 +119,7 @@ def support(pmf: NDArray[np.float64]) -> tuple[int, int]:
 
 def transition(old: tuple[int, int], new: tuple[int, int], increment_pmf: NDArray[np.float64]) -> NDArray[np.float64]:
     """``T[i, k]`` = P(cumulative count goes from ``old[0] + i`` to ``new[0] + k``) for one arm."""
+    numerics.load("numpy")
     import numpy as np
 
     step = np.arange(new[0], new[1] + 1)[None, :] - np.arange(old[0], old[1] + 1)[:, None]
@@ -136,6 +142,7 @@ def exact_plan(
     bounds on candidate minus baseline for every pair (broadcasting a column against a row),
     computed exactly as the rule's ``decide`` computes them for one pair.
     """
+    numerics.load("numpy")
     import numpy as np
 
     state = np.ones((1, 1))  # probability of each (baseline, candidate) count pair still undecided
