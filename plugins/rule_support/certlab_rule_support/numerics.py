@@ -1,4 +1,4 @@
-"""numpy and scipy.special for the rules, loaded with their BLAS held to one thread.
+"""numpy and scipy.special for the rules, loaded with one BLAS thread.
 
 The rules' arithmetic is elementwise (scipy.special's beta inverses, numpy's ufuncs); none of
 it calls a BLAS. Yet numpy and scipy each load an OpenBLAS of their own, and each OpenBLAS
