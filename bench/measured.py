@@ -1,4 +1,4 @@
-"""What the benches measure alike: the CPU seconds of this process's waited-for children."""
+"""What the benches measure alike: their children's CPU seconds."""
 
 from __future__ import annotations
 
