@@ -92,14 +92,20 @@ def _zygote_host(stages: Sequence[Stage]) -> ZygoteHost | None:
 def _start_host(modules: Sequence[str]) -> ZygoteHost | None:
     global _host
     with _idle_lock:
-        if _host is None or not _host.alive:
-            if _host is not None:
-                _host.close()
-            try:
-                _host = ZygoteHost(modules)
-            except OSError:
-                _host = None
+        _host = live_host(_host, modules)
         return _host
+
+
+def live_host(host: ZygoteHost | None, modules: Sequence[str]) -> ZygoteHost | None:
+    """``host`` while it is alive; else a new host importing ``modules`` (a dead one closed), None if none starts."""
+    if host is not None and host.alive:
+        return host
+    if host is not None:
+        host.close()
+    try:
+        return ZygoteHost(modules)
+    except OSError:
+        return None
 
 
 def start_zygote_host(modules: Sequence[str] = TRIAL_MACHINERY) -> bool:

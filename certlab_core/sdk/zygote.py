@@ -23,6 +23,7 @@ from certlab_core.sdk.processes import (
     leave_stops_to_parent,
     read_exactly,
     reap,
+    reap_exited,
     run_exit_cleanups,
     send_frame,
     stop,
@@ -101,26 +102,15 @@ def zygote_host() -> None:
                     os.close(fd)
                 continue
             command_fd, result_fd = fds
-            _reap_ended()
+            reap_exited()
             if os.fork() == 0:
                 channel.close()
                 _serve_setup(command_fd, result_fd)
             os.close(command_fd)
             os.close(result_fd)
     finally:
-        _reap_ended()  # the zygotes its asker closed (and waited for) before closing the socket
+        reap_exited()  # the zygotes its asker closed (and waited for) before closing the socket
         os._exit(0)
-
-
-def _reap_ended() -> None:
-    """Reap every child of this process that has ended, without waiting for one that has not."""
-    while True:
-        try:
-            pid, _status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 class ZygoteHost:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from certlab_core.plugin import Executor, ExecutorOptions, Stage, UsageError, Work, WorkDone, hookimpl
-from certlab_core.sdk.executor import code_modules, done_of, unprepared
+from certlab_core.sdk.executor import code_modules, done_of, live_host, unprepared
 from certlab_core.sdk.forking import ForkPool
 from certlab_core.sdk.zygote import Zygote, ZygoteHost
 
@@ -66,13 +66,7 @@ class LocalSession:
 
         It lives until the session closes: it reaps the zygotes it forked, and leaves a group's stop to this
         process, as they do."""
-        if self._host is None or not self._host.alive:
-            if self._host is not None:
-                self._host.close()
-            try:
-                self._host = ZygoteHost(code_modules(stages))
-            except OSError:
-                self._host = None
+        self._host = live_host(self._host, code_modules(stages))
         return self._host
 
     def _serving(self, name: str) -> bool:
