@@ -2,12 +2,12 @@
 
 The rules' arithmetic is elementwise (scipy.special's beta inverses, numpy's ufuncs); none of
 it calls a BLAS. Yet numpy and scipy each load an OpenBLAS of their own, and each OpenBLAS
-starts a thread per CPU as it loads, threads that spin as they start: measured here,
-``certlab gate`` of an archived store took about 0.2 CPU s more for them (1.08 against 0.87,
-medians of 8). Each function of the rules that imports numpy or scipy calls :func:`load`
-first: a module this process has not imported yet is imported with ``OPENBLAS_NUM_THREADS=1``
-(unless the user set a thread count, which holds), and the setting is taken back out of
-``os.environ`` at once, so no process certlab starts afterwards inherits it.
+starts a thread per CPU as it loads, threads that spin as they start: about 0.2 CPU s of a
+``certlab gate`` (``bench/startup.py`` prints its CPU). Each function of the rules that
+imports numpy or scipy calls :func:`load` first: a module this process has not imported yet
+is imported with ``OPENBLAS_NUM_THREADS=1`` (unless the user set a thread count, which
+holds), and the setting is taken back out of ``os.environ`` at once, so no process certlab
+starts afterwards inherits it.
 """
 
 from __future__ import annotations
