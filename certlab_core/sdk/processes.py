@@ -148,8 +148,36 @@ def child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> 
         os._exit(code)
 
 
-def fork_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[int, int]:
-    """Fork a child that runs ``fn(*args)`` and sends its result; return its pid and the pipe to read it from."""
+_PLUMBING: set[int] = set()  # this process's own pipes and sockets (a zygote's, a host's): no child holds them
+
+
+def keep_from_children(*fds: int) -> None:
+    """Close ``fds`` in every child forked from now on (until :func:`release_to_children`).
+
+    A forked call runs code certlab does not trust (a tool-world trial runs the agent): holding
+    its zygote's result pipe, it could write another call's result; holding a command pipe or a
+    host's socket, it would keep that zygote or host from seeing its end."""
+    _PLUMBING.update(fds)
+
+
+def release_to_children(*fds: int) -> None:
+    """``fds`` are closed (or handed on) here: a child forked from now on has nothing of them to close."""
+    _PLUMBING.difference_update(fds)
+
+
+def close_plumbing(also: Collection[int] = ()) -> None:
+    """In a new child: close its parent's plumbing and ``also`` (what the parent watches its siblings through)."""
+    for fd in (*_PLUMBING, *also):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _PLUMBING.clear()  # the numbers are free now: a descriptor the child opens may take one
+
+
+def fork_call(fn: Callable[..., Any], args: tuple[Any, ...], siblings: Collection[int] = ()) -> tuple[int, int]:
+    """Fork a child that runs ``fn(*args)`` and sends its result; return its pid and the pipe to read it from.
+
+    The child holds none of this process's plumbing, nor ``siblings`` (the descriptors through
+    which the caller watches its other children)."""
     assert_single_threaded()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -157,6 +185,7 @@ def fork_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[int, int]:
     pid = os.fork()
     if pid == 0:  # child
         os.close(read_fd)
+        close_plumbing(siblings)
         child_main(write_fd, fn, args)
     os.close(write_fd)
     return pid, read_fd
@@ -344,10 +373,16 @@ class Children:
         # An interrupt between the fork and the watch would leave a child no one kills: it waits until then.
         held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
-            pid, read_fd = fork_call(fn, args)
+            pid, read_fd = fork_call(fn, args, self._descriptors())
             self.watch(pid, read_fd, tag, None if timeout is None else time.monotonic() + timeout)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+    def _descriptors(self) -> list[int]:
+        """What this watches its children through: their pipes and pidfds, and the selector's own."""
+        selector_fd = getattr(self._selector, "fileno", None)  # an epoll selector has one; a select-based one not
+        own = [selector_fd()] if callable(selector_fd) else []
+        return [*self._running, *self._exits, *own]
 
     def watch(self, pid: int, read_fd: int, tag: Any, deadline: float | None, leader: bool = False) -> None:
         """Watch a child that sends its result on ``read_fd`` (closed here once it is done).

@@ -19,11 +19,14 @@ from certlab_core.sdk.processes import (
     ChildFailure,
     Children,
     assert_single_threaded,
+    close_plumbing,
     frames,
+    keep_from_children,
     leave_stops_to_parent,
     read_exactly,
     reap,
     reap_exited,
+    release_to_children,
     run_exit_cleanups,
     send_frame,
     stop,
@@ -34,8 +37,6 @@ from certlab_core.sdk.trees import make_temp_folder, remove_made, use_temp_folde
 
 if TYPE_CHECKING:
     import subprocess
-
-_ZYGOTE_FDS: set[int] = set()  # the parent's ends of every live zygote's pipes
 
 
 def spawned_zygote() -> None:
@@ -135,6 +136,7 @@ class ZygoteHost:
         finally:
             theirs.close()
         self._socket = mine
+        keep_from_children(mine.fileno())  # a child holding it would keep the host from seeing its asker close
         self._lock = threading.Lock()
 
     @property
@@ -157,6 +159,8 @@ class ZygoteHost:
     def close(self) -> None:
         """Stop the host (the zygotes it forked stay until their own pipes close)."""
         with self._lock:
+            if self._socket.fileno() >= 0:
+                release_to_children(self._socket.fileno())
             self._socket.close()
         stop(self._process, 5.0)
 
@@ -164,6 +168,7 @@ class ZygoteHost:
 def _zygote_main(command_fd: int, result_fd: int, preload: Callable[[], Any], call: Callable[[Any, Any], Any]) -> None:
     """In the zygote: preload once, then fork a fresh grandchild per call and pass its raw result back."""
     leave_stops_to_parent()  # the parent handles an interrupt and closes the zygote
+    keep_from_children(command_fd, result_fd)  # a call (an agent's code) can neither forge a result nor stall this
     try:
         preloaded = preload()
         if threading.active_count() > 1:
@@ -261,9 +266,7 @@ class Zygote:
                 try:
                     os.close(command_write)
                     os.close(result_read)
-                    for fd in _ZYGOTE_FDS:  # another zygote's pipes: holding them would keep it from seeing its end
-                        with contextlib.suppress(OSError):
-                            os.close(fd)
+                    close_plumbing()  # another zygote's pipes: holding them would keep it from seeing its end
                     _zygote_main(command_read, result_write, preload, call)
                 except BaseException:
                     code = 70
@@ -275,7 +278,7 @@ class Zygote:
         self.pid = pid
         self.command_fd = command_write
         self.result_fd = result_read
-        _ZYGOTE_FDS.update((command_write, result_read))
+        keep_from_children(command_write, result_read)
         self.closed = False
         self._buffer = bytearray()
         self._calls: dict[int, Any] = {}  # call id -> tag
@@ -362,7 +365,7 @@ class Zygote:
         if self.closed:
             return
         self.closed = True
-        _ZYGOTE_FDS.difference_update((self.command_fd, self.result_fd))
+        release_to_children(self.command_fd, self.result_fd)
         with contextlib.suppress(OSError):
             os.close(self.command_fd)
         if self._hosted:
