@@ -301,6 +301,8 @@ class Zygote:
                 self.pid = int(first[1])
                 if self._hosted:  # not this process's child: its close waits on a handle to it instead
                     self._ended = _process_handle(self.pid)
+                    if self._ended is not None:  # a child holding it could signal the zygote
+                        keep_from_children(self._ended)
             else:
                 self.problem = first[1] if first is not None else "the zygote did not start"
                 self.close()
@@ -369,6 +371,8 @@ class Zygote:
         with contextlib.suppress(OSError):
             os.close(self.command_fd)
         if self._hosted:
+            if self._ended is not None:
+                release_to_children(self._ended)
             _await_end(self._ended, self.result_fd, 5.0)  # its host reaps it; once it ends, its calls' folder is gone
             self._ended = None
         elif self._process is not None:

@@ -158,31 +158,36 @@ def preload():
 def call(_preloaded, arg):
     if arg == "first":  # still running when the second call is forked
         time.sleep(1.5)
-    held = []
+    held = {}
     for name in os.listdir("/proc/self/fd"):
         if int(name) > 2:
             try:
-                held.append(os.readlink("/proc/self/fd/" + name))
+                held[int(name)] = os.readlink("/proc/self/fd/" + name)
             except OSError:  # the listing's own descriptor, closed by now
                 pass
-    return sorted(held)
+    return held
 """
 
 
 def test_a_call_holds_no_descriptor_of_its_zygote_nor_of_another_call(tmp_path: Any, monkeypatch: Any) -> None:
     """A call runs an agent's code (a tool-world trial): holding its zygote's result pipe, it could write a
     sibling trial's result; holding its command pipe or selector, it could stall the zygote. A fork from the
-    asking process holds no zygote's pipes either. The spawned zygote starts with nothing but its pipes, so
-    each call must hold exactly one pipe: its own result's."""
+    asking process holds no zygote's pipes either, nor a zygote host's socket or a hosted zygote's pidfd. The
+    spawned zygote starts with nothing but its pipes, so each call must hold exactly one pipe: its own result's."""
     (tmp_path / "descriptor_helpers.py").write_text(DESCRIPTORS)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     import descriptor_helpers  # type: ignore[import-not-found]
 
     zygote = Zygote.spawn(descriptor_helpers.preload, descriptor_helpers.call)
+    host = ZygoteHost()
+    hosted = host.zygote(descriptor_helpers.preload, descriptor_helpers.call)
     try:
         assert zygote.wait_ready(), zygote.problem
-        zygote_pipes = {f"pipe:[{os.fstat(fd).st_ino}]" for fd in (zygote.command_fd, zygote.result_fd)}
+        assert hosted.wait_ready(), hosted.problem
+        plumbing = [zygote.command_fd, zygote.result_fd, hosted.command_fd, hosted.result_fd, host._socket.fileno()]
+        plumbing += [hosted._ended] if hosted._ended is not None else []
+        links = {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in plumbing}
         with ForkPool(3) as pool:
             pool.submit_to(zygote, "first", "first")
             time.sleep(0.3)
@@ -193,11 +198,14 @@ def test_a_call_holds_no_descriptor_of_its_zygote_nor_of_another_call(tmp_path: 
                 results.update(pool.wait())
     finally:
         zygote.close()
+        hosted.close()
+        host.close()
     for name in ("first", "second"):
-        held = results[name]
+        held = list(results[name].values())
         assert len([h for h in held if h.startswith("pipe:")]) == 1, (name, held)
         assert not [h for h in held if h.startswith(("anon_inode:", "socket:"))], (name, held)
-    assert not zygote_pipes & set(results["direct"]), results["direct"]
+    direct = results["direct"]
+    assert not {fd: link for fd, link in links.items() if direct.get(fd) == link}, direct
 
 
 HOSTED = """
