@@ -12,6 +12,7 @@ from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import BUNDLE_FILE, CONTRACT_FILE, CertifyResult
 from certlab_core.plugin.errors import UsageError
 from certlab_core.sdk.canonical import pretty_json
+from certlab_core.sdk.processes import keep_from_children, release_to_children
 
 
 def write_certification(out: Path, result: CertifyResult, registry: Registry) -> None:
@@ -59,13 +60,11 @@ def output_lock(out: Path) -> Iterator[None]:
                 "wait for it to finish or choose a new --out folder"
             ) from None
         check_output_dir(out)
-        from certlab_core.evidence.record_file import forget_held, held_by_this_process_only
-
-        held_by_this_process_only(fd)  # a trial left running after a kill -9 must not keep the folder locked
+        keep_from_children(fd)  # a trial left running after a kill -9 must not keep the folder locked
         try:
             yield
         finally:
-            forget_held(fd)
+            release_to_children(fd)
     except BaseException:
         _remove_if_empty(made)  # a refused or failed run leaves no empty folder of certlab's behind
         raise

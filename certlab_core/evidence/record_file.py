@@ -20,30 +20,7 @@ from types import FrameType
 from typing import Any
 
 from certlab_core.plugin.errors import InstrumentError, UsageError
-
-_held: set[int] = set()  # the lock descriptors this process holds; a forked child closes its copies
-
-
-def _close_held_in_child() -> None:
-    # A forked trial or oracle inherits the lock's descriptor; closing the copy (never unlocking:
-    # that would unlock the parent's too) means a child left running after its parent was killed
-    # does not hold the store's lock.
-    for fd in list(_held):
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    _held.clear()
-
-
-os.register_at_fork(after_in_child=_close_held_in_child)
-
-
-def held_by_this_process_only(fd: int) -> None:
-    """Have every child forked from now on close its copy of the lock descriptor ``fd`` (see lock_store)."""
-    _held.add(fd)
-
-
-def forget_held(fd: int) -> None:
-    _held.discard(fd)
+from certlab_core.sdk.processes import keep_from_children, release_to_children
 
 
 def lock_store(folder: Path) -> int:
@@ -63,12 +40,12 @@ def lock_store(folder: Path) -> int:
             f"{folder}: another certlab run is writing this run store; wait for it to end, "
             f"then resume with certlab run --resume {folder}"
         ) from None
-    _held.add(fd)
+    keep_from_children(fd)  # a trial left running after its run was killed must not keep the store locked
     return fd
 
 
 def unlock_store(fd: int) -> None:
-    _held.discard(fd)
+    release_to_children(fd)
     with contextlib.suppress(OSError):
         os.close(fd)  # closing the last descriptor of the lock releases it
 

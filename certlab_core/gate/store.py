@@ -24,6 +24,7 @@ from certlab_core.gate.events import boundary_marks
 from certlab_core.gate.manifest import Manifest, manifest_document, read_manifest
 from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
 from certlab_core.sdk.canonical import pretty_json
+from certlab_core.sdk.processes import keep_from_children, release_to_children
 from certlab_core.sdk.safe_io import MAX_DOCUMENT_BYTES, iter_capped_lines, line_too_long, load_json, opened_regular
 
 MANIFEST = "manifest.json"
@@ -174,7 +175,8 @@ class TrialSink:
         self._lock = lock_store(self.path.parent)
         try:
             self.torn_bytes = cut_torn_tail(self.path)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            keep_from_children(self._fd)  # a trial forked from this process (an agent's code) cannot append to it
         except OSError as error:
             unlock_store(self._lock)
             raise InstrumentError(f"{self.path}: cannot open the record sink ({error.strerror})") from None
@@ -198,6 +200,7 @@ class TrialSink:
 
     def __exit__(self, *_exc: object) -> None:
         if self._fd is not None:
+            release_to_children(self._fd)
             with contextlib.suppress(OSError):
                 os.fsync(self._fd)
             with contextlib.suppress(OSError):

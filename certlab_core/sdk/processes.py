@@ -148,15 +148,17 @@ def child_main(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> 
         os._exit(code)
 
 
-_PLUMBING: set[int] = set()  # this process's own pipes and sockets (a zygote's, a host's): no child holds them
+_PLUMBING: set[int] = set()  # this process's own descriptors (a zygote's pipes, a store's lock): no child holds them
 
 
 def keep_from_children(*fds: int) -> None:
-    """Close ``fds`` in every child forked from now on (until :func:`release_to_children`).
+    """Close ``fds`` in every child forked from now on (until :func:`release_to_children`), by any fork.
 
-    A forked call runs code certlab does not trust (a tool-world trial runs the agent): holding
-    its zygote's result pipe, it could write another call's result; holding a command pipe or a
-    host's socket, it would keep that zygote or host from seeing its end."""
+    A forked call runs code certlab does not trust (a tool-world trial runs the agent):
+    holding its zygote's result pipe, it could write another call's result; holding a run
+    store's record file, it could append to it; holding a command pipe, a host's socket or a
+    store's lock, a child left running would keep that zygote or host from seeing its end, or
+    the store locked. Only the child's copy is closed (an flock stays the parent's)."""
     _PLUMBING.update(fds)
 
 
@@ -165,19 +167,21 @@ def release_to_children(*fds: int) -> None:
     _PLUMBING.difference_update(fds)
 
 
-def close_plumbing(also: Collection[int] = ()) -> None:
-    """In a new child: close its parent's plumbing and ``also`` (what the parent watches its siblings through)."""
-    for fd in (*_PLUMBING, *also):
+def _close_plumbing_in_child() -> None:
+    for fd in _PLUMBING:
         with contextlib.suppress(OSError):
             os.close(fd)
     _PLUMBING.clear()  # the numbers are free now: a descriptor the child opens may take one
 
 
+os.register_at_fork(after_in_child=_close_plumbing_in_child)
+
+
 def fork_call(fn: Callable[..., Any], args: tuple[Any, ...], siblings: Collection[int] = ()) -> tuple[int, int]:
     """Fork a child that runs ``fn(*args)`` and sends its result; return its pid and the pipe to read it from.
 
-    The child holds none of this process's plumbing, nor ``siblings`` (the descriptors through
-    which the caller watches its other children)."""
+    The child holds neither what this process keeps from its children (:func:`keep_from_children`)
+    nor ``siblings`` (the descriptors through which the caller watches its other children)."""
     assert_single_threaded()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -185,7 +189,9 @@ def fork_call(fn: Callable[..., Any], args: tuple[Any, ...], siblings: Collectio
     pid = os.fork()
     if pid == 0:  # child
         os.close(read_fd)
-        close_plumbing(siblings)
+        for fd in siblings:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         child_main(write_fd, fn, args)
     os.close(write_fd)
     return pid, read_fd

@@ -19,7 +19,6 @@ from certlab_core.sdk.processes import (
     ChildFailure,
     Children,
     assert_single_threaded,
-    close_plumbing,
     frames,
     keep_from_children,
     leave_stops_to_parent,
@@ -266,7 +265,6 @@ class Zygote:
                 try:
                     os.close(command_write)
                     os.close(result_read)
-                    close_plumbing()  # another zygote's pipes: holding them would keep it from seeing its end
                     _zygote_main(command_read, result_write, preload, call)
                 except BaseException:
                     code = 70

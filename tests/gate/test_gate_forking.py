@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -206,6 +207,30 @@ def test_a_call_holds_no_descriptor_of_its_zygote_nor_of_another_call(tmp_path: 
         assert not [h for h in held if h.startswith(("anon_inode:", "socket:"))], (name, held)
     direct = results["direct"]
     assert not {fd: link for fd, link in links.items() if direct.get(fd) == link}, direct
+
+
+def open_descriptors() -> dict[int, str]:
+    """What this process holds open, beyond 0, 1 and 2: descriptor -> what it points at."""
+    held = {}
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) > 2:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+                held[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+    return held
+
+
+def test_a_forked_call_holds_neither_a_run_stores_record_file_nor_its_lock(tmp_path: Any) -> None:
+    """A trial forked from the runner (a plugin registered in-process, a stage run directly) runs an agent's
+    code: holding trials.jsonl open for appending, it could add records the run never made."""
+    from certlab_core.gate.store import TrialSink
+    from certlab_core.sdk.forking import call_in_fork
+
+    with TrialSink(tmp_path) as sink:
+        mine = open_descriptors()
+        held = call_in_fork(open_descriptors)
+    assert str(sink.path) in mine.values() and str(tmp_path) in mine.values()  # the parent holds both
+    assert str(sink.path) not in held.values(), held
+    assert str(tmp_path) not in held.values(), held
 
 
 HOSTED = """
