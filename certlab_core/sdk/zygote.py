@@ -22,6 +22,7 @@ from certlab_core.sdk.processes import (
     frames,
     keep_from_children,
     leave_stops_to_parent,
+    pidfd,
     read_exactly,
     reap,
     reap_exited,
@@ -298,7 +299,7 @@ class Zygote:
                 self.ready = True
                 self.pid = int(first[1])
                 if self._hosted:  # not this process's child: its close waits on a handle to it instead
-                    self._ended = _process_handle(self.pid)
+                    self._ended = pidfd(self.pid)
                     if self._ended is not None:  # a child holding it could signal the zygote
                         keep_from_children(self._ended)
             else:
@@ -379,14 +380,6 @@ class Zygote:
             stop_child(self.pid, 5.0)
         with contextlib.suppress(OSError):
             os.close(self.result_fd)
-
-
-def _process_handle(pid: int) -> int | None:
-    """A pidfd of ``pid`` (it becomes readable when the process ends), or None where the system has none."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
 
 
 def _await_end(handle: int | None, drain_fd: int, grace_s: float) -> None:

@@ -150,6 +150,16 @@ def test_a_spawned_zygote_is_a_fresh_lean_interpreter(tmp_path: Any, monkeypatch
     assert zygote.pid != os.getpid()
 
 
+def open_descriptors() -> dict[int, str]:
+    """What this process holds open, beyond 0, 1 and 2: descriptor -> what it points at."""
+    held = {}
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) > 2:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+                held[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+    return held
+
+
 DESCRIPTORS = """
 import os, time
 
@@ -193,7 +203,7 @@ def test_a_call_holds_no_descriptor_of_its_zygote_nor_of_another_call(tmp_path: 
             pool.submit_to(zygote, "first", "first")
             time.sleep(0.3)
             pool.submit_to(zygote, "second", "second")
-            pool.submit(lambda _unused: descriptor_helpers.call(None, "direct"), None, "direct")
+            pool.submit(lambda _unused: open_descriptors(), None, "direct")
             results: dict[Any, Any] = {}
             while pool.busy():
                 results.update(pool.wait())
@@ -207,16 +217,6 @@ def test_a_call_holds_no_descriptor_of_its_zygote_nor_of_another_call(tmp_path: 
         assert not [h for h in held if h.startswith(("anon_inode:", "socket:"))], (name, held)
     direct = results["direct"]
     assert not {fd: link for fd, link in links.items() if direct.get(fd) == link}, direct
-
-
-def open_descriptors() -> dict[int, str]:
-    """What this process holds open, beyond 0, 1 and 2: descriptor -> what it points at."""
-    held = {}
-    for name in os.listdir("/proc/self/fd"):
-        if int(name) > 2:
-            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
-                held[int(name)] = os.readlink(f"/proc/self/fd/{name}")
-    return held
 
 
 def test_a_forked_call_holds_neither_a_run_stores_record_file_nor_its_lock(tmp_path: Any) -> None:
