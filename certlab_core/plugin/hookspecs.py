@@ -273,9 +273,9 @@ def certlab_executors() -> list[Executor]:
     it reaches its machines and refuses in one line (``UsageError``) before the first trial.
     The kernel then submits units of ``Work`` while ``busy() < slots`` and collects them with
     ``wait()``. Each unit must run in a fresh process of its own: ``run_isolated(stage, arg,
-    timeout)`` does that on whatever machine calls it (from a preloaded zygote per stage), so
-    an executor only moves units and results. A unit lost with its machine comes back as a
-    ``WorkFailure`` of kind ``worker-lost``: the runner records it and runs the trial again.
+    timeout, abandoned)`` does that where it is called (a zygote per stage; ``abandoned`` kills a
+    unit nothing waits for), so an executor only moves units and results. A unit lost with its
+    machine comes back as a ``WorkFailure`` of kind ``worker-lost``: the runner records it and runs it again.
 
     Example plugin::
 

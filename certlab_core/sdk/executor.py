@@ -7,9 +7,10 @@ pool's results as finished units (``done_of``). The executor ``local`` is certla
 
 from __future__ import annotations
 
+import selectors
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 
 from attrs import frozen
@@ -197,22 +198,44 @@ class _Apply:
         return self.direct(arg)
 
 
-def run_isolated(stage: Stage, arg: object, timeout_s: float | None = None) -> WorkDone:
+def run_isolated(
+    stage: Stage, arg: object, timeout_s: float | None = None, abandoned: Callable[[], bool] | None = None
+) -> WorkDone:
     """Run one unit in a fresh process on this machine, even from a process that has threads (a Dask worker).
 
     For executor plugins: call it where the unit is to run. The stage's preload runs once in
     a fresh interpreter (a zygote, kept for the next unit of the stage; one per thread at
     work), and each unit forks from it; graders and oracles the unit starts fork from that
     fresh process in turn. Returns the result or the failure (the tag is the caller's to add).
+    ``abandoned``, when given, is asked every ``ABANDON_POLL_S`` while the unit runs: once it
+    says True (nothing waits for the result any more, as a Dask task its client let go), the
+    unit is killed with all it started, its zygote closed, and the failure says so.
     """
     zygote = _take(stage)
     try:
         with ForkPool(1) as pool:
             pool.submit_to(zygote, arg, 0, timeout=timeout_s)
+            if abandoned is not None and _abandoned_while_running(zygote.result_fd, abandoned):
+                zygote.close()  # it kills the unit's process and everything below it
+                return WorkDone(tag=0, failure=WorkFailure(kind="died", summary=ABANDONED))
             (_tag, value), *_rest = pool.wait()
     finally:
         _give_back(stage, zygote)
     return done_of(0, value)
+
+
+ABANDON_POLL_S = 0.5
+ABANDONED = "killed: nothing waited for its result any more (the run that sent it had stopped)"
+
+
+def _abandoned_while_running(result_fd: int, abandoned: Callable[[], bool]) -> bool:
+    """Wait until the zygote answers (False) or ``abandoned()`` says True (True)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(result_fd, selectors.EVENT_READ)
+        while not selector.select(ABANDON_POLL_S):
+            if abandoned():
+                return True
+    return False
 
 
 def close_isolated() -> None:

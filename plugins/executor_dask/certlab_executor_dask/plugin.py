@@ -11,7 +11,8 @@ per trial, so a trial is isolated there as on ``local``; each worker's first tas
 its trials when its own warm-up ends, not the slowest worker's. The scheduler is told not to run
 a task again after its worker died (``allowed_failures`` 0, restored when the session
 closes), so a lost worker comes back as a ``worker-lost`` failure that the runner records
-and runs as a new attempt, instead of a silent second run.
+and runs as a new attempt, instead of a silent second run. A task the scheduler lets go
+(the run stopped) is killed on its worker (``run_units``).
 
 Dask is imported only when a session starts: trials never fork from a process holding it.
 """
@@ -21,12 +22,12 @@ from __future__ import annotations
 import importlib.metadata
 import socket
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from certlab_core.plugin import Executor, ExecutorOptions, Stage, UsageError, Work, WorkDone, hookimpl
 from certlab_core.plugin.types.executor import WorkFailure
-from certlab_core.sdk.executor import run_isolated, warm_up
+from certlab_core.sdk.executor import ABANDONED, run_isolated, warm_up
 from certlab_core.sdk.trees import MadeFolder, make_temp_folder, remove_made
 
 CONNECT_TIMEOUT_S = 10.0
@@ -80,10 +81,39 @@ Unit = tuple[Stage, object, float | None]  # what a task carries per unit: its s
 
 
 def run_units(units: Sequence[Unit]) -> tuple[list[WorkDone], float]:
-    """On a worker: each unit in a fresh process of its own, one after the other; their results and seconds taken."""
+    """On a worker: each unit in a fresh process of its own, one after the other; their results and seconds taken.
+
+    A unit whose task the scheduler has let go (its run stopped: the client closed, or died) is
+    killed there, with all it started, and the units after it are not started: Dask cannot stop
+    a running task, so a trial would otherwise run on to its own time limit on the cluster."""
     started = time.perf_counter()
-    done = [run_isolated(stage, arg, timeout_s) for stage, arg, timeout_s in units]
+    abandoned = _released_by_the_scheduler()
+    done: list[WorkDone] = []
+    for stage, arg, timeout_s in units:
+        if abandoned():
+            done.append(WorkDone(tag=0, failure=WorkFailure(kind="died", summary=ABANDONED)))
+        else:
+            done.append(run_isolated(stage, arg, timeout_s, abandoned))
     return done, time.perf_counter() - started
+
+
+def _released_by_the_scheduler() -> Callable[[], bool]:
+    """On a worker, in a task: whether the scheduler has let the task go (no client waits for it any more).
+
+    Called elsewhere (no task of a worker's runs in this thread), it says False: nothing lets the units go."""
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+        key = worker.get_current_task()
+    except (ValueError, KeyError):
+        return lambda: False
+
+    def released() -> bool:
+        task = worker.state.tasks.get(key)
+        return task is None or task.state in ("cancelled", "released", "forgotten")
+
+    return released
 
 
 class DaskSession:

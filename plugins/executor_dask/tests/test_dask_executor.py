@@ -328,6 +328,54 @@ def test_kill_9_mid_run_on_dask_then_resume_on_dask_gives_the_uninterrupted_deci
     assert gate.returncode == whole_local_run["exit"] and "problem:" not in gate.stdout, gate.stdout
 
 
+SLEEPER = """
+import os, time
+from pathlib import Path
+
+
+def sleeper(task, tools, rng):
+    \"\"\"Say where this trial runs, then outlive any wait: only a stop from outside ends it.\"\"\"
+    (Path(__file__).with_name("trials") / str(os.getpid())).write_text("")
+    time.sleep(600)
+"""
+
+
+def test_a_killed_run_leaves_no_trial_running_on_the_cluster(cluster: dict[str, Any], tmp_path: Path) -> None:
+    """Dask cannot stop a running task: a trial whose run had gone ran on to its own time limit (10 min here).
+
+    kill -9: nothing of the run's own closing runs, the scheduler sees its client gone (a SIGTERM, where
+    the run closes its client, lets the tasks go the same way)."""
+    (tmp_path / "sleeping.py").write_text(SLEEPER, encoding="utf-8")
+    trials = tmp_path / "trials"
+    trials.mkdir()
+    path = descriptor(
+        tmp_path,
+        n_per_arm=4,
+        arms={side: {"agent": "sleeping:sleeper", "label": "A"} for side in ("baseline", "candidate")},
+        conditions=[{"name": "calm", "bucket": "benign", "faults": []}],
+        budgets={"tool_calls": 60, "model_steps": 10, "seconds": 900},
+    )
+    dask = ("--executor", "dask", "--scheduler", cluster["address"])
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "certlab_core.cli", "run", str(path), "--out", str(tmp_path / "out"), "-q", *dask],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while len(list(trials.iterdir())) < 2:  # one trial on each worker's one thread
+        assert runner.poll() is None and time.monotonic() < deadline, "the trials did not start"
+        time.sleep(0.05)
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=60)
+    started = [int(p.name) for p in trials.iterdir()]
+    deadline = time.monotonic() + 20
+    while (alive := [pid for pid in started if running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive == [], "a trial of the stopped run still runs on the cluster"
+    time.sleep(1)  # a worker whose task was let go starts none of the units after it
+    assert sorted(int(p.name) for p in trials.iterdir()) == sorted(started)
+
+
 def test_an_unreachable_scheduler_is_refused_in_one_line_before_any_trial(tmp_path: Path) -> None:
     path = descriptor(tmp_path)
     started = time.monotonic()
