@@ -390,21 +390,33 @@ def test_interrupted_in_the_executors_close_certify_says_the_certification_is_wr
 )
 def test_an_executor_session_that_breaks_its_protocol_mid_run_is_one_line(tmp_path: Path, how: str, said: str) -> None:
     """Each was an internal error ('NoneType' object is not iterable, '<' not supported between str and int, a
-    KeyError), and a wait that answered nothing while units were out would have spun for ever."""
+    KeyError), and a wait that answered nothing while units were out would have spun for ever. The line ends on
+    how far the command got and how to go on (it did not say that what ran is kept, to resume)."""
     site = site_with(tmp_path, "certlab-waiter", "waiter", BREAKING_WAIT)
     env = env_with(site, only=(*BUILT_IN, "waiter"), HOW=how)
-    done = certify(tmp_path / "cert", "oracle", env, "--executor", "waiter", "--workers", "2")
+    fresh = ("--executor", "waiter", "--workers", "2", "--fresh-instrument")  # the proof's units come first
+    done = certify(tmp_path / "cert", "oracle", env, *fresh)
     assert done.returncode == 3, done.stdout + done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert (last.startswith if how == "empty" else last.__eq__)(f"certlab: error: the executor waiter's {said}"), last
-    if how == "raises":  # the gate's runner holds its session to the same protocol
-        runs = tmp_path / "runs"
-        descriptor = str(Path(__file__).resolve().parents[1] / "examples" / "retry" / "a_vs_a.yaml")
-        ran = run_certlab(
-            "run", descriptor, "--out", str(runs), "-q", "--executor", "waiter", env=env_with(site, HOW=how)
-        )
+    stands = "; stopped before the agent's trials began; nothing to resume: certify again"
+    assert last.startswith(f"certlab: error: the executor waiter's {said}") and last.endswith(stands), last
+    assert how == "empty" or last == f"certlab: error: the executor waiter's {said}{stands}"
+    if how == "raises":  # the gate's runner holds its session to the same protocol; what it says to do works
+        runs, descriptor = tmp_path / "runs", tmp_path / "a_vs_a_small.yaml"
+        descriptor.write_text(small_a_vs_a(), encoding="utf-8")
+        every = env_with(site, HOW=how)  # the tool world, its faults and its rule too
+        ran = run_certlab("run", str(descriptor), "--out", str(runs), "-q", "--executor", "waiter", env=every)
         assert ran.returncode == 3, ran.stdout + ran.stderr
-        assert ran.stderr.strip().splitlines()[-1] == f"certlab: error: the executor waiter's {said}", ran.stderr
+        (store,) = runs.iterdir()
+        manifest = json.loads((store / "manifest.json").read_text())
+        scheduled = 2 * manifest["n_per_arm"] * len(manifest["conditions"])  # 20 a side, 3 conditions
+        assert ran.stderr.strip().splitlines()[-1] == (
+            f"certlab: error: the executor waiter's {said}; stopped: 0 of {scheduled} trials recorded; "
+            f"resume with certlab run --resume {store}"
+        ), ran.stderr
+        resumed = run_certlab("run", "--resume", str(store), "-q", env=every)  # on the executor local
+        decision = json.loads((store / "decision.json").read_text())
+        assert resumed.returncode == decision["exit_code"] != 3, resumed.stdout + resumed.stderr
 
 
 # Plugins whose import or record hook never ends: a loop at import, a hook that waits for ever, a provider list's

@@ -178,22 +178,21 @@ def run_journalled(
 _written: set[Path] = set()
 
 
+def where_certification_stands(out: Path) -> str:
+    """Said after "interrupted" or "stopped": ``: N of M trials recorded; resume with certlab certify --resume
+    OUT``, or why there is nothing to resume."""
+    journal = TrialJournal(out)
+    if journal.out in _written:  # its last steps (signing, the executor's close) were left
+        return f" after the certification was written to {out}; nothing to resume"
+    try:
+        total = journal.scheduled()
+    except InstrumentError:
+        total = None
+    if total is None:
+        return " before the agent's trials began; nothing to resume: certify again"
+    return f": {count_recorded(journal.path)} of {total} trials recorded; resume with {RESUME_COMMAND} {out}"
+
+
 def notice_interrupt(out: Path) -> None:
     """On SIGINT: ``interrupted: N of M trials recorded; resume with certlab certify --resume OUT``, then exit 130."""
-    journal = TrialJournal(out)
-
-    def said() -> str:
-        if journal.out in _written:  # its last steps (signing, the executor's close) were left
-            return f"certlab: interrupted after the certification was written to {out}; nothing to resume"
-        try:
-            total = journal.scheduled()
-        except InstrumentError:
-            total = None
-        if total is None:
-            return "certlab: interrupted before the agent's trials began; nothing to resume: certify again"
-        return (
-            f"certlab: interrupted: {count_recorded(journal.path)} of {total} trials recorded; "
-            f"resume with {RESUME_COMMAND} {out}"
-        )
-
-    notice_interrupt_line(said)
+    notice_interrupt_line(lambda: f"certlab: interrupted{where_certification_stands(out)}")

@@ -13,7 +13,7 @@ from certlab_core.certify.heartbeat import heartbeat_interval
 from certlab_core.certify.lab import log_to_stderr
 from certlab_core.certify.out_folder import check_output_dir, output_lock, write_certification
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, cheating_line
-from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, UsageError
+from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, InstrumentError, UsageError
 from certlab_core.plugin.types.sandbox import Containment
 
 
@@ -107,9 +107,9 @@ def certify_command(
     ),
 ) -> None:
     """Prove the instrument, calibrate it, then certify an agent on the family's seeded defects."""
-    from certlab_core.certify.journal import TrialJournal, notice_interrupt
+    from certlab_core.certify.journal import TrialJournal, notice_interrupt, where_certification_stands
     from certlab_core.cli.sign_key import check_key_reach, check_sign_key, sign_evidence
-    from certlab_core.gate.executor_sessions import open_executor
+    from certlab_core.gate.executor_sessions import ExecutorBroke, open_executor
 
     if resume is not None:
         out = resume
@@ -131,33 +131,36 @@ def certify_command(
     ):
         if key is not None:  # refused before the first trial when a trial could read it
             check_key_reach(key, _containment_of(registry, out, sandbox, resume is not None), _warn, out)
-        result = certify_into(
-            out,
-            resume is not None,
-            registry,
-            CertifyOptions(
-                families=tuple(family),
-                agent=agent,
-                agent_args=tuple(agent_arg),
-                agent_name=agent_name or None,
-                agent_version=agent_version,
-                agent_timeout_s=agent_timeout,
-                token_budget=token_budget,
-                trials=trials,
-                workers=workers or cpu_workers(),
-                origin_note=origin_note,
-                tasks=tuple(task),
-                sandbox=sandbox,
-                hidden=(str(out),),
-                mutants=mutants,
-                min_mutation_score=min_mutation_score,
-                min_visible_mutation_score=min_visible_mutation_score,
-                impossible=impossible,
-                twin_kinds=twin_kinds,
-                fresh_instrument=fresh_instrument,
-            ),
-            progress,
-        )
+        try:
+            result = certify_into(
+                out,
+                resume is not None,
+                registry,
+                CertifyOptions(
+                    families=tuple(family),
+                    agent=agent,
+                    agent_args=tuple(agent_arg),
+                    agent_name=agent_name or None,
+                    agent_version=agent_version,
+                    agent_timeout_s=agent_timeout,
+                    token_budget=token_budget,
+                    trials=trials,
+                    workers=workers or cpu_workers(),
+                    origin_note=origin_note,
+                    tasks=tuple(task),
+                    sandbox=sandbox,
+                    hidden=(str(out),),
+                    mutants=mutants,
+                    min_mutation_score=min_mutation_score,
+                    min_visible_mutation_score=min_visible_mutation_score,
+                    impossible=impossible,
+                    twin_kinds=twin_kinds,
+                    fresh_instrument=fresh_instrument,
+                ),
+                progress,
+            )
+        except ExecutorBroke as broke:  # what ran is journaled: how far it got, and how to go on
+            raise InstrumentError(f"{broke.message}; stopped{where_certification_stands(out)}") from None
         write_certification(out, result, registry)
         TrialJournal(out).finish()
         signed = sign_evidence(out, key) if key is not None else None

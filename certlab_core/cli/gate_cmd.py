@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import typer
 
-from certlab_core.plugin.errors import EXIT_ERROR, UsageError
+from certlab_core.plugin.errors import EXIT_ERROR, InstrumentError, UsageError
 from certlab_core.plugin.types.sandbox import Containment  # loaded with the contract already
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def run_command(
     from certlab_core._runtime.registry import discover, refuse_broken
     from certlab_core.cli.sign_key import check_key_reach, check_sign_key, sign_evidence
     from certlab_core.gate.descriptor import load_descriptor
-    from certlab_core.gate.executor_sessions import open_executor
+    from certlab_core.gate.executor_sessions import ExecutorBroke, open_executor
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.progress import ProgressLine
     from certlab_core.gate.runner import plan_run, run_distributions, run_experiment, workers_default
@@ -128,8 +128,9 @@ def run_command(
     key = check_sign_key(registry, sign_key)  # read once, now, and held by the harness alone
     _check_reporters(registry, junit, markdown)
     from certlab_core.certify.acceptance import refuse_unread_family, register_experiment_task  # a user's own task
-    from certlab_core.evidence.record_file import raise_if_interrupted
+    from certlab_core.evidence.record_file import raise_if_interrupted, where_it_stands
     from certlab_core.gate.resume import notice_interrupt, open_for_resume, scheduled_trials
+    from certlab_core.gate.store import TRIALS
 
     if resume is not None:
         manifest = open_for_resume(resume, descriptor)
@@ -158,7 +159,11 @@ def run_command(
         notice_interrupt(folder, manifest)
         total = scheduled_trials(manifest)
         progress = ProgressLine(total, enabled=not quiet)
-        outcome = run_experiment(plan, folder, session, retry_infra, progress)
+        try:
+            outcome = run_experiment(plan, folder, session, retry_infra, progress)
+        except ExecutorBroke as broke:  # what ran is recorded: how far it got, and how to go on
+            stands = where_it_stands(folder / TRIALS, total, f"certlab run --resume {folder}")
+            raise InstrumentError(f"{broke.message}; stopped{stands}") from None
         raise_if_interrupted()  # a Ctrl-C whose exception Python dropped (during a fork) still stops the run
         decision = _decide_and_write(folder, registry)  # before the executor stops (a cluster takes seconds)
     typer.echo(f"run: {folder}")

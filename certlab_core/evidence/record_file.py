@@ -180,8 +180,11 @@ def raise_if_interrupted() -> None:
         raise KeyboardInterrupt
 
 
+def where_it_stands(path: Path, total: int, resume_with: str) -> str:
+    """``: N of M trials recorded; resume with COMMAND``, said after "interrupted" or "stopped"."""
+    return f": {count_recorded(path)} of {total} trials recorded; resume with {resume_with}"
+
+
 def notice_interrupt_total(path: Path, total: int, resume_with: str) -> None:
     """:func:`notice_interrupt_line` for a record file of ``total`` trials: ``N of M trials recorded``."""
-    notice_interrupt_line(
-        lambda: f"certlab: interrupted: {count_recorded(path)} of {total} trials recorded; resume with {resume_with}"
-    )
+    notice_interrupt_line(lambda: f"certlab: interrupted{where_it_stands(path, total, resume_with)}")

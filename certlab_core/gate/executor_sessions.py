@@ -57,10 +57,15 @@ def close_session(session: ExecutorSession, whose: str) -> None:
         print(f"certlab: warning: {broke.message}", file=sys.stderr)
 
 
+class ExecutorBroke(InstrumentError):
+    """An executor's session broke mid-run: a call raised, or answered what the protocol does not. What ran is
+    recorded, so the command that ran it says how far it got and how to resume."""
+
+
 class CheckedSession:
     """An executor's session held to its protocol: a call that raises, a ``busy`` that is no count, a ``wait``
     that answers no list of ``WorkDone``, nothing while units are out, or a unit it was not given (or gave
-    back already) is one line naming the executor and the call (an InstrumentError, exit 3), never an
+    back already) is one line naming the executor and the call (an ExecutorBroke, exit 3), never an
     internal error nor a loop that spins for ever. Its ``close`` is :func:`close_session`'s."""
 
     def __init__(self, session: ExecutorSession, name: str, distribution: str) -> None:
@@ -79,7 +84,7 @@ class CheckedSession:
         except CertlabError:
             raise
         except Exception as error:  # a plugin's call
-            raise InstrumentError(f"{self._whose(method)} raised {type(error).__name__}: {str(error)[:160]}") from None
+            raise ExecutorBroke(f"{self._whose(method)} raised {type(error).__name__}: {str(error)[:160]}") from None
 
     @property
     def slots(self) -> int:
@@ -87,15 +92,15 @@ class CheckedSession:
         try:
             count = self._session.slots
         except Exception as error:  # a plugin's property
-            raise InstrumentError(f"{self._whose('slots')} raised {type(error).__name__}: {str(error)[:160]}") from None
+            raise ExecutorBroke(f"{self._whose('slots')} raised {type(error).__name__}: {str(error)[:160]}") from None
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise InstrumentError(f"{self._whose('slots')} returned {type(count).__name__}, not a count of units")
+            raise ExecutorBroke(f"{self._whose('slots')} returned {type(count).__name__}, not a count of units")
         return count
 
     def busy(self) -> int:
         count = self._call("busy")
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise InstrumentError(f"{self._whose('busy')} returned {type(count).__name__}, not a count of units")
+            raise ExecutorBroke(f"{self._whose('busy')} returned {type(count).__name__}, not a count of units")
         return count
 
     def prepare(self, stages: Sequence[Stage]) -> None:
@@ -108,9 +113,9 @@ class CheckedSession:
     def wait(self) -> list[WorkDone]:
         finished = self._call("wait")
         if not isinstance(finished, list) or not all(isinstance(done, WorkDone) for done in finished):
-            raise InstrumentError(f"{self._whose('wait')} returned {type(finished).__name__}, not a list of WorkDone")
+            raise ExecutorBroke(f"{self._whose('wait')} returned {type(finished).__name__}, not a list of WorkDone")
         if not finished and self._out.total():
-            raise InstrumentError(
+            raise ExecutorBroke(
                 f"{self._whose('wait')} returned no finished unit while units were out ({self._out.total()})"
             )
         for done in finished:
@@ -119,7 +124,7 @@ class CheckedSession:
             except TypeError:  # an unhashable tag: none of ours
                 given = False
             if not given:
-                raise InstrumentError(f"{self._whose('wait')} returned a unit it was not given, or gave back already")
+                raise ExecutorBroke(f"{self._whose('wait')} returned a unit it was not given, or gave back already")
             self._out[done.tag] -= 1
         return finished
 
