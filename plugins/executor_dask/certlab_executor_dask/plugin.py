@@ -20,6 +20,7 @@ Dask is imported only when a session starts: trials never fork from a process ho
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import socket
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -335,6 +336,10 @@ def _connect(options: ExecutorOptions) -> tuple[Any, Any, MadeFolder | None]:
     from distributed import Client, LocalCluster
 
     if options.scheduler:
+        # Dask's own log lines stay out of this process's stderr, as the local cluster's silence_logs keeps its
+        # workers': a lost scheduler was an ERROR line of Dask's, then certlab's line naming it again.
+        for handler in logging.getLogger("distributed").handlers:
+            handler.setLevel(logging.CRITICAL)
         try:
             _check_reachable(options.scheduler)
             return Client(options.scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False), None, None

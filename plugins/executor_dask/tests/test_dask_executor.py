@@ -376,6 +376,55 @@ def test_a_killed_run_leaves_no_trial_running_on_the_cluster(cluster: dict[str, 
     assert sorted(int(p.name) for p in trials.iterdir()) == sorted(started)
 
 
+def test_a_scheduler_that_dies_mid_run_is_one_line_that_says_how_to_resume(tmp_path: Path) -> None:
+    """Before: Dask's own ERROR line ("Failed to reconnect to scheduler"), then certlab's naming the OSError, and
+    nothing said of the records kept. A cluster of its own: this one's scheduler is killed."""
+    (tmp_path / "sleeping.py").write_text(SLEEPER, encoding="utf-8")
+    trials = tmp_path / "trials"
+    trials.mkdir()
+    address = f"tcp://127.0.0.1:{free_port()}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+    scheduler = subprocess.Popen(
+        [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
+        **quiet,  # type: ignore[call-overload]
+    )
+    worker = subprocess.Popen(
+        [str(BIN / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"],
+        **quiet,  # type: ignore[call-overload]
+    )
+    try:
+        path = descriptor(
+            tmp_path,
+            n_per_arm=4,
+            arms={side: {"agent": "sleeping:sleeper", "label": "A"} for side in ("baseline", "candidate")},
+            conditions=[{"name": "calm", "bucket": "benign", "faults": []}],
+            budgets={"tool_calls": 60, "model_steps": 10, "seconds": 900},
+        )
+        out = tmp_path / "out"
+        args = ("run", str(path), "--out", str(out), "-q", "--executor", "dask", "--scheduler", address)
+        with subprocess.Popen(
+            [sys.executable, "-m", "certlab_core.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as runner:
+            deadline = time.monotonic() + 120
+            while not any(trials.iterdir()):
+                assert runner.poll() is None and time.monotonic() < deadline, "no trial started"
+                time.sleep(0.05)
+            os.killpg(scheduler.pid, signal.SIGKILL)
+            _, stderr = runner.communicate(timeout=120)
+        store = run_store(out)
+        assert runner.returncode == 3, stderr
+        assert len(stderr.strip().splitlines()) == 2, stderr
+        said, error = stderr.strip().splitlines()  # what it runs, then the one line
+        assert said == f"certlab: running dask-exp into {store}"
+        assert error.startswith("certlab: error: the executor dask's wait (certlab-executor-dask) raised OSError: ")
+        assert error.endswith(f"; stopped: 0 of 8 trials recorded; resume with certlab run --resume {store}"), error
+    finally:
+        for process in (worker, scheduler):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 def test_an_unreachable_scheduler_is_refused_in_one_line_before_any_trial(tmp_path: Path) -> None:
     path = descriptor(tmp_path)
     started = time.monotonic()
