@@ -104,38 +104,37 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A scheduler and two single-thread worker processes; the workers see certlab-f14probe 0.0.2."""
-    root = tmp_path_factory.mktemp("cluster")
-    fake_distribution(root / "worker-path", "certlab-f14probe", "0.0.2", "f14_never")
+@contextlib.contextmanager
+def dask_cluster(root: Path, workers: int, **worker_env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A scheduler and ``workers`` single-thread worker processes, as a user starts them; its address and scheduler.
+
+    The cluster's temp folder is ``root/cluster-tmp``: what the workers' zygotes and trials leave there is seen
+    (none must be left once the workers have stopped), and dask's own dask-scratch-space stays out of the test
+    run's temp folder."""
     address = f"tcp://127.0.0.1:{free_port()}"
-    port = address.rsplit(":", 1)[1]
-    # The cluster's temp folder: what the workers' zygotes and trials leave is seen, and dask's own
-    # dask-scratch-space (the user's cluster keeps it) stays out of the test run's temp folder.
     cluster_temp = root / "cluster-tmp"
     cluster_temp.mkdir()
     scheduler = subprocess.Popen(
-        [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"],
+        [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
         env={**os.environ, "TMPDIR": str(cluster_temp)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    workers = subprocess.Popen(
-        [str(BIN / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1", "--no-dashboard"],
-        env={**os.environ, "PYTHONPATH": str(root / "worker-path"), "TMPDIR": str(cluster_temp)},
+    processes = subprocess.Popen(
+        [str(BIN / "dask"), "worker", address, "--nworkers", str(workers), "--nthreads", "1", "--no-dashboard"],
+        env={**os.environ, **worker_env, "TMPDIR": str(cluster_temp)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
-        wait = f"import distributed; distributed.Client({address!r}, timeout=60).wait_for_workers(2)"
+        wait = f"import distributed; distributed.Client({address!r}, timeout=60).wait_for_workers({workers})"
         ready = subprocess.run([sys.executable, "-c", wait], timeout=120, check=False)
         assert ready.returncode == 0, "the test cluster did not start"
-        yield {"address": address, "root": root}
+        yield address, scheduler
     finally:
-        for process in (workers, scheduler):  # each started its own session: its group is its processes
+        for process in (processes, scheduler):  # each started its own session: its group is its processes
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
             try:
@@ -152,6 +151,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     ):
         time.sleep(0.1)
     assert left == [], "the workers' zygotes left their temp folders"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A scheduler and two single-thread worker processes; the workers see certlab-f14probe 0.0.2."""
+    root = tmp_path_factory.mktemp("cluster")
+    fake_distribution(root / "worker-path", "certlab-f14probe", "0.0.2", "f14_never")
+    with dask_cluster(root, 2, PYTHONPATH=str(root / "worker-path")) as (address, _scheduler):
+        yield {"address": address, "root": root}
 
 
 def run_store(out: Path) -> Path:
@@ -382,25 +390,15 @@ def test_a_scheduler_that_dies_mid_run_is_one_line_that_says_how_to_resume(tmp_p
     (tmp_path / "sleeping.py").write_text(SLEEPER, encoding="utf-8")
     trials = tmp_path / "trials"
     trials.mkdir()
-    address = f"tcp://127.0.0.1:{free_port()}"
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
-    scheduler = subprocess.Popen(
-        [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
-        **quiet,  # type: ignore[call-overload]
+    path = descriptor(
+        tmp_path,
+        n_per_arm=4,
+        arms={side: {"agent": "sleeping:sleeper", "label": "A"} for side in ("baseline", "candidate")},
+        conditions=[{"name": "calm", "bucket": "benign", "faults": []}],
+        budgets={"tool_calls": 60, "model_steps": 10, "seconds": 900},
     )
-    worker = subprocess.Popen(
-        [str(BIN / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"],
-        **quiet,  # type: ignore[call-overload]
-    )
-    try:
-        path = descriptor(
-            tmp_path,
-            n_per_arm=4,
-            arms={side: {"agent": "sleeping:sleeper", "label": "A"} for side in ("baseline", "candidate")},
-            conditions=[{"name": "calm", "bucket": "benign", "faults": []}],
-            budgets={"tool_calls": 60, "model_steps": 10, "seconds": 900},
-        )
-        out = tmp_path / "out"
+    out = tmp_path / "out"
+    with dask_cluster(tmp_path, 1) as (address, scheduler):
         args = ("run", str(path), "--out", str(out), "-q", "--executor", "dask", "--scheduler", address)
         with subprocess.Popen(
             [sys.executable, "-m", "certlab_core.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -411,18 +409,14 @@ def test_a_scheduler_that_dies_mid_run_is_one_line_that_says_how_to_resume(tmp_p
                 time.sleep(0.05)
             os.killpg(scheduler.pid, signal.SIGKILL)
             _, stderr = runner.communicate(timeout=120)
-        store = run_store(out)
-        assert runner.returncode == 3, stderr
-        assert len(stderr.strip().splitlines()) == 2, stderr
-        said, error = stderr.strip().splitlines()  # what it runs, then the one line
-        assert said == f"certlab: running dask-exp into {store}"
-        assert error.startswith("certlab: error: the executor dask's wait (certlab-executor-dask) raised OSError: ")
-        assert error.endswith(f"; stopped: 0 of 8 trials recorded; resume with certlab run --resume {store}"), error
-    finally:
-        for process in (worker, scheduler):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    store = run_store(out)
+    assert runner.returncode == 3, stderr
+    assert len(stderr.strip().splitlines()) == 2, stderr
+    said, error = stderr.strip().splitlines()  # what it runs, then the one line
+    assert said == f"certlab: running dask-exp into {store}"
+    assert error.startswith("certlab: error: the executor dask's wait (certlab-executor-dask) raised OSError: ")
+    assert error.endswith(f"; stopped: 0 of 8 trials recorded; resume with certlab run --resume {store}"), error
+    assert not any(running(int(trial.name)) for trial in trials.iterdir())  # the worker, stopping, ended it
 
 
 def test_an_unreachable_scheduler_is_refused_in_one_line_before_any_trial(tmp_path: Path) -> None:
