@@ -348,21 +348,27 @@ def sleeper(task, tools, rng):
 """
 
 
-def test_a_killed_run_leaves_no_trial_running_on_the_cluster(cluster: dict[str, Any], tmp_path: Path) -> None:
-    """Dask cannot stop a running task: a trial whose run had gone ran on to its own time limit (10 min here).
-
-    kill -9: nothing of the run's own closing runs, the scheduler sees its client gone (a SIGTERM, where
-    the run closes its client, lets the tasks go the same way)."""
-    (tmp_path / "sleeping.py").write_text(SLEEPER, encoding="utf-8")
-    trials = tmp_path / "trials"
+def sleepers(folder: Path) -> tuple[Path, Path]:
+    """A descriptor of 8 trials whose agents sleep 10 minutes in ``folder``, and where each trial writes its pid."""
+    (folder / "sleeping.py").write_text(SLEEPER, encoding="utf-8")
+    trials = folder / "trials"
     trials.mkdir()
     path = descriptor(
-        tmp_path,
+        folder,
         n_per_arm=4,
         arms={side: {"agent": "sleeping:sleeper", "label": "A"} for side in ("baseline", "candidate")},
         conditions=[{"name": "calm", "bucket": "benign", "faults": []}],
         budgets={"tool_calls": 60, "model_steps": 10, "seconds": 900},
     )
+    return path, trials
+
+
+def test_a_killed_run_leaves_no_trial_running_on_the_cluster(cluster: dict[str, Any], tmp_path: Path) -> None:
+    """Dask cannot stop a running task: a trial whose run had gone ran on to its own time limit (10 min here).
+
+    kill -9: nothing of the run's own closing runs, the scheduler sees its client gone (a SIGTERM, where
+    the run closes its client, lets the tasks go the same way)."""
+    path, trials = sleepers(tmp_path)
     dask = ("--executor", "dask", "--scheduler", cluster["address"])
     runner = subprocess.Popen(
         [sys.executable, "-m", "certlab_core.cli", "run", str(path), "--out", str(tmp_path / "out"), "-q", *dask],
@@ -387,16 +393,7 @@ def test_a_killed_run_leaves_no_trial_running_on_the_cluster(cluster: dict[str, 
 def test_a_scheduler_that_dies_mid_run_is_one_line_that_says_how_to_resume(tmp_path: Path) -> None:
     """Before: Dask's own ERROR line ("Failed to reconnect to scheduler"), then certlab's naming the OSError, and
     nothing said of the records kept. A cluster of its own: this one's scheduler is killed."""
-    (tmp_path / "sleeping.py").write_text(SLEEPER, encoding="utf-8")
-    trials = tmp_path / "trials"
-    trials.mkdir()
-    path = descriptor(
-        tmp_path,
-        n_per_arm=4,
-        arms={side: {"agent": "sleeping:sleeper", "label": "A"} for side in ("baseline", "candidate")},
-        conditions=[{"name": "calm", "bucket": "benign", "faults": []}],
-        budgets={"tool_calls": 60, "model_steps": 10, "seconds": 900},
-    )
+    path, trials = sleepers(tmp_path)
     out = tmp_path / "out"
     with dask_cluster(tmp_path, 1) as (address, scheduler):
         args = ("run", str(path), "--out", str(out), "-q", "--executor", "dask", "--scheduler", address)
