@@ -143,6 +143,7 @@ class DaskSession:
         scratch: MadeFolder | None = None,
     ) -> None:
         self._client = client
+        self._scheduler = str(client.scheduler.address)  # named in the line when the link to it breaks
         self._cluster = cluster
         self._scratch = scratch  # the local cluster's workers' folder, made by this run and removed at close
         self._previous_allowed_failures = previous_allowed_failures
@@ -224,6 +225,13 @@ class DaskSession:
         del self._pending[:count]
 
     def wait(self) -> list[WorkDone]:
+        try:
+            return self._wait()
+        except OSError as error:  # the client's link to the scheduler (Dask's CommClosedError is an OSError)
+            said = f"{type(error).__name__}: {str(error).splitlines()[0][:80] if str(error) else 'no reply'}"
+            raise ConnectionError(f"the Dask scheduler {self._scheduler} is gone ({said})") from None
+
+    def _wait(self) -> list[WorkDone]:
         self._flush()
         finished: list[WorkDone] = []
         if not self._units:  # nothing submitted (the flush sends every unit when no task is out)
