@@ -386,7 +386,7 @@ def test_a_killed_run_leaves_no_trial_running_on_the_cluster(cluster: dict[str, 
     while (alive := [pid for pid in started if running(pid)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive == [], "a trial of the stopped run still runs on the cluster"
-    time.sleep(1)  # a worker whose task was let go starts none of the units after it
+    time.sleep(1)  # and no trial of the stopped run starts after it (its queued tasks are let go too)
     assert sorted(int(p.name) for p in trials.iterdir()) == sorted(started)
 
 
