@@ -207,17 +207,20 @@ def run_isolated(
     a fresh interpreter (a zygote, kept for the next unit of the stage; one per thread at
     work), and each unit forks from it; graders and oracles the unit starts fork from that
     fresh process in turn. Returns the result or the failure (the tag is the caller's to add).
-    ``abandoned``, when given, is asked every ``ABANDON_POLL_S`` while the unit runs: once it
-    says True (nothing waits for the result any more, as a Dask task its client let go), the
-    unit is killed with all it started, its zygote closed, and the failure says so.
+    ``abandoned``, when given, is asked before the unit starts and every ``ABANDON_POLL_S`` while
+    it runs: once it says True (nothing waits for the result any more, as a Dask task its client
+    let go), the unit is not started, or killed with all it started and its zygote closed; the
+    failure says so.
     """
+    if abandoned is not None and abandoned():
+        return _ABANDONED_UNIT
     zygote = _take(stage)
     try:
         with ForkPool(1) as pool:
             pool.submit_to(zygote, arg, 0, timeout=timeout_s)
             if abandoned is not None and _abandoned_while_running(zygote.result_fd, abandoned):
                 zygote.close()  # it kills the unit's process and everything below it
-                return WorkDone(tag=0, failure=WorkFailure(kind="died", summary=ABANDONED))
+                return _ABANDONED_UNIT
             (_tag, value), *_rest = pool.wait()
     finally:
         _give_back(stage, zygote)
@@ -225,7 +228,12 @@ def run_isolated(
 
 
 ABANDON_POLL_S = 0.5
-ABANDONED = "killed: nothing waited for its result any more (the run that sent it had stopped)"
+_ABANDONED_UNIT = WorkDone(
+    tag=0,
+    failure=WorkFailure(
+        kind="died", summary="killed or never started: nothing waited for its result (the run that sent it had stopped)"
+    ),
+)
 
 
 def _abandoned_while_running(result_fd: int, abandoned: Callable[[], bool]) -> bool:

@@ -28,7 +28,7 @@ from typing import Any
 
 from certlab_core.plugin import Executor, ExecutorOptions, Stage, UsageError, Work, WorkDone, hookimpl
 from certlab_core.plugin.types.executor import WorkFailure
-from certlab_core.sdk.executor import ABANDONED, run_isolated, warm_up
+from certlab_core.sdk.executor import run_isolated, warm_up
 from certlab_core.sdk.trees import MadeFolder, make_temp_folder, remove_made
 
 CONNECT_TIMEOUT_S = 10.0
@@ -89,12 +89,7 @@ def run_units(units: Sequence[Unit]) -> tuple[list[WorkDone], float]:
     a running task, so a trial would otherwise run on to its own time limit on the cluster."""
     started = time.perf_counter()
     abandoned = _released_by_the_scheduler()
-    done: list[WorkDone] = []
-    for stage, arg, timeout_s in units:
-        if abandoned():
-            done.append(WorkDone(tag=0, failure=WorkFailure(kind="died", summary=ABANDONED)))
-        else:
-            done.append(run_isolated(stage, arg, timeout_s, abandoned))
+    done = [run_isolated(stage, arg, timeout_s, abandoned) for stage, arg, timeout_s in units]
     return done, time.perf_counter() - started
 
 

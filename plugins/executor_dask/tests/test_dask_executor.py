@@ -390,6 +390,65 @@ def test_a_killed_run_leaves_no_trial_running_on_the_cluster(cluster: dict[str, 
     assert sorted(int(p.name) for p in trials.iterdir()) == sorted(started)
 
 
+SLOW_UNITS = """
+import os, time
+from pathlib import Path
+
+
+def nothing():
+    return None
+
+
+def sleep(_preloaded, arg):
+    folder, index = arg
+    (Path(folder) / f"{index}-{os.getpid()}").write_text("")
+    time.sleep(600)
+"""
+
+CANCELLING_CLIENT = """
+import pickle, sys, time
+from pathlib import Path
+from distributed import Client
+from certlab_core.plugin import Stage
+from certlab_executor_dask.plugin import run_units
+import slow_units
+
+address, folder = sys.argv[1:]
+stage = Stage(name="slow", call=slow_units.sleep, preload=slow_units.nothing)
+with Client(address, timeout=60) as client:
+    # The scheduler unpickles each task it is sent, and it cannot import slow_units: a worker unpickles them.
+    units = client.submit(pickle.loads, pickle.dumps([(stage, (folder, index), None) for index in range(3)]))
+    task = client.submit(run_units, units, pure=False)
+    deadline = time.monotonic() + 120
+    while not any(Path(folder).iterdir()):
+        assert not task.done(), f"the task ended before it was let go: {task.result()}"
+        assert time.monotonic() < deadline, "the task's first unit did not start"
+        time.sleep(0.05)
+    client.cancel([task, units])
+"""
+
+
+def test_a_task_let_go_mid_unit_kills_that_unit_and_starts_none_of_the_units_after_it(
+    cluster: dict[str, Any], tmp_path: Path
+) -> None:
+    """One task of three units, each of which would sleep 10 minutes; its client cancels it during the first."""
+    (cluster["root"] / "worker-path" / "slow_units.py").write_text(SLOW_UNITS, encoding="utf-8")
+    started = tmp_path / "started"
+    started.mkdir()
+    client = [sys.executable, "-c", CANCELLING_CLIENT, cluster["address"], str(started)]
+    env = {**os.environ, "PYTHONPATH": str(cluster["root"] / "worker-path")}
+    done = subprocess.run(client, capture_output=True, text=True, timeout=180, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ((first, pid),) = [p.name.split("-") for p in started.iterdir()]  # the units run one after the other
+    assert first == "0"
+    deadline = time.monotonic() + 20
+    while running(int(pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(int(pid)), "the unit of the task let go still runs"
+    time.sleep(2)  # the worker's next unit would have started by now
+    assert sorted(p.name.split("-")[0] for p in started.iterdir()) == ["0"], "a unit after the one killed started"
+
+
 def test_a_scheduler_that_dies_mid_run_is_one_line_that_says_how_to_resume(tmp_path: Path) -> None:
     """Before: Dask's own ERROR line ("Failed to reconnect to scheduler"), then certlab's naming the OSError, and
     nothing said of the records kept. A cluster of its own: this one's scheduler is killed."""
