@@ -61,8 +61,12 @@ def build_tree(
 
 
 def isolated_env(tree: Path) -> dict[str, str]:
-    """This environment with ``tree`` first on the import path, no pytest plugin autoloading and no bytecode."""
-    env = dict(os.environ)
+    """This environment with ``tree`` first on the import path, no pytest plugin autoloading and no bytecode.
+
+    The caller's own pytest options and plugins (``PYTEST_ADDOPTS``, ``PYTEST_PLUGINS``) are left
+    out, as the graders leave them out: they are the outer run's, not the family's suite's.
+    """
+    env = {name: value for name, value in os.environ.items() if name not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     env.update(PYTHONPATH=str(tree), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1")
     return env
 
