@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -129,6 +131,12 @@ def test_unavailable_agent_exits_3_with_the_bundle_written(tmp_path: Path) -> No
         (["--family", "intervals", "--agent", "command", "--agent-arg", "no-such-agent-cli --go"], "is not on PATH"),
         (["--family", "intervals", "--agent", "command", "--agent-arg", "/nonexistent/agent"], "not an executable"),
         (["--family", "intervals", "--agent", "oracle", "--trials", "0"], "--trials must be at least 1"),
+        # nan passed the old check (and no trial had a time limit); inf reached the bundle's JSON: internal error
+        (["--family", "intervals", "--agent", "oracle", "--agent-timeout", "nan"], "--agent-timeout nan: give a"),
+        (["--family", "intervals", "--agent", "oracle", "--agent-timeout", "inf"], "--agent-timeout inf: give a"),
+        (["--family", "intervals", "--agent", "oracle", "--agent-timeout", "0"], "of seconds above 0"),
+        # taken as the CPUs' count without a word, where run refused it
+        (["--family", "intervals", "--agent", "oracle", "-w", "-3"], "--workers -3: give a number of trials at once"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_4(tmp_path: Path, args: list[str], message: str) -> None:
@@ -299,3 +307,21 @@ def test_a_trial_that_hangs_past_every_limit_of_its_own_is_killed_and_refused_in
     with pytest.raises(InstrumentError, match=r"ran past 3 s \(its agent's timeout and every grader's limit\)"):
         certify(registry, options, lambda _m: None)
     assert agent.started() and agent.alive() == []
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to pin certify to fewer than it may use")
+def test_workers_0_are_the_cpus_certify_may_run_on_not_the_machines(tmp_path: Path) -> None:
+    # Before: certify counted os.cpu_count(), so pinned to one CPU (taskset, a container's cpuset) it ran
+    # as many trials at once as the machine has CPUs; run counted the CPUs it may use.
+    pinned = (
+        f"import os, runpy; os.sched_setaffinity(0, {{{min(os.sched_getaffinity(0))}}}); "
+        "runpy.run_module('certlab_core.cli', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", pinned, "certify", "-f", "intervals", "-a", "null", "--no-mutants", "--sandbox", "none",
+         "-w", "0", "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    in_flight = [line.split("in flight: ")[1] for line in done.stderr.splitlines() if "in flight: " in line]
+    assert in_flight and all(", " not in trials for trials in in_flight), in_flight

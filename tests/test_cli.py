@@ -28,6 +28,13 @@ from certlab_core.sdk.processes import live_descendants
             ["certify", "--family", "intervals", "--agent", "oracle", "--out", "x", "--trials", "many"],
             "Invalid value for '--trials'",
         ),
+        # Each command that takes --workers refuses a count below 0 alike (regrade and prove took it as 1)
+        (["run", "no-such.yaml", "-w", "-2"], "--workers -2: give a number of trials at once, 1 or more"),
+        (["regrade", str(REPO / "certifications" / "oracle-all"), "-w", "-1"], "--workers -1: give a number of"),
+        (["prove", "-f", "intervals", "-w", "-1"], "--workers -1: give a number of mutants graded at once"),
+        # A smoke call without a time limit (nan), or one already past it (-5: "timed out after -5 s")
+        (["preflight", "-a", "command", "--agent-arg", "true", "--timeout", "nan"], "--timeout nan: give a number"),
+        (["preflight", "-a", "command", "--agent-arg", "true", "--timeout", "-5"], "--timeout -5: give a number"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_4(args: list[str], message: str) -> None:

@@ -159,6 +159,26 @@ def test_an_adapter_that_returns_the_wrong_type_is_agent_unavailable_naming_it_a
     assert {t["agent_detail"] for t in bundle["trials"]} == {said}
 
 
+def test_preflight_holds_a_hung_adapter_to_its_timeout_and_names_a_wrong_return_type(tmp_path: Path) -> None:
+    # Before: preflight ran the adapter's run in its own process with no time limit, so a hung adapter hung it
+    # for good (its helper left running), and a run that returned a dict was "internal error: AttributeError".
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    hanger = site_with(tmp_path, "certlab-hanger", "hanger", HANGING_ADAPTER)
+    dictator = site_with(tmp_path, "certlab-dictator", "dictator", WRONG_TYPE_ADAPTER)
+    env = env_with(hanger, dictator, only=(*BUILT_IN, "hanger", "dictator"), HANG_PIDS=str(pids))
+    hung = run_certlab("preflight", "--agent", "hanger", "--timeout", "0.5", env=env, timeout=120)
+    assert hung.returncode == 3, hung.stdout + hung.stderr
+    limit = 0.5 + AGENT_GRACE_S
+    said = f"FAIL smoke call: the adapter's run did not return within {limit:g} s (the timeout plus {AGENT_GRACE_S:g} s)"
+    assert f"{said}; it was killed with its processes" in hung.stdout.splitlines()
+    ((adapter, helper),) = [(int(p.name), int(p.read_text())) for p in pids.iterdir()]
+    assert not alive(adapter) and not alive(helper), "the hung adapter or the helper it started outlived preflight"
+    wrong = run_certlab("preflight", "--agent", "dictator", env=env, timeout=120)
+    assert wrong.returncode == 3 and wrong.stderr == "", wrong.stdout + wrong.stderr
+    assert "FAIL smoke call: the adapter returned dict, not an AgentOutcome" in wrong.stdout.splitlines()
+
+
 @pytest.fixture(scope="module")
 def broken_grader(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site_with(tmp_path_factory.mktemp("broken"), "certlab-no-notes", "no-notes", UNIMPORTABLE_GRADER)

@@ -20,6 +20,7 @@ from attrs import frozen
 from certlab_core import __version__
 from certlab_core._runtime.containment import choose_containment
 from certlab_core._runtime.default_rule import exact_interval
+from certlab_core._runtime.option_values import refuse_bad_seconds
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.acceptance import open_held_out
 from certlab_core.certify.bundle_documents import (
@@ -166,8 +167,7 @@ def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> 
     """
     if options.trials < 1:
         raise UsageError(f"--trials must be at least 1 (got {options.trials})")
-    if options.agent_timeout_s <= 0:
-        raise UsageError(f"--agent-timeout must be positive (got {options.agent_timeout_s:g})")
+    refuse_bad_seconds("--agent-timeout", options.agent_timeout_s)
     if options.token_budget is not None and options.token_budget < 1:
         raise UsageError(f"--token-budget must be at least 1 (got {options.token_budget})")
     unknown = [k for k in options.twin_kinds if k not in TWIN_KINDS]
@@ -555,7 +555,3 @@ def load_json(path: Path, what: str) -> Any:
 
     missing = f"{path}: no {what} there; give the folder certlab certify wrote"
     return load_capped(path, what, InstrumentError, missing, MAX_BUNDLE_BYTES)
-
-
-def cpu_workers() -> int:
-    return max(1, os.cpu_count() or 1)

@@ -7,8 +7,9 @@ from typing import Any
 
 import typer
 
+from certlab_core._runtime.option_values import workers_or_cpus
 from certlab_core._runtime.registry import Registry, discover, refuse_broken
-from certlab_core.certify.certification import CertifyOptions, certify_into, cpu_workers
+from certlab_core.certify.certification import CertifyOptions, certify_into
 from certlab_core.certify.heartbeat import heartbeat_interval
 from certlab_core.certify.lab import log_to_stderr
 from certlab_core.certify.out_folder import check_output_dir, output_lock, write_certification
@@ -111,6 +112,7 @@ def certify_command(
     from certlab_core.cli.sign_key import check_key_reach, check_sign_key, sign_evidence
     from certlab_core.gate.executor_sessions import ExecutorBroke, open_executor
 
+    workers = workers_or_cpus(workers, "trials")
     if resume is not None:
         out = resume
     elif not agent:
@@ -127,7 +129,7 @@ def certify_command(
     progress = (lambda _m: None) if quiet else log_to_stderr
     with (
         output_lock(out),
-        open_executor(registry, executor, workers or cpu_workers(), scheduler or None, certify_distributions(registry)),
+        open_executor(registry, executor, workers, scheduler or None, certify_distributions(registry)),
     ):
         if key is not None:  # refused before the first trial when a trial could read it
             check_key_reach(key, _containment_of(registry, out, sandbox, resume is not None), _warn, out)
@@ -145,7 +147,7 @@ def certify_command(
                     agent_timeout_s=agent_timeout,
                     token_budget=token_budget,
                     trials=trials,
-                    workers=workers or cpu_workers(),
+                    workers=workers,
                     origin_note=origin_note,
                     tasks=tuple(task),
                     sandbox=sandbox,
@@ -250,7 +252,7 @@ def regrade_command(
         if register_experiment_task(registry, directory) is None:
             raise UsageError(f"--task {directory}: the {source.name} source staged no task there")
     progress = (lambda _m: None) if quiet else log_to_stderr
-    result = regrade(registry, folder, workers or cpu_workers(), progress, mutants=mutants, sandbox=sandbox)
+    result = regrade(registry, folder, workers_or_cpus(workers, "regrades"), progress, mutants=mutants, sandbox=sandbox)
     for line in result.lines:
         typer.echo(line)
     typer.echo(f"regrade: {result.status}")
@@ -286,7 +288,7 @@ def prove_command(
         registry,
         tuple(family),
         tuple(task),
-        workers or cpu_workers(),
+        workers_or_cpus(workers, "mutants graded"),
         mutants=mutants or min_mutation_score is not None or min_visible_mutation_score is not None,
         min_mutation_score=min_mutation_score,
         fixed=str(fixed) if fixed is not None else None,

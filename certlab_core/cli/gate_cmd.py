@@ -109,17 +109,17 @@ def run_command(
     ),
 ) -> None:
     """Run an A/B experiment; the exit code is the verdict (PASS 0, BLOCK 1, INCONCLUSIVE 2, ERROR 3)."""
+    from certlab_core._runtime.option_values import workers_or_cpus
     from certlab_core._runtime.registry import discover, refuse_broken
     from certlab_core.cli.sign_key import check_key_reach, check_sign_key, sign_evidence
     from certlab_core.gate.descriptor import load_descriptor
     from certlab_core.gate.executor_sessions import ExecutorBroke, open_executor
     from certlab_core.gate.manifest import build_manifest
     from certlab_core.gate.progress import ProgressLine
-    from certlab_core.gate.runner import plan_run, run_distributions, run_experiment, workers_default
+    from certlab_core.gate.runner import plan_run, run_distributions, run_experiment
     from certlab_core.gate.store import create_run, earlier_lines
 
-    if workers < 0:
-        raise UsageError(f"--workers {workers}: give a number of trials at once, 1 or more (0: the number of CPUs)")
+    workers = workers_or_cpus(workers, "trials")
     from certlab_core.certify.heartbeat import heartbeat_interval
 
     heartbeat_interval()  # a CERTLAB_HEARTBEAT_S that is no number is refused before anything runs
@@ -151,9 +151,7 @@ def run_command(
     if key is not None:  # refused before the first trial when a trial could read it
         check_key_reach(key, _arms_containment(registry, manifest), lambda line: print(line, file=sys.stderr), resume)
     plan = plan_run(manifest, registry)
-    with open_executor(
-        registry, executor, workers or workers_default(), scheduler or None, run_distributions(manifest)
-    ) as session:
+    with open_executor(registry, executor, workers, scheduler or None, run_distributions(manifest)) as session:
         folder = resume if resume is not None else create_run(out, manifest)
         print(f"certlab: running {manifest.experiment} into {folder}", file=sys.stderr, flush=True)
         notice_interrupt(folder, manifest)

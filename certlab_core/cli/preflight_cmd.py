@@ -13,10 +13,15 @@ import os
 
 import typer
 
+from certlab_core._runtime.option_values import refuse_bad_seconds
 from certlab_core._runtime.registry import discover
+from certlab_core.certify.lab import AGENT_GRACE_S
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_OK, InstrumentError
-from certlab_core.plugin.types.agent import AgentAdapter, AgentRequest, PreflightCheck
+from certlab_core.plugin.types.agent import AgentAdapter, AgentOutcome, AgentRequest, PreflightCheck
+from certlab_core.sdk.command import become_subreaper, has_children, sweep_descendants
 from certlab_core.sdk.deadline import plugin_call
+from certlab_core.sdk.forking import ForkedCallError, call_in_fork
+from certlab_core.sdk.processes import live_descendants
 from certlab_core.sdk.trees import make_temp_folder, remove_made
 
 SMOKE_PROMPT = (
@@ -27,9 +32,14 @@ SMOKE_TASK = "preflight/smoke"
 
 
 def smoke_call(adapter: AgentAdapter, agent_args: tuple[str, ...], timeout_s: float) -> PreflightCheck:
-    """Run the agent once through its adapter on a scratch folder; it must complete."""
+    """Run the agent once through its adapter on a scratch folder; it must complete.
+
+    The adapter runs as in a trial: in a forked child held to the timeout plus ``AGENT_GRACE_S``,
+    and whatever it leaves running is killed (this process adopts it as a child subreaper).
+    """
     made = make_temp_folder("certlab-preflight-")
     scratch = made.as_path
+    spare = (set(live_descendants()) if has_children() else set()) if become_subreaper() else None
     try:
         work = scratch / "work"
         work.mkdir()
@@ -48,12 +58,22 @@ def smoke_call(adapter: AgentAdapter, agent_args: tuple[str, ...], timeout_s: fl
             env=env,
             agent_args=agent_args,
         )
+        limit = timeout_s + AGENT_GRACE_S
         try:
-            outcome = adapter.run(request)
-        except Exception as error:  # an adapter that raised: the agent cannot be run
-            return PreflightCheck("smoke call", False, f"the adapter raised {type(error).__name__}: {error}")
+            outcome = call_in_fork(adapter.run, request, timeout=limit, temp_prefix="certlab-preflight-calls-")
+        except ForkedCallError as error:
+            if error.failure.kind == "timeout":
+                said = f"the adapter's run did not return within {limit:g} s (the timeout plus {AGENT_GRACE_S:g} s)"
+                return PreflightCheck("smoke call", False, f"{said}; it was killed with its processes")
+            verb = "raised" if error.failure.kind == "exception" else "ended:"  # the agent cannot be run
+            return PreflightCheck("smoke call", False, f"the adapter {verb} {error.failure.summary}")
     finally:
+        if spare is not None:
+            sweep_descendants(spare)
         remove_made(made)
+    if not isinstance(outcome, AgentOutcome):
+        returned = type(outcome).__name__
+        return PreflightCheck("smoke call", False, f"the adapter returned {returned}, not an AgentOutcome")
     facts = [f"{outcome.status} in {outcome.wall_s:.1f} s"]
     if outcome.exit_code is not None:
         facts.append(f"exit {outcome.exit_code}")
@@ -75,6 +95,7 @@ def preflight_command(
     smoke: bool = typer.Option(True, "--smoke/--no-smoke", help="Make one smoke call through the adapter."),
 ) -> None:
     """Check an agent's binary, version, credentials or base URL, and make one smoke call, before a live run."""
+    refuse_bad_seconds("--timeout", timeout)
     registry = discover()
     adapter = registry.get("agents", agent)
     args = tuple(agent_arg)

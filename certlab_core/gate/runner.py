@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib.util
-import os
 import threading
 import time
 from collections import deque
@@ -529,7 +528,3 @@ def rerun_trial(
 def run_distributions(manifest: Manifest) -> dict[str, str]:
     """What every machine running this manifest's trials must have: its plugins and certlab, at the sealed versions."""
     return {"certlab": manifest.certlab_version, **manifest.plugins}
-
-
-def workers_default() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
