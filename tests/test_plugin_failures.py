@@ -170,8 +170,8 @@ def test_preflight_holds_a_hung_adapter_to_its_timeout_and_names_a_wrong_return_
     hung = run_certlab("preflight", "--agent", "hanger", "--timeout", "0.5", env=env, timeout=120)
     assert hung.returncode == 3, hung.stdout + hung.stderr
     limit = 0.5 + AGENT_GRACE_S
-    said = f"FAIL smoke call: the adapter's run did not return within {limit:g} s (the timeout plus {AGENT_GRACE_S:g} s)"
-    assert f"{said}; it was killed with its processes" in hung.stdout.splitlines()
+    said = f"the adapter's run did not return within {limit:g} s (the timeout plus {AGENT_GRACE_S:g} s)"
+    assert f"FAIL smoke call: {said}; it was killed with its processes" in hung.stdout.splitlines()
     ((adapter, helper),) = [(int(p.name), int(p.read_text())) for p in pids.iterdir()]
     assert not alive(adapter) and not alive(helper), "the hung adapter or the helper it started outlived preflight"
     wrong = run_certlab("preflight", "--agent", "dictator", env=env, timeout=120)
