@@ -30,6 +30,9 @@ class InstalledPlugins(Protocol):
 
     def add_plugin(self, module: object, name: str, distribution: str, version: str, /) -> None: ...
 
+    # How a line names a record's callable: "the statistical rule newcombe's plan (certlab-newcombe)".
+    def part_of(self, kind: str, name: str, part: str, /) -> str: ...
+
 
 class RuntimeServices(Protocol):
     """What the runtime provides (``provide``): not the command services, ``certlab_core.plugin.Services``."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import typer
 
 from certlab_core.plugin.errors import InstrumentError, UsageError
-from certlab_core.plugin.types.rule import StatisticalRule
+from certlab_core.plugin.types.rule import Bounds, StatisticalRule
+from certlab_core.sdk.deadline import plugin_call, plugin_wait_s
 from certlab_core.sdk.looks import look_sizes
 from certlab_core.sdk.wilson import wilson
 
@@ -141,7 +142,38 @@ def load_rule(name: str | None) -> StatisticalRule:
     return rule
 
 
+# --------------------------------------------------------------------------- the rule, held at the plugin boundary
+# Each call of the rule's code is bounded (CERTLAB_PLUGIN_LOAD_S) and its answer checked: a rule that raises,
+# never returns or answers the wrong shape is one line naming it and its distribution, exit 3.
+
+
+def _whose(rule: StatisticalRule, part: str) -> str:
+    from certlab_core.sdk.services import installed_plugins
+
+    return installed_plugins().part_of("statistical_rules", rule.name, part)
+
+
+def held_decide(rule: StatisticalRule, *args: Any) -> Bounds:
+    """``rule.decide(*args)``: its Bounds (their verdict checked as they are made), or one line naming the rule."""
+    bounds: Bounds = plugin_call(_whose(rule, "decide"), rule.decide, *args, seconds=plugin_wait_s(), returns=(Bounds,))
+    return bounds
+
+
+def held_interval(rule: StatisticalRule, successes: int, trials: int, alpha: float) -> tuple[float, float]:
+    """``rule.interval(successes, trials, alpha)``: its two ends, or one line naming the rule."""
+    whose = _whose(rule, "interval")
+    ends = plugin_call(whose, rule.interval, successes, trials, alpha, seconds=plugin_wait_s(), returns=(tuple, list))
+    if len(ends) != 2 or not all(_is_number(end) for end in ends):
+        raise InstrumentError(f"{whose} returned {str(ends)[:80]}, not the interval's two ends")
+    return float(ends[0]), float(ends[1])
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def planner(rule: StatisticalRule) -> Callable[..., dict[str, float]]:
+    """The rule's ``plan``, held: each design's chance of each verdict, or one line naming the rule."""
     if rule.plan is None:
         raise UsageError(
             f"the statistical rule {rule.name!r} cannot plan: plan and selfcheck need the rule's "
@@ -149,7 +181,15 @@ def planner(rule: StatisticalRule) -> Callable[..., dict[str, float]]:
             "P(PASS), P(BLOCK), P(INCONCLUSIVE), which it does not give (see docs/statistics.md, The rule record); "
             "choose another with --rule"
         )
-    return rule.plan
+    plan, whose, seconds = rule.plan, _whose(rule, "plan"), plugin_wait_s()
+
+    def held_plan(*args: Any) -> dict[str, float]:
+        chances = plugin_call(whose, plan, *args, seconds=seconds, returns=(Mapping,))
+        if not all(_is_number(chances.get(verdict)) for verdict in _VERDICTS):
+            raise InstrumentError(f"{whose} returned no number for each of PASS, BLOCK and INCONCLUSIVE")
+        return {verdict: float(chances[verdict]) for verdict in _VERDICTS}
+
+    return held_plan
 
 
 # --------------------------------------------------------------------------- reading aids
@@ -159,7 +199,12 @@ def per_arm_alpha(rule: StatisticalRule, alpha: float, conditions: int, looks: i
     """The level of the per-arm intervals a rule combines, when it says (``StatisticalRule.arm_alpha``; a rule
     made before that field was declared may carry it as ``decide.arm_alpha``)."""
     arm_alpha = rule.arm_alpha if rule.arm_alpha is not None else getattr(rule.decide, "arm_alpha", None)
-    return float(arm_alpha(alpha, conditions, looks)) if callable(arm_alpha) else None
+    if not callable(arm_alpha):
+        return None
+    held = plugin_call(
+        _whose(rule, "arm_alpha"), arm_alpha, alpha, conditions, looks, seconds=plugin_wait_s(), returns=(int, float)
+    )
+    return float(held)
 
 
 def _percent(alpha: float) -> str:
@@ -205,7 +250,7 @@ def bounds(
     candidate_counts = parse_count("--candidate", required("--candidate", candidate_text, "130/200"))
     alpha, delta, conditions, looks = parse_parameters(alpha_text, delta_text, conditions_text, looks_text)
     rule = load_rule(rule_name)
-    decision = rule.decide(*baseline_counts, *candidate_counts, alpha, delta, conditions, looks)
+    decision = held_decide(rule, *baseline_counts, *candidate_counts, alpha, delta, conditions, looks)
     arm_alpha = per_arm_alpha(rule, alpha, conditions, looks)
     arms: dict[str, dict[str, Any]] = {}
     for arm, (successes, trials) in (("baseline", baseline_counts), ("candidate", candidate_counts)):
@@ -213,7 +258,7 @@ def bounds(
             "successes": successes,
             "trials": trials,
             "rate": successes / trials,
-            "interval": list(rule.interval(successes, trials, arm_alpha if arm_alpha is not None else alpha)),
+            "interval": list(held_interval(rule, successes, trials, arm_alpha if arm_alpha is not None else alpha)),
             "interval_alpha": arm_alpha if arm_alpha is not None else alpha,
             "interval_is_the_rules_own": arm_alpha is not None,
             "wilson": list(wilson(successes, trials, alpha)),
