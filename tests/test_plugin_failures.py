@@ -179,6 +179,32 @@ def test_preflight_holds_a_hung_adapter_to_its_timeout_and_names_a_wrong_return_
     assert "FAIL smoke call: the adapter returned dict, not an AgentOutcome" in wrong.stdout.splitlines()
 
 
+RAISING_COMMAND = """
+import typer
+from certlab_core.plugin import Command, hookimpl
+
+def register(app: typer.Typer) -> None:
+    @app.command("boom", help="Raises.")
+    def boom() -> None:
+        raise RuntimeError("the plugin's own bug")
+
+@hookimpl
+def certlab_commands():
+    return [Command(name="boom", description="raises", register=register)]
+"""
+
+
+def test_a_plugin_command_that_raises_is_named_not_called_certlabs_internal_error(tmp_path: Path) -> None:
+    # Before: "certlab: internal error: RuntimeError: the plugin's own bug", blaming certlab for a plugin's bug.
+    site = site_with(tmp_path, "certlab-boom", "boom", RAISING_COMMAND)
+    done = run_certlab("boom", env=env_with(site), timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "certlab: error: the command 'boom' of certlab-boom 1.1 (plugin boom) raised RuntimeError: the plugin's own "
+        "bug (run again with --debug for the traceback)"
+    ]
+
+
 @pytest.fixture(scope="module")
 def broken_grader(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site_with(tmp_path_factory.mktemp("broken"), "certlab-no-notes", "no-notes", UNIMPORTABLE_GRADER)

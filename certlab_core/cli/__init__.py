@@ -33,6 +33,9 @@ KERNEL_PLUGIN = "certlab"  # the name of the kernel's built-in command plugin in
 KERNEL_COMMANDS = frozenset(name for commands in COMMAND_MODULES.values() for name in commands)
 
 _state = {"debug": False, "terminated": False}
+#: The plugin command this command line runs, as a line names it ("the command 'lock' of certlab-acceptance 0.1.0
+#: (plugin acceptance)"): what it raises unforeseen is its own error, not certlab's. Empty for a kernel command.
+_plugin_command: list[str] = []
 #: The exit code of a command that SIGTERM stopped (128 + 15, as a shell reports a process it killed).
 EXIT_TERMINATED = 128 + signal.SIGTERM
 EXIT_INTERRUPTED = 130
@@ -178,6 +181,10 @@ def _register_all(wanted: str | None = None) -> None:
     provided = registry.names(Command)
     # A plugin's command line registers that one command; a name nothing provides registers them all.
     alone = [wanted] if wanted is not None and wanted in provided and wanted not in KERNEL_COMMANDS else []
+    for name in alone:
+        _plugin_command[:] = [
+            f"the command {name!r} of {registry.describe_source(registry.plugin_name_of(Command, name))}"
+        ]
     if not alone:
         for command in builtin.certlab_commands():
             register_command(command, registry)
@@ -308,8 +315,9 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_TERMINATED if _state["terminated"] else EXIT_INTERRUPTED
         if _state["debug"]:
             traceback.print_exc()
+        what = f"error: {_plugin_command[0]} raised" if _plugin_command else "internal error:"
         print(
-            f"certlab: internal error: {type(error).__name__}: {error} (run again with --debug for the traceback)",
+            f"certlab: {what} {type(error).__name__}: {error} (run again with --debug for the traceback)",
             file=sys.stderr,
         )
         return 3
