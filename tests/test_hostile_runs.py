@@ -151,6 +151,20 @@ def test_a_refused_certify_leaves_no_empty_folder_of_its_own_behind(tmp_path: Pa
     assert (journal / "trials.jsonl").read_text() == "{}\n"
 
 
+def test_a_certify_into_a_folder_holding_other_files_refuses_and_writes_nothing_there(tmp_path: Path) -> None:
+    # Before: --out / wrote /bundle.json and /CONTRACT.md beside the system's folders, and --out '' wrote them
+    # into the working folder: any folder without a certification was taken.
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine\n")
+    for out, cwd in ((str(theirs), tmp_path), ("", theirs)):
+        done = certlab("certify", "-f", "intervals", "-a", "oracle", "--no-mutants", "-q", "--out", out, cwd=cwd)
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert "holds other files (notes.txt); give a new or empty folder" in done.stderr
+        assert sorted(p.name for p in theirs.iterdir()) == ["notes.txt"]
+
+
 def test_a_finished_certification_is_never_overwritten(tmp_path: Path) -> None:
     out = tmp_path / "cert"
     out.mkdir()

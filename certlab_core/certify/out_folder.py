@@ -10,6 +10,7 @@ from pathlib import Path
 
 from certlab_core._runtime.registry import Registry
 from certlab_core.certify.certification import BUNDLE_FILE, CONTRACT_FILE, CertifyResult
+from certlab_core.certify.journal import JOURNAL_FILE
 from certlab_core.plugin.errors import UsageError
 from certlab_core.sdk.canonical import pretty_json
 from certlab_core.sdk.processes import keep_from_children, release_to_children
@@ -92,8 +93,22 @@ def _remove_if_empty(made: Sequence[Path]) -> None:
 
 
 def check_output_dir(out: Path) -> None:
+    """Refuse an ``--out`` that is a file, holds a certification, or holds anything but certify's journal.
+
+    A certification is written into a new or empty folder (or, resumed, one that holds only its
+    journal): ``--out /`` or ``--out ''`` wrote bundle.json and CONTRACT.md beside whatever was there.
+    """
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a folder for the certification")
     for name in (BUNDLE_FILE, CONTRACT_FILE):
         if (out / name).exists():
             raise UsageError(f"{out} already holds a certification ({name}); choose a new --out folder")
+    try:
+        others = sorted(entry.name for entry in os.scandir(out) if entry.name != JOURNAL_FILE)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise UsageError(f"--out {out}: cannot read the folder ({error.strerror}); choose a writable folder") from None
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise UsageError(f"--out {out} holds other files ({shown}); give a new or empty folder for the certification")
