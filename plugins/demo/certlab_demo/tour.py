@@ -177,9 +177,9 @@ def run_demo(keep: Path | None = None, jobs: int | None = None) -> int:
 def in_working_folder(keep: Path | None, run: Callable[[Path], int]) -> int:
     """``run`` in ``keep`` (made if missing, always kept), or in a new temporary folder that is removed when
     ``run`` returns 0 or is interrupted, and kept, and named, for a look when it does not hold (or raises)."""
-    if keep is not None:
+    if keep is not None:  # absolute: a step's agent runs in a work copy elsewhere, and reads its script from here
         keep.mkdir(parents=True, exist_ok=True)
-        return run(keep)
+        return run(keep.absolute())
     made = make_temp_folder("certlab-demo-")
     workdir = made.as_path
     code = 1

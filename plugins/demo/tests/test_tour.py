@@ -157,6 +157,17 @@ def test_a_temporary_working_folder_is_removed_after_a_tour_that_held_and_kept_a
     assert tour.in_working_folder(kept, tour_that(0)) == 0 and (kept / "bundle.json").is_file()
 
 
+def test_a_relative_keep_folder_is_handed_to_the_steps_as_an_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # certlab demo --keep out failed at step 7: the formula-fixer's --agent-arg out/formula-fixer.sh was relative,
+    # and the agent runs in its work copy, where no out/ is ("formula-fixer scored not-fixed (suite-failed)").
+    monkeypatch.chdir(tmp_path)
+    given: list[Path] = []
+    assert tour.in_working_folder(Path("out"), lambda workdir: given.append(workdir) or 0) == 0
+    assert given == [tmp_path / "out"] and given[0].is_dir()
+
+
 def test_an_interrupted_tour_removes_its_temporary_working_folder_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
