@@ -22,7 +22,11 @@ SHELL_WORDS = frozenset(
 
 
 def check_command_line(cmdline: str) -> None:
-    """Refuse, in one line, a command line whose program cannot be found."""
+    """Refuse, in one line, a command line whose program cannot be found where the agent runs.
+
+    The agent runs in each task's work copy: a program, or an interpreter's script, named by a
+    relative path is looked for there, not where certify was started, so it is refused.
+    """
     try:
         words = shlex.split(cmdline)
     except ValueError as error:
@@ -34,12 +38,27 @@ def check_command_line(cmdline: str) -> None:
     program = words[0]
     if program in SHELL_WORDS:
         return
+    relative = _relative_program(words)
+    if relative is not None:
+        raise UsageError(
+            f"the agent command names {relative} by a relative path, but the agent runs in each task's work copy: "
+            f"give its absolute path ({os.path.abspath(relative)})"
+        )
     if "/" in program:
         path = Path(program)
         if not path.is_file() or not os.access(path, os.X_OK):
             raise UsageError(f"the agent command {program} is not an executable file; check the path and its mode")
     elif shutil.which(program) is None:
         raise UsageError(f"the agent command {program!r} is not on PATH; install it or give its full path")
+
+
+def _relative_program(words: list[str]) -> str | None:
+    """The program, or an interpreter's script that is a file here, that ``words`` name by a relative path."""
+    program = words[0]
+    if "/" in program and not os.path.isabs(program):
+        return program
+    script = words[1] if len(words) > 1 and os.path.basename(program) in INTERPRETERS else ""
+    return script if script and not os.path.isabs(script) and os.path.isfile(script) else None
 
 
 def run(request: AgentRequest) -> AgentOutcome:

@@ -102,6 +102,28 @@ def test_bad_command_lines_are_refused_before_running(cmdline: str, message: str
         check_command_line(cmdline)
 
 
+def test_a_program_or_script_named_by_a_relative_path_is_refused_naming_its_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: --agent-arg ./agent.sh passed this check (it is there, where certify starts), then every trial ran
+    # it in its work copy, where it is not: sh exited 127, and each trial was the agent's not-fixed (suite-failed).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "agent.sh").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "agent.sh").chmod(0o755)
+    for cmdline, named in (
+        ("./agent.sh --go", "./agent.sh"),
+        ("python3 agent.sh", "agent.sh"),
+        ("sh agent.sh", "agent.sh"),
+    ):
+        with pytest.raises(UsageError, match="by a relative path") as refused:
+            check_command_line(cmdline)
+        assert str(refused.value).startswith(f"the agent command names {named} by a relative path")
+        assert str(refused.value).endswith(f"give its absolute path ({tmp_path / 'agent.sh'})")
+    check_command_line(f"{tmp_path / 'agent.sh'} --go")
+    check_command_line(f"python3 {tmp_path / 'agent.sh'}")
+    check_command_line("python3 -m json.tool")  # no file named: nothing to find
+
+
 def test_shell_words_and_assignments_are_accepted() -> None:
     check_command_line("cd . && true")
     check_command_line("FOO=1 sh -c 'exit 0'")
