@@ -1,8 +1,10 @@
 """The command adapter: ``/bin/sh -c CMDLINE`` in the work copy, own session.
 
 A user of the SDK's ``run_command``: exit code 75 means the agent's own infrastructure
-failed (``unavailable``); no other exit code decides anything; the timeout, the process
-session, leftover processes and output tails are ``run_command``'s.
+failed (``unavailable``), and so do 126 and 127, the shell's own for a program it could not
+run or find (an interpreter missing where the agent runs: the agent never ran); no other exit
+code decides anything; the timeout, the process session, leftover processes and output tails
+are ``run_command``'s.
 """
 
 from __future__ import annotations
@@ -12,9 +14,13 @@ import shlex
 import shutil
 from pathlib import Path
 
+import attrs
+
 from certlab_core.plugin import AgentAdapter, AgentOutcome, AgentRequest, UsageError, hookimpl
 
 NAME = "command"
+#: The shell's exit codes for a command it could not run: the agent did not run, it did not fail.
+SHELL_COULD_NOT_RUN = {126: "was found but could not be run", 127: "was not found"}
 SHELL_WORDS = frozenset(
     {"cd", "exit", "true", "false", "echo", "printf", "test", "[", "export", "set", "unset", "exec", "eval"}
     | {".", ":", "if", "for", "while", "case", "until", "{", "(", "!"}
@@ -68,7 +74,13 @@ def run(request: AgentRequest) -> AgentOutcome:
     if not request.agent_args:
         raise UsageError("the command agent needs its command line: --agent-arg 'COMMAND ...'")
     cmdline = " ".join(request.agent_args)
-    return run_command(request, ["/bin/sh", "-c", cmdline], readable=program_files(cmdline))
+    outcome = run_command(request, ["/bin/sh", "-c", cmdline], readable=program_files(cmdline))
+    why = SHELL_COULD_NOT_RUN.get(outcome.exit_code or 0) if outcome.status == "completed" else None
+    if why is None:
+        return outcome
+    said = outcome.stderr_tail.strip().splitlines()[-1:]
+    detail = f"the agent exited {outcome.exit_code}: a program its command line runs {why}"
+    return attrs.evolve(outcome, status="unavailable", detail=detail + (f" ({said[0][:160]})" if said else ""))
 
 
 INTERPRETERS = frozenset({"sh", "bash", "dash", "python", "python3", "node", "perl", "ruby"})

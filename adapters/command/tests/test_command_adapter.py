@@ -40,10 +40,19 @@ def test_runs_in_the_work_copy_with_the_prompt_and_no_stdin(tmp_path: Path) -> N
     assert not Path(req.prompt_file).is_relative_to(work)
 
 
-def test_only_exit_75_means_unavailable(tmp_path: Path) -> None:
+def test_only_exit_75_and_the_shells_could_not_run_mean_unavailable(tmp_path: Path) -> None:
     assert run(request(tmp_path, "exit 75")).status == "unavailable"
     failed = run(request(tmp_path, "echo oops >&2; exit 3"))
     assert failed.status == "completed" and failed.exit_code == 3 and failed.stderr_tail == "oops\n"
+    # Before: a program the shell could not find (exit 127), an interpreter missing where the agent runs, was a
+    # completed run: every trial the agent's own not-fixed, for an agent that never ran.
+    missing = run(request(tmp_path, "/no/such/interpreter --go"))
+    assert missing.status == "unavailable" and missing.exit_code == 127
+    assert missing.detail.startswith("the agent exited 127: a program its command line runs was not found (")
+    assert "/no/such/interpreter" in missing.detail
+    (tmp_path / "not-executable").write_text("#!/bin/sh\n")
+    cannot = run(request(tmp_path, str(tmp_path / "not-executable")))
+    assert cannot.status == "unavailable" and cannot.exit_code == 126
 
 
 def test_timeout_terminates_the_process_group(tmp_path: Path) -> None:
