@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
 from certlab_core.plugin.types.rule import Bounds, StatisticalRule
 from certlab_core.sdk.deadline import plugin_call, plugin_wait_s
 from certlab_core.sdk.looks import look_sizes
@@ -148,9 +148,13 @@ def load_rule(name: str | None) -> StatisticalRule:
 
 
 def _whose(rule: StatisticalRule, part: str) -> str:
+    """How a line names the rule's ``part``: with its distribution, or without one for a rule the registry lacks."""
     from certlab_core.sdk.services import installed_plugins
 
-    return installed_plugins().part_of("statistical_rules", rule.name, part)
+    try:
+        return installed_plugins().part_of("statistical_rules", rule.name, part)
+    except CertlabError:  # a rule handed in by code, not installed: it has no distribution to name
+        return f"the statistical rule {rule.name}'s {part}"
 
 
 def held_decide(rule: StatisticalRule, *args: Any) -> Bounds:
