@@ -73,7 +73,7 @@ def parse_number(flag: str, text: str) -> float:
 
 def parse_whole(flag: str, text: str) -> int:
     if not text.strip().isdigit():
-        raise UsageError(f"{flag} {text!r} is not a whole number")
+        raise UsageError(f"{flag} {text!r} is not a whole number of 1 or more")
     return int(text)
 
 

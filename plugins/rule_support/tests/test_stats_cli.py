@@ -115,6 +115,9 @@ def test_more_conditions_widen_the_bounds(capsys: pytest.CaptureFixture[str]) ->
         (("--baseline", "200/200", "--candidate", "130/200", "--delta", "1"), "--delta 1 is outside [0, 1)"),
         (("--baseline", "200/200", "--candidate", "130/200", "--delta", "-0.1"), "--delta -0.1 is outside [0, 1)"),
         (("--baseline", "200/200", "--candidate", "130/200", "--conditions", "0"), "at least one gating condition"),
+        # "'-1' is not a whole number" was wrong: it is one, below 1
+        (("--baseline", "200/200", "--candidate", "130/200", "--conditions", "-1"), "'-1' is not a whole number of 1"),
+        (("--baseline", "200/200", "--candidate", "130/200", "--looks", "2.5"), "'2.5' is not a whole number of 1"),
         (
             (
                 "--candidate",
