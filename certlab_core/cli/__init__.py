@@ -181,11 +181,10 @@ def _register_all(wanted: str | None = None) -> None:
     provided = registry.names(Command)
     # A plugin's command line registers that one command; a name nothing provides registers them all.
     alone = [wanted] if wanted is not None and wanted in provided and wanted not in KERNEL_COMMANDS else []
-    for name in alone:
-        _plugin_command[:] = [
-            f"the command {name!r} of {registry.describe_source(registry.plugin_name_of(Command, name))}"
-        ]
-    if not alone:
+    if alone:
+        source = registry.describe_source(registry.plugin_name_of(Command, alone[0]))
+        _plugin_command[:] = [f"the command {alone[0]!r} of {source}"]
+    else:
         for command in builtin.certlab_commands():
             register_command(command, registry)
     for command in _plugin_commands(registry, wanted, alone or None):
@@ -268,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a CertlabError becomes one line on stderr and its exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     _state["debug"] = "--debug" in args
+    _plugin_command.clear()  # this command line's, not one that ran before it in this process
     asked = [arg for arg in args if arg != "--debug"]
     if asked in ([], ["--help"]):  # the command list alone: neither typer nor a command module is loaded
         try:
