@@ -147,28 +147,37 @@ def load_rule(name: str | None) -> StatisticalRule:
 # never returns or answers the wrong shape is one line naming it and its distribution, exit 3.
 
 
-def _whose(rule: StatisticalRule, part: str) -> str:
-    """How a line names the rule's ``part``: with its distribution, or without one for a rule the registry lacks."""
+def namer(rule: StatisticalRule) -> Callable[[str], str]:
+    """How a line names each part of the rule: with its distribution, or without one for a rule the registry lacks.
+
+    The installed plugins are discovered once here (a scan of every distribution), not once a part."""
     from certlab_core.sdk.services import installed_plugins
 
-    try:
-        return installed_plugins().part_of("statistical_rules", rule.name, part)
-    except CertlabError:  # a rule handed in by code, not installed: it has no distribution to name
-        return f"the statistical rule {rule.name}'s {part}"
+    installed = installed_plugins()
+
+    def whose(part: str) -> str:
+        try:
+            return installed.part_of("statistical_rules", rule.name, part)
+        except CertlabError:  # a rule handed in by code, not installed: it has no distribution to name
+            return f"the statistical rule {rule.name}'s {part}"
+
+    return whose
 
 
-def held_decide(rule: StatisticalRule, *args: Any) -> Bounds:
+def held_decide(rule: StatisticalRule, named: Callable[[str], str], *args: Any) -> Bounds:
     """``rule.decide(*args)``: its Bounds (their verdict checked as they are made), or one line naming the rule."""
-    bounds: Bounds = plugin_call(_whose(rule, "decide"), rule.decide, *args, seconds=plugin_wait_s(), returns=(Bounds,))
+    bounds: Bounds = plugin_call(named("decide"), rule.decide, *args, seconds=plugin_wait_s(), returns=(Bounds,))
     return bounds
 
 
-def held_interval(rule: StatisticalRule, successes: int, trials: int, alpha: float) -> tuple[float, float]:
+def held_interval(
+    rule: StatisticalRule, named: Callable[[str], str], successes: int, trials: int, alpha: float
+) -> tuple[float, float]:
     """``rule.interval(successes, trials, alpha)``: its two ends, or one line naming the rule."""
-    whose = _whose(rule, "interval")
+    whose = named("interval")
     ends = plugin_call(whose, rule.interval, successes, trials, alpha, seconds=plugin_wait_s(), returns=(tuple, list))
-    if len(ends) != 2 or not all(_is_number(end) for end in ends):
-        raise InstrumentError(f"{whose} returned {str(ends)[:80]}, not the interval's two ends")
+    if len(ends) != 2 or not all(_is_number(end) for end in ends):  # a long answer is shown by its start only
+        raise InstrumentError(f"{whose} returned {str(list(ends[:3]))[:80]}, not the interval's two ends")
     return float(ends[0]), float(ends[1])
 
 
@@ -185,7 +194,7 @@ def planner(rule: StatisticalRule) -> Callable[..., dict[str, float]]:
             "P(PASS), P(BLOCK), P(INCONCLUSIVE), which it does not give (see docs/statistics.md, The rule record); "
             "choose another with --rule"
         )
-    plan, whose, seconds = rule.plan, _whose(rule, "plan"), plugin_wait_s()
+    plan, whose, seconds = rule.plan, namer(rule)("plan"), plugin_wait_s()
 
     def held_plan(*args: Any) -> dict[str, float]:
         chances = plugin_call(whose, plan, *args, seconds=seconds, returns=(Mapping,))
@@ -199,15 +208,16 @@ def planner(rule: StatisticalRule) -> Callable[..., dict[str, float]]:
 # --------------------------------------------------------------------------- reading aids
 
 
-def per_arm_alpha(rule: StatisticalRule, alpha: float, conditions: int, looks: int) -> float | None:
+def per_arm_alpha(
+    rule: StatisticalRule, alpha: float, conditions: int, looks: int, named: Callable[[str], str] | None = None
+) -> float | None:
     """The level of the per-arm intervals a rule combines, when it says (``StatisticalRule.arm_alpha``; a rule
     made before that field was declared may carry it as ``decide.arm_alpha``)."""
     arm_alpha = rule.arm_alpha if rule.arm_alpha is not None else getattr(rule.decide, "arm_alpha", None)
     if not callable(arm_alpha):
         return None
-    held = plugin_call(
-        _whose(rule, "arm_alpha"), arm_alpha, alpha, conditions, looks, seconds=plugin_wait_s(), returns=(int, float)
-    )
+    whose = (named or namer(rule))("arm_alpha")
+    held = plugin_call(whose, arm_alpha, alpha, conditions, looks, seconds=plugin_wait_s(), returns=(int, float))
     return float(held)
 
 
@@ -254,15 +264,18 @@ def bounds(
     candidate_counts = parse_count("--candidate", required("--candidate", candidate_text, "130/200"))
     alpha, delta, conditions, looks = parse_parameters(alpha_text, delta_text, conditions_text, looks_text)
     rule = load_rule(rule_name)
-    decision = held_decide(rule, *baseline_counts, *candidate_counts, alpha, delta, conditions, looks)
-    arm_alpha = per_arm_alpha(rule, alpha, conditions, looks)
+    named = namer(rule)  # one discovery names every part
+    decision = held_decide(rule, named, *baseline_counts, *candidate_counts, alpha, delta, conditions, looks)
+    arm_alpha = per_arm_alpha(rule, alpha, conditions, looks, named)
     arms: dict[str, dict[str, Any]] = {}
     for arm, (successes, trials) in (("baseline", baseline_counts), ("candidate", candidate_counts)):
         arms[arm] = {
             "successes": successes,
             "trials": trials,
             "rate": successes / trials,
-            "interval": list(held_interval(rule, successes, trials, arm_alpha if arm_alpha is not None else alpha)),
+            "interval": list(
+                held_interval(rule, named, successes, trials, arm_alpha if arm_alpha is not None else alpha)
+            ),
             "interval_alpha": arm_alpha if arm_alpha is not None else alpha,
             "interval_is_the_rules_own": arm_alpha is not None,
             "wilson": list(wilson(successes, trials, alpha)),
