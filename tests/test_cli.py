@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import typer
@@ -191,3 +192,21 @@ def test_a_command_with_no_interrupt_line_of_its_own_still_says_it_was_interrupt
     _out, err = runner.communicate(timeout=60)
     assert runner.returncode == code, err
     assert err.strip().splitlines()[-1] == "certlab: interrupted"
+
+
+def test_preflight_gives_the_smoke_call_a_temp_folder_of_its_own_and_deletes_what_the_agent_left_there(
+    tmp_path: Path,
+) -> None:
+    # Before: the agent of the smoke call was given the user's TMPDIR, and what it wrote there stayed.
+    users_temp = tmp_path / "users-temp"
+    users_temp.mkdir()
+    seen = tmp_path / "seen"
+    agent = tmp_path / "agent.sh"
+    agent.write_text(f'#!/bin/sh\necho "$TMPDIR" > {seen}\necho left > "$TMPDIR/agent-was-here"\necho OK\n')
+    agent.chmod(0o755)
+    env = {**os.environ, "TMPDIR": str(users_temp)}
+    done = run_certlab("preflight", "-a", "command", "--agent-arg", str(agent), "--timeout", "30", env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    agents_temp = seen.read_text().strip()
+    assert agents_temp != str(users_temp) and not Path(agents_temp).exists()
+    assert list(users_temp.iterdir()) == []

@@ -35,7 +35,8 @@ def smoke_call(adapter: AgentAdapter, agent_args: tuple[str, ...], timeout_s: fl
     """Run the agent once through its adapter on a scratch folder; it must complete.
 
     The adapter runs as in a trial: in a forked child held to the timeout plus ``AGENT_GRACE_S``,
-    and whatever it leaves running is killed (this process adopts it as a child subreaper).
+    and whatever it leaves running is killed (this process adopts it as a child subreaper). The
+    agent's temp folder is one of the scratch folder's, so nothing it writes there outlives the call.
     """
     made = make_temp_folder("certlab-preflight-")
     scratch = made.as_path
@@ -46,7 +47,10 @@ def smoke_call(adapter: AgentAdapter, agent_args: tuple[str, ...], timeout_s: fl
         (work / "README.md").write_text("A scratch folder for certlab preflight's smoke call.\n", encoding="utf-8")
         prompt_file = scratch / "PROMPT.md"
         prompt_file.write_text(SMOKE_PROMPT, encoding="utf-8")
+        temp = scratch / "tmp"  # the agent's temp folder, deleted with what it left there
+        temp.mkdir()
         env = dict(os.environ)
+        env.update({name: str(temp) for name in ("TMP", "TEMP") if name in env} | {"TMPDIR": str(temp)})
         env.update({"CERTLAB_PROMPT": SMOKE_PROMPT, "CERTLAB_PROMPT_FILE": str(prompt_file)})
         env.update({"CERTLAB_TASK_ID": SMOKE_TASK, "PYTHONDONTWRITEBYTECODE": "1"})
         request = AgentRequest(
