@@ -209,7 +209,10 @@ def _crypto() -> Any:
 
 def key_paths(prefix: Path) -> tuple[Path, Path]:
     """The private and public key files of a key pair named ``prefix``: PREFIX.key and PREFIX.pub."""
-    base = prefix.with_name(prefix.name.removesuffix(PRIVATE_KEY_SUFFIX).removesuffix(PUBLIC_KEY_SUFFIX))
+    name = prefix.name.removesuffix(PRIVATE_KEY_SUFFIX).removesuffix(PUBLIC_KEY_SUFFIX)
+    if not name:  # '', '/', 'keys/' or '.key': no name to give the files
+        raise UsageError(f"{str(prefix)!r} names no key pair; give it a name, e.g. certlab keygen keys/release")
+    base = prefix.with_name(name)
     return base.with_name(base.name + PRIVATE_KEY_SUFFIX), base.with_name(base.name + PUBLIC_KEY_SUFFIX)
 
 

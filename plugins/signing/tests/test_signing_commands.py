@@ -76,6 +76,16 @@ def test_keygen_writes_a_private_key_only_its_owner_reads_and_never_replaces_one
     assert again.returncode == 4 and "already exists" in again.stderr
 
 
+@pytest.mark.parametrize("name", ["", "/", ".key", "keys/.pub"])
+def test_keygen_refuses_a_path_that_names_no_key_pair_in_one_line(tmp_path: Path, name: str) -> None:
+    # Before: '' and '/' raised ValueError from pathlib ("has an empty name"), exit 3.
+    done = run_certlab("keygen", name, cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+    said = f"{str(Path(name))!r} names no key pair; give it a name, e.g. certlab keygen keys/release"
+    assert done.stderr == f"certlab: error: {said}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_signed_run_store_verifies_and_lists_every_file(block_store: Path, keys: tuple[Path, Path]) -> None:
     done = run_certlab("verify", str(block_store), "--pubkey", str(keys[1]))
     assert done.returncode == 0, done.stderr
