@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from certlab_acceptance.cases import read_cases
-from certlab_acceptance.user_task import load_user_task
+from certlab_acceptance.user_task import TASK_FILE, load_user_task
 from certlab_core.plugin import CertlabError, InstrumentError, UsageError
 from certlab_core.plugin.errors import EXIT_ERROR, EXIT_MISMATCH
 from certlab_core.sdk import safe_io
@@ -165,6 +165,11 @@ def predict_command(
 
     if not directory.is_dir():
         raise UsageError(f"{directory}: no such experiment directory")
+    if not (directory / TASK_FILE).is_file():  # predictions belong to an experiment; nothing is written elsewhere
+        raise UsageError(
+            f"{directory / TASK_FILE}: no {TASK_FILE}, so {directory} is no experiment; "
+            f"predict in the folder of one (certlab init-task makes one)"
+        )
     if check or against is not None:
         recorded: list[dict[str, Any]] = []
         if against is not None:

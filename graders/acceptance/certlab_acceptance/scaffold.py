@@ -120,7 +120,11 @@ def scaffold(directory: Path, name: str | None = None) -> list[Path]:
     written: list[Path] = []
     for relpath, text in FILES.items():
         path = directory / relpath
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.format(name=task_name) if relpath == TASK_FILE else text, encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text.format(name=task_name) if relpath == TASK_FILE else text, encoding="utf-8")
+        except OSError as failure:
+            said = f"{path}: cannot write the task ({failure.strerror}); choose a folder you can write"
+            raise UsageError(said) from None
         written.append(path)
     return written

@@ -178,6 +178,26 @@ def test_an_edited_prediction_is_reported(locked_task: Path, fixed_certification
     assert "differs from the one the run recorded: edited after the run" in edited.stdout
 
 
+def test_predict_refuses_a_folder_that_is_no_experiment_and_writes_nothing_there(tmp_path: Path) -> None:
+    # Before: --expect wrote .certlab/predictions.jsonl into any folder, and --check said "no prediction registered".
+    folder = tmp_path / "not-an-experiment"
+    folder.mkdir()
+    for args in (["--expect", "candidate wins"], ["--check"]):
+        done = certlab("predict", str(folder), *args)
+        assert done.returncode == 4, done.stdout + done.stderr
+        said = f"{folder / 'certlab.yaml'}: no certlab.yaml, so {folder} is no experiment; predict in the folder of one"
+        assert one_line_error(done).startswith(f"certlab: error: {said}")
+    assert list(folder.iterdir()) == []
+
+
+def test_init_task_where_it_cannot_write_is_one_line_and_exit_4(tmp_path: Path) -> None:
+    # Before: a folder under a file (or in /proc) raised an unforeseen FileNotFoundError or NotADirectoryError, exit 3.
+    (tmp_path / "a-file").write_text("")
+    done = certlab("init-task", str(tmp_path / "a-file" / "task"))
+    assert done.returncode == 4, done.stderr
+    assert one_line_error(done).endswith("cannot write the task (Not a directory); choose a folder you can write")
+
+
 def test_an_edit_without_resealing_breaks_the_chain(tmp_path: Path) -> None:
     task = scaffold_task(tmp_path / "task")
     for text in ("candidate wins by 5 points", "baseline never fails"):
