@@ -72,7 +72,7 @@ def open_regular(path: Path, what: str, error: ErrorType = InstrumentError, miss
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise error(f"{path}: {_kind_of(mode)}, not a regular file; the {what} must be a file certlab wrote")
+            raise error(f"{path}: {_kind_of(mode)}, not a regular file; give the {what} as a file")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

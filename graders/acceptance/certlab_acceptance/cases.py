@@ -22,6 +22,7 @@ from attrs import field, frozen
 from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.base import JsonValue
 from certlab_core.plugin.types.fields import json_map
+from certlab_core.sdk import safe_io
 
 CASE_KEYS = frozenset({"id", "call", "args", "kwargs", "expect", "raises"})
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -147,13 +148,9 @@ def read_cases_bytes(data: bytes, path: Path | str) -> list[HeldOutCase]:
 
 
 def read_cases(path: Path) -> list[HeldOutCase]:
-    """The cases of a file; a missing or unreadable file is one line (exit 4)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: the held-out cases file does not exist") from None
-    except OSError as error:
-        raise UsageError(f"{path}: the held-out cases file cannot be read ({error.strerror})") from None
+    """The cases of a regular file of at most 16 MB; a missing, unreadable or other file is one line (exit 4)."""
+    missing = f"{path}: the held-out cases file does not exist"
+    data = safe_io.read_capped_bytes(path, "held-out cases file", UsageError, missing)  # a FIFO never blocks it
     return read_cases_bytes(data, path)
 
 

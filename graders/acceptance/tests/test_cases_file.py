@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,41 @@ def test_an_empty_or_missing_file_is_refused(tmp_path: Path) -> None:
         read_cases(empty)
     with pytest.raises(UsageError, match="the held-out cases file does not exist"):
         read_cases(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_cases_file_that_is_no_regular_file_is_one_line_and_never_blocks(tmp_path: Path, kind: str) -> None:
+    # Before: a FIFO named as the cases file (a task's certlab.yaml names it) blocked the read for good,
+    # and /dev/zero was read until memory ran out.
+    path = tmp_path / "acceptance.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    said = {"fifo": "a FIFO", "device": "a device", "folder": "a directory"}[kind]
+    raised: list[str] = []
+
+    def read() -> None:
+        with pytest.raises(UsageError) as refused:
+            read_cases(path)
+        raised.append(refused.value.message)
+
+    reader = threading.Thread(target=read)
+    reader.daemon = True  # the reader of a FIFO with no writer blocks for good: it must not hold the run
+    reader.start()
+    reader.join(timeout=20)
+    assert not reader.is_alive(), "reading the cases file blocked"
+    assert raised == [f"{path}: {said}, not a regular file; give the held-out cases file as a file"]
+
+
+def test_a_cases_file_over_16_mb_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "acceptance.jsonl"
+    with path.open("wb") as handle:
+        handle.truncate((16 << 20) + 1)
+    with pytest.raises(UsageError, match="more than the 16 MB a held-out cases file may hold"):
+        read_cases(path)
 
 
 def test_a_call_outside_the_code_under_test_is_refused(tmp_path: Path) -> None:
