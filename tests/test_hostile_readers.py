@@ -515,6 +515,37 @@ def test_an_output_file_that_is_a_fifo_nobody_reads_is_one_line_not_a_hang(
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "what", "target"),
+    [
+        (["report", "{store}", "--out"], "--out", "decision.json"),
+        (["report", "{store}", "--format", "markdown", "--out"], "--out", "manifest.json"),
+        (["gate", "{store}", "--junit"], "--junit", "trials.jsonl"),
+        (["gate", "{store}", "--markdown"], "--markdown", "reports/gate.md"),
+        (["report", "{store}", "--out"], "--out", "link"),
+    ],
+    ids=["report-decision", "markdown-manifest", "junit-trials", "markdown-new-folder", "link-into-the-store"],
+)
+def test_an_output_file_in_the_run_store_it_reports_on_is_refused_and_the_store_kept(
+    args: list[str], what: str, target: str, tmp_path: Path
+) -> None:
+    # Before: report -o RUN/decision.json wrote the report over the decision, and gate --junit RUN/trials.jsonl
+    # over every trial: the records the output was made from were lost.
+    store = make_store(tmp_path / "store")
+    out = store / target
+    if target == "link":
+        out = tmp_path / "report.txt"
+        out.symlink_to(store / "trials.jsonl")
+    done = certlab(*[arg.format(store=store) for arg in args], str(out))
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"certlab: error: {what} {out}: inside {store}, whose records this command reads; write it elsewhere"
+    ]
+    assert sorted(p.name for p in store.iterdir()) == sorted(p.name for p in ARCHIVED.iterdir())
+    for kept in ARCHIVED.iterdir():
+        assert (store / kept.name).read_bytes() == kept.read_bytes(), kept.name
+
+
 def test_a_record_is_read_only_from_values_of_the_kinds_its_fields_declare() -> None:
     """cattrs alone reads text where a list belongs as its letters, a number or a list where text belongs as its
     ``str()``, and any value where a flag belongs as its truth; every document certlab reads back is hostile."""

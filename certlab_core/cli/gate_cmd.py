@@ -76,13 +76,18 @@ def _write_reports(folder: Path, registry: Registry, junit: Path | None, markdow
             reports.write_report(folder, name, path, registry)
 
 
-def _check_reporters(registry: Registry, junit: Path | None, markdown: Path | None) -> None:
-    """Refuse ``--junit`` or ``--markdown`` without its reporter plugin, before anything runs."""
+def _check_reporters(registry: Registry, junit: Path | None, markdown: Path | None, rundir: Path | None = None) -> None:
+    """Refuse ``--junit`` or ``--markdown`` without its reporter plugin, or in the run store ``rundir``,
+    before anything runs."""
     if junit is None and markdown is None:
         return
     from certlab_core.report import files as reports
+    from certlab_core.sdk.safe_io import refuse_output_inside
 
     reports.check_reporters(registry, {"junit": junit, "markdown": markdown})
+    for path, name in ((junit, "junit"), (markdown, "markdown")):
+        if path is not None and rundir is not None:
+            refuse_output_inside(path, rundir, f"--{name}")
 
 
 def run_command(
@@ -126,7 +131,7 @@ def run_command(
     registry = discover()
     refuse_broken(registry, "run")  # before any trial: never a verdict from less than is installed
     key = check_sign_key(registry, sign_key)  # read once, now, and held by the harness alone
-    _check_reporters(registry, junit, markdown)
+    _check_reporters(registry, junit, markdown, resume)  # a new store's folder is not made yet: checked on writing
     from certlab_core.certify.acceptance import refuse_unread_family, register_experiment_task  # a user's own task
     from certlab_core.evidence.record_file import raise_if_interrupted, where_it_stands
     from certlab_core.gate.resume import notice_interrupt, open_for_resume, scheduled_trials
@@ -215,7 +220,7 @@ def gate_command(
     from certlab_core.sdk.canonical import pretty_json, seal_holds
 
     registry = discover()
-    _check_reporters(registry, junit, markdown)
+    _check_reporters(registry, junit, markdown, rundir)
     manifest = open_manifest(rundir)
     rule = registry.get("statistical_rules", manifest.rule.name)
     # One pass over trials.jsonl: the decision's seal and schedule checks, and the retries'

@@ -29,14 +29,15 @@ def parse_pass_k(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def emit(text: str, out: Path | None) -> None:
-    """``text`` to stdout, or to the file ``out`` (``safe_io.write_output``: one line when it cannot be written)."""
+def emit(text: str, out: Path | None, rundir: Path) -> None:
+    """``text`` to stdout, or to the file ``out`` (``safe_io.write_output``: one line when it cannot be written,
+    or when it is in the run store ``rundir``)."""
     if out is None:
         sys.stdout.write(text)
         return
     from certlab_core.sdk.safe_io import write_output
 
-    write_output(out, text)
+    write_output(out, text, records=rundir)
 
 
 # --------------------------------------------------------------------------- report
@@ -55,19 +56,22 @@ def report_command(
     from certlab_core.plugin.types.reporter import DEFAULT_REPORTER
     from certlab_core.report.reading import load_report
     from certlab_core.sdk.canonical import unstructure
+    from certlab_core.sdk.safe_io import refuse_output_inside
 
     ks = parse_pass_k(pass_k)
     if as_json and format_name is not None:
         raise UsageError("--json and --format are exclusive; choose one")
+    if out is not None:
+        refuse_output_inside(out, rundir)
     registry = discover()
     reporter = None if as_json else registry.get("reporters", format_name or DEFAULT_REPORTER)
     report, rule = load_report(rundir, registry, ks)
     if reporter is None:
-        emit(json.dumps(unstructure(report), indent=2, sort_keys=True) + "\n", out)
+        emit(json.dumps(unstructure(report), indent=2, sort_keys=True) + "\n", out, rundir)
     else:
         from certlab_core.report.files import rendered
 
-        emit(rendered(registry, format_name or DEFAULT_REPORTER, report, rule), out)
+        emit(rendered(registry, format_name or DEFAULT_REPORTER, report, rule), out, rundir)
     if out is not None:
         typer.echo(f"report: {out} ({report.verdict})", err=True)
 

@@ -41,7 +41,7 @@ def write_report(folder: Path, name: str, path: Path, registry: Registry) -> Non
         report, rule = load_report(folder, registry, (1, 2, 4))
     except CertlabError as error:
         raise CertlabError(f"--{name} {path}: no report of {folder}: {error.message}", error.exit_code) from None
-    write_output(path, rendered(registry, name, report, rule), f"--{name}")
+    write_output(path, rendered(registry, name, report, rule), f"--{name}", records=folder)
 
 
 def rendered(registry: Registry, name: str, report: Report, rule: StatisticalRule | None) -> str:

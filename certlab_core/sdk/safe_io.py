@@ -14,7 +14,7 @@ out of memory or crash. The functions here are the one way those files are read:
   what is wrong and what to do, never a traceback.
 
 An output file a user names (``--out FILE``) is written by :func:`write_output`, which a FIFO
-with no reader does not block either.
+with no reader does not block either, and which never writes into the records it was made from.
 """
 
 from __future__ import annotations
@@ -243,14 +243,30 @@ def iter_capped_lines(
             yield raw
 
 
-def write_output(path: Path, text: str, what: str = "--out") -> None:
+def refuse_output_inside(path: Path, records: Path, what: str = "--out") -> None:
+    """Refuse the output file ``path`` when it is in ``records``, the folder of records the command reads.
+
+    A report or reproducer written over ``decision.json``, ``manifest.json`` or ``trials.jsonl``
+    would destroy the run it was made from. Links are followed, so one into the folder is in it.
+    """
+    from certlab_core.plugin.errors import UsageError
+
+    if path.resolve().is_relative_to(records.resolve()):
+        raise UsageError(f"{what} {path}: inside {records}, whose records this command reads; write it elsewhere")
+
+
+def write_output(path: Path, text: str, what: str = "--out", records: Path | None = None) -> None:
     """Write ``text`` to the file ``path`` a user named as ``what`` (``--out``), making its folders.
 
     Anything in the way (a folder, a FIFO with no reader, a read-only place) is one
     UsageError line saying so; a FIFO is opened without blocking, so nothing waits for a reader.
+    With ``records``, the folder of records the command read, a path in it is refused too
+    (:func:`refuse_output_inside`).
     """
     from certlab_core.plugin.errors import UsageError
 
+    if records is not None:
+        refuse_output_inside(path, records, what)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)

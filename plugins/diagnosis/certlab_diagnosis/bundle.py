@@ -207,8 +207,9 @@ def edited_files(document: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def write_bundle(path: Path, bundle: Mapping[str, Any]) -> None:
-    safe_io.write_output(path, pretty_json(dict(bundle)))
+def write_bundle(path: Path, bundle: Mapping[str, Any], rundir: Path) -> None:
+    """Write the reproducer ``bundle`` to ``path``, never into the run store ``rundir`` it was made from."""
+    safe_io.write_output(path, pretty_json(dict(bundle)), records=rundir)
 
 
 def _shape_problem(document: Mapping[str, Any]) -> str | None:

@@ -57,10 +57,11 @@ def commands(services: Services) -> dict[str, Callable[..., None]]:
         from certlab_core.sdk.canonical import pretty_json
         from certlab_diagnosis.minimize import describe_fault, minimize, minimized_document
 
+        safe_io.refuse_output_inside(out, rundir)  # before the trial is re-run, not after
         store = services.open_store(rundir)
         found = minimize(store, trial, services, (lambda _m: None) if quiet else (lambda m: typer.echo(m, err=True)))
         document = minimized_document(store, found)
-        safe_io.write_output(out, pretty_json(document))
+        safe_io.write_output(out, pretty_json(document), records=rundir)
         if found.result == "not-reproduced":
             typer.echo(f"minimize: not reproduced: {found.note}")
             raise typer.Exit(EXIT_MISMATCH)
@@ -85,10 +86,11 @@ def commands(services: Services) -> dict[str, Callable[..., None]]:
         """One portable, sealed file: the manifest slice, the trial's recorded boundary events and the agent's files."""
         from certlab_diagnosis.bundle import make_bundle, write_bundle
 
+        safe_io.refuse_output_inside(out, rundir)
         store = services.open_store(rundir)
         line = store.trial(trial)
         bundle = make_bundle(store, line, services, include)
-        write_bundle(out, bundle)
+        write_bundle(out, bundle, rundir)
         files = ", ".join(entry["path"] for entry in bundle["files"])
         mode = " " + str(line["failure_mode"]) if line["failure_mode"] else ""
         typer.echo(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,20 @@ def test_replay_sandbox_bwrap_without_bubblewrap_is_one_line_exit_4(reproducer: 
     assert wrong.returncode == 4 and wrong.stderr.count("\n") == 1 and "is not one of" in wrong.stderr
     trial = run_certlab("replay", str(tmp_path), "--trial", "t", "--sandbox", "docker")
     assert trial.returncode == 4 and trial.stderr.count("\n") == 1 and "is not one of" in trial.stderr
+
+
+@pytest.mark.parametrize(("command", "target"), [("bundle", "manifest.json"), ("minimize", "trials.jsonl")])
+def test_a_reproducer_or_minimisation_written_into_its_run_store_is_refused_first(
+    tmp_path: Path, command: str, target: str
+) -> None:
+    # Before: bundle -o RUN/manifest.json wrote the reproducer over the manifest, and minimize -o RUN/trials.jsonl
+    # re-ran the trial, then wrote its result over every trial of the run.
+    archived = Path(__file__).resolve().parents[3] / "tests" / "archived_stores" / "block"
+    store = tmp_path / "store"
+    shutil.copytree(archived, store)
+    done = run_certlab(command, str(store), "candidate/reserve-timeout/0", "--out", str(store / target))
+    assert done.returncode == 4, done.stdout + done.stderr
+    said = f"--out {store / target}: inside {store}, whose records this command reads; write it elsewhere"
+    assert done.stderr.strip().splitlines() == [f"certlab: error: {said}"] and done.stdout == ""
+    for kept in archived.iterdir():
+        assert (store / kept.name).read_bytes() == kept.read_bytes(), kept.name
