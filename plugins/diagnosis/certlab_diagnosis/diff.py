@@ -172,16 +172,18 @@ def render_diff(diff: TrialDiff, all_steps: bool = False) -> str:
         lines.append(f"first divergence at event #{diff.common_prefix}:")
         lines.append(f"  A {id_a:<{width}}  {describe_crossing(a, diff.event_a)}")
         lines.append(f"  B {id_b:<{width}}  {describe_crossing(b, diff.event_b)}")
+    # Identical recordings have no split: the fault named is the last one, counted back from their end.
+    mark, split = ("last injected fault", "the end") if diff.identical else ("injected fault before it", "the split")
     if diff.fault_before is not None:
         before = diff.fault_before
         distance = (
-            "right before the split"
+            f"right before {split}"
             if before.events_before_split == 1
-            else (f"{before.events_before_split} events before the split")
+            else (f"{before.events_before_split} events before {split}")
         )
-        lines.append(f"injected fault before it: {before.fault} at event #{before.seq} ({distance})")
+        lines.append(f"{mark}: {before.fault} at event #{before.seq} ({distance})")
     else:
-        lines.append("injected fault before it: none")
+        lines.append(f"{mark}: none")
     if all_steps and not diff.identical:
         for label, trial in (("A", a), ("B", b)):
             rest = listed(trial.get("events"))[diff.common_prefix :]

@@ -29,7 +29,16 @@ def test_diff_finds_the_split_right_after_the_injected_timeout() -> None:
 def test_diff_of_twins_on_a_clean_run_is_identical() -> None:
     done = run_certlab("diff", str(ARCHIVED / "block"), "baseline/clean/0", "candidate/clean/0")
     assert "the two recordings are identical" in done.stdout
-    assert "injected fault before it: none" in done.stdout
+    assert "last injected fault: none" in done.stdout
+
+
+def test_a_trial_diffed_with_itself_names_its_last_fault_before_the_end_not_a_split() -> None:
+    # Before: "the two recordings are identical", then "injected fault before it: ... before the split".
+    trial = "baseline/reserve-timeout/4"
+    done = run_certlab("diff", str(ARCHIVED / "block"), trial, trial)
+    assert done.returncode == 0, done.stderr
+    assert "the two recordings are identical" in done.stdout and "split" not in done.stdout
+    assert "last injected fault: tool_timeout on reserve at event #1 (6 events before the end)" in done.stdout
 
 
 def test_diff_of_an_unknown_trial_names_the_valid_form() -> None:
