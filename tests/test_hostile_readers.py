@@ -546,6 +546,26 @@ def test_an_output_file_in_the_run_store_it_reports_on_is_refused_and_the_store_
         assert (store / kept.name).read_bytes() == kept.read_bytes(), kept.name
 
 
+def test_rederive_write_replaces_the_decision_without_following_a_link_planted_in_the_store(tmp_path: Path) -> None:
+    # Before: the new decision went to decision.json.tmp first, through a link of that name to any file.
+    store = make_store(tmp_path / "store")
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (store / "decision.json.tmp").symlink_to(victim)
+    (store / "decision.json").unlink()
+    (store / "decision.json").symlink_to(victim)  # differs from the re-derived one: --write replaces it
+    done = certlab("rederive", str(store), "--write")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert victim.read_text() == "precious\n"
+    assert (store / "decision.json").read_bytes() == (ARCHIVED / "decision.json").read_bytes()
+    assert sorted(p.name for p in store.iterdir()) == [
+        "decision.json",
+        "decision.json.tmp",
+        "manifest.json",
+        "trials.jsonl",
+    ]
+
+
 def test_a_record_is_read_only_from_values_of_the_kinds_its_fields_declare() -> None:
     """cattrs alone reads text where a list belongs as its letters, a number or a list where text belongs as its
     ``str()``, and any value where a flag belongs as its truth; every document certlab reads back is hostile."""

@@ -25,7 +25,14 @@ from certlab_core.gate.manifest import Manifest, manifest_document, read_manifes
 from certlab_core.plugin.errors import CertlabError, InstrumentError, UsageError
 from certlab_core.sdk.canonical import pretty_json
 from certlab_core.sdk.processes import keep_from_children, release_to_children
-from certlab_core.sdk.safe_io import MAX_DOCUMENT_BYTES, iter_capped_lines, line_too_long, load_json, opened_regular
+from certlab_core.sdk.safe_io import (
+    MAX_DOCUMENT_BYTES,
+    iter_capped_lines,
+    line_too_long,
+    load_json,
+    opened_regular,
+    replace_file,
+)
 
 MANIFEST = "manifest.json"
 TRIALS = "trials.jsonl"
@@ -212,10 +219,9 @@ class TrialSink:
 
 
 def write_decision(folder: Path, decision: Mapping[str, Any]) -> Path:
+    """Replace the store's decision.json (a link in its place is replaced, never written through)."""
     path = folder / DECISION
-    temporary = folder / (DECISION + ".tmp")
-    temporary.write_text(pretty_json(dict(decision)), encoding="utf-8")
-    temporary.replace(path)
+    replace_file(path, pretty_json(dict(decision)).encode("utf-8"), "decision")
     return path
 
 

@@ -278,6 +278,33 @@ def write_output(path: Path, text: str, what: str = "--out", records: Path | Non
         raise UsageError(f"{what} {path}: cannot write ({reason}); choose a writable file") from None
 
 
+def replace_file(path: Path, data: bytes, what: str, error: ErrorType = InstrumentError) -> None:
+    """Make ``path`` a new file holding ``data``, in a folder a user or another run may have laid out.
+
+    The bytes go to a fresh file of a random name beside ``path`` (made with ``O_EXCL``, so no
+    link planted there is followed), which then replaces ``path``: a link at ``path`` is replaced,
+    never written through, and a reader sees the old file or the new one, never half of one. A
+    folder that is itself a link is refused, as certlab writes only into real folders.
+    """
+    import tempfile
+
+    folder = path.parent
+    if folder.is_symlink():
+        raise error(f"{path}: its folder {folder} is a link; certlab writes the {what} only into a real folder")
+    temporary = None
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except OSError as failure:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        raise error(f"{path}: cannot write the {what} ({failure.strerror})") from None
+
+
 def line_too_long(path: Path, number: int) -> str:
     return (
         f"{path} line {number}: longer than {MAX_DOCUMENT_BYTES >> 20} MB, which no certlab record is; "

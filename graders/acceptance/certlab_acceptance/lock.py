@@ -302,9 +302,7 @@ def write_lock(task: UserTask, registry: Any, again: bool = False) -> tuple[Path
         }
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(canonical.pretty_json(document), encoding="utf-8")
-    temporary.replace(path)
+    safe_io.replace_file(path, canonical.pretty_json(document).encode("utf-8"), "lock", UsageError)
     return path, document
 
 

@@ -12,6 +12,8 @@ the one the lock or the run recorded.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,7 +84,14 @@ def register(root: Path, expect: str) -> dict[str, Any]:
     )
     path = predictions_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("ab") as handle:
+    if path.parent.is_symlink():
+        raise UsageError(f"{path}: its folder {path.parent} is a link; certlab writes predictions only into a real one")
+    try:  # a link in the file's place is refused, never written through
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as failure:
+        reason = "a link" if failure.errno == errno.ELOOP else failure.strerror
+        raise UsageError(f"{path}: cannot add the prediction ({reason}); it must be the file predict made") from None
+    with os.fdopen(fd, "ab") as handle:
         handle.write(canonical.canonical_json(entry) + b"\n")
     return entry
 

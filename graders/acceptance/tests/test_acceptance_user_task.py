@@ -198,6 +198,36 @@ def test_init_task_where_it_cannot_write_is_one_line_and_exit_4(tmp_path: Path) 
     assert one_line_error(done).endswith("cannot write the task (Not a directory); choose a folder you can write")
 
 
+def test_lock_and_predict_never_write_through_a_link_a_task_folder_holds(tmp_path: Path) -> None:
+    # Before: lock wrote its lock through a .certlab/lock.json.tmp link and predict appended through a
+    # .certlab/predictions.jsonl link, over whatever file they named; a .certlab that is a link was written into.
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    task = scaffold_task(tmp_path / "task")
+    (task / ".certlab").mkdir()
+    empty = tmp_path / "empty-victim"  # read as no predictions yet, so the new one would be appended to it
+    empty.write_text("")
+    (task / ".certlab" / "predictions.jsonl").symlink_to(empty)
+    refused = certlab("predict", str(task), "--expect", "candidate wins")
+    assert refused.returncode == 4, refused.stderr
+    assert "cannot add the prediction (a link); it must be the file predict made" in one_line_error(refused)
+    assert empty.read_text() == ""
+    (task / ".certlab" / "predictions.jsonl").unlink()
+    (task / ".certlab" / "lock.json.tmp").symlink_to(victim)
+    done = certlab("lock", str(task))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert victim.read_text() == "precious\n" and not (task / ".certlab" / "lock.json").is_symlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    other = scaffold_task(tmp_path / "other")
+    (other / ".certlab").symlink_to(elsewhere)
+    for args in (["lock", str(other)], ["predict", str(other), "--expect", "candidate wins"]):
+        refused = certlab(*args)
+        assert refused.returncode == 4, refused.stderr
+        assert f"its folder {other / '.certlab'} is a link" in one_line_error(refused)
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_an_edit_without_resealing_breaks_the_chain(tmp_path: Path) -> None:
     task = scaffold_task(tmp_path / "task")
     for text in ("candidate wins by 5 points", "baseline never fails"):

@@ -12,7 +12,7 @@ from attrs import frozen
 
 from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.sdk.report_format import rate_cell
-from certlab_core.sdk.safe_io import load_certification
+from certlab_core.sdk.safe_io import load_certification, replace_file
 
 BUNDLE_FILE = "bundle.json"  # the file certlab certify writes in each certification's folder
 COMPARISON_FILE = "COMPARISON.md"
@@ -191,8 +191,9 @@ def compile_publication(root: Path) -> Publication:
 
 
 def write_publication(root: Path, publication: Publication) -> None:
-    (root / COMPARISON_FILE).write_text(publication.comparison, encoding="utf-8")
-    (root / REGISTRY_FILE).write_text(publication.registry, encoding="utf-8")
+    """Replace COMPARISON.md and registry.json of ``root``: a link committed in their place is replaced."""
+    replace_file(root / COMPARISON_FILE, publication.comparison.encode("utf-8"), "comparison", UsageError)
+    replace_file(root / REGISTRY_FILE, publication.registry.encode("utf-8"), "registry", UsageError)
 
 
 def differences(root: Path, publication: Publication) -> list[str]:

@@ -40,3 +40,22 @@ def test_compare_is_the_compare_distributions_command() -> None:
     from certlab_core.plugin import Command
 
     assert discover().plugin_of(Command, "compare").distribution == "certlab-compare"
+
+
+def test_a_link_committed_in_place_of_comparison_md_or_registry_json_is_replaced_not_written_through(
+    tmp_path: Path,
+) -> None:
+    # Before: compare wrote through the links, over whatever file they named (a user's ~/.bashrc from a CI job).
+    copy = tmp_path / "certifications"
+    shutil.copytree(PUBLISHED, copy)
+    victims = {name: tmp_path / f"victim-{name}" for name in ("COMPARISON.md", "registry.json")}
+    for name, victim in victims.items():
+        victim.write_text("precious\n")
+        (copy / name).unlink()
+        (copy / name).symlink_to(victim)
+    done = run_certlab("compare", str(copy))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert all(victim.read_text() == "precious\n" for victim in victims.values())
+    for name in victims:
+        assert not (copy / name).is_symlink() and (copy / name).read_bytes() == (PUBLISHED / name).read_bytes()
+    assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in PUBLISHED.iterdir())

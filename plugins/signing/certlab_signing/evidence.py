@@ -21,7 +21,6 @@ one line.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import importlib.metadata
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import field, frozen
 
 from certlab_core.plugin import CertlabError, InstrumentError, UsageError
+from certlab_core.sdk import safe_io
 
 if TYPE_CHECKING:
     from securesystemslib.signer import CryptoSigner, SSlibKey  # type: ignore[attr-defined, unused-ignore]
@@ -342,14 +342,8 @@ def sign_folder(folder: Path, key: Path | LoadedKey) -> Signed:
     envelope = Envelope(payload=payload, payload_type=PAYLOAD_TYPE, signatures={})
     envelope.sign(signer)
     target = folder / ENVELOPE_FILE
-    temporary = folder / f".{ENVELOPE_FILE}.tmp"
-    try:
-        temporary.write_text(json.dumps(envelope.to_dict(), indent=2) + "\n", encoding="utf-8")
-        temporary.replace(target)
-    except OSError as failure:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise UsageError(f"{target}: cannot write the signature ({failure.strerror})") from None
+    data = (json.dumps(envelope.to_dict(), indent=2) + "\n").encode("utf-8")
+    safe_io.replace_file(target, data, "signature", UsageError)  # a link in its place is replaced, not followed
     return Signed(envelope=target, subjects=len(names), keyid=signer.public_key.keyid)
 
 
