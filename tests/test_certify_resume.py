@@ -194,6 +194,23 @@ def test_a_certification_stopped_while_it_proves_its_instrument_leaves_nothing_i
     assert sorted(p.name for p in temp.iterdir()) == []
 
 
+def test_resume_refuses_a_journal_that_is_a_link_and_leaves_the_file_it_names_whole(tmp_path: Path) -> None:
+    # Before: resuming cut the "torn" last line of whatever file the link named (a line with no newline) first,
+    # then refused the journal as damaged: the user's file lost its tail.
+    victim = tmp_path / "victim"
+    victim.write_bytes(b'{"a": 1}\na last line with no newline')
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "trials.journal.jsonl").symlink_to(victim)
+    done = run_certlab("certify", "--resume", str(out))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"certlab: error: {out / 'trials.journal.jsonl'}: a link, not the record file certlab wrote; "
+        "it cannot be resumed"
+    ]
+    assert victim.read_bytes() == b'{"a": 1}\na last line with no newline'
+
+
 def test_a_certification_refused_before_its_trials_leaves_nothing_to_resume(tmp_path: Path) -> None:
     out = tmp_path / "cert"
     done = run_certlab("certify", "--family", "no-such-family", "--agent", "oracle", "--out", str(out))

@@ -50,7 +50,7 @@ class TrialJournal:
     def _append(self, document: dict[str, Any]) -> None:
         data = memoryview(canonical_json(sealed(dict(document, schema=JOURNAL_SCHEMA))) + b"\n")
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             try:
                 while data:
                     data = data[os.write(fd, data) :]

@@ -9,10 +9,12 @@ are a write that a kill interrupted: they are cut, and that record is made again
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -54,10 +56,22 @@ def cut_torn_tail(path: Path) -> int:
     """Cut a last line that has no newline (a write that a kill interrupted); returns how many bytes were cut.
 
     A record is written whole with its newline, so bytes after the last newline are a record
-    whose write never finished: its trial was not recorded and runs again.
+    whose write never finished: its trial was not recorded and runs again. Only a regular file
+    is cut: a link in its place (to a file of the user's) or a FIFO is refused, never followed.
     """
     try:
-        with path.open("rb+") as handle:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise InstrumentError(f"{path}: a link, not the record file certlab wrote; it cannot be resumed") from None
+        raise InstrumentError(f"{path}: cannot repair the record sink ({error.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InstrumentError(f"{path}: not a regular file, so not the record file certlab wrote; it cannot be resumed")
+    try:
+        with os.fdopen(fd, "rb+") as handle:
             size = handle.seek(0, os.SEEK_END)
             if size == 0:
                 return 0
@@ -78,8 +92,6 @@ def cut_torn_tail(path: Path) -> int:
                 handle.truncate(keep)
                 os.fsync(handle.fileno())
             return size - keep
-    except FileNotFoundError:
-        return 0
     except OSError as error:
         raise InstrumentError(f"{path}: cannot repair the record sink ({error.strerror})") from None
 

@@ -182,7 +182,8 @@ class TrialSink:
         self._lock = lock_store(self.path.parent)
         try:
             self.torn_bytes = cut_torn_tail(self.path)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            self._fd = os.open(self.path, flags, 0o644)
             keep_from_children(self._fd)  # a trial forked from this process (an agent's code) cannot append to it
         except OSError as error:
             unlock_store(self._lock)

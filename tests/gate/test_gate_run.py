@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -448,13 +450,20 @@ def test_a_broken_record_sink_is_an_instrument_error(registry: Registry, tmp_pat
     path = write(tmp_path, descriptor(n_per_arm=2))
     manifest = build_manifest(load_descriptor(path), path, registry)
     store = create_run(tmp_path / "runs", manifest)
-    (store / "trials.jsonl").unlink()
-    (store / "trials.jsonl").symlink_to("/dev/full")  # every write fails: no space left
-    with (
-        local_session(2) as session,
-        pytest.raises(InstrumentError, match=r"the record sink failed .*; the experiment is invalid") as raised,
-    ):
-        run_experiment(plan_run(manifest, registry), store, session)
+    # Every write past 4 KiB of a file fails (EFBIG, the signal ignored), as on a full disk. A link to
+    # /dev/full did this before; the sink now refuses a link in its place, as one to a user's file.
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    ignored = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, limits[1]))  # a trial line is longer
+        with (
+            local_session(2) as session,
+            pytest.raises(InstrumentError, match=r"the record sink failed .*; the experiment is invalid") as raised,
+        ):
+            run_experiment(plan_run(manifest, registry), store, session)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, ignored)
     assert raised.value.exit_code == 3
 
 
