@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo(
         keep: Path = typer.Option(
-            None, "--keep", help="Work in this folder and keep it (default: a new temporary folder)."
+            None, "--keep", help="Work in this new or empty folder and keep it (default: a new temporary folder)."
         ),
         jobs: int = typer.Option(
             None,

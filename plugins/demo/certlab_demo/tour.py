@@ -174,11 +174,25 @@ def run_demo(keep: Path | None = None, jobs: int | None = None) -> int:
     return in_working_folder(keep, tour_in)
 
 
+def make_keep_folder(keep: Path) -> None:
+    """Make the ``--keep`` folder, which must be new or empty: the tour writes a score of files and folders
+    into it (``--keep /`` wrote them into the root folder, and a folder of the user's got them mixed in)."""
+    try:
+        keep.mkdir(parents=True, exist_ok=True)
+        with os.scandir(keep) as entries:
+            holds = next(entries, None) is not None
+    except OSError as error:
+        said = f"--keep {keep}: cannot use the folder ({error.strerror}); give a new or empty folder"
+        raise UsageError(said) from None
+    if holds:
+        raise UsageError(f"--keep {keep} already holds files; give a new or empty folder for the tour")
+
+
 def in_working_folder(keep: Path | None, run: Callable[[Path], int]) -> int:
     """``run`` in ``keep`` (made if missing, always kept), or in a new temporary folder that is removed when
     ``run`` returns 0 or is interrupted, and kept, and named, for a look when it does not hold (or raises)."""
     if keep is not None:  # absolute: a step's agent runs in a work copy elsewhere, and reads its script from here
-        keep.mkdir(parents=True, exist_ok=True)
+        make_keep_folder(keep)
         return run(keep.absolute())
     made = make_temp_folder("certlab-demo-")
     workdir = made.as_path

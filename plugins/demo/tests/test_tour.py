@@ -14,6 +14,8 @@ import pytest
 from certlab_demo import chapter_gate, tour
 from certlab_demo.tour import DemoContext, DemoFailed, DemoStep, say
 
+from certlab_core.testing import run_certlab
+
 
 def _run(tmp_path: Path, steps: list[DemoStep], jobs: int) -> int:
     return tour.run_steps(steps, DemoContext(workdir=tmp_path), jobs)
@@ -166,6 +168,27 @@ def test_a_relative_keep_folder_is_handed_to_the_steps_as_an_absolute_path(
     given: list[Path] = []
     assert tour.in_working_folder(Path("out"), lambda workdir: given.append(workdir) or 0) == 0
     assert given == [tmp_path / "out"] and given[0].is_dir()
+
+
+@pytest.mark.parametrize("kind", ["folder-with-files", "file", "under-a-file"])
+def test_a_keep_folder_that_is_not_new_or_empty_is_refused_in_one_line_before_any_step(
+    tmp_path: Path, kind: str
+) -> None:
+    # Before: --keep / wrote the tour's score of files and folders into the root folder, a folder of the user's got
+    # them mixed in with its own, and a file there (or a folder under one) raised FileExistsError, exit 3.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    keep = {"folder-with-files": mine, "file": mine / "notes.txt", "under-a-file": mine / "notes.txt" / "tour"}[kind]
+    done = run_certlab("demo", "--keep", str(keep))
+    assert done.returncode == 4, done.stdout + done.stderr
+    said = {
+        "folder-with-files": f"--keep {keep} already holds files; give a new or empty folder for the tour",
+        "file": f"--keep {keep}: cannot use the folder (File exists); give a new or empty folder",
+        "under-a-file": f"--keep {keep}: cannot use the folder (Not a directory); give a new or empty folder",
+    }[kind]
+    assert done.stderr.strip().splitlines() == [f"certlab: error: {said}"] and done.stdout == ""
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
 def test_an_interrupted_tour_removes_its_temporary_working_folder_and_says_so(
