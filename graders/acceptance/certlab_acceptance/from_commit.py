@@ -411,6 +411,13 @@ def _modules(files: Mapping[str, Blob], tests_dir: str) -> list[str]:
     return sorted(tops)
 
 
+def check_writable(out: Path) -> None:
+    """Refuse an ``--out`` whose nearest existing folder this user cannot write in (a file on its path, read-only)."""
+    nearest = next(folder for folder in (out.absolute(), *out.absolute().parents) if folder.exists())
+    if not nearest.is_dir() or not os.access(nearest, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: {nearest} is no folder this user can write in; choose one you can write")
+
+
 def build_task(
     label: str,
     parent_files: Mapping[str, Blob],
@@ -426,6 +433,7 @@ def build_task(
     """Check the fix and write the task into ``out`` (a new or empty folder); NotQualified when it does not qualify."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} already exists and is not an empty folder; choose a new one")
+    check_writable(out)  # before the fix's tests run, not after
     test_changes = sorted(p for p in changes if is_test_path(p))
     source_changes = sorted(p for p in changes if not is_test_path(p))
     if not test_changes:
@@ -473,54 +481,60 @@ def build_task(
         )
         for p in source_changes
     )
-    out.mkdir(parents=True, exist_ok=True)
-    write_files(fixture, out / "fixture")
-    write_files(visible, out / "tests")
-    write_files(oracle_fixture, out / "oracle")
-    (out / "cases").mkdir()
-    (out / "cases" / "acceptance.jsonl").write_text(cases_text(tests), encoding="utf-8")
-    (out / "cases" / "oracle.patch").write_text(patch, encoding="utf-8")
-    record = {
-        "schema": SOURCE_SCHEMA,
-        **source,
-        "FAIL_TO_PASS": list(checked.fail_to_pass),
-        "PASS_TO_PASS": list(checked.pass_to_pass),
-        "held_out_files": sorted(hidden_files),
-        "source_changes": source_changes,
-        "environment": environment,
-    }
-    (out / "cases" / "source.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", "utf-8")
-    shown_allowed = ", ".join(f"`{p}`" for p in allowed)
-    (out / "PROMPT.md").write_text(
-        PROMPT_TEMPLATE.format(statement=statement.strip() + "\n", tests=tests_dir, allowed=shown_allowed), "utf-8"
-    )
-    config = {
-        "task": {
-            "name": task_name,
-            "version": "1",
-            "description": f"the fix of {label}"[:200],
-            "fixture": "fixture",
-            "tests": "tests",
-            "prompt": "PROMPT.md",
-            "cases": "cases/acceptance.jsonl",
-            "allowed_paths": allowed,
-            "modules": modules or None,
-            "defect_class": "real-bug",
-            "oracle": "oracle",
-            "environment": None if task_environment is None else task_environment.id,
+    try:  # a folder it cannot write (read-only, a file on its path) is one line, not an unforeseen OSError
+        out.mkdir(parents=True, exist_ok=True)
+        write_files(fixture, out / "fixture")
+        write_files(visible, out / "tests")
+        write_files(oracle_fixture, out / "oracle")
+        (out / "cases").mkdir()
+        (out / "cases" / "acceptance.jsonl").write_text(cases_text(tests), encoding="utf-8")
+        (out / "cases" / "oracle.patch").write_text(patch, encoding="utf-8")
+        record = {
+            "schema": SOURCE_SCHEMA,
+            **source,
+            "FAIL_TO_PASS": list(checked.fail_to_pass),
+            "PASS_TO_PASS": list(checked.pass_to_pass),
+            "held_out_files": sorted(hidden_files),
+            "source_changes": source_changes,
+            "environment": environment,
         }
-    }
-    if task_environment is None:
-        del config["task"]["environment"]
-    if not modules:
-        del config["task"]["modules"]
-    import yaml
+        (out / "cases" / "source.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", "utf-8")
+        shown_allowed = ", ".join(f"`{p}`" for p in allowed)
+        (out / "PROMPT.md").write_text(
+            PROMPT_TEMPLATE.format(statement=statement.strip() + "\n", tests=tests_dir, allowed=shown_allowed), "utf-8"
+        )
+        config = {
+            "task": {
+                "name": task_name,
+                "version": "1",
+                "description": f"the fix of {label}"[:200],
+                "fixture": "fixture",
+                "tests": "tests",
+                "prompt": "PROMPT.md",
+                "cases": "cases/acceptance.jsonl",
+                "allowed_paths": allowed,
+                "modules": modules or None,
+                "defect_class": "real-bug",
+                "oracle": "oracle",
+                "environment": None if task_environment is None else task_environment.id,
+            }
+        }
+        if task_environment is None:
+            del config["task"]["environment"]
+        if not modules:
+            del config["task"]["modules"]
+        import yaml
 
-    header = (
-        f"# A task built by certlab from {label}; its held-out tests are cases/acceptance.jsonl (lock them:\n"
-        f"#   certlab lock {out.name}), the oracle's answer cases/oracle.patch, fixed tree oracle/.\n"
-    )
-    (out / TASK_FILE).write_text(header + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        header = (
+            f"# A task built by certlab from {label}; its held-out tests are cases/acceptance.jsonl (lock them:\n"
+            f"#   certlab lock {out.name}), the oracle's answer cases/oracle.patch, fixed tree oracle/.\n"
+        )
+        (out / TASK_FILE).write_text(header + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        raise UsageError(
+            f"--out {out}: cannot write the task{where}: {error.strerror}; choose a folder you can write"
+        ) from None
     environment_runs = () if task_environment is None else (("environment", task_environment.seconds),)
     return Built(out, task_name, checked.fail_to_pass, checked.pass_to_pass, (*environment_runs, *checked.runs))
 
@@ -703,6 +717,7 @@ def from_commits(
     """Every commit after ``since`` that qualifies, built into ``out/commit-<sha12>`` (each said as it is built);
     the rejected ones, with why, oldest first."""
     repo = open_repository(repo)
+    check_writable(out)
     built: list[Built] = []
     rejected: list[tuple[str, str]] = []
     listed = git(repo, "rev-list", "--reverse", "--no-merges", f"{resolve_commit(repo, since)}..HEAD").decode().split()

@@ -78,9 +78,16 @@ def from_swebench_command(
     sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
 ) -> None:
     """Build a task from each SWE-bench-format instance of a local file; the problem statement is the prompt."""
-    from certlab_acceptance.from_commit import NotQualified, from_instance, read_instances, task_name_for
+    from certlab_acceptance.from_commit import (
+        NotQualified,
+        check_writable,
+        from_instance,
+        read_instances,
+        task_name_for,
+    )
 
     instances = read_instances(file)
+    check_writable(out)
     refused = 0
     for instance in instances:
         try:

@@ -211,6 +211,21 @@ def test_the_out_folder_must_be_new(parse_repo: Path, tmp_path: Path) -> None:
     assert (tmp_path / "t" / "mine.txt").read_text() == "keep me"
 
 
+@pytest.mark.parametrize("command", ["from-commit", "from-commits"])
+def test_an_out_folder_that_cannot_be_written_is_one_line_before_the_fix_is_checked(
+    parse_repo: Path, tmp_path: Path, command: str
+) -> None:
+    # Before: the fix's tests ran, then making the folder raised an unforeseen NotADirectoryError (or, for
+    # --out / on a read-only root, OSError), exit 3.
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "tasks"
+    which = [SUBSECOND_FIX] if command == "from-commit" else ["--since", f"{SUBSECOND_FIX}~1"]
+    done = certlab("task", command, str(parse_repo), *which, "--out", str(out))
+    assert done.returncode == 4, done.stdout + done.stderr
+    said = f"--out {out}: {tmp_path / 'a-file'} is no folder this user can write in; choose one you can write"
+    assert one_error(done) == f"certlab: error: {said}"
+
+
 def test_a_swebench_instance_becomes_the_same_task(parse_repo: Path, tmp_path: Path) -> None:
     done = certlab("task", "from-swebench", str(DATA / "swebench.jsonl"), "--repos", str(parse_repo.parent),
                    "--out", str(tmp_path / "tasks"))  # fmt: skip
