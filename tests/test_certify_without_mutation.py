@@ -9,6 +9,7 @@ runs, and a recorded proof cannot be re-earned without it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -73,20 +74,43 @@ def test_regrade_mutants_of_a_recorded_proof_is_refused_naming_what_to_install(w
         recheck_bundle(without_mutation, bundle, {"intervals": family}, graders, {"intervals": ()}, 1, progress)
 
 
+def _never_returns(_request: Any) -> Any:
+    while True:
+        time.sleep(0.05)
+
+
+def _outcome(**fields: Any) -> Callable[[Any], Any]:
+    from certlab_core.plugin.types.instrument_proof import ProofOutcome
+
+    return lambda _request: ProofOutcome(**fields)
+
+
 @pytest.mark.parametrize(
     ("measure", "said"),
     [
         (lambda _request: 1 / 0, "measure raised ZeroDivisionError: division by zero"),
         (lambda _request: {"score": 1.0}, "measure returned dict, not a ProofOutcome"),
+        # Before: a measure that never returned hung certify and prove for good, and a document that is no JSON was
+        # "internal error: TypeError" when the bundle was written. A line that is no text breaks the type, as a dict.
+        (_never_returns, "measure did not return within 1 s (CERTLAB_PROOF_S sets the wait)"),
+        (
+            _outcome(document={"when": object()}),
+            "measure returned a document the bundle cannot hold (Object of type object is not JSON serializable); "
+            "it must be JSON",
+        ),
+        (_outcome(document={}, lines=(b"bytes",)), "measure returned a ProofOutcome whose lines are not all texts"),
     ],
+    ids=["raises", "dict", "hangs", "no-json", "bytes-line"],
 )
-def test_an_instrument_proof_that_raises_or_returns_the_wrong_type_is_named_in_one_line(
-    without_mutation: Registry, measure: Callable[[Any], Any], said: str
+def test_an_instrument_proof_that_raises_hangs_or_returns_the_wrong_type_is_named_in_one_line(
+    without_mutation: Registry, measure: Callable[[Any], Any], said: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before, certify, prove and regrade met a third party's broken proof as a traceback.
     from certlab_core.certify.instrument_proofs import measured
     from certlab_core.plugin import InstrumentError
     from certlab_core.plugin.types.instrument_proof import InstrumentProof, ProofRequest
+
+    monkeypatch.setenv("CERTLAB_PROOF_S", "1")
 
     proof = InstrumentProof(
         name="odd", description="odd", measure=measure, recheck=None, check_minimums=None, check_fixed_tree=None

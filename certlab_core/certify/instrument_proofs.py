@@ -9,6 +9,7 @@ so a bundle keeps the ``mutation`` record wherever certlab-all is installed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,8 +18,13 @@ from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.instrument_proof import InstrumentProof, ProofOutcome, ProofRecheck, ProofRequest
+from certlab_core.sdk.deadline import PLUGIN_LOAD_ENV, TooSlow, deadline, plugin_wait_s, seconds_from_environment
 
 KIND = "instrument_proofs"
+#: How long one family's ``measure`` may take (the mutation proof grades every mutant), unless ``CERTLAB_PROOF_S``
+#: says otherwise: past it, the proof is named in one line and the instrument is not proven, never a hang.
+PROOF_MEASURE_S = 3600.0
+PROOF_ENV = "CERTLAB_PROOF_S"
 
 
 def installed_proofs(registry: Registry) -> list[InstrumentProof]:
@@ -27,11 +33,21 @@ def installed_proofs(registry: Registry) -> list[InstrumentProof]:
 
 
 def measured(proof: InstrumentProof, request: ProofRequest) -> ProofOutcome:
-    """The proof's ``measure(request)``; one that raises or returns anything but a ProofOutcome is named in one
-    line (an InstrumentError: the instrument is not proven), never a traceback."""
+    """The proof's ``measure(request)``; one that raises, runs past ``CERTLAB_PROOF_S`` or returns anything but a
+    ProofOutcome of texts and a JSON document is named in one line (an InstrumentError: the instrument is not
+    proven), never a traceback or a hang."""
     outcome = plugin_call(proof, "measure", proof.measure, request)
     if not isinstance(outcome, ProofOutcome):
         raise InstrumentError(f"{said(proof, 'measure')} returned {type(outcome).__name__}, not a ProofOutcome")
+    texts = (*outcome.lines, *outcome.details, *outcome.refusals, *outcome.warnings, *outcome.shortfalls.values())
+    if not all(isinstance(text, str) for text in texts):
+        raise InstrumentError(f"{said(proof, 'measure')} returned a ProofOutcome whose lines are not all texts")
+    try:
+        json.dumps(outcome.document, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise InstrumentError(
+            f"{said(proof, 'measure')} returned a document the bundle cannot hold ({error}); it must be JSON"
+        ) from None
     return outcome
 
 
@@ -66,12 +82,23 @@ def said(proof: InstrumentProof, method: str) -> str:
 
 
 def plugin_call(proof: InstrumentProof, method: str, call: Callable[..., Any], *arguments: Any) -> Any:
-    """``call(*arguments)``, a method of a plugin's proof: a refusal it means (a UsageError) goes on as it is;
-    anything else it raises is named in one line (an InstrumentError), never a traceback."""
+    """``call(*arguments)``, a method of a plugin's proof, held to a deadline: ``CERTLAB_PROOF_S`` for what measures
+    (``measure``, ``check_fixed_tree``), ``CERTLAB_PLUGIN_LOAD_S`` for the quick ones. A refusal it means (a
+    UsageError) goes on as it is; anything else it raises, or running past the deadline, is named in one line (an
+    InstrumentError), never a traceback or a hang."""
+    if method in ("measure", "check_fixed_tree"):
+        variable = PROOF_ENV
+        seconds = seconds_from_environment(PROOF_ENV, PROOF_MEASURE_S, "an instrument proof may measure, e.g. 3600")
+    else:
+        variable, seconds = PLUGIN_LOAD_ENV, plugin_wait_s()
     try:
-        return call(*arguments)
+        with deadline(seconds):
+            return call(*arguments)
     except UsageError:
         raise
+    except TooSlow:
+        late = f"{said(proof, method)} did not return within {seconds:g} s ({variable} sets the wait)"
+        raise InstrumentError(late) from None
     except Exception as error:  # a plugin's proof
         raise InstrumentError(f"{said(proof, method)} raised {type(error).__name__}: {str(error)[:160]}") from None
 
