@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -224,7 +225,9 @@ def test_sign_key_without_a_signer_or_with_two_is_refused_in_one_line(tmp_path: 
     assert not (tmp_path / "cert").exists()
 
 
-def test_a_signer_that_crashes_or_answers_the_wrong_type_is_named_in_one_line(tmp_path: Path) -> None:
+def test_a_signer_that_crashes_hangs_or_answers_the_wrong_type_is_named_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def crashes(_path: Path) -> HeldKey:
         raise OSError("the token is unplugged")
 
@@ -238,6 +241,23 @@ def test_a_signer_that_crashes_or_answers_the_wrong_type_is_named_in_one_line(tm
     loaded = check_sign_key(silent, tmp_path / "k")
     assert loaded is not None
     with pytest.raises(InstrumentError, match=r"^the evidence signer seal's sign_folder returned int, not a line$"):
+        sign_evidence(tmp_path, loaded)
+
+    def never_returns(*_args: object) -> HeldKey:
+        while True:
+            time.sleep(0.05)
+
+    # Before: a load_key that never returned held certify before its first trial for good, and a sign_folder that
+    # never returned held it after its last.
+    monkeypatch.setenv("CERTLAB_PLUGIN_LOAD_S", "1")
+    hung = registry_with(EvidenceSigner(name="seal", description="s", load_key=never_returns, sign_folder=seal))
+    late = r"did not return within 1 s \(CERTLAB_PLUGIN_LOAD_S sets the wait\)$"
+    with pytest.raises(InstrumentError, match=rf"^the evidence signer seal's load_key {late}"):
+        check_sign_key(hung, tmp_path / "k")
+    stuck = registry_with(EvidenceSigner(name="seal", description="s", load_key=HeldKey, sign_folder=never_returns))
+    loaded = check_sign_key(stuck, tmp_path / "k")
+    assert loaded is not None
+    with pytest.raises(InstrumentError, match=rf"^the evidence signer seal's sign_folder {late}"):
         sign_evidence(tmp_path, loaded)
 
     def refuses(path: Path) -> HeldKey:

@@ -82,15 +82,12 @@ def sign_evidence(folder: Path, loaded: LoadedKey) -> str:
 
 
 def _signer_call(signer: EvidenceSigner, method: str, call: Callable[..., Any], *arguments: Any) -> Any:
-    """A signer's method: its refusal (a UsageError) goes on as it is; anything else it raises is one line."""
-    try:
-        return call(*arguments)
-    except UsageError:
-        raise
-    except Exception as error:  # a plugin's signer
-        raise InstrumentError(
-            f"the evidence signer {signer.name}'s {method} raised {type(error).__name__}: {str(error)[:160]}"
-        ) from None
+    """A signer's method, held to ``CERTLAB_PLUGIN_LOAD_S``: its refusal (a UsageError) goes on as it is; anything
+    else it raises, or running past the wait, is one line (a hung ``load_key`` held certify before its first trial
+    for good)."""
+    from certlab_core.sdk.deadline import plugin_call, plugin_wait_s
+
+    return plugin_call(f"the evidence signer {signer.name}'s {method}", call, *arguments, seconds=plugin_wait_s())
 
 
 def sandbox_reach(containment: Containment) -> tuple[str, ...]:
