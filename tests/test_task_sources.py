@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -205,18 +206,24 @@ def test_the_gate_on_a_folder_of_ones_own_task_with_no_source_installed_names_wh
     [
         (RuntimeError("no disk today"), "recognises raised RuntimeError: no disk today"),
         ("yes", "recognises returned str, not a bool"),
+        # Before, one that never returned held certify --task, run and regrade for good.
+        (None, "recognises did not return within 1 s (CERTLAB_PLUGIN_LOAD_S sets the wait)"),
     ],
 )
-def test_a_task_source_whose_recognises_raises_or_answers_no_bool_is_named_in_one_line(
-    tmp_path: Path, answer: object, said: str
+def test_a_task_source_whose_recognises_raises_hangs_or_answers_no_bool_is_named_in_one_line(
+    tmp_path: Path, answer: object, said: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before, the exception was a traceback and a truthy answer ("yes") took every folder as the source's.
     from certlab_core.certify.acceptance import recognising_source
     from certlab_core.plugin.errors import InstrumentError
 
+    monkeypatch.setenv("CERTLAB_PLUGIN_LOAD_S", "1")
+
     def recognises(directory: Path, /) -> bool:
         if isinstance(answer, Exception):
             raise answer
+        while answer is None:
+            time.sleep(0.05)
         return answer  # type: ignore[return-value]
 
     @hookimpl

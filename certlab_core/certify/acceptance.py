@@ -54,13 +54,12 @@ def recognising_source(registry: Registry, directory: Path) -> TaskSource | None
 
 
 def _recognises(source: TaskSource, directory: Path) -> bool:
-    """The source's ``recognises(directory)``; one that raises or answers anything but a bool is named in one line."""
-    try:
-        answer = source.recognises(directory)
-    except Exception as error:  # a plugin's source
-        raise InstrumentError(
-            f"{directory}: the task source {source.name}'s recognises raised {type(error).__name__}: {str(error)[:160]}"
-        ) from None
+    """The source's ``recognises(directory)`` (it only looks: held to ``CERTLAB_PLUGIN_LOAD_S``); one that raises,
+    runs past that or answers anything but a bool is named in one line."""
+    from certlab_core.sdk.deadline import plugin_call, plugin_wait_s
+
+    whose = f"{directory}: the task source {source.name}'s recognises"
+    answer = plugin_call(whose, source.recognises, directory, seconds=plugin_wait_s())
     if not isinstance(answer, bool):
         raise InstrumentError(
             f"{directory}: the task source {source.name}'s recognises returned {type(answer).__name__}, not a bool"
