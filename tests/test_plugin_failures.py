@@ -881,3 +881,46 @@ def test_a_faults_parameter_check_that_breaks_is_one_line_before_any_trial(tmp_p
     last = done.stderr.strip().splitlines()[-1]
     assert last == f"certlab: error: the fault odd_fault's parameter check (certlab-odd-fault) {said}"
     assert not (tmp_path / "runs").exists()
+
+
+# A sandbox that works by its probe and whose launch breaks as $HOW says.
+ODD_SANDBOX = """
+import os, sys, time
+from certlab_core.plugin import hookimpl
+from certlab_core.plugin.types.sandbox import Sandbox
+
+def launch(request):
+    if os.environ["HOW"] == "raises":
+        raise RuntimeError("no namespace today")
+    if os.environ["HOW"] == "dict":
+        return {"argv": list(request.argv)}
+    while True:
+        time.sleep(0.05)
+
+@hookimpl
+def certlab_sandboxes():
+    return [Sandbox(name="odd", description="an odd sandbox", probe=lambda: None, launch=launch,
+                    python=lambda: sys.executable)]
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("raises", "raised RuntimeError: no namespace today"),
+        ("dict", "returned dict, not SandboxLaunch"),
+        ("hangs", HUNG),
+    ],
+)
+def test_a_sandboxs_launch_that_breaks_is_one_line_before_any_trial(tmp_path: Path, how: str, said: str) -> None:
+    # Before: certify's check of the agent's programs launched them through the sandbox in its own process: a launch
+    # that raised or answered a dict was "certlab: internal error", and one that never returned held certify for good.
+    site = site_with(tmp_path, "certlab-odd-sandbox", "odd-sandbox", ODD_SANDBOX)
+    only = (*(name for name in BUILT_IN if name != "sandbox-none"), "command", "odd-sandbox")
+    out = tmp_path / "out"
+    args = ("certify", "-f", "intervals", "-a", "command", "--agent-arg", "/bin/true", "--sandbox", "odd")
+    env = env_with(site, only=only, HOW=how, CERTLAB_PLUGIN_LOAD_S="1")
+    done = run_certlab(*args, "--no-mutants", "-q", "-o", str(out), env=env, timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"certlab: error: the sandbox odd's launch {said}"
+    assert not (out / "bundle.json").exists()

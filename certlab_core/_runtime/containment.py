@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol, cast
+
+import attrs
 
 from certlab_core._runtime.providers import Providers
-from certlab_core.plugin.types.sandbox import SANDBOX_CHOICES, UNCONTAINED, Containment, ResourceLimits, Sandbox
+from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.types.sandbox import (
+    SANDBOX_CHOICES,
+    UNCONTAINED,
+    Containment,
+    ResourceLimits,
+    Sandbox,
+    SandboxLaunch,
+    SandboxLauncher,
+)
 from certlab_core.sdk.containment import installation_paths, runtime_folder
-from certlab_core.sdk.deadline import TooSlow, deadline
+from certlab_core.sdk.deadline import PLUGIN_LOAD_ENV, TooSlow, deadline, plugin_wait_s
 
 KIND = "sandboxes"
 
@@ -60,7 +71,7 @@ def choose_containment(
                 p for p in wanted_hidden if not any(p.startswith(q.rstrip("/") + "/") for q in wanted_hidden)
             )
             runtime_folder()  # here, before any trial is forked: every trial shares it, and its maker removes it
-            return Containment(sandbox=sandbox, hidden=everything_hidden, limits=limits or ResourceLimits())
+            return Containment(sandbox=held(sandbox), hidden=everything_hidden, limits=limits or ResourceLimits())
         reasons.append(reason + (f"; {sandbox.install_hint}" if sandbox.install_hint else ""))
     if choice != "auto":
         raise UsageError(f"--sandbox {choice}: {reasons[0]}, or use --sandbox auto")
@@ -83,6 +94,50 @@ def _probed(sandbox: Sandbox) -> str | None:
     if reason is not None and not isinstance(reason, str):
         return f"the sandbox {sandbox.name}'s probe returned {type(reason).__name__}, not a line or None"
     return reason or None
+
+
+def held(sandbox: Sandbox) -> Sandbox:
+    """``sandbox`` with its ``launch``, ``python`` and ``visible`` held to ``CERTLAB_PLUGIN_LOAD_S`` and to their types.
+
+    A third party's launch that raised or answered a dict was "internal error" in certify's check of the agent's
+    programs, and one that never returned held it for good. Each is now one line naming the sandbox (an
+    InstrumentError); an OSError, a launch's refusal to show what a program needs, goes on as it is.
+    """
+    visible = sandbox.visible
+    return attrs.evolve(
+        sandbox,
+        launch=cast(SandboxLauncher, HeldCall(sandbox.name, "launch", sandbox.launch, (SandboxLaunch,))),
+        python=HeldCall(sandbox.name, "python", sandbox.python, (str,)),
+        visible=None if visible is None else HeldCall(sandbox.name, "visible", visible, (tuple, list)),
+    )
+
+
+@attrs.frozen
+class HeldCall:
+    """One of a sandbox's callables under the plugin wait, its answer's type checked (a class: it pickles)."""
+
+    sandbox: str
+    method: str
+    call: Callable[..., Any]
+    returns: tuple[type, ...]
+
+    def __call__(self, *args: Any) -> Any:
+        whose = f"the sandbox {self.sandbox}'s {self.method}"
+        seconds = plugin_wait_s()
+        try:
+            with deadline(seconds):
+                answer = self.call(*args)
+        except (OSError, UsageError):
+            raise
+        except TooSlow:
+            late = f"{whose} did not return within {seconds:g} s ({PLUGIN_LOAD_ENV} sets the wait)"
+            raise InstrumentError(late) from None
+        except Exception as error:  # a third party's sandbox
+            raise InstrumentError(f"{whose} raised {type(error).__name__}: {str(error)[:160]}") from None
+        if not isinstance(answer, self.returns):
+            wanted = " or ".join(kind.__name__ for kind in self.returns)
+            raise InstrumentError(f"{whose} returned {type(answer).__name__}, not {wanted}")
+        return answer
 
 
 def _providers(sandboxes: object) -> Providers:
