@@ -30,6 +30,9 @@ SELFCHECK_RATES = (0.5, 0.8, 0.9, 0.95)
 SWEEP_SIZES = (20, 50, 100, 200, 500, 1000, 2000)
 SWEEP_STEP = 0.05
 MAX_PLAN_TRIALS = 20_000  # per arm; exact enumeration stays well under a second up to here
+#: The most trials per arm ``stats bounds`` reads: a run holds at most 100,000, and the exact interval's time grows
+#: with N (3 s at ten million, 25 s at a hundred million: past the plugin wait, as if the rule had hung).
+MAX_BOUNDS_TRIALS = 10_000_000
 
 _COUNT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -87,6 +90,8 @@ def parse_count(flag: str, text: str) -> tuple[int, int]:
         raise UsageError(f"{flag} {text!r} has no trials; an arm needs at least one")
     if successes > trials:
         raise UsageError(f"{flag} {text!r} has more successes than trials; write SUCCESSES/TRIALS like 130/200")
+    if trials > MAX_BOUNDS_TRIALS:
+        raise UsageError(f"{flag} {text!r}: more than {MAX_BOUNDS_TRIALS} trials, the most stats bounds reads per arm")
     return successes, trials
 
 

@@ -109,6 +109,11 @@ def test_more_conditions_widen_the_bounds(capsys: pytest.CaptureFixture[str]) ->
         (("--baseline", "200/200", "--candidate", "13O/200"), "--candidate '13O/200' is not SUCCESSES/TRIALS"),
         (("--baseline", "201/200", "--candidate", "130/200"), "more successes than trials"),
         (("--baseline", "0/0", "--candidate", "130/200"), "no trials"),
+        # Before: a billion trials ran past the plugin wait, "the statistical rule ... did not return within 60 s".
+        (
+            ("--baseline", "1000000000/1000000000", "--candidate", "5/10"),
+            "--baseline '1000000000/1000000000': more than 10000000 trials, the most stats bounds reads per arm",
+        ),
         (("--baseline", "200/200", "--candidate", "130/200", "--alpha", "0"), "--alpha 0 is outside (0, 1)"),
         (("--baseline", "200/200", "--candidate", "130/200", "--alpha", "1.5"), "--alpha 1.5 is outside (0, 1)"),
         (("--baseline", "200/200", "--candidate", "130/200", "--alpha", "abc"), "--alpha 'abc' is not a number"),
