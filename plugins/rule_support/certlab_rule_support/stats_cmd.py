@@ -30,6 +30,9 @@ SELFCHECK_RATES = (0.5, 0.8, 0.9, 0.95)
 SWEEP_SIZES = (20, 50, 100, 200, 500, 1000, 2000)
 SWEEP_STEP = 0.05
 MAX_PLAN_TRIALS = 20_000  # per arm; exact enumeration stays well under a second up to here
+#: The most trials per arm times looks plan enumerates: each look is an enumeration of its own (about 5 s per
+#: million here), and 20,000 per arm at 1,000 looks ran past the plugin wait, as if the rule had hung.
+MAX_PLAN_TRIAL_LOOKS = 2_000_000
 #: The most trials per arm ``stats bounds`` reads: a run holds at most 100,000, and the exact interval's time grows
 #: with N (3 s at ten million, 25 s at a hundred million: past the plugin wait, as if the rule had hung).
 MAX_BOUNDS_TRIALS = 10_000_000
@@ -349,6 +352,11 @@ def plan(
     for n in trials:
         if looks > n:
             raise UsageError(f"--looks {looks} is more than -n {n}: every look needs at least one trial per arm")
+        if n * looks > MAX_PLAN_TRIAL_LOOKS:
+            raise UsageError(
+                f"-n {n} at --looks {looks} is {n * looks} trials times looks, more than the {MAX_PLAN_TRIAL_LOOKS} "
+                "plan enumerates; give fewer looks or trials"
+            )
     rule = load_rule(rule_name)
     plan_of = planner(rule)
     designs: list[dict[str, Any]] = []

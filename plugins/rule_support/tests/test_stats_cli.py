@@ -181,6 +181,11 @@ def test_plan_with_newcombe_and_looks(capsys: pytest.CaptureFixture[str]) -> Non
         (("--baseline", "0.8", "--candidate", "0.8", "-n", "200,x"), "'x' is not a number of trials per arm"),
         (("--baseline", "0.8", "--candidate", "0.8", "-n", "0"), "'0' is not a number of trials per arm"),
         (("--baseline", "0.8", "--candidate", "0.8", "-n", "3", "--looks", "4"), "--looks 4 is more than -n 3"),
+        # Before: this ran past the plugin wait, "the statistical rule ...'s plan did not return within 60 s".
+        (
+            ("--baseline", "0.8", "--candidate", "0.7", "-n", "20000", "--looks", "1000"),
+            "-n 20000 at --looks 1000 is 20000000 trials times looks, more than the 2000000 plan enumerates",
+        ),
         (("--baseline", "0.8", "--candidate", "0.8"), "-n is required"),
         (("--baseline", "0.8", "--candidate", "0.8", "-n", "200", "--alpha", "-1"), "--alpha -1 is outside (0, 1)"),
     ],
