@@ -204,8 +204,13 @@ def planner(rule: StatisticalRule) -> Callable[..., dict[str, float]]:
         )
     plan, whose, seconds = rule.plan, namer(rule)("plan"), plugin_wait_s()
 
+    def plain_plan(*args: Any) -> object:
+        """The rule's answer made a plain dict while the deadline holds: a mapping of its own is read only here."""
+        answer = plan(*args)
+        return dict(answer) if isinstance(answer, Mapping) else answer
+
     def held_plan(*args: Any) -> dict[str, float]:
-        chances = plugin_call(whose, plan, *args, seconds=seconds, returns=(Mapping,))
+        chances = plugin_call(whose, plain_plan, *args, seconds=seconds, returns=(dict,))
         if not all(_is_number(chances.get(verdict)) for verdict in _VERDICTS):
             raise InstrumentError(f"{whose} returned no number for each of PASS, BLOCK and INCONCLUSIVE")
         return {verdict: float(chances[verdict]) for verdict in _VERDICTS}

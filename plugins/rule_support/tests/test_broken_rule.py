@@ -17,10 +17,25 @@ from certlab_core.testing import run_certlab
 
 BROKEN_RULE = """
 import os, time
+from collections.abc import Mapping
 from certlab_core.plugin import Bounds, StatisticalRule, hookimpl
+
+class SlowChances(Mapping):
+    # A mapping of the rule's own whose every read waits for good: read past the deadline, it hung the command.
+    def __getitem__(self, key):
+        while True:
+            time.sleep(0.05)
+
+    def __iter__(self):
+        return iter(("PASS", "BLOCK", "INCONCLUSIVE"))
+
+    def __len__(self):
+        return 3
 
 def breaks(answer):
     how = os.environ["HOW"]
+    if how == "slow-mapping":
+        return SlowChances()
     if how == "hang":
         while True:
             time.sleep(0.05)
@@ -72,6 +87,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("hang", BOUNDS, WHOSE.format("decide") + WAITED),
         ("hang", PLAN, WHOSE.format("plan") + WAITED),
         ("hang", SELFCHECK, WHOSE.format("plan") + WAITED),
+        # Before: the answer was held to the wait, but read after it: a mapping whose get never returns hung plan.
+        ("slow-mapping", PLAN, WHOSE.format("plan") + WAITED),
     ],
 )
 def test_a_broken_rule_is_one_line_naming_it(site: Path, how: str, args: tuple[str, ...], said: str) -> None:
