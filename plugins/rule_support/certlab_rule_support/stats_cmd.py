@@ -204,7 +204,7 @@ def planner(rule: StatisticalRule) -> Callable[..., dict[str, float]]:
         )
     plan, whose, seconds = rule.plan, namer(rule)("plan"), plugin_wait_s()
 
-    def plain_plan(*args: Any) -> object:
+    def plain_plan(*args: Any) -> Any:
         """The rule's answer made a plain dict while the deadline holds: a mapping of its own is read only here."""
         answer = plan(*args)
         return dict(answer) if isinstance(answer, Mapping) else answer
