@@ -130,7 +130,11 @@ def test_unavailable_agent_exits_3_with_the_bundle_written(tmp_path: Path) -> No
         (["--family", "intervals", "--agent", "command"], "give it with --agent-arg"),
         (["--family", "intervals", "--agent", "command", "--agent-arg", "no-such-agent-cli --go"], "is not on PATH"),
         (["--family", "intervals", "--agent", "command", "--agent-arg", "/nonexistent/agent"], "not an executable"),
-        (["--family", "intervals", "--agent", "oracle", "--trials", "0"], "--trials must be at least 1"),
+        (["--family", "intervals", "--agent", "oracle", "--trials", "0"], "--trials must be 1 to 10000 (got 0)"),
+        # a hundred million built every trial's record in memory first (4.6 GB, and no trial ran)
+        (["--family", "intervals", "--agent", "oracle", "--trials", "100000000"], "--trials must be 1 to 10000"),
+        # finite, so it passed; the trial's deadline past it was infinite: internal error: OverflowError
+        (["--family", "intervals", "--agent", "oracle", "--agent-timeout", "1e308"], "at most 604800 (a week)"),
         # nan passed the old check (and no trial had a time limit); inf reached the bundle's JSON: internal error
         (["--family", "intervals", "--agent", "oracle", "--agent-timeout", "nan"], "--agent-timeout nan: give a"),
         (["--family", "intervals", "--agent", "oracle", "--agent-timeout", "inf"], "--agent-timeout inf: give a"),

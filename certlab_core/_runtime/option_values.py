@@ -1,7 +1,8 @@
 """Option values the commands share, refused in one line: seconds and workers.
 
-A number of seconds is finite and above 0: ``nan`` passed every comparison and ``inf`` reached
-the bundle's JSON (an internal error), and a preflight's smoke call ran without a time limit.
+A number of seconds is finite, above 0 and at most a week: ``nan`` passed every comparison and
+``inf`` reached the bundle's JSON (an internal error), a preflight's smoke call ran without a time
+limit, and ``1e308`` made a deadline infinite (an internal error).
 Workers are 1 or more, or 0 for the CPUs this process may run on (its affinity, as a container's
 or ``taskset``'s limit sets it, not the machine's count).
 """
@@ -13,11 +14,14 @@ import os
 
 from certlab_core.plugin.errors import UsageError
 
+#: The most seconds an option may give (a week): ``1e308`` was finite, and a deadline past it was infinite.
+MAX_SECONDS = 7 * 24 * 3600
+
 
 def refuse_bad_seconds(option: str, seconds: float) -> None:
-    """Refuse ``seconds`` given to ``option`` unless it is a finite number above 0."""
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(f"{option} {seconds:g}: give a number of seconds above 0")
+    """Refuse ``seconds`` given to ``option`` unless it is a finite number above 0 and at most :data:`MAX_SECONDS`."""
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_SECONDS:
+        raise UsageError(f"{option} {seconds:g}: give a number of seconds above 0 and at most {MAX_SECONDS} (a week)")
 
 
 def usable_cpus() -> int:

@@ -159,14 +159,19 @@ def settings_of(options: CertifyOptions) -> dict[str, Any]:
     return settings
 
 
+#: The most runs of every task a certification schedules: a hundred million built every trial's record first, in
+#: memory (4.6 GB before the first ran).
+MAX_TRIALS_PER_TASK = 10_000
+
+
 def certify(registry: Registry, options: CertifyOptions, progress: Progress) -> CertifyResult:
     """Prove every family, calibrate, run the agent on every task ``trials`` times, and build the bundle.
 
     Every family and user task is scored under a lock of its held-out cases
     (``certlab_held_out``: certlab-acceptance), checked before every arm and after the last trial.
     """
-    if options.trials < 1:
-        raise UsageError(f"--trials must be at least 1 (got {options.trials})")
+    if not 1 <= options.trials <= MAX_TRIALS_PER_TASK:
+        raise UsageError(f"--trials must be 1 to {MAX_TRIALS_PER_TASK} (got {options.trials}): the runs of every task")
     refuse_bad_seconds("--agent-timeout", options.agent_timeout_s)
     if options.token_budget is not None and options.token_budget < 1:
         raise UsageError(f"--token-budget must be at least 1 (got {options.token_budget})")

@@ -51,7 +51,7 @@ def certify_command(
         help="Model tokens a trial may spend (input plus output, as the answers report them); the model boundary "
         "refuses the next call, and the trial is budget-exceeded.",
     ),
-    trials: int = typer.Option(1, "--trials", "-k", help="Runs of every task (K); K > 1 gives intervals."),
+    trials: int = typer.Option(1, "--trials", "-k", help="Runs of every task (K, 1 to 10000); K > 1 gives intervals."),
     out: Path = typer.Option(None, "--out", "-o", help="New folder for bundle.json and CONTRACT.md."),
     workers: int = typer.Option(0, "--workers", "-w", help="Trials at once (default: the number of CPUs)."),
     executor: str = typer.Option(
