@@ -45,6 +45,18 @@ def predictions_path(root: Path) -> Path:
     return root / LOCK_FOLDER / PREDICTIONS_FILE
 
 
+def make_lock_folder(root: Path) -> Path:
+    """The task's ``.certlab`` folder, made if need be; something else in its place is one line (exit 4)."""
+    folder = root / LOCK_FOLDER
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as error:
+        raise UsageError(
+            f"{folder}: cannot make certlab's folder there ({error.strerror}); move what is in its place"
+        ) from None
+    return folder
+
+
 def _inside(path: Path, folder: Path) -> bool:
     path, folder = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
     return path == folder or folder in path.parents
@@ -301,7 +313,7 @@ def write_lock(task: UserTask, registry: Any, again: bool = False) -> tuple[Path
             "fingerprints_sha256": fingerprints.digest_of(prints),
         }
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_lock_folder(task.root)
     safe_io.replace_file(path, canonical.pretty_json(document).encode("utf-8"), "lock", UsageError)
     return path, document
 

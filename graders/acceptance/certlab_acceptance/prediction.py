@@ -21,7 +21,7 @@ from typing import Any
 
 from attrs import frozen
 
-from certlab_acceptance.lock import lock_path, predictions_path, read_lock
+from certlab_acceptance.lock import lock_path, make_lock_folder, predictions_path, read_lock
 from certlab_core.plugin import UsageError
 from certlab_core.sdk import canonical, safe_io
 
@@ -83,7 +83,7 @@ def register(root: Path, expect: str) -> dict[str, Any]:
         }
     )
     path = predictions_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_lock_folder(root)
     if path.parent.is_symlink():
         raise UsageError(f"{path}: its folder {path.parent} is a link; certlab writes predictions only into a real one")
     try:  # a link in the file's place is refused, never written through

@@ -228,6 +228,18 @@ def test_lock_and_predict_never_write_through_a_link_a_task_folder_holds(tmp_pat
     assert list(elsewhere.iterdir()) == []
 
 
+def test_a_file_in_place_of_the_certlab_folder_is_one_line_for_lock_and_predict(tmp_path: Path) -> None:
+    # Before: making .certlab raised an unforeseen FileExistsError, exit 3.
+    task = scaffold_task(tmp_path / "task")
+    (task / ".certlab").write_text("mine\n")
+    for args in (["lock", str(task)], ["predict", str(task), "--expect", "candidate wins"]):
+        refused = certlab(*args)
+        assert refused.returncode == 4, refused.stderr
+        said = f"{task / '.certlab'}: cannot make certlab's folder there (File exists); move what is in its place"
+        assert one_line_error(refused) == f"certlab: error: {said}"
+    assert (task / ".certlab").read_text() == "mine\n"
+
+
 def test_an_edit_without_resealing_breaks_the_chain(tmp_path: Path) -> None:
     task = scaffold_task(tmp_path / "task")
     for text in ("candidate wins by 5 points", "baseline never fails"):
