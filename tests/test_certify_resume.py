@@ -211,6 +211,21 @@ def test_resume_refuses_a_journal_that_is_a_link_and_leaves_the_file_it_names_wh
     assert victim.read_bytes() == b'{"a": 1}\na last line with no newline'
 
 
+def test_resume_of_a_folder_with_no_journal_says_there_is_nothing_to_resume(tmp_path: Path) -> None:
+    # Before: a run store given to --resume was "--out DIR holds other files ...; give a new or empty folder".
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "manifest.json").write_text("{}")
+    for folder in (store, tmp_path / "missing"):
+        done = run_certlab("certify", "--resume", str(folder))
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert done.stderr == (
+            f"certlab: error: --resume {folder}: no unfinished certification to resume (no trials.journal.jsonl); "
+            "certify anew with --out\n"
+        )
+    assert not (tmp_path / "missing").exists()
+
+
 def test_a_certification_refused_before_its_trials_leaves_nothing_to_resume(tmp_path: Path) -> None:
     out = tmp_path / "cert"
     done = run_certlab("certify", "--family", "no-such-family", "--agent", "oracle", "--out", str(out))

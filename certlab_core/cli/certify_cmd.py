@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from certlab_core._runtime.option_values import workers_or_cpus
 from certlab_core._runtime.registry import Registry, discover, refuse_broken
 from certlab_core.certify.certification import CertifyOptions, certify_into
 from certlab_core.certify.heartbeat import heartbeat_interval
+from certlab_core.certify.journal import JOURNAL_FILE
 from certlab_core.certify.lab import log_to_stderr
 from certlab_core.certify.out_folder import check_output_dir, output_lock, write_certification
 from certlab_core.certify.twins import TWIN_KINDS, TwinKind, cheating_line
@@ -115,6 +117,10 @@ def certify_command(
     workers = workers_or_cpus(workers, "trials")
     if resume is not None:
         out = resume
+        if not os.path.lexists(resume / JOURNAL_FILE):  # before the folder's other checks, which speak of --out
+            raise UsageError(
+                f"--resume {resume}: no unfinished certification to resume (no {JOURNAL_FILE}); certify anew with --out"
+            )
     elif not agent:
         raise UsageError("Missing option '--agent': name the agent to certify, e.g. --agent oracle")
     elif out is None:
