@@ -111,10 +111,9 @@ def _cases_for_scan(rundir: Path, cases: list[Path], tasks: list[Path], families
             try:
                 family = registry.get("task_families", name)
             except CertlabError:
-                raise UsageError(
-                    f"the run names the task {name!r}, which is no installed family; "
-                    "give its cases with --task DIR or --cases FILE"
-                ) from None
+                named = f"--family {name!r} is" if families else f"the run names the task {name!r}, which is"
+                said = f"{named} no installed family; give its cases with --task DIR or --cases FILE"
+                raise UsageError(said) from None
             found.extend(read_cases(Path(family.cases_file)))
     if not found:
         raise UsageError("name the held-out cases to look for: --task DIR, --family NAME or --cases FILE")

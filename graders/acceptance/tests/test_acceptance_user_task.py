@@ -178,6 +178,14 @@ def test_an_edited_prediction_is_reported(locked_task: Path, fixed_certification
     assert "differs from the one the run recorded: edited after the run" in edited.stdout
 
 
+def test_leakscan_of_a_family_not_installed_names_the_option_it_came_from(tmp_path: Path) -> None:
+    # Before: --family nosuch was "the run names the task 'nosuch'", though the user named it, not the run.
+    done = certlab("leakscan", str(tmp_path), "--family", "nosuch")
+    assert done.returncode == 4, done.stderr
+    said = "--family 'nosuch' is no installed family; give its cases with --task DIR or --cases FILE"
+    assert one_line_error(done) == f"certlab: error: {said}"
+
+
 def test_predict_refuses_a_folder_that_is_no_experiment_and_writes_nothing_there(tmp_path: Path) -> None:
     # Before: --expect wrote .certlab/predictions.jsonl into any folder, and --check said "no prediction registered".
     folder = tmp_path / "not-an-experiment"
