@@ -122,12 +122,17 @@ def _module_name_of(path: Path, folder: str | None) -> str:
 
 
 def included_file(path: Path, module: str) -> dict[str, Any]:
+    """An included source file: a regular file read up to its cap (a FIFO named ``x.py`` blocked the read for good,
+    and a link to ``/dev/zero`` read until memory ran out)."""
     try:
-        data = path.read_bytes()
+        with safe_io.opened_regular(path, "included file", UsageError, f"--include {path}: no such file") as handle:
+            data = handle.read(MAX_INCLUDED_BYTES + 1)
     except OSError as error:
         raise UsageError(f"--include {path}: cannot read it ({error.strerror})") from None
     if len(data) > MAX_INCLUDED_BYTES:
-        raise UsageError(f"--include {path}: {len(data)} bytes; a reproducer includes source files, not data")
+        raise UsageError(
+            f"--include {path}: over {MAX_INCLUDED_BYTES} bytes; a reproducer includes source files, not data"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -14,11 +15,15 @@ TRIAL = "candidate/reserve-timeout/3"
 
 
 @pytest.fixture(scope="module")
-def reproducer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("bundle")
-    done, store = run_experiment(folder, A_VS_B)
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    done, made = run_experiment(tmp_path_factory.mktemp("bundle"), A_VS_B)
     assert done.returncode == 1, done.stdout + done.stderr
-    out = folder / "repro.json"
+    return made
+
+
+@pytest.fixture(scope="module")
+def reproducer(store: Path) -> Path:
+    out = store.parent / "repro.json"
     made = run_certlab("bundle", str(store), TRIAL, "--out", str(out))
     assert made.returncode == 0, made.stdout + made.stderr
     assert "failure tool-fault-uncaught" in made.stdout and "certlab_retry_world/agents.py" in made.stdout
@@ -253,3 +258,25 @@ def test_a_reproducer_or_minimisation_written_into_its_run_store_is_refused_firs
     assert done.stderr.strip().splitlines() == [f"certlab: error: {said}"] and done.stdout == ""
     for kept in archived.iterdir():
         assert (store / kept.name).read_bytes() == kept.read_bytes(), kept.name
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_an_included_file_that_is_no_regular_file_is_one_line_never_a_hang(
+    store: Path, tmp_path: Path, kind: str
+) -> None:
+    # Before: --include x.py of a FIFO blocked the bundle for good, and of a link to /dev/zero read until the
+    # machine's memory ran out (24 GB in 50 s here).
+    included = tmp_path / "agent_fix.py"
+    if kind == "fifo":
+        os.mkfifo(included)
+    else:
+        included.symlink_to("/dev/zero")
+    out = tmp_path / "repro.json"
+    args = ("bundle", str(store), TRIAL, "--out", str(out), "--include", str(included))
+    done = run_certlab(*args, timeout=60)
+    assert done.returncode == 4, done.stdout + done.stderr
+    said = {"fifo": "a FIFO", "device": "a device"}[kind]
+    assert done.stderr.strip().splitlines() == [
+        f"certlab: error: {included}: {said}, not a regular file; give the included file as a file"
+    ]
+    assert not out.exists()
