@@ -546,6 +546,18 @@ def test_an_output_file_in_the_run_store_it_reports_on_is_refused_and_the_store_
         assert (store / kept.name).read_bytes() == kept.read_bytes(), kept.name
 
 
+def test_an_output_file_that_is_a_link_loop_is_one_line_not_an_internal_error(tmp_path: Path) -> None:
+    # The check that an output is outside its run store resolved the path first: a link loop there raised
+    # RuntimeError ("Symlink loop"), an internal error, where the write itself says so in one line.
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    done = certlab("report", str(ARCHIVED), "--out", str(loop))
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"certlab: error: --out {loop}: cannot write (Too many levels of symbolic links); choose a writable file"
+    ]
+
+
 def test_rederive_write_replaces_the_decision_without_following_a_link_planted_in_the_store(tmp_path: Path) -> None:
     # Before: the new decision went to decision.json.tmp first, through a link of that name to any file.
     store = make_store(tmp_path / "store")

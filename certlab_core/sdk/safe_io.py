@@ -247,11 +247,12 @@ def refuse_output_inside(path: Path, records: Path, what: str = "--out") -> None
     """Refuse the output file ``path`` when it is in ``records``, the folder of records the command reads.
 
     A report or reproducer written over ``decision.json``, ``manifest.json`` or ``trials.jsonl``
-    would destroy the run it was made from. Links are followed, so one into the folder is in it.
+    would destroy the run it was made from. Links are followed, so one into the folder is in it
+    (``os.path.realpath``: a link loop is left to the write, which names it in one line).
     """
     from certlab_core.plugin.errors import UsageError
 
-    if path.resolve().is_relative_to(records.resolve()):
+    if Path(os.path.realpath(path)).is_relative_to(os.path.realpath(records)):
         raise UsageError(f"{what} {path}: inside {records}, whose records this command reads; write it elsewhere")
 
 
