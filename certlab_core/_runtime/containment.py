@@ -9,7 +9,7 @@ from typing import Any, Protocol, cast
 import attrs
 
 from certlab_core._runtime.providers import Providers
-from certlab_core.plugin.errors import InstrumentError, UsageError
+from certlab_core.plugin.errors import UsageError
 from certlab_core.plugin.types.sandbox import (
     SANDBOX_CHOICES,
     UNCONTAINED,
@@ -20,7 +20,7 @@ from certlab_core.plugin.types.sandbox import (
     SandboxLauncher,
 )
 from certlab_core.sdk.containment import installation_paths, runtime_folder
-from certlab_core.sdk.deadline import PLUGIN_LOAD_ENV, TooSlow, deadline, plugin_wait_s
+from certlab_core.sdk.deadline import TooSlow, deadline, plugin_call, plugin_wait_s
 
 KIND = "sandboxes"
 
@@ -123,21 +123,8 @@ class HeldCall:
 
     def __call__(self, *args: Any) -> Any:
         whose = f"the sandbox {self.sandbox}'s {self.method}"
-        seconds = plugin_wait_s()
-        try:
-            with deadline(seconds):
-                answer = self.call(*args)
-        except (OSError, UsageError):
-            raise
-        except TooSlow:
-            late = f"{whose} did not return within {seconds:g} s ({PLUGIN_LOAD_ENV} sets the wait)"
-            raise InstrumentError(late) from None
-        except Exception as error:  # a third party's sandbox
-            raise InstrumentError(f"{whose} raised {type(error).__name__}: {str(error)[:160]}") from None
-        if not isinstance(answer, self.returns):
-            wanted = " or ".join(kind.__name__ for kind in self.returns)
-            raise InstrumentError(f"{whose} returned {type(answer).__name__}, not {wanted}")
-        return answer
+        passes = (UsageError, OSError)  # an OSError is a launch's refusal to show what a program needs
+        return plugin_call(whose, self.call, *args, seconds=plugin_wait_s(), returns=self.returns, passes=passes)
 
 
 def _providers(sandboxes: object) -> Providers:

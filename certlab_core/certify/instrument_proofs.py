@@ -18,7 +18,8 @@ from certlab_core.plugin.errors import InstrumentError, UsageError
 from certlab_core.plugin.types.family import TaskFamily
 from certlab_core.plugin.types.grader import Grader
 from certlab_core.plugin.types.instrument_proof import InstrumentProof, ProofOutcome, ProofRecheck, ProofRequest
-from certlab_core.sdk.deadline import PLUGIN_LOAD_ENV, TooSlow, deadline, plugin_wait_s, seconds_from_environment
+from certlab_core.sdk.deadline import PLUGIN_LOAD_ENV, plugin_wait_s, seconds_from_environment
+from certlab_core.sdk.deadline import plugin_call as held_call
 
 KIND = "instrument_proofs"
 #: How long one family's ``measure`` may take (the mutation proof grades every mutant), unless ``CERTLAB_PROOF_S``
@@ -91,16 +92,7 @@ def plugin_call(proof: InstrumentProof, method: str, call: Callable[..., Any], *
         seconds = seconds_from_environment(PROOF_ENV, PROOF_MEASURE_S, "an instrument proof may measure, e.g. 3600")
     else:
         variable, seconds = PLUGIN_LOAD_ENV, plugin_wait_s()
-    try:
-        with deadline(seconds):
-            return call(*arguments)
-    except UsageError:
-        raise
-    except TooSlow:
-        late = f"{said(proof, method)} did not return within {seconds:g} s ({variable} sets the wait)"
-        raise InstrumentError(late) from None
-    except Exception as error:  # a plugin's proof
-        raise InstrumentError(f"{said(proof, method)} raised {type(error).__name__}: {str(error)[:160]}") from None
+    return held_call(said(proof, method), call, *arguments, seconds=seconds, wait_variable=variable)
 
 
 def said_as(name: str) -> str:

@@ -86,17 +86,19 @@ def plugin_call(
     seconds: float,
     wait_variable: str = PLUGIN_LOAD_ENV,
     returns: tuple[type, ...] | None = None,
+    passes: tuple[type[Exception], ...] = (UsageError,),
 ) -> T:
     """``fn(*args)``, a plugin's callable, run here under a deadline of ``seconds``.
 
-    Its refusal (a ``UsageError``) goes on as it is. Anything else it raises, running past
-    ``seconds`` (``wait_variable`` sets them), or returning none of ``returns`` is one line
-    naming ``whose`` ("the adapter X's version (its distribution)"): an InstrumentError, exit 3.
+    Its refusal (a ``UsageError``, or what else ``passes`` names: a sandbox's launch refuses with
+    an OSError) goes on as it is. Anything else it raises, running past ``seconds``
+    (``wait_variable`` sets them), or returning none of ``returns`` is one line naming ``whose``
+    ("the adapter X's version (its distribution)"): an InstrumentError, exit 3.
     """
     try:
         with deadline(seconds):
             value = fn(*args)
-    except UsageError:
+    except passes:
         raise
     except TooSlow:
         raise InstrumentError(f"{whose} did not return within {seconds:g} s ({wait_variable} sets the wait)") from None
