@@ -45,8 +45,9 @@ def predictions_path(root: Path) -> Path:
     return root / LOCK_FOLDER / PREDICTIONS_FILE
 
 
-def make_lock_folder(root: Path) -> Path:
-    """The task's ``.certlab`` folder, made if need be; something else in its place is one line (exit 4)."""
+def make_lock_folder(root: Path, what: str) -> Path:
+    """The task's ``.certlab`` folder, made if need be, for the ``what`` certlab writes there; something else in its
+    place, or a link (certlab writes only into a real folder), is one line (exit 4)."""
     folder = root / LOCK_FOLDER
     try:
         folder.mkdir(exist_ok=True)
@@ -54,6 +55,8 @@ def make_lock_folder(root: Path) -> Path:
         raise UsageError(
             f"{folder}: cannot make certlab's folder there ({error.strerror}); move what is in its place"
         ) from None
+    if folder.is_symlink():
+        raise UsageError(f"{root}: its folder {folder} is a link; certlab writes the {what} only into a real folder")
     return folder
 
 
@@ -313,7 +316,7 @@ def write_lock(task: UserTask, registry: Any, again: bool = False) -> tuple[Path
             "fingerprints_sha256": fingerprints.digest_of(prints),
         }
     )
-    make_lock_folder(task.root)
+    make_lock_folder(task.root, "lock")
     safe_io.replace_file(path, canonical.pretty_json(document).encode("utf-8"), "lock", UsageError)
     return path, document
 
